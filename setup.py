@@ -1,0 +1,24 @@
+"""tfp_sgmcmc: stochastic-gradient MCMC kernels for TensorFlow Probability."""
+from setuptools import find_packages, setup
+
+setup(
+    name="tfp_sgmcmc",
+    version="0.1.0",
+    description=("Stochastic-gradient MCMC (SGLD, SGHMC, AMAGOLD, ...) as "
+                 "tfp.mcmc.TransitionKernels"),
+    packages=find_packages(include=["tfp_sgmcmc", "tfp_sgmcmc.*"]),
+    python_requires=">=3.10",
+    install_requires=[
+        # Versions known to work together: TFP 0.25 is built against TF 2.21
+        # (checked on this project's machines); TFP imports tf-keras.
+        "tensorflow>=2.21,<2.22",
+        "tensorflow-probability>=0.25,<0.26",
+        "tf-keras>=2.21,<2.22",
+        "tensorflow-datasets>=4.9",
+        "numpy>=1.26",
+    ],
+    extras_require={
+        "test": ["pytest>=8", "scipy>=1.11", "matplotlib>=3.8"],
+        "examples": ["matplotlib>=3.8"],
+    },
+)

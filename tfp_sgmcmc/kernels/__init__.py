@@ -1,0 +1,6 @@
+"""One `tfp.mcmc.TransitionKernel` per module."""
+
+from tfp_sgmcmc.kernels.sghmc import NaiveSGHMC, SGHMC, SGHMCResults
+from tfp_sgmcmc.kernels.sgld import SGLD, SGLDResults
+
+__all__ = ["SGLD", "SGLDResults", "SGHMC", "SGHMCResults", "NaiveSGHMC"]

@@ -1,0 +1,106 @@
+"""Helpers shared by the kernels: argument checks, seeds, divergence."""
+
+import numbers
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc import targets as targets_lib
+
+__all__ = []
+
+# The seed bootstrap_results uses for its one energy evaluation (bootstrap has
+# no seed argument in the TransitionKernel protocol).
+BOOTSTRAP_SEED = (0, 0)
+
+
+def static_value(value):
+  """The value of a Python number, array or constant tensor, else None."""
+  if isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
+    return np.asarray(value, dtype=np.float64)
+  if tf.is_tensor(value):
+    v = tf.get_static_value(value)
+    return None if v is None else np.asarray(v, dtype=np.float64)
+  return None
+
+
+def check_positive(name, value, allow_zero=False):
+  v = static_value(value)
+  if v is None:
+    return
+  ok = np.all(v >= 0) if allow_zero else np.all(v > 0)
+  if not ok or not np.all(np.isfinite(v)):
+    raise ValueError(f"`{name}` must be {'>= 0' if allow_zero else '> 0'} "
+                     f"and finite; got {value!r}.")
+
+
+def check_target(target):
+  if not isinstance(target, targets_lib.MinibatchTarget):
+    raise TypeError(
+        "`target` must be a tfp_sgmcmc target (InMemoryTarget, "
+        "DatasetTarget, NoisyGradientTarget, ...); got "
+        f"{type(target).__name__}.")
+
+
+def check_initial_state(state):
+  """Float dtypes always; finite values when they can be seen (eagerly)."""
+  targets_lib._check_float_state(state)  # pylint: disable=protected-access
+  if tf.executing_eagerly():
+    for i, part in enumerate(tf.nest.flatten(state)):
+      if not bool(tf.reduce_all(tf.math.is_finite(part))):
+        raise ValueError(f"`current_state` part {i} has non-finite values; "
+                         "start the chain from a finite state.")
+
+
+def is_schedule(step_size):
+  return callable(step_size) and not tf.is_tensor(step_size)
+
+
+def step_size_at(step_size, step_count, previous_step_size, dtype):
+  """A schedule's value at this step; otherwise the (adaptable) result field.
+
+  Reading a constant step size from the previous results, as TFP's HMC does,
+  lets `SimpleStepSizeAdaptation` and `DualAveragingStepSizeAdaptation` set it.
+  """
+  if is_schedule(step_size):
+    return tf.cast(step_size(step_count, dtype=dtype), dtype)
+  return tf.cast(previous_step_size, dtype)
+
+
+def initial_step_size(step_size, dtype):
+  if is_schedule(step_size):
+    return tf.cast(step_size(tf.constant(0, tf.int32), dtype=dtype), dtype)
+  return tf.cast(step_size, dtype)
+
+
+def state_dtype(state):
+  return tf.nest.flatten(state)[0].dtype
+
+
+def _expand_to(mask, part):
+  extra = part.shape.rank - mask.shape.rank
+  return tf.reshape(mask, tf.concat([tf.shape(mask), tf.ones([extra],
+                                                              tf.int32)], 0))
+
+
+def finite_per_chain(energy, structures):
+  """True for chains whose energy and every value in `structures` are finite."""
+  finite = tf.math.is_finite(energy)
+  batch_rank = energy.shape.rank
+  for part in tf.nest.flatten(structures):
+    axes = list(range(batch_rank, part.shape.rank))
+    part_finite = tf.reduce_all(tf.math.is_finite(part), axis=axes)
+    finite = finite & tf.broadcast_to(part_finite, tf.shape(finite))
+  return finite
+
+
+def keep_where_diverged(diverged, old, new):
+  """Chains flagged `diverged` keep `old`; the others move to `new`."""
+  def pick(o, n):
+    return tf.where(_expand_to(diverged, n), o, n)
+  return tf.nest.map_structure(pick, old, new)
+
+
+def split(seed, n):
+  return tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=n)

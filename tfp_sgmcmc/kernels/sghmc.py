@@ -1,0 +1,304 @@
+"""Stochastic gradient Hamiltonian Monte Carlo as a `TransitionKernel`."""
+
+import collections
+import math
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.mcmc.internal import util as mcmc_util
+
+from tfp_sgmcmc import dynamics
+from tfp_sgmcmc.kernels import _common
+
+__all__ = ["SGHMC", "SGHMCResults", "NaiveSGHMC"]
+
+INTEGRATORS = ("euler", "splitting")
+
+
+class SGHMCResults(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("SGHMCResults", [
+        "momentum", "energy", "step_size", "step_count", "diverged",
+        "seed"])):
+  """Results of one SGHMC step.
+
+  Fields:
+    momentum: r after the step, in the structure of the state. It lives here
+      so that a chain continues across `sample_chain` calls
+      (`previous_kernel_results=`).
+    energy: minibatch estimate U~ where this step's gradient was evaluated.
+    step_size: h used by this step.
+    step_count: number of steps taken so far.
+    diverged: per chain, True once a non-finite energy, state or momentum was
+      met; such a chain stays at its last finite state.
+    seed: the stateless seed this step used.
+  """
+  __slots__ = ()
+
+
+class SGHMC(tfp.mcmc.TransitionKernel):
+  """Stochastic gradient HMC (Chen, Fox, Guestrin 2014).
+
+  Simulates dtheta = r dt, dr = -grad U dt - C r dt + N(0, 2 C T dt) with a
+  fresh minibatch gradient per step. The integrator is one of
+
+  * `"euler"` (Chen et al. 2014, Algorithm 2, gradient at the current
+    position):
+
+        r'     = r - h grad U~(theta) - h C r + N(0, 2 (C T - B-hat) h)
+        theta' = theta + h r'
+
+  * `"splitting"`, the symmetric ABOBA splitting of Chen, Ding & Carin
+    (2015), 2nd order, with the friction flow solved exactly:
+
+        theta1 = theta + r h/2,      r1 = exp(-C h/2) r
+        r2     = r1 - h grad U~(theta1) + N(0, 2 (C T - B-hat) h)
+        r'     = exp(-C h/2) r2,     theta' = theta1 + r' h/2.
+
+  B-hat, the estimate of the gradient-noise term B(theta) = h V(theta) / 2,
+  is `noise_estimate`: 0 (the usual choice), a constant (scalar, or one value
+  per coordinate in the state's structure), or `"empirical_fisher"`, which
+  uses B-hat = h V-hat / 2 with V-hat the per-coordinate variance of the
+  minibatch gradient estimated from the same minibatch's per-example
+  gradients (`target.gradient_noise_variance`); where that exceeds C T the
+  injected noise is clipped at zero. T is the temperature.
+
+  The momentum is drawn from N(0, T I) at the first step and, with
+  `momentum_resampling_period=m`, again every m steps (Algorithm 2's outer
+  loop); otherwise it is carried in the results.
+
+  `SGHMC.from_sgd_momentum(target, learning_rate, momentum_decay)` builds the
+  same kernel from the SGD-with-momentum parameters (eta = h^2, alpha = h C,
+  beta-hat = h B-hat).
+
+  #### Example
+
+  ```python
+  target = tfp_sgmcmc.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x**2, -1), gradient_noise_variance=4.)
+  kernel = tfp_sgmcmc.SGHMC(target, step_size=0.1, friction=1.,
+                            integrator="splitting")
+  samples = tfp.mcmc.sample_chain(
+      5000, tf.zeros([2]), kernel=kernel, trace_fn=None, seed=[0, 1])
+  ```
+
+  #### References
+
+  [1] Chen, T., Fox, E. B. and Guestrin, C. Stochastic gradient Hamiltonian
+      Monte Carlo. ICML 2014.
+  [2] Chen, C., Ding, N. and Carin, L. On the convergence of stochastic
+      gradient MCMC algorithms with high-order integrators. NeurIPS 2015.
+  """
+
+  def __init__(self, target, step_size, friction, noise_estimate=0.,
+               integrator="euler", momentum_resampling_period=None,
+               temperature=1., name=None):
+    _common.check_target(target)
+    if not _common.is_schedule(step_size):
+      _common.check_positive("step_size", step_size)
+    self._check_friction(friction)
+    if integrator not in INTEGRATORS:
+      raise ValueError(f"`integrator` must be one of {INTEGRATORS}; got "
+                       f"{integrator!r}.")
+    _common.check_positive("temperature", temperature)
+    if isinstance(noise_estimate, str):
+      if noise_estimate != "empirical_fisher":
+        raise ValueError("`noise_estimate` must be a number, a structure of "
+                         "per-coordinate values, or 'empirical_fisher'; got "
+                         f"{noise_estimate!r}.")
+    else:
+      for value in tf.nest.flatten(noise_estimate):
+        _common.check_positive("noise_estimate", value, allow_zero=True)
+        b = _common.static_value(value)
+        c = _common.static_value(friction)
+        t = _common.static_value(temperature)
+        if b is not None and c is not None and t is not None and (
+            b > c * t).any():
+          raise ValueError(
+              f"`friction` C = {friction!r} must be >= `noise_estimate` "
+              f"B-hat = {value!r} (times the temperature): the injected "
+              "noise has variance 2 (C T - B-hat) h.")
+    if momentum_resampling_period is not None:
+      if (not isinstance(momentum_resampling_period, int) or
+          momentum_resampling_period < 1):
+        raise ValueError("`momentum_resampling_period` must be None or an "
+                         "integer >= 1; got "
+                         f"{momentum_resampling_period!r}.")
+    self._parameters = dict(
+        target=target, step_size=step_size, friction=friction,
+        noise_estimate=noise_estimate, integrator=integrator,
+        momentum_resampling_period=momentum_resampling_period,
+        temperature=temperature, name=name)
+
+  def _check_friction(self, friction):
+    _common.check_positive("friction", friction)
+
+  @classmethod
+  def from_sgd_momentum(cls, target, learning_rate, momentum_decay,
+                        noise_estimate=0., **kwargs):
+    """SGHMC in the SGD-with-momentum parameterisation (Chen et al. 2014).
+
+        v' = v - eta grad U~(theta) - alpha v + N(0, 2 (alpha - beta-hat) eta)
+        theta' = theta + v'
+
+    is Euler SGHMC with v = h r, eta = h^2, alpha = h C, beta-hat = h B-hat,
+    so h = sqrt(eta), C = alpha / sqrt(eta), B-hat = beta-hat / sqrt(eta).
+    The kernel's `momentum` is r = v / h.
+    """
+    _common.check_positive("learning_rate", learning_rate)
+    _common.check_positive("momentum_decay", momentum_decay)
+    _common.check_positive("noise_estimate", noise_estimate, allow_zero=True)
+    h = math.sqrt(float(learning_rate))
+    return cls(target, step_size=h, friction=float(momentum_decay) / h,
+               noise_estimate=float(noise_estimate) / h, **kwargs)
+
+  @property
+  def target(self):
+    return self._parameters["target"]
+
+  @property
+  def step_size(self):
+    return self._parameters["step_size"]
+
+  @property
+  def friction(self):
+    return self._parameters["friction"]
+
+  @property
+  def noise_estimate(self):
+    return self._parameters["noise_estimate"]
+
+  @property
+  def integrator(self):
+    return self._parameters["integrator"]
+
+  @property
+  def momentum_resampling_period(self):
+    return self._parameters["momentum_resampling_period"]
+
+  @property
+  def temperature(self):
+    return self._parameters["temperature"]
+
+  @property
+  def name(self):
+    return self._parameters["name"]
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return False
+
+  def _momentum_update(self):
+    if self.integrator == "euler":
+      return dynamics.sghmc_euler_momentum
+    return dynamics.sghmc_splitting_momentum
+
+  def _noise_estimate(self, position, h, batch_seed):
+    if isinstance(self.noise_estimate, str):
+      variance = self.target.gradient_noise_variance(position, batch_seed)
+      return tf.nest.map_structure(lambda v: 0.5 * h * v, variance)
+    return self.noise_estimate
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    with tf.name_scope(self.name or "sghmc_one_step"):
+      batch_seed, noise_seed, momentum_seed = _common.split(seed, 3)
+      prev = previous_kernel_results
+      dtype = _common.state_dtype(current_state)
+      h = _common.step_size_at(self.step_size, prev.step_count,
+                               prev.step_size, dtype)
+      t = tf.cast(self.temperature, dtype)
+
+      period = self.momentum_resampling_period
+      if period is None:
+        resample = tf.equal(prev.step_count, 0)
+      else:
+        resample = tf.equal(prev.step_count % period, 0)
+      momentum = tf.cond(
+          resample,
+          lambda: tf.nest.map_structure(
+              lambda z: tf.sqrt(t) * z,
+              dynamics.standard_normal_like(prev.momentum, momentum_seed)),
+          lambda: prev.momentum)
+
+      if self.integrator == "euler":
+        grad_position = current_state
+      else:
+        grad_position = dynamics.drift(current_state, momentum, 0.5 * h)
+      energy, grad = self.target.energy_and_gradient(grad_position,
+                                                     batch_seed)
+      noise = dynamics.standard_normal_like(momentum, noise_seed)
+      new_momentum = self._momentum_update()(
+          momentum, grad, h, self.friction, noise,
+          self._noise_estimate(grad_position, h, batch_seed), t)
+      drift_size = h if self.integrator == "euler" else 0.5 * h
+      new_state = dynamics.drift(grad_position, new_momentum, drift_size)
+
+      finite = _common.finite_per_chain(energy, [new_state, new_momentum])
+      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
+      new_state = _common.keep_where_diverged(diverged, current_state,
+                                              new_state)
+      new_momentum = _common.keep_where_diverged(diverged, prev.momentum,
+                                                 new_momentum)
+      return new_state, SGHMCResults(
+          momentum=new_momentum, energy=energy, step_size=h,
+          step_count=prev.step_count + 1, diverged=diverged,
+          seed=tfp.random.sanitize_seed(seed))
+
+  def bootstrap_results(self, init_state):
+    with tf.name_scope((self.name or "sghmc") + "_bootstrap_results"):
+      _common.check_initial_state(init_state)
+      dtype = _common.state_dtype(init_state)
+      energy = self.target.minibatch_energy(init_state,
+                                            _common.BOOTSTRAP_SEED)
+      return SGHMCResults(
+          momentum=tf.nest.map_structure(tf.zeros_like, init_state),
+          energy=energy,
+          step_size=_common.initial_step_size(self.step_size, dtype),
+          step_count=tf.constant(0, tf.int32),
+          diverged=tf.zeros(tf.shape(energy), tf.bool),
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+
+
+class NaiveSGHMC(SGHMC):
+  """Naive SGHMC: HMC's dynamics with a stochastic gradient and no friction.
+
+      r' = r - h grad U~(theta),   theta' = theta + h r'
+
+  with the momentum resampled every `momentum_resampling_period` steps. Its
+  stationary distribution is not the target: the gradient noise heats the
+  chain (Chen et al. 2014, Corollary 3.1). Provided for the papers'
+  comparisons; use `SGHMC` to sample.
+  """
+
+  def __init__(self, target, step_size, momentum_resampling_period=None,
+               name=None):
+    super().__init__(target, step_size, friction=0., noise_estimate=0.,
+                     integrator="euler",
+                     momentum_resampling_period=momentum_resampling_period,
+                     temperature=1., name=name)
+    self._parameters = dict(
+        target=target, step_size=step_size,
+        momentum_resampling_period=momentum_resampling_period, name=name)
+
+  def _check_friction(self, friction):
+    del friction  # Zero by construction.
+
+  @property
+  def friction(self):
+    return 0.
+
+  @property
+  def noise_estimate(self):
+    return 0.
+
+  @property
+  def integrator(self):
+    return "euler"
+
+  @property
+  def temperature(self):
+    return 1.

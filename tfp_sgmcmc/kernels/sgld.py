@@ -1,0 +1,132 @@
+"""Stochastic gradient Langevin dynamics as a `tfp.mcmc.TransitionKernel`."""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.mcmc.internal import util as mcmc_util
+
+from tfp_sgmcmc import dynamics
+from tfp_sgmcmc.kernels import _common
+
+__all__ = ["SGLD", "SGLDResults"]
+
+
+class SGLDResults(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("SGLDResults", [
+        "energy", "step_size", "step_count", "diverged", "seed"])):
+  """Results of one SGLD step.
+
+  Fields:
+    energy: minibatch estimate U~ at the position where this step's gradient
+      was evaluated (the previous state), one value per chain.
+    step_size: h used by this step (a schedule's value, or the constant).
+    step_count: number of steps taken so far.
+    diverged: per chain, True once the chain met a non-finite energy or
+      state; such a chain stays at its last finite state.
+    seed: the stateless seed this step used.
+  """
+  __slots__ = ()
+
+
+class SGLD(tfp.mcmc.TransitionKernel):
+  """Stochastic gradient Langevin dynamics (Welling & Teh 2011).
+
+  Each step draws a fresh minibatch and moves
+
+      theta_{l+1} = theta_l - h_l grad U~_l(theta_l) + sqrt(2 h_l T) xi_l,
+      xi_l ~ N(0, I),
+
+  with a constant step size h or a decreasing schedule such as
+  `PolynomialDecay(a, b, gamma)`: h_l = a (b + l)^(-gamma). With a decreasing
+  schedule, posterior averages should weight each draw by its h_l
+  (`tfp_sgmcmc.step_size_weighted_mean`). T is the temperature (1 for the
+  posterior).
+
+  SGLD is not calibrated: its stationary distribution differs from the target
+  by O(h) (Euler discretisation) plus the effect of gradient noise.
+
+  #### Example
+
+  ```python
+  target = tfp_sgmcmc.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x**2, -1), gradient_noise_variance=1.)
+  kernel = tfp_sgmcmc.SGLD(target, step_size=0.01)
+  samples = tfp.mcmc.sample_chain(
+      2000, tf.zeros([2]), kernel=kernel, trace_fn=None, seed=[0, 1])
+  ```
+
+  #### References
+
+  [1] Welling, M. and Teh, Y. W. Bayesian learning via stochastic gradient
+      Langevin dynamics. ICML 2011.
+  """
+
+  def __init__(self, target, step_size, temperature=1., name=None):
+    _common.check_target(target)
+    if _common.is_schedule(step_size):
+      pass
+    else:
+      _common.check_positive("step_size", step_size)
+    _common.check_positive("temperature", temperature)
+    self._parameters = dict(target=target, step_size=step_size,
+                            temperature=temperature, name=name)
+
+  @property
+  def target(self):
+    return self._parameters["target"]
+
+  @property
+  def step_size(self):
+    return self._parameters["step_size"]
+
+  @property
+  def temperature(self):
+    return self._parameters["temperature"]
+
+  @property
+  def name(self):
+    return self._parameters["name"]
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return False
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    with tf.name_scope(self.name or "sgld_one_step"):
+      batch_seed, noise_seed, next_seed = _common.split(seed, 3)
+      del next_seed
+      dtype = _common.state_dtype(current_state)
+      prev = previous_kernel_results
+      h = _common.step_size_at(self.step_size, prev.step_count,
+                               prev.step_size, dtype)
+      energy, grad = self.target.energy_and_gradient(current_state,
+                                                     batch_seed)
+      noise = dynamics.standard_normal_like(current_state, noise_seed)
+      proposed = dynamics.langevin_step(current_state, grad, h, noise,
+                                        self.temperature)
+      finite = _common.finite_per_chain(energy, proposed)
+      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
+      next_state = _common.keep_where_diverged(diverged, current_state,
+                                               proposed)
+      return next_state, SGLDResults(
+          energy=energy, step_size=h, step_count=prev.step_count + 1,
+          diverged=diverged, seed=tfp.random.sanitize_seed(seed))
+
+  def bootstrap_results(self, init_state):
+    with tf.name_scope((self.name or "sgld") + "_bootstrap_results"):
+      _common.check_initial_state(init_state)
+      dtype = _common.state_dtype(init_state)
+      energy = self.target.minibatch_energy(init_state,
+                                            _common.BOOTSTRAP_SEED)
+      return SGLDResults(
+          energy=energy,
+          step_size=_common.initial_step_size(self.step_size, dtype),
+          step_count=tf.constant(0, tf.int32),
+          diverged=tf.zeros(tf.shape(energy), tf.bool),
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))

@@ -1,0 +1,486 @@
+"""Minibatch targets: how every kernel sees the posterior.
+
+A target represents a posterior pi(theta) proportional to exp(-U(theta)) with
+
+    U(theta) = -sum_{i=1}^N log p(x_i | theta) - log p(theta),
+
+and gives kernels what stochastic-gradient MCMC needs:
+
+* `energy_and_gradient(state, seed)`: an unbiased minibatch estimate
+
+      U~(theta) = -(N / n) sum_{i in batch} log p(x_i | theta) - log p(theta)
+
+  and its gradient, on a fresh minibatch chosen by `seed`;
+* `energy(state)`: the exact full-data U(theta), accumulated over chunks of
+  the data so that N times the model never has to fit in memory at once;
+* `gradient_noise_variance(state, seed)`: a per-coordinate estimate of the
+  variance of the minibatch gradient, from per-example gradients (used by noise
+  estimates such as SGHMC's B-hat).
+
+The state is one tensor or a list of tensors (one per parameter). Leading
+dimensions are independent chains: a log-likelihood returns one value per
+example in its last axis, `batch_shape + [n]`, and a log-prior returns
+`batch_shape`. All chains of one step see the same minibatch (common random
+numbers); their injected noise is independent.
+
+Three sources of data:
+
+* `InMemoryTarget`: a nested structure of tensors with leading axis N. Batch
+  indices are drawn (with replacement) from the kernel's stateless seed, so a
+  chain is reproducible from its seed and compiles under XLA.
+* `DatasetTarget`: a `tf.data.Dataset` of minibatches, for data that does not
+  fit on the device. Runs eagerly and inside `tf.function`, not under XLA
+  (dataset iterators cannot be compiled).
+* `NoisyGradientTarget`: the papers' synthetic targets with an exact energy
+  and a gradient corrupted by Gaussian noise, grad U~ = grad U + N(0, V).
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = [
+    "MinibatchTarget",
+    "InMemoryTarget",
+    "DatasetTarget",
+    "NoisyGradientTarget",
+    "TargetCapabilityError",
+]
+
+
+class TargetCapabilityError(TypeError):
+  """Raised when a kernel asks a target for something it cannot provide."""
+
+
+def _as_list(state):
+  return list(state) if isinstance(state, (list, tuple)) else [state]
+
+
+def _like(template, parts):
+  return list(parts) if isinstance(template, (list, tuple)) else parts[0]
+
+
+def _check_float_state(state):
+  for i, part in enumerate(_as_list(state)):
+    dtype = tf.as_dtype(part.dtype)
+    if not dtype.is_floating:
+      raise TypeError(
+          f"`current_state` part {i} has dtype {dtype.name}; expected a "
+          "floating dtype (float32 or float64). Cast the initial state, e.g. "
+          "tf.constant([0.], tf.float32).")
+
+
+def _call_with_clear_errors(what, fn, *args):
+  """Calls a user function, turning deep TF errors into a clear message."""
+  try:
+    return fn(*args)
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError,
+          IndexError) as e:
+    structure = tf.nest.map_structure(
+        lambda t: f"{tf.as_dtype(t.dtype).name}{list(t.shape)}",
+        args[0]) if args else None
+    raise ValueError(
+        f"{what} failed on `state` = {structure}: does the state structure "
+        f"(one tensor or a list, one per parameter) match what the target "
+        f"expects? Original error: {type(e).__name__}: {e}") from e
+
+
+class MinibatchTarget:
+  """Interface shared by all targets.
+
+  Subclasses implement `_minibatch_log_likelihood(state, seed)` (returning
+  per-chain sums over the batch and the batch size) and, where possible,
+  `_full_log_likelihood(state)` and `_per_example_log_likelihood`.
+  """
+
+  def __init__(self, num_examples, log_prior_fn=None):
+    self._num_examples = num_examples
+    self._log_prior_fn = log_prior_fn
+
+  @property
+  def num_examples(self):
+    """N, the number of examples in the full data set."""
+    return self._num_examples
+
+  @property
+  def has_exact_energy(self):
+    """Whether `energy(state)` computes the exact full-data U(theta)."""
+    return True
+
+  def log_prior(self, state):
+    if self._log_prior_fn is None:
+      return tf.constant(0., dtype=_as_list(state)[0].dtype)
+    return self._log_prior_fn(state)
+
+  def minibatch_energy(self, state, seed):
+    """U~(theta) on the minibatch chosen by `seed` (no gradient)."""
+    raise TargetCapabilityError(
+        f"{type(self).__name__} does not provide minibatch energies.")
+
+  def energy_and_gradient(self, state, seed):
+    """Returns (U~(state), grad U~(state)) on a fresh minibatch."""
+    _check_float_state(state)
+    parts = _as_list(state)
+    with tf.GradientTape() as tape:
+      tape.watch(parts)
+      energy = self.minibatch_energy(_like(state, parts), seed)
+    # Chains are independent, so the gradient of the summed energy is each
+    # chain's own gradient.
+    grads = tape.gradient(energy, parts,
+                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return energy, _like(state, grads)
+
+  def energy(self, state):
+    """Exact full-data energy U(theta), per chain."""
+    raise TargetCapabilityError(
+        f"{type(self).__name__} has no exact full-data energy; pass a target "
+        "that has one (has_exact_energy=True).")
+
+  def gradient_noise_variance(self, state, seed):
+    """Per-coordinate variance of the minibatch gradient estimator.
+
+    For a batch of n examples drawn with replacement, grad U~ = (N/n) sum_i g_i
+    with g_i = -grad log p(x_i | theta), so Var[grad U~] = (N^2 / n) Var_i[g_i];
+    Var_i is estimated by the sample variance of the per-example gradients of
+    the minibatch chosen by `seed`. Returned in the structure of `state`.
+    """
+    raise TargetCapabilityError(
+        f"{type(self).__name__} cannot estimate gradient noise "
+        "(it has no per-example gradients).")
+
+
+def _validate_log_likelihood_output(values, n, name="log_likelihood_fn"):
+  shape = values.shape
+  if shape.rank is None:
+    return values
+  if shape.rank == 0 or (shape[-1] is not None and shape[-1] != n):
+    raise ValueError(
+        f"`{name}` must return one log-likelihood per example, with the "
+        f"examples in the last axis (shape batch_shape + [{n}] for a batch "
+        f"of {n}); it returned shape {shape}. Do not sum or average over "
+        "the batch inside it.")
+  return values
+
+
+class _DataLikelihoodTarget(MinibatchTarget):
+  """Shared code for targets defined by a per-example log-likelihood."""
+
+  def __init__(self, log_likelihood_fn, num_examples, log_prior_fn):
+    if not callable(log_likelihood_fn):
+      raise TypeError("`log_likelihood_fn` must be callable "
+                      f"(params, batch) -> per-example log-likelihoods; got "
+                      f"{log_likelihood_fn!r}.")
+    if log_prior_fn is not None and not callable(log_prior_fn):
+      raise TypeError(f"`log_prior_fn` must be callable or None; got "
+                      f"{log_prior_fn!r}.")
+    super().__init__(num_examples, log_prior_fn)
+    self._log_likelihood_fn = log_likelihood_fn
+
+  def _log_likelihood(self, state, batch, n):
+    values = _call_with_clear_errors("`log_likelihood_fn`",
+                                     self._log_likelihood_fn, state, batch)
+    values = tf.convert_to_tensor(values)
+    return _validate_log_likelihood_output(values, n)
+
+  def _energy_from_batch(self, state, batch, n):
+    ll = self._log_likelihood(state, batch, n)
+    n_float = tf.cast(tf.shape(ll)[-1], ll.dtype)
+    scale = tf.cast(self.num_examples, ll.dtype) / n_float
+    return -scale * tf.reduce_sum(ll, axis=-1) - tf.cast(
+        self.log_prior(state), ll.dtype)
+
+  def _noise_variance_from_batch(self, state, batch, n):
+    parts = _as_list(state)
+    with tf.GradientTape() as tape:
+      tape.watch(parts)
+      ll = self._log_likelihood(_like(state, parts), batch, n)
+      # Sum over chains: chains are independent, so the Jacobian of the
+      # per-example sums w.r.t. each part holds each chain's own gradients.
+      batch_axes = list(range(len(ll.shape) - 1))
+      ll_per_example = tf.reduce_sum(ll, axis=batch_axes)
+    jac = tape.jacobian(ll_per_example, parts,
+                        unconnected_gradients=tf.UnconnectedGradients.ZERO,
+                        experimental_use_pfor=True)
+    num = tf.cast(self.num_examples, parts[0].dtype)
+    out = []
+    for j in jac:
+      n_float = tf.cast(tf.shape(j)[0], j.dtype)
+      mean = tf.reduce_mean(j, axis=0)
+      var = tf.reduce_sum(tf.square(j - mean), axis=0) / (n_float - 1.)
+      out.append(num * num / n_float * var)
+    return _like(state, out)
+
+
+class InMemoryTarget(_DataLikelihoodTarget):
+  """A posterior over data held in memory, with minibatches drawn by seed.
+
+  Args:
+    log_likelihood_fn: `(params, batch) -> log p(x_i | params)`, one value per
+      example in the last axis (shape `batch_shape + [n]`). `params` has the
+      structure of the chain state; `batch` has the structure of `data`.
+    data: a nested structure of tensors (or arrays) with a common leading
+      axis N, e.g. `(x, y)`.
+    batch_size: n, the minibatch size, 1 <= n <= N.
+    log_prior_fn: `params -> log p(params)` of shape `batch_shape`, or None
+      for a flat prior.
+    energy_chunk_size: number of examples per chunk when the exact energy is
+      accumulated (default: min(N, 4096)).
+
+  Minibatch indices are drawn uniformly with replacement from a stateless
+  seed, which makes U~ unbiased and keeps every step compilable with XLA.
+
+  #### Example
+
+  ```python
+  x, y = ...  # float32 [N, d], [N]
+  def log_likelihood(w, batch):
+    xb, yb = batch
+    return tfd.Normal(tf.linalg.matvec(xb, w), 1.).log_prob(yb)
+  target = tfp_sgmcmc.InMemoryTarget(
+      log_likelihood, (x, y), batch_size=32,
+      log_prior_fn=lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1))
+  ```
+  """
+
+  def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None,
+               energy_chunk_size=None):
+    data = tf.nest.map_structure(tf.convert_to_tensor, data)
+    leaves = tf.nest.flatten(data)
+    if not leaves:
+      raise ValueError("`data` is empty: expected a nested structure of "
+                       "tensors with a common leading axis N.")
+    lengths = []
+    for leaf in leaves:
+      if leaf.shape.rank is None or leaf.shape.rank == 0:
+        raise ValueError(f"every part of `data` needs a leading example "
+                         f"axis; got a part of shape {leaf.shape}.")
+      lengths.append(leaf.shape[0])
+    if len(set(lengths)) != 1:
+      raise ValueError(f"the parts of `data` have different lengths "
+                       f"{lengths}; expected one common leading axis N.")
+    num_examples = int(lengths[0])
+    if num_examples < 1:
+      raise ValueError("`data` is empty (N = 0): expected at least one "
+                       "example.")
+    batch_size = _check_batch_size(batch_size, num_examples)
+    super().__init__(log_likelihood_fn, num_examples, log_prior_fn)
+    self._data = data
+    self._batch_size = batch_size
+    if energy_chunk_size is None:
+      energy_chunk_size = min(num_examples, 4096)
+    energy_chunk_size = int(energy_chunk_size)
+    if energy_chunk_size < 1:
+      raise ValueError(f"`energy_chunk_size` must be >= 1; got "
+                       f"{energy_chunk_size}.")
+    self._chunk = min(energy_chunk_size, num_examples)
+
+  @property
+  def batch_size(self):
+    return self._batch_size
+
+  @property
+  def data(self):
+    return self._data
+
+  def _gather(self, indices):
+    return tf.nest.map_structure(lambda d: tf.gather(d, indices), self._data)
+
+  def minibatch_indices(self, seed):
+    """The n example indices used by the step with this `seed`."""
+    return tf.random.stateless_uniform(
+        [self._batch_size], seed=tfp.random.sanitize_seed(seed),
+        minval=0, maxval=self.num_examples, dtype=tf.int32)
+
+  def minibatch_energy(self, state, seed):
+    batch = self._gather(self.minibatch_indices(seed))
+    return self._energy_from_batch(state, batch, self._batch_size)
+
+  def gradient_noise_variance(self, state, seed):
+    if self._batch_size < 2:
+      raise ValueError("a per-example gradient-noise estimate needs "
+                       f"`batch_size` >= 2; got {self._batch_size}.")
+    batch = self._gather(self.minibatch_indices(seed))
+    return self._noise_variance_from_batch(state, batch, self._batch_size)
+
+  def energy(self, state):
+    """Exact U(theta), summing the log-likelihood over chunks of the data."""
+    n, c = self.num_examples, self._chunk
+    num_full, rem = divmod(n, c)
+
+    def chunk_sum(start, size):
+      batch = self._gather(start + tf.range(size))
+      return tf.reduce_sum(self._log_likelihood(state, batch, size), axis=-1)
+
+    total = chunk_sum(0, c)
+    if num_full > 1:
+      def body(i, acc):
+        return i + 1, acc + chunk_sum(i * c, c)
+      _, total = tf.while_loop(lambda i, acc: i < num_full, body,
+                               (tf.constant(1), total))
+    if rem:
+      total = total + chunk_sum(num_full * c, rem)
+    return -total - tf.cast(self.log_prior(state), total.dtype)
+
+
+class DatasetTarget(_DataLikelihoodTarget):
+  """A posterior whose minibatches stream from a `tf.data.Dataset`.
+
+  Args:
+    log_likelihood_fn: as for `InMemoryTarget`.
+    dataset: a dataset of minibatches (already batched and, for long chains,
+      repeated and shuffled). One element is taken per gradient evaluation.
+    num_examples: N, the size of the full training set (needed to scale the
+      minibatch log-likelihood by N/n).
+    log_prior_fn: as for `InMemoryTarget`.
+    full_dataset: a finite dataset of batches covering the training set once,
+      used for the exact energy U(theta); without it `energy` is unavailable.
+
+  The kernel's seed does not choose the batch here: the pipeline's own
+  shuffling does. Works eagerly and inside `tf.function` (without XLA).
+  """
+
+  def __init__(self, log_likelihood_fn, dataset, num_examples,
+               log_prior_fn=None, full_dataset=None):
+    if not isinstance(dataset, tf.data.Dataset):
+      raise TypeError(f"`dataset` must be a tf.data.Dataset; got "
+                      f"{type(dataset).__name__}.")
+    if num_examples is None or int(num_examples) < 1:
+      raise ValueError(f"`num_examples` (N, the training-set size) must be a "
+                       f"positive integer; got {num_examples!r}.")
+    super().__init__(log_likelihood_fn, int(num_examples), log_prior_fn)
+    self._dataset = dataset
+    self._iterator = iter(dataset)
+    self._full_dataset = full_dataset
+
+  @property
+  def has_exact_energy(self):
+    return self._full_dataset is not None
+
+  def _next_batch(self):
+    batch = self._iterator.get_next()
+    n = tf.shape(tf.nest.flatten(batch)[0])[0]
+    return batch, n
+
+  def minibatch_energy(self, state, seed):
+    del seed  # The pipeline chooses the batch.
+    batch, _ = self._next_batch()
+    return self._energy_from_batch(state, batch, None)
+
+  def gradient_noise_variance(self, state, seed):
+    del seed
+    batch, _ = self._next_batch()
+    return self._noise_variance_from_batch(state, batch, None)
+
+  def energy(self, state):
+    if self._full_dataset is None:
+      return super().energy(state)
+    first = self._full_dataset.take(1).get_single_element()
+    init = tf.reduce_sum(self._log_likelihood(state, first, None), axis=-1)
+    total = self._full_dataset.skip(1).reduce(
+        init, lambda acc, batch: acc + tf.reduce_sum(
+            self._log_likelihood(state, batch, None), axis=-1))
+    return -total - tf.cast(self.log_prior(state), total.dtype)
+
+
+class NoisyGradientTarget(MinibatchTarget):
+  """A synthetic target with exact energy and noisy gradient.
+
+      U~(theta) = U(theta),   grad U~(theta) = grad U(theta) + N(0, V),
+
+  as in the toy experiments of Chen et al. (2014) and Zhang et al. (2020),
+  where V is `gradient_noise_variance` (a scalar or one value per coordinate,
+  broadcast against each state part) or `gradient_noise_covariance` (a
+  [d, d] matrix for a single-tensor state with event size d).
+
+  Args:
+    energy_fn: `state -> U(state)` of shape `batch_shape`.
+    gradient_noise_variance: V as a scalar or per-coordinate variance.
+    gradient_noise_covariance: V as a full covariance matrix.
+    num_examples: nominal N (only reported; default 1).
+
+  #### Example
+
+  ```python
+  # The double well of the AMAGOLD paper, with grad U~ = grad U + N(0, 1).
+  target = tfp_sgmcmc.NoisyGradientTarget(
+      lambda x: ((x + 4) * (x + 1) * (x - 1) * (x - 3) / 14 + 0.5)[..., 0],
+      gradient_noise_variance=1.)
+  ```
+  """
+
+  def __init__(self, energy_fn, gradient_noise_variance=None,
+               gradient_noise_covariance=None, num_examples=1):
+    if not callable(energy_fn):
+      raise TypeError(f"`energy_fn` must be callable; got {energy_fn!r}.")
+    if (gradient_noise_variance is None) == (gradient_noise_covariance is
+                                             None):
+      raise ValueError("give exactly one of `gradient_noise_variance` and "
+                       "`gradient_noise_covariance`.")
+    super().__init__(num_examples)
+    self._energy_fn = energy_fn
+    self._chol = None
+    self._variance = None
+    if gradient_noise_covariance is not None:
+      cov = np.asarray(gradient_noise_covariance, dtype=np.float64)
+      if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
+        raise ValueError(f"`gradient_noise_covariance` must be a square "
+                         f"matrix; got shape {cov.shape}.")
+      try:
+        self._chol = np.linalg.cholesky(cov)
+      except np.linalg.LinAlgError as e:
+        raise ValueError("`gradient_noise_covariance` must be positive "
+                         f"definite; got {cov.tolist()}.") from e
+      self._variance = np.diag(cov)
+    else:
+      var = np.asarray(gradient_noise_variance, dtype=np.float64)
+      if np.any(var < 0) or not np.all(np.isfinite(var)):
+        raise ValueError(f"`gradient_noise_variance` must be finite and "
+                         f">= 0; got {gradient_noise_variance!r}.")
+      self._variance = var
+
+  def minibatch_energy(self, state, seed):
+    del seed
+    return _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+
+  def energy(self, state):
+    return _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+
+  def energy_and_gradient(self, state, seed):
+    energy, grads = super().energy_and_gradient(state, seed)
+    parts = _as_list(grads)
+    seeds = tfp.random.split_seed(tfp.random.sanitize_seed(seed),
+                                  n=len(parts))
+    noisy = []
+    for g, s in zip(parts, seeds):
+      z = tf.random.stateless_normal(tf.shape(g), seed=s, dtype=g.dtype)
+      if self._chol is not None:
+        if g.shape[-1] != self._chol.shape[0]:
+          raise ValueError(
+              f"`gradient_noise_covariance` is {self._chol.shape[0]}x"
+              f"{self._chol.shape[0]} but the state has event size "
+              f"{g.shape[-1]} (shape {g.shape}).")
+        noise = tf.linalg.matvec(tf.constant(self._chol, g.dtype), z)
+      else:
+        noise = tf.sqrt(tf.constant(self._variance, g.dtype)) * z
+      noisy.append(g + noise)
+    return energy, _like(state, noisy)
+
+  def gradient_noise_variance(self, state, seed):
+    del seed
+    return _like(state, [
+        tf.broadcast_to(tf.constant(self._variance, p.dtype), tf.shape(p))
+        for p in _as_list(state)])
+
+
+def _check_batch_size(batch_size, num_examples):
+  try:
+    value = int(batch_size)
+  except (TypeError, ValueError):
+    raise TypeError(f"`batch_size` must be an integer; got "
+                    f"{batch_size!r}.") from None
+  if value != batch_size:
+    raise TypeError(f"`batch_size` must be an integer; got {batch_size!r}.")
+  if value < 1 or value > num_examples:
+    raise ValueError(f"`batch_size` must be between 1 and N = {num_examples} "
+                     f"(the number of examples); got {value}.")
+  return value
