@@ -21,7 +21,18 @@ __all__ = [
     "drift",
     "sghmc_euler_momentum",
     "sghmc_splitting_momentum",
+    "amagold_momentum",
+    "energy_accumulator_increment",
+    "kinetic_energy",
 ]
+
+
+# One explicit counter-based generator rather than "auto_select", whose choice
+# may change between TF versions. Integer draws (minibatch indices) agree
+# between XLA and TF kernels; float draws do not (the two convert bits to
+# floats differently), so a chain is reproducible from its seed within one
+# compilation mode.
+RNG_ALG = "philox"
 
 
 def _map(fn, *structures):
@@ -32,7 +43,8 @@ def standard_normal_like(structure, seed):
   """Independent N(0, 1) draws shaped like `structure`, from a stateless seed."""
   parts = tf.nest.flatten(structure)
   seeds = tfp.random.split_seed(seed, n=len(parts))
-  draws = [tf.random.stateless_normal(tf.shape(p), seed=s, dtype=p.dtype)
+  draws = [tf.random.stateless_normal(tf.shape(p), seed=s, dtype=p.dtype,
+                                     alg=RNG_ALG)
            for p, s in zip(parts, seeds)]
   return tf.nest.pack_sequence_as(structure, draws)
 
@@ -125,3 +137,83 @@ def _broadcast_structure(value, structure):
   if tf.nest.is_nested(structure) and not tf.nest.is_nested(value):
     return tf.nest.map_structure(lambda _: value, structure)
   return value
+
+
+def _sum_event(x, batch_ndims):
+  """Sums `x` over its event axes, those after the first `batch_ndims`."""
+  return tf.reduce_sum(x, axis=list(range(batch_ndims, x.shape.rank)))
+
+
+def amagold_momentum(momentum, gradient, step_size, friction, noise,
+                     momentum_std=1.):
+  """AMAGOLD's stochastic leapfrog momentum update (Zhang et al. 2020).
+
+  Algorithm 2, line 12, with step size epsilon, friction beta and momentum
+  standard deviation sigma (mass sigma^2):
+
+      r' = ((1 - eps beta) r - eps grad U~(theta) + eta) / (1 + eps beta),
+      eta = sqrt(4 eps beta) sigma xi ~ N(0, 4 eps beta sigma^2),
+
+  equivalently r' = r - eps grad U~ - eps beta (r + r') + eta, the
+  time-symmetric form whose reverse move has a tractable density. With
+  beta = 0 it is the leapfrog kick r' = r - eps grad U. In the SGD units of
+  Appendix F (v = eps sigma^-2 r, b = eps beta, h = eps^2 sigma^-2) the same
+  step reads v' = ((1 - b) v - h grad U~ + 2 sqrt(b h) xi) / (1 + b).
+
+  Args:
+    momentum: r_{t-1/2}, a structure of tensors.
+    gradient: grad U~_t(theta_t), same structure.
+    step_size: eps, a scalar or a tensor broadcastable against each part.
+    friction: beta >= 0.
+    noise: standard-normal draws xi, same structure as `momentum`.
+    momentum_std: sigma > 0.
+  """
+  def step(r, g, xi):
+    eps = _scale(step_size, r.dtype)
+    a = eps * _scale(friction, r.dtype)
+    sigma = _scale(momentum_std, r.dtype)
+    eta = tf.sqrt(4. * a) * sigma * xi
+    return ((1. - a) * r - eps * g + eta) / (1. + a)
+  return _map(step, momentum, gradient, noise)
+
+
+def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
+                                 momentum_std=1., batch_ndims=0):
+  """AMAGOLD's energy-accumulator increment (Algorithm 2, line 13).
+
+      rho_{t+1/2} - rho_{t-1/2}
+          = 1/2 eps sigma^-2 grad U~_t(theta_t)^T (r_{t-1/2} + r_{t+1/2}),
+
+  summed over every coordinate of every part, one value per chain. Summed over
+  the T inner steps, rho is log of the product in eq. (6) of the paper minus
+  the kinetic-energy change: the log-probability of the momentum-flipped
+  reverse path over the forward path is K(r) - K(r') + rho.
+
+  Args:
+    gradient: grad U~_t(theta_t), a structure of tensors.
+    momentum: r_{t-1/2}, same structure.
+    new_momentum: r_{t+1/2}, same structure.
+    step_size: eps, a scalar or a tensor broadcastable against each part.
+    momentum_std: sigma.
+    batch_ndims: number of leading chain axes of each part; the others are
+      summed over.
+
+  Returns:
+    A tensor of shape `batch_shape` (the first `batch_ndims` axes).
+  """
+  terms = _map(
+      lambda g, r, r_new: _sum_event(
+          0.5 * _scale(step_size, g.dtype) * g * (r + r_new)
+          / tf.square(_scale(momentum_std, g.dtype)), batch_ndims),
+      gradient, momentum, new_momentum)
+  return tf.add_n(tf.nest.flatten(terms))
+
+
+def kinetic_energy(momentum, momentum_std=1., batch_ndims=0):
+  """K(r) = |r|^2 / (2 sigma^2), one value per chain (mass sigma^2 I)."""
+  terms = _map(
+      lambda r: _sum_event(
+          0.5 * tf.square(r) / tf.square(_scale(momentum_std, r.dtype)),
+          batch_ndims),
+      momentum)
+  return tf.add_n(tf.nest.flatten(terms))

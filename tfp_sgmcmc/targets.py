@@ -39,6 +39,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc import dynamics
+
 __all__ = [
     "MinibatchTarget",
     "InMemoryTarget",
@@ -93,9 +95,41 @@ class MinibatchTarget:
   `_full_log_likelihood(state)` and `_per_example_log_likelihood`.
   """
 
-  def __init__(self, num_examples, log_prior_fn=None):
+  def __init__(self, num_examples, log_prior_fn=None, parameter_shapes=None):
     self._num_examples = num_examples
     self._log_prior_fn = log_prior_fn
+    self._parameter_shapes = _parse_parameter_shapes(parameter_shapes)
+
+  @property
+  def parameter_shapes(self):
+    """Declared per-chain shapes of the state parts (a list for list states,
+    one shape for a single tensor), or None when not declared."""
+    return self._parameter_shapes
+
+  def check_state(self, state):
+    """Raises a clear error if `state` does not fit the target."""
+    _check_float_state(state)
+    shapes = self._parameter_shapes
+    if shapes is None:
+      return
+    is_list = isinstance(shapes, list)
+    if is_list != isinstance(state, (list, tuple)) or (
+        is_list and len(shapes) != len(state)):
+      want = (f"a list of {len(shapes)} tensors with trailing shapes "
+              f"{[list(x) for x in shapes]}" if is_list else
+              f"one tensor with trailing shape {list(shapes)}")
+      got = tf.nest.map_structure(lambda t: tuple(t.shape), state)
+      raise ValueError(f"`current_state` must be {want} (after any leading "
+                       f"chain dimensions); got {got}.")
+    for i, (part, shape) in enumerate(zip(_as_list(state), _as_list(
+        shapes) if is_list else [shapes])):
+      k = len(shape)
+      if part.shape.rank is not None and (
+          part.shape.rank < k or
+          not part.shape[part.shape.rank - k:].is_compatible_with(shape)):
+        raise ValueError(f"`current_state` part {i} has shape "
+                         f"{tuple(part.shape)}; expected trailing shape "
+                         f"{list(shape)} (the target's parameter_shapes).")
 
   @property
   def num_examples(self):
@@ -149,11 +183,27 @@ class MinibatchTarget:
         "(it has no per-example gradients).")
 
 
+def _parse_parameter_shapes(shapes):
+  if shapes is None:
+    return None
+  def is_shape(x):
+    return isinstance(x, (tuple, list, tf.TensorShape)) and all(
+        isinstance(d, (int, np.integer)) or d is None for d in x)
+  if is_shape(shapes):
+    return tf.TensorShape(shapes)
+  if isinstance(shapes, (list, tuple)) and all(is_shape(x) for x in shapes):
+    return [tf.TensorShape(x) for x in shapes]
+  raise ValueError("`parameter_shapes` must be one shape (e.g. [3]) for a "
+                   "single-tensor state or a list of shapes (e.g. [[3], [1]])"
+                   f" for a list state; got {shapes!r}.")
+
+
 def _validate_log_likelihood_output(values, n, name="log_likelihood_fn"):
   shape = values.shape
   if shape.rank is None:
     return values
-  if shape.rank == 0 or (shape[-1] is not None and shape[-1] != n):
+  if shape.rank == 0 or (n is not None and shape[-1] is not None and
+                         shape[-1] != n):
     raise ValueError(
         f"`{name}` must return one log-likelihood per example, with the "
         f"examples in the last axis (shape batch_shape + [{n}] for a batch "
@@ -165,7 +215,8 @@ def _validate_log_likelihood_output(values, n, name="log_likelihood_fn"):
 class _DataLikelihoodTarget(MinibatchTarget):
   """Shared code for targets defined by a per-example log-likelihood."""
 
-  def __init__(self, log_likelihood_fn, num_examples, log_prior_fn):
+  def __init__(self, log_likelihood_fn, num_examples, log_prior_fn,
+               parameter_shapes=None):
     if not callable(log_likelihood_fn):
       raise TypeError("`log_likelihood_fn` must be callable "
                       f"(params, batch) -> per-example log-likelihoods; got "
@@ -173,10 +224,12 @@ class _DataLikelihoodTarget(MinibatchTarget):
     if log_prior_fn is not None and not callable(log_prior_fn):
       raise TypeError(f"`log_prior_fn` must be callable or None; got "
                       f"{log_prior_fn!r}.")
-    super().__init__(num_examples, log_prior_fn)
+    super().__init__(num_examples, log_prior_fn, parameter_shapes)
     self._log_likelihood_fn = log_likelihood_fn
 
   def _log_likelihood(self, state, batch, n):
+    if n is None:  # Streamed batches: their static length, where known.
+      n = tf.nest.flatten(batch)[0].shape[0]
     values = _call_with_clear_errors("`log_likelihood_fn`",
                                      self._log_likelihood_fn, state, batch)
     values = tf.convert_to_tensor(values)
@@ -225,6 +278,9 @@ class InMemoryTarget(_DataLikelihoodTarget):
       for a flat prior.
     energy_chunk_size: number of examples per chunk when the exact energy is
       accumulated (default: min(N, 4096)).
+    parameter_shapes: optional per-chain shape of the state (`[d]`) or of
+      each part of a list state (`[[d], [1]]`); when given, a state that does
+      not fit is rejected before any computation.
 
   Minibatch indices are drawn uniformly with replacement from a stateless
   seed, which makes U~ unbiased and keeps every step compilable with XLA.
@@ -243,7 +299,7 @@ class InMemoryTarget(_DataLikelihoodTarget):
   """
 
   def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None,
-               energy_chunk_size=None):
+               energy_chunk_size=None, parameter_shapes=None):
     data = tf.nest.map_structure(tf.convert_to_tensor, data)
     leaves = tf.nest.flatten(data)
     if not leaves:
@@ -263,7 +319,8 @@ class InMemoryTarget(_DataLikelihoodTarget):
       raise ValueError("`data` is empty (N = 0): expected at least one "
                        "example.")
     batch_size = _check_batch_size(batch_size, num_examples)
-    super().__init__(log_likelihood_fn, num_examples, log_prior_fn)
+    super().__init__(log_likelihood_fn, num_examples, log_prior_fn,
+                     parameter_shapes)
     self._data = data
     self._batch_size = batch_size
     if energy_chunk_size is None:
@@ -289,7 +346,8 @@ class InMemoryTarget(_DataLikelihoodTarget):
     """The n example indices used by the step with this `seed`."""
     return tf.random.stateless_uniform(
         [self._batch_size], seed=tfp.random.sanitize_seed(seed),
-        minval=0, maxval=self.num_examples, dtype=tf.int32)
+        minval=0, maxval=self.num_examples, dtype=tf.int32,
+        alg=dynamics.RNG_ALG)
 
   def minibatch_energy(self, state, seed):
     batch = self._gather(self.minibatch_indices(seed))
@@ -334,20 +392,27 @@ class DatasetTarget(_DataLikelihoodTarget):
     log_prior_fn: as for `InMemoryTarget`.
     full_dataset: a finite dataset of batches covering the training set once,
       used for the exact energy U(theta); without it `energy` is unavailable.
+    parameter_shapes: as for `InMemoryTarget`.
+
+  A pipeline that shuffles and batches epoch by epoch samples without
+  replacement: the batches of one epoch sum to the full gradient, so their
+  noise is anti-correlated within an epoch, not i.i.d. as with
+  `InMemoryTarget`'s seed-drawn batches.
 
   The kernel's seed does not choose the batch here: the pipeline's own
   shuffling does. Works eagerly and inside `tf.function` (without XLA).
   """
 
   def __init__(self, log_likelihood_fn, dataset, num_examples,
-               log_prior_fn=None, full_dataset=None):
+               log_prior_fn=None, full_dataset=None, parameter_shapes=None):
     if not isinstance(dataset, tf.data.Dataset):
       raise TypeError(f"`dataset` must be a tf.data.Dataset; got "
                       f"{type(dataset).__name__}.")
     if num_examples is None or int(num_examples) < 1:
       raise ValueError(f"`num_examples` (N, the training-set size) must be a "
                        f"positive integer; got {num_examples!r}.")
-    super().__init__(log_likelihood_fn, int(num_examples), log_prior_fn)
+    super().__init__(log_likelihood_fn, int(num_examples), log_prior_fn,
+                     parameter_shapes)
     self._dataset = dataset
     self._iterator = iter(dataset)
     self._full_dataset = full_dataset
@@ -409,14 +474,15 @@ class NoisyGradientTarget(MinibatchTarget):
   """
 
   def __init__(self, energy_fn, gradient_noise_variance=None,
-               gradient_noise_covariance=None, num_examples=1):
+               gradient_noise_covariance=None, num_examples=1,
+               parameter_shapes=None):
     if not callable(energy_fn):
       raise TypeError(f"`energy_fn` must be callable; got {energy_fn!r}.")
     if (gradient_noise_variance is None) == (gradient_noise_covariance is
                                              None):
       raise ValueError("give exactly one of `gradient_noise_variance` and "
                        "`gradient_noise_covariance`.")
-    super().__init__(num_examples)
+    super().__init__(num_examples, parameter_shapes=parameter_shapes)
     self._energy_fn = energy_fn
     self._chol = None
     self._variance = None
@@ -452,7 +518,8 @@ class NoisyGradientTarget(MinibatchTarget):
                                   n=len(parts))
     noisy = []
     for g, s in zip(parts, seeds):
-      z = tf.random.stateless_normal(tf.shape(g), seed=s, dtype=g.dtype)
+      z = tf.random.stateless_normal(tf.shape(g), seed=s, dtype=g.dtype,
+                                     alg=dynamics.RNG_ALG)
       if self._chol is not None:
         if g.shape[-1] != self._chol.shape[0]:
           raise ValueError(

@@ -43,9 +43,12 @@ def check_target(target):
         f"{type(target).__name__}.")
 
 
-def check_initial_state(state):
-  """Float dtypes always; finite values when they can be seen (eagerly)."""
-  targets_lib._check_float_state(state)  # pylint: disable=protected-access
+def check_initial_state(state, target=None):
+  """Structure and float dtypes always; finite values when seen (eagerly)."""
+  if target is None:
+    targets_lib._check_float_state(state)  # pylint: disable=protected-access
+  else:
+    target.check_state(state)
   if tf.executing_eagerly():
     for i, part in enumerate(tf.nest.flatten(state)):
       if not bool(tf.reduce_all(tf.math.is_finite(part))):

@@ -120,7 +120,7 @@ class SGLD(tfp.mcmc.TransitionKernel):
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "sgld") + "_bootstrap_results"):
-      _common.check_initial_state(init_state)
+      _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)

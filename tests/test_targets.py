@@ -1,0 +1,140 @@
+"""Targets: unbiased minibatch estimates, exact chunked energy, noise models."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from helpers import NUM_SE
+from linear_regression import LinearRegression
+
+
+@pytest.fixture(scope="module")
+def problem():
+  return LinearRegression(num_examples=203, dim=3, seed=0)
+
+
+def test_minibatch_energy_and_gradient_are_unbiased(problem):
+  target = problem.in_memory_target(batch_size=10)
+  w = tf.constant([0.3, -0.2, 0.5])
+  seeds = tf.stack(tfp.random.split_seed([1, 2], n=4000))
+
+  @tf.function(autograph=False)
+  def draws(seeds):
+    return tf.map_fn(lambda s: target.energy_and_gradient(w, s), seeds,
+                     fn_output_signature=(tf.float32, tf.float32))
+  energies, grads = (np.asarray(t, np.float64) for t in draws(seeds))
+  exact_energy = problem.energy(w.numpy())
+  exact_grad = problem.gradient(w.numpy())
+  # Independent seeds give independent batches: the SE is std / sqrt(n).
+  se_e = energies.std() / np.sqrt(len(energies))
+  se_g = grads.std(axis=0) / np.sqrt(len(grads))
+  assert abs(energies.mean() - exact_energy) < NUM_SE * se_e
+  assert np.all(np.abs(grads.mean(axis=0) - exact_grad) < NUM_SE * se_g)
+  # And the estimate is genuinely noisy (it is a minibatch estimate).
+  assert se_e > 0 and np.all(se_g > 0)
+
+
+@pytest.mark.parametrize("chunk", [None, 7, 50, 203, 1000])
+def test_exact_energy_in_chunks_equals_direct_sum(problem, chunk):
+  target = problem.in_memory_target(batch_size=10, energy_chunk_size=chunk)
+  w = np.array([[0.3, -0.2, 0.5], [1., 2., -1.]], np.float32)
+  got = target.energy(tf.constant(w)).numpy()
+  want = [problem.energy(wi) for wi in w]
+  np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_exact_energy_compiles_under_xla(problem):
+  target = problem.in_memory_target(batch_size=10, energy_chunk_size=20)
+  w = tf.constant([0.3, -0.2, 0.5])
+  got = tf.function(target.energy, jit_compile=True)(w)
+  np.testing.assert_allclose(got, problem.energy(w.numpy()), rtol=1e-5)
+
+
+def test_gradient_noise_variance_from_per_example_gradients(problem):
+  target = problem.in_memory_target(batch_size=25)
+  w = np.array([0.3, -0.2, 0.5], np.float32)
+  seed = tf.constant([3, 4])
+  got = target.gradient_noise_variance(tf.constant(w), seed).numpy()
+  idx = target.minibatch_indices(seed).numpy()
+  g = problem.per_example_gradients(w)[idx]  # [n, d]
+  n, big_n = len(idx), problem.num_examples
+  want = big_n ** 2 / n * g.var(axis=0, ddof=1)
+  np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def test_per_example_noise_for_batched_chains_and_list_states(problem):
+  x, y = problem.data
+
+  def log_likelihood(params, batch):
+    w, b = params
+    xb, yb = batch
+    pred = tf.einsum("nd,...d->...n", xb, w) + b
+    return tfp.distributions.Normal(pred, problem.noise_scale).log_prob(yb)
+  target = sg.InMemoryTarget(log_likelihood, (x, y), batch_size=12)
+  w = tf.constant([[0.3, -0.2, 0.5], [0.1, 0.1, 0.1]])
+  b = tf.constant([[0.], [0.5]])
+  var = target.gradient_noise_variance([w, b], [5, 6])
+  assert isinstance(var, list) and var[0].shape == (2, 3)
+  assert var[1].shape == (2, 1)
+  single = target.gradient_noise_variance([w[1], b[1]], [5, 6])
+  np.testing.assert_allclose(var[0][1], single[0], rtol=1e-4)
+  energy, grads = target.energy_and_gradient([w, b], [5, 6])
+  assert energy.shape == (2,) and grads[1].shape == (2, 1)
+
+
+def test_minibatch_indices_are_reproducible_from_the_seed(problem):
+  target = problem.in_memory_target(batch_size=10)
+  a = target.minibatch_indices([1, 2]).numpy()
+  b = target.minibatch_indices([1, 2]).numpy()
+  c = target.minibatch_indices([1, 3]).numpy()
+  np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(a, c)
+  assert a.min() >= 0 and a.max() < problem.num_examples
+
+
+def test_dataset_target_energy_and_minibatch_scaling(problem):
+  x, y = problem.data
+  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(50)
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(10)
+  target = sg.DatasetTarget(problem.log_likelihood, batches.repeat(),
+                            problem.num_examples,
+                            log_prior_fn=problem.log_prior,
+                            full_dataset=full)
+  w = np.array([0.3, -0.2, 0.5], np.float32)
+  assert target.has_exact_energy
+  np.testing.assert_allclose(target.energy(tf.constant(w)),
+                             problem.energy(w), rtol=1e-5)
+  # The first streamed batch is examples 0..9, scaled by N / 10.
+  energy = target.minibatch_energy(tf.constant(w), None).numpy()
+  ll = problem.per_example_log_likelihood(w)[:10]
+  want = -problem.num_examples / 10 * ll.sum() - problem.log_prior_np(w)
+  np.testing.assert_allclose(energy, want, rtol=1e-5)
+
+
+def test_dataset_target_without_full_data_has_no_exact_energy(problem):
+  x, y = problem.data
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).repeat()
+  target = sg.DatasetTarget(problem.log_likelihood, batches,
+                            problem.num_examples)
+  assert not target.has_exact_energy
+  with pytest.raises(sg.TargetCapabilityError, match="exact full-data"):
+    target.energy(tf.zeros([3]))
+
+
+def test_noisy_gradient_target_has_the_requested_noise_covariance():
+  cov = np.array([[1., 0.5], [0.5, 2.]])
+  target = sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+      gradient_noise_covariance=cov)
+  x = tf.ones([20000, 2])  # 20,000 independent "chains" at the same point.
+  energy, grad = target.energy_and_gradient(x, [7, 8])
+  noise = grad.numpy().astype(np.float64) - 1.
+  emp = np.cov(noise.T)
+  # Var of an empirical covariance entry: (S_ij^2 + S_ii S_jj) / n.
+  se = np.sqrt((cov ** 2 + np.outer(np.diag(cov), np.diag(cov))) / 20000)
+  assert np.all(np.abs(emp - cov) < NUM_SE * se)
+  np.testing.assert_allclose(energy, 1.)
+  var = target.gradient_noise_variance(x[:2], None)
+  np.testing.assert_allclose(var, [[1., 2.], [1., 2.]])
