@@ -12,6 +12,7 @@ paper), noise-model estimate B-hat, temperature T (T = 1 samples the
 posterior; T < 1 a cold posterior proportional to exp(-U / T)).
 """
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -24,6 +25,9 @@ __all__ = [
     "amagold_momentum",
     "energy_accumulator_increment",
     "kinetic_energy",
+    "sgnht_step",
+    "rmsprop_preconditioner",
+    "preconditioned_langevin_step",
 ]
 
 
@@ -50,7 +54,11 @@ def standard_normal_like(structure, seed):
 
 
 def _scale(x, dtype):
-  return tf.cast(x, dtype)
+  """x in `dtype`; Python numbers are converted directly (a float64 state
+  keeps full precision instead of passing through float32)."""
+  if tf.is_tensor(x):
+    return tf.cast(x, dtype)
+  return tf.constant(np.asarray(x, tf.as_dtype(dtype).as_numpy_dtype))
 
 
 def langevin_step(position, gradient, step_size, noise, temperature=1.):
@@ -184,10 +192,12 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
       rho_{t+1/2} - rho_{t-1/2}
           = 1/2 eps sigma^-2 grad U~_t(theta_t)^T (r_{t-1/2} + r_{t+1/2}),
 
-  summed over every coordinate of every part, one value per chain. Summed over
-  the T inner steps, rho is log of the product in eq. (6) of the paper minus
-  the kinetic-energy change: the log-probability of the momentum-flipped
-  reverse path over the forward path is K(r) - K(r') + rho.
+  summed over every coordinate of every part, one value per chain. For one
+  kick r -> r' (`amagold_momentum`), the log density of the momentum-flipped
+  reverse move -r' -> -r over that of the forward move is K(r') - K(r) +
+  increment, so over the T kicks of a proposal (theta, r) -> (theta*, r*)
+  the log of eq. (6) of the paper is U(theta) - U(theta*) + rho: the kinetic
+  terms cancel against those of pi(theta*, -r*) / pi(theta, r).
 
   Args:
     gradient: grad U~_t(theta_t), a structure of tensors.
@@ -216,4 +226,279 @@ def kinetic_energy(momentum, momentum_std=1., batch_ndims=0):
           0.5 * tf.square(r) / tf.square(_scale(momentum_std, r.dtype)),
           batch_ndims),
       momentum)
+  return tf.add_n(tf.nest.flatten(terms))
+
+
+def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
+               diffusion, temperature=1., event_ndims=None):
+  """One step of the SG Nose-Hoover thermostat (Ding et al. 2014, Alg. 2).
+
+      r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
+      theta'  = theta + h r'
+      xi'     = xi + h (r'^T r' / d - T)
+
+  xi is one thermostat per chain (shape of the chains' batch), d the number
+  of parameters of a chain, A the injected diffusion. The thermostat raises
+  the friction while the kinetic energy per dimension exceeds T and lowers
+  it otherwise, so it absorbs gradient noise of unknown size.
+
+  Args:
+    position, momentum, gradient, noise: structures like the state.
+    thermostat: xi, shape = the chains' batch shape.
+    step_size: h.
+    diffusion: A >= 0.
+    temperature: T.
+    event_ndims: per part, how many trailing axes are parameters (the rest
+      are chain axes); default: all axes beyond the thermostat's rank.
+  """
+  parts_r = tf.nest.flatten(momentum)
+  dtype = parts_r[0].dtype
+  h = _scale(step_size, dtype)
+  t = _scale(temperature, dtype)
+  a = _scale(diffusion, dtype)
+  batch_rank = thermostat.shape.rank
+
+  def expand(x, part):
+    return tf.reshape(x, tf.concat(
+        [tf.shape(x), tf.ones([part.shape.rank - batch_rank], tf.int32)], 0))
+
+  def kick(r, g, z):
+    return r - h * expand(thermostat, r) * r - h * g + tf.sqrt(
+        2. * a * h * t) * z
+  new_momentum = _map(kick, momentum, gradient, noise)
+  new_position = drift(position, new_momentum, step_size)
+  sq = tf.zeros_like(thermostat)
+  dim = 0
+  for r in tf.nest.flatten(new_momentum):
+    axes = list(range(batch_rank, r.shape.rank))
+    sq = sq + tf.reduce_sum(tf.square(r), axis=axes)
+    dim += int(np.prod(r.shape[batch_rank:]))
+  new_thermostat = thermostat + h * (sq / tf.cast(dim, dtype) - t)
+  return new_position, new_momentum, new_thermostat
+
+
+def rmsprop_preconditioner(second_moment, gradient, decay, num_examples,
+                           regularizer):
+  """pSGLD's diagonal preconditioner (Li et al. 2016).
+
+      V' = alpha V + (1 - alpha) g_bar * g_bar,   g_bar = grad U~ / N
+      G  = 1 / (lambda + sqrt(V'))
+
+  Returns (V', G). Scaling the gradient by 1/N makes V independent of the
+  data size, as in the paper.
+  """
+  def update(v, g):
+    g_bar = g / tf.cast(num_examples, g.dtype)
+    return _scale(decay, g.dtype) * v + (1. - _scale(decay, g.dtype)) * (
+        g_bar * g_bar)
+  new_v = _map(update, second_moment, gradient)
+  precond = _map(lambda v: 1. / (_scale(regularizer, v.dtype) + tf.sqrt(v)),
+                 new_v)
+  return new_v, precond
+
+
+def preconditioned_langevin_step(position, gradient, preconditioner,
+                                 step_size, noise, temperature=1.):
+  """pSGLD without the Gamma term (Li et al. 2016, Algorithm 1):
+
+      theta' = theta - h G grad U~(theta) + sqrt(2 h T G) xi.
+
+  The Gamma(theta) correction (derivatives of G) is dropped, as in the
+  paper's experiments: G changes slowly when the decay alpha is close to 1,
+  and the term costs a second derivative.
+  """
+  def step(theta, g, p, xi):
+    h = _scale(step_size, theta.dtype)
+    t = _scale(temperature, theta.dtype)
+    return theta - h * p * g + tf.sqrt(2. * h * t * p) * xi
+  return _map(step, position, gradient, preconditioner, noise)
+
+
+# --- Barker proposal: SGBD (Livingstone & Zanella 2022; Mauri & Zanella 2024)
+#
+# Notation of the SGBD paper: g = log pi, so d_j g = -dU/dtheta_j; every
+# function below takes the energy gradient grad U~ (as the rest of this
+# module) and uses delta_j = -dU~/dtheta_j. sigma is the step size, w the
+# increment, p(delta, z) = 1 / (1 + exp(-z delta)) the Barker probability.
+
+__all__ += [
+    "BARKER_INCREMENT_DISTRIBUTIONS",
+    "barker_increment_like",
+    "uniform_like",
+    "barker_probability",
+    "corrected_barker_probability",
+    "extreme_barker_probability",
+    "barker_move",
+    "gradient_noise_std_ema",
+    "barker_log_proposal_ratio",
+]
+
+BARKER_INCREMENT_DISTRIBUTIONS = ("bimodal", "gaussian")
+
+# Phi(x) ~= sigmoid(1.702 x) (the probit-logistic matching constant behind
+# Propositions 1 and 2 of Mauri & Zanella).
+_PROBIT_LOGIT = 1.702
+
+
+def barker_increment_like(structure, step_size, seed,
+                          increment_distribution="bimodal"):
+  """Increments w ~ mu_sigma, one per coordinate, from a stateless seed.
+
+  * `"bimodal"` (Vogrinc, Livingstone & Zanella 2022; the SGBD paper's choice):
+    mu_sigma = 0.5 N(-sigma, (0.1 sigma)^2) + 0.5 N(sigma, (0.1 sigma)^2),
+    drawn as w = sigma s (1 + 0.1 xi), s = +-1 with probability 1/2,
+    xi ~ N(0, 1).
+  * `"gaussian"`: mu_sigma = N(0, sigma^2), w = sigma xi.
+
+  `step_size` sigma is a scalar or a tensor broadcastable against each part
+  (e.g. `[num_chains, 1]`, one sigma per chain). Because p(delta, -z) =
+  1 - p(delta, z), the move b w has the same law whether the sign of w is
+  drawn or not (Algorithm 2 of the SGBD paper draws w ~ N(sigma,
+  (0.1 sigma)^2)); it is drawn here so that a zero gradient gives a
+  symmetric move in every variant, the extreme one included.
+  """
+  if increment_distribution not in BARKER_INCREMENT_DISTRIBUTIONS:
+    raise ValueError(f"`increment_distribution` must be one of "
+                     f"{BARKER_INCREMENT_DISTRIBUTIONS}; got "
+                     f"{increment_distribution!r}.")
+  normal_seed, sign_seed = tfp.random.split_seed(seed)
+  xi = standard_normal_like(structure, normal_seed)
+  if increment_distribution == "gaussian":
+    return _map(lambda z: _scale(step_size, z.dtype) * z, xi)
+  u = uniform_like(structure, sign_seed)
+
+  def draw(z, v):
+    sign = tf.where(v < 0.5, -tf.ones_like(v), tf.ones_like(v))
+    return _scale(step_size, z.dtype) * sign * (1. + 0.1 * z)
+  return _map(draw, xi, u)
+
+
+def uniform_like(structure, seed):
+  """Independent U(0, 1) draws shaped like `structure`, from a stateless seed."""
+  parts = tf.nest.flatten(structure)
+  seeds = tfp.random.split_seed(seed, n=len(parts))
+  draws = [tf.random.stateless_uniform(tf.shape(p), seed=s, dtype=p.dtype,
+                                      alg=RNG_ALG)
+           for p, s in zip(parts, seeds)]
+  return tf.nest.pack_sequence_as(structure, draws)
+
+
+def barker_probability(gradient, increment):
+  """The Barker probability p(delta_j, w_j) = 1 / (1 + exp(-w_j delta_j)).
+
+  With delta_j = -dU~/dtheta_j (`gradient` is grad U~): the probability of
+  the move theta_j + w_j rather than theta_j - w_j (Livingstone & Zanella
+  2022; v-SGBD when grad U~ is a minibatch estimate).
+  """
+  return _map(lambda g, w: tf.math.sigmoid(-w * g), gradient, increment)
+
+
+def corrected_barker_probability(gradient, increment, noise_std):
+  """c-SGBD's corrected probability p~ (Mauri & Zanella, eq. (5)).
+
+      p~(delta, z) = p(1.702 delta / sqrt(1.702^2 - tau^2 z^2), z)
+                                          if |z| < 1.702 / tau,
+                   = 1(delta z > 0)       otherwise,
+
+  with delta = -dU~/dtheta_j and tau the standard deviation of the
+  minibatch estimator delta (the N/n-scaled one). If delta ~ N(d, tau^2),
+  E[p~(delta, z)] ~= p(d, z) (Proposition 2): the expected move probability
+  is that of the exact gradient, undoing v-SGBD's shrinkage of the gradient
+  by c = 1.702 / sqrt(1.702^2 + z^2 tau^2) (Proposition 1). With tau = 0 it
+  is `barker_probability`.
+
+  Args:
+    gradient: grad U~, a structure of tensors.
+    increment: w, same structure.
+    noise_std: tau >= 0, same structure (or a scalar).
+  """
+  def prob(g, w, tau):
+    tau = _scale(tau, g.dtype)
+    a = tf.constant(_PROBIT_LOGIT, g.dtype)
+    tz2 = tf.square(tau * w)
+    inside = tz2 < a * a
+    # The safe denominator only matters where `inside` is False.
+    scale = a * tf.math.rsqrt(tf.where(inside, a * a - tz2, tf.ones_like(tz2)))
+    smooth = tf.math.sigmoid(-scale * w * g)
+    hard = tf.cast(-w * g > 0., g.dtype)
+    return tf.where(inside, smooth, hard)
+  tau = _broadcast_structure(noise_std, gradient)
+  return _map(prob, gradient, increment, tau)
+
+
+def extreme_barker_probability(gradient, increment):
+  """e-SGBD's p-bar(delta, w) = 1(delta w > 0) (Mauri & Zanella).
+
+  Always moves in the direction of the stochastic gradient: theta_j moves by
+  |w_j| towards higher log density, as estimated on the minibatch. Among
+  symmetric estimators of p it has the least bias when the gradient noise is
+  large (the paper's Proposition 4); it is part sampler, part optimiser.
+  """
+  return _map(lambda g, w: tf.cast(-w * g > 0., g.dtype), gradient, increment)
+
+
+def barker_move(position, increment, probability, uniform):
+  """theta'_j = theta_j + b_j w_j, b_j = +1 if u_j < p_j else -1.
+
+  `probability` is p, p~ or p-bar; `uniform` holds U(0, 1) draws u.
+  """
+  return _map(lambda x, w, p, u: x + tf.where(u < p, w, -w),
+              position, increment, probability, uniform)
+
+
+def gradient_noise_std_ema(noise_std, noise_variance, weight):
+  """c-SGBD's online noise estimate (Mauri & Zanella, Algorithm 2).
+
+      tau-hat_j <- (1 - beta) tau-hat_j + beta sqrt(V-hat_j),
+
+  an exponential moving average, with weight beta in (0, 1) on the new
+  value, of the per-coordinate standard deviation of the gradient
+  estimator; V-hat_j is that estimator's variance estimated on the current
+  minibatch (`target.gradient_noise_variance`).
+  """
+  def update(tau, v):
+    beta = _scale(weight, tau.dtype)
+    return (1. - beta) * tau + beta * tf.sqrt(tf.cast(v, tau.dtype))
+  return _map(update, noise_std, noise_variance)
+
+
+def barker_log_proposal_ratio(position, new_position, gradient, new_gradient,
+                              batch_ndims=0):
+  """log q(y -> x) - log q(x -> y) for one Barker move x -> y.
+
+  The Barker proposal density is, per coordinate, with z = y_j - x_j and a
+  symmetric mu_sigma,
+
+      q(x -> y) = prod_j 2 mu_sigma(z) p(delta_j(x), z),
+      p(delta, z) = 1 / (1 + exp(-z delta)),
+
+  (z arises from (w, b) = (z, +1) or (-z, -1), each with density
+  mu_sigma(z) p(delta, z) since p(delta, -z) = 1 - p(delta, z)). The
+  mu_sigma terms cancel in the ratio, leaving
+
+      log q(y -> x) / q(x -> y)
+          = sum_j log p(delta_j(y), -z) - log p(delta_j(x), z)
+          = sum_j log(1 + exp(-z delta_j(x))) - log(1 + exp(z delta_j(y)))
+          = sum_j softplus(z dU/dtheta_j(x)) - softplus(-z dU/dtheta_j(y)),
+
+  summed over every coordinate of every part, one value per chain.
+  `gradient` is grad U at x and `new_gradient` at y; for a stochastic
+  proposal both must be on the same minibatch (the one that made the move),
+  which makes this the log of one factor of eq. (3) of Zhang et al. (2020).
+
+  Args:
+    position: x, a structure of tensors.
+    new_position: y, same structure.
+    gradient: grad U~(x), same structure.
+    new_gradient: grad U~(y) on the same minibatch, same structure.
+    batch_ndims: number of leading chain axes of each part.
+
+  Returns:
+    A tensor of shape `batch_shape` (the first `batch_ndims` axes).
+  """
+  terms = _map(
+      lambda x, y, g, g_new: _sum_event(
+          tf.math.softplus((y - x) * g) - tf.math.softplus(-(y - x) * g_new),
+          batch_ndims),
+      position, new_position, gradient, new_gradient)
   return tf.add_n(tf.nest.flatten(terms))

@@ -8,7 +8,9 @@ results' `step_size`, so it can be traced and used for weighted averages.
 
 import tensorflow as tf
 
-__all__ = ["PolynomialDecay", "step_size_weighted_mean"]
+import math
+
+__all__ = ["PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean"]
 
 
 class PolynomialDecay:
@@ -44,6 +46,69 @@ class PolynomialDecay:
 
   def __repr__(self):
     return f"PolynomialDecay(a={self.a}, b={self.b}, gamma={self.gamma})"
+
+
+class CyclicalSchedule:
+  """The cyclical step size of cSG-MCMC (Zhang et al. 2020).
+
+  With K = `num_steps` split into M = `num_cycles` cycles of length
+  L = ceil(K / M),
+
+      h_k = h_0 / 2 * (cos(pi * mod(k, L) / L) + 1),
+
+  restarting at h_0 at each cycle. The first `exploration_fraction` of each
+  cycle is the exploration phase: kernels given this schedule inject no noise
+  there (they follow the stochastic gradient, an optimiser), and sample in the
+  rest of the cycle. `is_sampling(k)` tells which draws to keep; averages
+  over the sampling phases may be weighted by h_k
+  (`step_size_weighted_mean`).
+
+  Args:
+    initial_step_size: h_0 > 0.
+    num_steps: K, total number of steps the chain will take.
+    num_cycles: M >= 1.
+    exploration_fraction: beta in [0, 1), the fraction of each cycle without
+      noise.
+  """
+
+  def __init__(self, initial_step_size, num_steps, num_cycles,
+               exploration_fraction=0.5):
+    if not float(initial_step_size) > 0:
+      raise ValueError(f"CyclicalSchedule `initial_step_size` must be > 0; "
+                       f"got {initial_step_size!r}.")
+    if int(num_cycles) < 1 or int(num_steps) < int(num_cycles):
+      raise ValueError(f"CyclicalSchedule needs 1 <= `num_cycles` <= "
+                       f"`num_steps`; got num_cycles={num_cycles!r}, "
+                       f"num_steps={num_steps!r}.")
+    if not 0. <= float(exploration_fraction) < 1.:
+      raise ValueError("CyclicalSchedule `exploration_fraction` must be in "
+                       f"[0, 1); got {exploration_fraction!r}.")
+    self.initial_step_size = float(initial_step_size)
+    self.num_steps, self.num_cycles = int(num_steps), int(num_cycles)
+    self.cycle_length = int(math.ceil(self.num_steps / self.num_cycles))
+    self.exploration_fraction = float(exploration_fraction)
+
+  def _phase(self, step_count, dtype):
+    k = tf.math.floormod(tf.cast(step_count, tf.int32), self.cycle_length)
+    return tf.cast(k, dtype) / tf.constant(self.cycle_length, dtype)
+
+  def __call__(self, step_count, dtype=tf.float32):
+    phase = self._phase(step_count, dtype)
+    return tf.constant(self.initial_step_size / 2., dtype) * (
+        tf.cos(tf.constant(math.pi, dtype) * phase) + 1.)
+
+  def is_sampling(self, step_count):
+    """True in the sampling phase of a cycle."""
+    return self._phase(step_count, tf.float32) >= self.exploration_fraction
+
+  def noise_scale(self, step_count, dtype=tf.float32):
+    """Multiplies the temperature of the injected noise: 0 while exploring."""
+    return tf.cast(self.is_sampling(step_count), dtype)
+
+  def __repr__(self):
+    return (f"CyclicalSchedule(initial_step_size={self.initial_step_size}, "
+            f"num_steps={self.num_steps}, num_cycles={self.num_cycles}, "
+            f"exploration_fraction={self.exploration_fraction})")
 
 
 def step_size_weighted_mean(samples, step_sizes, axis=0):

@@ -56,6 +56,13 @@ def check_initial_state(state, target=None):
                          "start the chain from a finite state.")
 
 
+def as_dtype(x, dtype):
+  """x in `dtype`, converting Python numbers without a float32 detour."""
+  if tf.is_tensor(x):
+    return tf.cast(x, dtype)
+  return tf.constant(np.asarray(x, tf.as_dtype(dtype).as_numpy_dtype))
+
+
 def is_schedule(step_size):
   return callable(step_size) and not tf.is_tensor(step_size)
 
@@ -68,13 +75,26 @@ def step_size_at(step_size, step_count, previous_step_size, dtype):
   """
   if is_schedule(step_size):
     return tf.cast(step_size(step_count, dtype=dtype), dtype)
-  return tf.cast(previous_step_size, dtype)
+  return as_dtype(previous_step_size, dtype)
+
+
+def temperature_at(step_size, step_count, temperature, dtype):
+  """The temperature of this step's injected noise.
+
+  A schedule with a `noise_scale(step_count)` (e.g. the exploration phase of
+  `CyclicalSchedule`) scales it; otherwise it is the kernel's temperature.
+  """
+  t = as_dtype(temperature, dtype)
+  scale = getattr(step_size, "noise_scale", None)
+  if is_schedule(step_size) and scale is not None:
+    t = t * tf.cast(scale(step_count, dtype=dtype), dtype)
+  return t
 
 
 def initial_step_size(step_size, dtype):
   if is_schedule(step_size):
     return tf.cast(step_size(tf.constant(0, tf.int32), dtype=dtype), dtype)
-  return tf.cast(step_size, dtype)
+  return as_dtype(step_size, dtype)
 
 
 def state_dtype(state):

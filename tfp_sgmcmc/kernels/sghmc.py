@@ -210,17 +210,19 @@ class SGHMC(tfp.mcmc.TransitionKernel):
       dtype = _common.state_dtype(current_state)
       h = _common.step_size_at(self.step_size, prev.step_count,
                                prev.step_size, dtype)
-      t = tf.cast(self.temperature, dtype)
+      t = _common.temperature_at(self.step_size, prev.step_count,
+                                 self.temperature, dtype)
 
       period = self.momentum_resampling_period
       if period is None:
         resample = tf.equal(prev.step_count, 0)
       else:
         resample = tf.equal(prev.step_count % period, 0)
+      momentum_scale = tf.sqrt(tf.cast(self.temperature, dtype))
       momentum = tf.cond(
           resample,
           lambda: tf.nest.map_structure(
-              lambda z: tf.sqrt(t) * z,
+              lambda z: momentum_scale * z,
               dynamics.standard_normal_like(prev.momentum, momentum_seed)),
           lambda: prev.momentum)
 

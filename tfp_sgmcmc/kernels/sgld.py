@@ -108,8 +108,9 @@ class SGLD(tfp.mcmc.TransitionKernel):
       energy, grad = self.target.energy_and_gradient(current_state,
                                                      batch_seed)
       noise = dynamics.standard_normal_like(current_state, noise_seed)
-      proposed = dynamics.langevin_step(current_state, grad, h, noise,
-                                        self.temperature)
+      t = _common.temperature_at(self.step_size, prev.step_count,
+                                 self.temperature, dtype)
+      proposed = dynamics.langevin_step(current_state, grad, h, noise, t)
       finite = _common.finite_per_chain(energy, proposed)
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       next_state = _common.keep_where_diverged(diverged, current_state,

@@ -1,0 +1,492 @@
+"""AMAGOLD and the amortized M-H wrapper: exactness, not just that it runs.
+
+Every statistical tolerance is NUM_SE = 4 Monte Carlo standard errors,
+sqrt(var / ESS) with the ESS of the very quantity averaged (theta for means,
+(theta - mean)^2 for variances; see helpers.py). For a Gaussian the second
+is the usual Var[sample variance] = 2 sigma^4 / ESS, estimated rather than
+assumed. Differences of two independent chains use the combined error
+sqrt(se_1^2 + se_2^2). Contrasts (SGHMC is biased) are asserted with the
+same 4 standard errors in the other direction.
+"""
+
+import numpy as np
+import pytest
+import scipy.stats
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from helpers import NUM_SE, ess, mean_and_se, sample, variance_and_se
+from linear_regression import LinearRegression
+from tfp_sgmcmc.kernels import _common
+
+# A 2-D Gaussian N(0, diag(1, 1/4)) with grad U~ = grad U + N(0, 4 I).
+PRECISION = np.array([1., 4.], np.float32)
+NOISE_VARIANCE = 4.
+STEP_SIZE = 0.1
+FRICTION = 0.5  # beta; SGHMC's matching friction is C = 2 beta (Alg. 1).
+NUM_LEAPFROG_STEPS = 10
+
+
+def gaussian_energy(x):
+  return 0.5 * tf.reduce_sum(PRECISION * tf.square(x), -1)
+
+
+def noisy_gaussian(noise_variance=NOISE_VARIANCE):
+  return sg.NoisyGradientTarget(gaussian_energy,
+                                gradient_noise_variance=noise_variance)
+
+
+def check_gaussian_moments(draws, precision=PRECISION):
+  """Mean 0 and variance 1 / precision, each within 4 standard errors."""
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert np.all(np.abs(mean) < NUM_SE * mean_se), (mean, mean_se)
+  assert np.all(np.abs(var - 1. / precision) < NUM_SE * var_se), (var, var_se)
+  return var, var_se
+
+
+def accept_trace(_, pkr):
+  return pkr.is_accepted
+
+
+# --- exactness with noisy gradients ------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sghmc_variance():
+  """SGHMC at the same step size: visibly hotter than the target."""
+  kernel = sg.SGHMC(noisy_gaussian(), step_size=STEP_SIZE,
+                    friction=2. * FRICTION)
+  draws = sample(kernel, tf.zeros([16, 2]), 20000, seed=[1, 2],
+                 num_burnin_steps=500)
+  return variance_and_se(draws)
+
+
+@pytest.mark.parametrize("resample_momentum", [True, False],
+                         ids=["reversible", "skew_reversible"])
+def test_amagold_is_unbiased_where_sghmc_is_not(resample_momentum,
+                                                  sghmc_variance):
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=STEP_SIZE,
+                      num_leapfrog_steps=NUM_LEAPFROG_STEPS,
+                      friction=FRICTION, resample_momentum=resample_momentum)
+  draws, accepted = sample(kernel, tf.zeros([16, 2]), 2000, seed=[3, 4],
+                           num_burnin_steps=100, trace_fn=accept_trace)
+  var, var_se = check_gaussian_moments(draws)
+  rate = np.mean(accepted)
+  assert 0.3 < rate < 0.99  # The test is doing work: some rejections.
+  # The contrast: SGHMC's variance is off by many of its own standard errors
+  # (gradient noise heats it by about h V / (2 C) = 20%).
+  sghmc_var, sghmc_se = sghmc_variance
+  assert np.all(sghmc_var - 1. / PRECISION > NUM_SE * sghmc_se)
+  assert np.all(sghmc_var - 1. / PRECISION >
+                NUM_SE * np.sqrt(sghmc_se ** 2 + var_se ** 2))
+
+
+def test_uncorrected_proposal_is_biased_like_sghmc():
+  # Used alone, the stochastic leapfrog is an SGHMC variant: biased.
+  kernel = sg.UncalibratedAMAGOLD(noisy_gaussian(), step_size=STEP_SIZE,
+                                  num_leapfrog_steps=NUM_LEAPFROG_STEPS,
+                                  friction=FRICTION, resample_momentum=False)
+  draws = sample(kernel, tf.zeros([16, 2]), 2000, seed=[5, 6],
+                 num_burnin_steps=100)
+  var, var_se = variance_and_se(draws)
+  assert np.all(var - 1. / PRECISION > NUM_SE * var_se)
+
+
+def test_amagold_is_exact_on_minibatched_linear_regression():
+  # Real minibatch noise (InMemoryTarget, batch 50 of 500) and the chunked
+  # exact energy: the analytic posterior, within Monte Carlo error.
+  problem = LinearRegression(num_examples=500, dim=2, seed=1)
+  target = problem.in_memory_target(batch_size=50, energy_chunk_size=128)
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10,
+                      friction=1., momentum_std=sigma)
+  init = tf.constant(np.tile(problem.posterior_mean, (8, 1)), tf.float32)
+  draws, accepted = sample(kernel, init, 1500, seed=[7, 8],
+                           num_burnin_steps=100, trace_fn=accept_trace)
+  assert 0.3 < np.mean(accepted) < 0.99
+  mean, mean_se = mean_and_se(draws)
+  assert np.all(np.abs(mean - problem.posterior_mean) < NUM_SE * mean_se)
+  var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
+  assert np.all(np.abs(var - np.diag(problem.posterior_cov)) <
+                NUM_SE * var_se)
+
+
+# --- full batch: L2MC and HMC ------------------------------------------------
+
+
+def quartic_energy(x):
+  """A skewed, non-Gaussian 2-D energy (exact gradients in these tests)."""
+  x0, x1 = x[..., 0], x[..., 1]
+  return (0.5 * x0 ** 2 + 0.1 * x0 ** 4 + 0.3 * x0 ** 3 / (1. + x0 ** 2)
+          + (x1 - 0.5 * x0) ** 2)
+
+
+def exact_gradient_target(energy_fn):
+  return sg.NoisyGradientTarget(energy_fn, gradient_noise_variance=0.)
+
+
+@pytest.fixture(scope="module")
+def hmc_draws():
+  kernel = tfp.mcmc.HamiltonianMonteCarlo(
+      lambda x: -quartic_energy(x), step_size=0.65, num_leapfrog_steps=10)
+  return np.asarray(sample(kernel, tf.zeros([16, 2]), 3000, seed=[9, 10],
+                           num_burnin_steps=100))
+
+
+def moments(draws):
+  """Per chain-and-draw statistics E[x0], E[x1], E[x0^2], E[x1^2], E[x0 x1]."""
+  x0, x1 = draws[..., 0], draws[..., 1]
+  return np.stack([x0, x1, x0 ** 2, x1 ** 2, x0 * x1], -1)
+
+
+@pytest.mark.parametrize("friction,resample_momentum", [
+    (0., True),    # HMC with T leapfrog steps (position-Verlet form).
+    (0.5, False),  # L2MC with amortized M-H, skew-reversible.
+], ids=["hmc", "l2mc"])
+def test_full_batch_amagold_agrees_with_tfp_hmc(friction, resample_momentum,
+                                                hmc_draws):
+  kernel = sg.AMAGOLD(exact_gradient_target(quartic_energy), step_size=0.65,
+                      num_leapfrog_steps=10, friction=friction,
+                      resample_momentum=resample_momentum)
+  draws = np.asarray(sample(kernel, tf.zeros([16, 2]), 3000, seed=[11, 12],
+                            num_burnin_steps=100))
+  ours, ours_se = mean_and_se(moments(draws))
+  hmc, hmc_se = mean_and_se(moments(hmc_draws))
+  assert np.all(np.abs(ours - hmc) < NUM_SE * np.sqrt(ours_se ** 2 +
+                                                       hmc_se ** 2))
+  # Kolmogorov-Smirnov on draws thinned to about one per effective sample.
+  for coordinate in range(2):
+    samples = []
+    for d in (draws, hmc_draws):
+      x = d[..., coordinate]
+      thin = int(np.ceil(x.size / ess(x)))
+      samples.append(x[::thin].ravel())
+    assert scipy.stats.ks_2samp(*samples).pvalue > 1e-3
+
+
+def test_skew_reversible_chain_with_little_friction_is_exact():
+  # With beta small the momentum persists across outer steps, so the flip
+  # on rejection (r <- -r) matters: without it this chain's E[x0^2] is off
+  # by about 20 standard errors. Truth: x1 | x0 ~ N(x0 / 2, 1/2), so the
+  # x0 marginal is exp(-(x0^2/2 + x0^4/10 + 0.3 x0^3 / (1 + x0^2))), by
+  # quadrature.
+  grid = np.linspace(-8., 8., 160001)
+  density = np.exp(-(0.5 * grid ** 2 + 0.1 * grid ** 4 +
+                     0.3 * grid ** 3 / (1. + grid ** 2)))
+  density /= density.sum()
+  truth = np.array([np.sum(density * grid), np.sum(density * grid ** 2)])
+  kernel = sg.AMAGOLD(exact_gradient_target(quartic_energy), step_size=0.6,
+                      num_leapfrog_steps=5, friction=0.02,
+                      resample_momentum=False)
+  draws, accepted = sample(kernel, tf.zeros([32, 2]), 3000, seed=[17, 18],
+                           num_burnin_steps=100, trace_fn=accept_trace)
+  assert 0.6 < np.mean(accepted) < 0.97
+  x0 = np.asarray(draws)[..., 0]
+  estimate, se = mean_and_se(np.stack([x0, x0 ** 2], -1))
+  assert np.all(np.abs(estimate - truth) < NUM_SE * se), (estimate, truth, se)
+
+
+def test_one_step_log_accept_ratio_is_minus_hmc_energy_change():
+  # beta = 0, exact gradients, one outer step from a given momentum: the
+  # proposal is T leapfrog steps (drift-kick-drift) and the log acceptance
+  # ratio is HMC's -(delta U + delta K), checked against float64 NumPy.
+  eps, num_steps = 0.15, 7
+  theta0 = np.array([[0.3, -1.2], [1.5, 0.4], [-0.7, 2.0]])
+  r0 = np.array([[0.5, 1.0], [-1.3, 0.2], [0.1, -0.4]])
+  kernel = sg.AMAGOLD(exact_gradient_target(quartic_energy), step_size=eps,
+                      num_leapfrog_steps=num_steps, friction=0.,
+                      resample_momentum=False)
+  state = tf.constant(theta0)
+  results = kernel.bootstrap_results(state)
+  results = results._replace(accepted_results=results.accepted_results._replace(
+      momentum=tf.constant(r0)))
+  _, results = kernel.one_step(state, results, seed=[1, 2])
+
+  def grad(x):
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      u = quartic_energy(x)
+    return tape.gradient(u, x).numpy(), u.numpy()
+
+  theta, r = theta0 + 0.5 * eps * r0, r0.copy()
+  for t in range(num_steps):
+    r = r - eps * grad(theta)[0]
+    theta = theta + (eps if t < num_steps - 1 else 0.5 * eps) * r
+  delta_u = grad(theta)[1] - grad(theta0)[1]
+  delta_k = 0.5 * np.sum(r ** 2, -1) - 0.5 * np.sum(r0 ** 2, -1)
+  np.testing.assert_allclose(results.proposed_state, theta, rtol=1e-10)
+  np.testing.assert_allclose(results.proposed_results.momentum, r, rtol=1e-10)
+  np.testing.assert_allclose(results.log_accept_ratio, -(delta_u + delta_k),
+                             rtol=1e-8, atol=1e-10)
+  # rho = K(r0) - K(r*) exactly when the kicks are deterministic.
+  np.testing.assert_allclose(
+      results.proposed_results.log_acceptance_correction, -delta_k,
+      rtol=1e-8, atol=1e-10)
+
+
+def test_energy_accumulator_is_the_log_reverse_over_forward_path_ratio():
+  # One stochastic kick with beta > 0: rho + K(r') - K(r) must equal
+  # log N(eta_rev) - log N(eta_fwd), the densities of the noise that makes
+  # the forward move r -> r' and the momentum-flipped reverse -r' -> -r.
+  # (The K terms then cancel in pi(theta*, -r*) / pi(theta, r).)
+  eps, beta, sigma = (tf.constant(v, tf.float64) for v in (0.3, 0.7, 1.6))
+  rng = np.random.default_rng(0)
+  r, g, xi = rng.normal(size=(3, 4, 5))
+  r = 1.6 * r
+  r_new = sg.dynamics.amagold_momentum(tf.constant(r), tf.constant(g), eps,
+                                       beta, tf.constant(xi), sigma).numpy()
+  rho = sg.dynamics.energy_accumulator_increment(
+      tf.constant(g), tf.constant(r), tf.constant(r_new), eps, sigma,
+      batch_ndims=1).numpy()
+  eps, a = eps.numpy(), (eps * beta).numpy()
+  noise_var = 4. * a * sigma.numpy() ** 2
+  eta_fwd = (1 + a) * r_new - (1 - a) * r + eps * g
+  eta_rev = (1 + a) * (-r) - (1 - a) * (-r_new) + eps * g
+  log_ratio = -0.5 * np.sum(eta_rev ** 2 - eta_fwd ** 2, -1) / noise_var
+  kinetic = lambda p: sg.dynamics.kinetic_energy(  # noqa: E731
+      tf.constant(p), sigma, batch_ndims=1).numpy()
+  np.testing.assert_allclose(rho + kinetic(r_new) - kinetic(r), log_ratio,
+                             rtol=1e-10, atol=1e-10)
+
+
+# --- step-size adaptation ----------------------------------------------------
+
+
+@pytest.mark.parametrize("adaptation", ["simple", "dual_averaging"])
+def test_adapted_step_size_reaches_target_acceptance_and_stays_exact(
+    adaptation):
+  target_rate, num_adaptation = 0.85, 1000
+  inner = sg.AMAGOLD(noisy_gaussian(), step_size=0.01,
+                     num_leapfrog_steps=NUM_LEAPFROG_STEPS, friction=FRICTION)
+  if adaptation == "simple":
+    kernel = tfp.mcmc.SimpleStepSizeAdaptation(
+        inner, num_adaptation_steps=num_adaptation,
+        target_accept_prob=target_rate)
+  else:
+    kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
+        inner, num_adaptation_steps=num_adaptation,
+        target_accept_prob=target_rate)
+
+  def trace(_, pkr):
+    return (pkr.inner_results.log_accept_ratio,
+            pkr.inner_results.accepted_results.step_size,
+            pkr.inner_results.proposed_results.step_size)
+
+  draws, (log_ratio, step_size, used_step_size) = sample(
+      kernel, tf.zeros([16, 2]), 3000, seed=[13, 14], trace_fn=trace)
+  draws, log_ratio = np.asarray(draws), np.asarray(log_ratio)
+  after = slice(num_adaptation + 200, None)
+  # The step size moved from 0.01 and is constant once adaptation stops,
+  # and the proposal used the adapted value (so its noise variance
+  # 4 eps beta sigma^2 followed it too).
+  assert step_size[-1] > 0.03
+  assert np.all(step_size[num_adaptation + 1:] == step_size[-1])
+  np.testing.assert_array_equal(used_step_size, step_size)
+  # Mean acceptance probability after adaptation: within 0.03 of 85%. The
+  # adaptation's own error dominates (Simple's final step size is one point
+  # of its +-1% oscillation); over 7 seeds |rate - 0.85| <= 0.009 was seen.
+  rate = np.mean(np.exp(np.minimum(log_ratio[after], 0.)))
+  assert abs(rate - target_rate) < 0.03, rate
+  # The adapted chain (a fixed step size from then on) is exact.
+  check_gaussian_moments(draws[after])
+
+
+# --- structure, compilation, reproducibility ---------------------------------
+
+
+def test_list_state_and_two_batch_dimensions():
+  # theta = [a, b]: a of shape [2, 4, 2] (chains [2, 4]), b of shape [2, 4].
+  def energy(parts):
+    a, b = parts
+    return 0.5 * tf.reduce_sum(PRECISION * tf.square(a), -1) + 2. * b ** 2
+  target = sg.NoisyGradientTarget(energy, gradient_noise_variance=1.)
+  kernel = sg.AMAGOLD(target, step_size=STEP_SIZE, num_leapfrog_steps=10,
+                      friction=FRICTION, resample_momentum=False)
+  init = [tf.zeros([2, 4, 2]), tf.zeros([2, 4])]
+  (a, b), accepted = sample(kernel, init, 1500, seed=[15, 16],
+                            num_burnin_steps=100, trace_fn=accept_trace)
+  assert accepted.shape == (1500, 2, 4)
+  a = np.reshape(np.asarray(a), (1500, 8, 2))
+  b = np.reshape(np.asarray(b), (1500, 8, 1))
+  check_gaussian_moments(a)
+  check_gaussian_moments(b, precision=np.array([4.]))
+
+
+def test_same_seed_same_chain_other_seed_other_chain():
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=STEP_SIZE,
+                      num_leapfrog_steps=NUM_LEAPFROG_STEPS, friction=FRICTION)
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run(seed):
+    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
+                                 trace_fn=accept_trace, seed=seed)
+  a = run(tf.constant([1, 2]))
+  b = run(tf.constant([1, 2]))
+  c = run(tf.constant([2, 1]))
+  np.testing.assert_array_equal(a[0], b[0])
+  np.testing.assert_array_equal(a[1], b[1])
+  assert not np.allclose(a[0], c[0])
+
+
+def test_rejection_keeps_state_and_negates_momentum():
+  # A huge step size makes every proposal non-finite or hopeless.
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=50.,
+                      num_leapfrog_steps=10, friction=FRICTION,
+                      resample_momentum=False)
+  state = tf.constant([[0.5, -0.5], [1., 0.2]])
+  results = kernel.bootstrap_results(state)
+  new_state, new_results = kernel.one_step(state, results, seed=[1, 2])
+  assert not np.any(new_results.is_accepted)
+  np.testing.assert_array_equal(new_state, state)
+  np.testing.assert_array_equal(new_results.accepted_results.momentum,
+                                -results.accepted_results.momentum)
+  assert new_results.accepted_results.step_count == 1
+  np.testing.assert_array_equal(new_results.energy, results.energy)
+  assert np.all(np.isneginf(new_results.log_accept_ratio) |
+                (new_results.log_accept_ratio < -100.))
+
+
+def test_diverged_proposal_is_flagged_and_rejected():
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=1e3, num_leapfrog_steps=50,
+                      friction=0.)
+  state = tf.constant([[0.5, -0.5]])
+  _, results = kernel.one_step(state, kernel.bootstrap_results(state),
+                               seed=[1, 2])
+  assert results.proposed_results.diverged.numpy().all()
+  assert np.isneginf(results.log_accept_ratio.numpy()).all()
+  assert not results.is_accepted.numpy().any()
+  assert not results.accepted_results.diverged.numpy().any()
+
+
+def test_energy_is_cached_not_recomputed():
+  calls = []
+
+  def energy(x):
+    calls.append(1)
+    return gaussian_energy(x)
+
+  class CountingTarget(sg.NoisyGradientTarget):
+
+    def energy(self, state):
+      calls.append("full")
+      return super().energy(state)
+
+  target = CountingTarget(energy, gradient_noise_variance=1.)
+  kernel = sg.AMAGOLD(target, step_size=STEP_SIZE, num_leapfrog_steps=2,
+                      friction=FRICTION)
+  state = tf.zeros([2, 2])
+  results = kernel.bootstrap_results(state)
+  assert calls.count("full") == 1
+  for i in range(3):
+    state, results = kernel.one_step(state, results, seed=[i, 0])
+  assert calls.count("full") == 4  # One full-data energy per outer step.
+  np.testing.assert_allclose(results.energy, gaussian_energy(state),
+                             rtol=1e-6)
+
+
+def test_minibatch_acceptance_uses_one_minibatch_for_both_energies():
+  problem = LinearRegression(num_examples=200, dim=2, seed=3)
+  target = problem.in_memory_target(batch_size=20)
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=5,
+                      friction=1., momentum_std=sigma,
+                      acceptance_energy="minibatch")
+  assert not kernel.is_calibrated
+  state = tf.constant(np.tile(problem.posterior_mean, (3, 1)), tf.float32)
+  seed = tf.constant([5, 6])
+  _, results = kernel.one_step(state, kernel.bootstrap_results(state), seed)
+  energy_seed = _common.split(seed, 3)[1]
+  u = target.minibatch_energy(state, energy_seed)
+  u_star = target.minibatch_energy(results.proposed_state, energy_seed)
+  rho = results.proposed_results.log_acceptance_correction
+  np.testing.assert_allclose(results.log_accept_ratio, u - u_star + rho,
+                             rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(results.proposed_energy, u_star, rtol=1e-5)
+  # And it compiles with XLA.
+  draws = sample(kernel, state, 20, seed=[1, 2])
+  assert np.all(np.isfinite(draws))
+
+
+def test_minibatch_acceptance_runs_on_a_dataset_target():
+  problem = LinearRegression(num_examples=100, dim=2, seed=4)
+  dataset = tf.data.Dataset.from_tensor_slices(problem.data).shuffle(
+      100, seed=0).repeat().batch(10)
+  target = sg.DatasetTarget(problem.log_likelihood, dataset, 100,
+                            log_prior_fn=problem.log_prior)
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=3,
+                      friction=1., momentum_std=10.,
+                      acceptance_energy="minibatch")
+  init = tf.constant(np.tile(problem.posterior_mean, (2, 1)), tf.float32)
+  draws, accepted = sample(kernel, init, 5, seed=[1, 2], jit=False,
+                           trace_fn=accept_trace)
+  assert draws.shape == (5, 2, 2) and np.all(np.isfinite(draws))
+
+
+def test_sgd_parameterisation_is_the_same_chain():
+  # v = eps sigma^-2 r, b = eps beta, h = eps^2 sigma^-2 (Appendix F): the
+  # (h, b) kernel and the (eps, sigma = 1, beta) kernel are one chain.
+  h, b = 0.01, 0.05
+  target = noisy_gaussian()
+  sgd = sg.AMAGOLD.from_sgd_parameters(target, learning_rate=h,
+                                       momentum_decay=b, num_leapfrog_steps=5)
+  direct = sg.AMAGOLD(target, step_size=np.sqrt(h), num_leapfrog_steps=5,
+                      friction=b / np.sqrt(h))
+  assert sgd.step_size == pytest.approx(0.1)
+  assert sgd.friction == pytest.approx(0.5)
+  a = sample(sgd, tf.zeros([2, 2]), 20, seed=[1, 2], jit=False)
+  c = sample(direct, tf.zeros([2, 2]), 20, seed=[1, 2], jit=False)
+  np.testing.assert_allclose(a, c, rtol=1e-6)
+  # And the SGD-form update is what the docstring says, in v units.
+  rng = np.random.default_rng(1)
+  v, g, xi = rng.normal(size=(3, 5))
+  eps, beta = np.sqrt(h), b / np.sqrt(h)
+  r_new = sg.dynamics.amagold_momentum(tf.constant(v / eps), tf.constant(g),
+                                       eps, beta, tf.constant(xi)).numpy()
+  v_new = ((1 - b) * v - h * g + 2 * np.sqrt(b * h) * xi) / (1 + b)
+  np.testing.assert_allclose(eps * r_new, v_new, rtol=1e-10)
+
+
+# --- argument errors ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(num_leapfrog_steps=0), ValueError, "num_leapfrog_steps.*>= 1.*0"),
+    (dict(num_leapfrog_steps=2.5), TypeError, "num_leapfrog_steps.*2.5"),
+    (dict(friction=-0.1), ValueError, "friction.*>= 0.*-0.1"),
+    (dict(momentum_std=0.), ValueError, "momentum_std.*> 0.*0.0"),
+    (dict(momentum_std=-1.), ValueError, "momentum_std.*> 0.*-1.0"),
+    (dict(step_size=0.), ValueError, "step_size.*> 0.*0.0"),
+    (dict(resample_momentum="yes"), TypeError, "resample_momentum.*'yes'"),
+    (dict(acceptance_energy="approx"), ValueError,
+     "acceptance_energy.*'approx'"),
+])
+def test_bad_arguments_raise_clear_errors(kwargs, error, match):
+  args = dict(target=noisy_gaussian(), step_size=0.1, num_leapfrog_steps=10,
+              friction=0.5)
+  args.update(kwargs)
+  with pytest.raises(error, match=match):
+    sg.AMAGOLD(**args)
+
+
+def test_exact_acceptance_needs_a_target_with_full_data_energy():
+  problem = LinearRegression(num_examples=20, dim=2, seed=5)
+  dataset = tf.data.Dataset.from_tensor_slices(problem.data).repeat().batch(5)
+  target = sg.DatasetTarget(problem.log_likelihood, dataset, 20)
+  assert not target.has_exact_energy
+  with pytest.raises(sg.TargetCapabilityError, match="full_dataset"):
+    sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10, friction=0.5)
+  # The approximate test is allowed.
+  sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10, friction=0.5,
+             acceptance_energy="minibatch")
+
+
+def test_wrapper_rejects_a_kernel_without_a_proposal_ratio():
+  kernel = sg.AmortizedMetropolisHastings(
+      sg.SGHMC(noisy_gaussian(), step_size=0.1, friction=1.))
+  with pytest.raises(ValueError, match="log_acceptance_correction"):
+    kernel.bootstrap_results(tf.zeros([2, 2]))
+  with pytest.raises(TypeError, match="inner_kernel"):
+    sg.AmortizedMetropolisHastings(lambda x: x)

@@ -1,0 +1,319 @@
+"""Amortized Metropolis-Hastings: one M-H test for a whole multi-step proposal.
+
+Zhang, Cooper & De Sa (2020), Section 4. A proposal kernel runs T stochastic
+steps x_0 -> x_1 -> ... -> x_T = y, each with its own random minibatch
+zeta_t; the correction accepts y with probability
+
+    min(1, pi(y^perp) / pi(x) prod_t P(x_{t+1}^perp, x_t^perp; zeta_t)
+                                     / P(x_t, x_{t+1}; zeta_t))          (6)
+
+where ^perp negates the momentum, (theta, r)^perp = (theta, -r). Writing the
+product's log, together with the kinetic part of pi(y^perp) / pi(x), as the
+proposal's `log_acceptance_correction`, the test only needs the energy
+difference of the positions:
+
+    log a = U(theta) - U(theta*) + log_acceptance_correction.
+
+The full-data energy U is computed once per outer step (for the proposal; the
+current state's energy is cached in the results), so its cost is amortized
+over the T gradient steps.
+"""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.mcmc.internal import util as mcmc_util
+
+from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import targets as targets_lib
+from tfp_sgmcmc.kernels import _common
+
+__all__ = [
+    "AmortizedMetropolisHastings",
+    "AmortizedMetropolisHastingsResults",
+    "ACCEPTANCE_ENERGIES",
+    "CLOCK_FIELDS",
+]
+
+ACCEPTANCE_ENERGIES = ("exact", "minibatch")
+
+# Inner-results fields that describe the kernel's clock, not the chain's
+# state: they are taken from the proposal even when it is rejected, so that
+# step counts, schedules and adapted step sizes move on.
+CLOCK_FIELDS = ("step_size", "step_count", "seed")
+
+
+class AmortizedMetropolisHastingsResults(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("AmortizedMetropolisHastingsResults", [
+        "accepted_results", "is_accepted", "log_accept_ratio",
+        "proposed_state", "proposed_results", "energy", "proposed_energy",
+        "seed"])):
+  """Results of one amortized M-H step.
+
+  Fields:
+    accepted_results: the inner kernel's results for the chain's state after
+      this step (the proposal's if accepted, else the previous ones with the
+      momentum negated); the next proposal starts from them.
+    is_accepted: per chain, whether the proposal was accepted.
+    log_accept_ratio: per chain, U(theta) - U(theta*) +
+      log_acceptance_correction; -inf where it is not finite (a divergent
+      proposal is always rejected).
+    proposed_state: theta*, the end of the inner kernel's trajectory.
+    proposed_results: the inner kernel's results for the proposal.
+    energy: per chain, U of the chain's state after this step. With exact
+      energies this is the cached U(theta) the next test uses; with minibatch
+      energies it is the estimate on this step's minibatch.
+    proposed_energy: per chain, U(theta*) (exact or minibatch estimate).
+    seed: the stateless seed this step used.
+  """
+  __slots__ = ()
+
+
+class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
+  """Metropolis-Hastings correction of a multi-step stochastic proposal.
+
+  Given an inner kernel that proposes (theta, r) -> (theta*, r*) through T
+  stochastic steps and reports the log of the reverse-over-forward path
+  probability, this kernel accepts with probability min(1, a),
+
+      log a = U(theta) - U(theta*) + log_acceptance_correction,
+
+  eq. (6) of Zhang et al. (2020), and otherwise keeps theta with the momentum
+  negated (the skew-reversible rejection, r <- -r). The chain is
+  skew-reversible with respect to pi(theta, r) = exp(-U(theta) - K(r)); if the
+  inner kernel resamples the momentum at every step, it is reversible
+  (Theorem 1 of the paper).
+
+  U is the exact full-data energy (`target.energy`, accumulated over chunks
+  of the data) when `acceptance_energy="exact"`: the chain is then exact for
+  any step size. U(theta) of the current state is cached in the results, so
+  each step evaluates the full-data energy once, at theta*.
+  `acceptance_energy="minibatch"` replaces U(theta) - U(theta*) by the
+  difference of minibatch estimates on one minibatch, chosen by the seed,
+  shared by both states (Section 5.2): cheaper, but no longer exact (the
+  estimate of the acceptance ratio is biased), so `is_calibrated` is False.
+  Both energies come from one `target.minibatch_energy` call on the two
+  states concatenated along the first chain axis (so they share the batch
+  even for a `DatasetTarget`, whose batches the seed does not choose); the
+  target's functions must therefore accept twice the number of chains.
+
+  #### Protocol for the inner kernel
+
+  Any `TransitionKernel` can be corrected if
+
+  1. its results have `log_acceptance_correction`: per chain, the log of
+     prod_t P(x_{t+1}^perp, x_t^perp; zeta_t) / P(x_t, x_{t+1}; zeta_t) plus
+     K(r) - K(r*), i.e. everything in log (6) except U(theta) - U(theta*).
+     For AMAGOLD's stochastic leapfrog it is the energy accumulator rho; for
+     a momentum-free proposal (e.g. Barker) it is the log proposal ratio
+     log q(theta | theta*) - log q(theta* | theta);
+  2. if its results have a `momentum` field, it holds the momentum the next
+     proposal starts from (the kernel keeps it, or resamples it itself for
+     the reversible variant). On rejection this kernel sets it to minus the
+     previous one, applying the involution r -> -r;
+  3. it has a `target` attribute (a `tfp_sgmcmc` target), unless `target` is
+     given here.
+
+  Fields named in `CLOCK_FIELDS` (`step_size`, `step_count`, `seed`) are
+  taken from the proposal even on rejection; every other field is chosen per
+  chain between the proposal's results (accepted) and the previous ones
+  (rejected), as `tfp.mcmc.MetropolisHastings` does. The step size is found
+  by `tfp.mcmc.SimpleStepSizeAdaptation` and
+  `tfp.mcmc.DualAveragingStepSizeAdaptation` in `accepted_results`, and the
+  `log_accept_ratio` here, so both adapt it.
+
+  #### Examples
+
+  ```python
+  target = tfp_sgmcmc.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x**2, -1), gradient_noise_variance=1.)
+  kernel = tfp_sgmcmc.AmortizedMetropolisHastings(
+      tfp_sgmcmc.UncalibratedAMAGOLD(target, step_size=0.1,
+                                     num_leapfrog_steps=10, friction=0.5))
+  samples, is_accepted = tfp.mcmc.sample_chain(
+      1000, tf.zeros([4, 2]), kernel=kernel,
+      trace_fn=lambda _, pkr: pkr.is_accepted, seed=[0, 1])
+  ```
+
+  `tfp_sgmcmc.AMAGOLD` is this composition in one line.
+
+  #### References
+
+  [1] Zhang, R., Cooper, A. F. and De Sa, C. AMAGOLD: Amortized Metropolis
+      adjustment for efficient stochastic gradient MCMC. AISTATS 2020.
+  [2] Turitsyn, K. S., Chertkov, M. and Vucelja, M. Irreversible Monte Carlo
+      algorithms for efficient sampling. Physica D, 2011.
+
+  Args:
+    inner_kernel: the proposal, following the protocol above.
+    target: the `tfp_sgmcmc` target whose energy the test uses; default
+      `inner_kernel.target`.
+    acceptance_energy: "exact" (full-data U; needs
+      `target.has_exact_energy`) or "minibatch" (Section 5.2, approximate).
+    name: name scope of the kernel's ops.
+  """
+
+  def __init__(self, inner_kernel, target=None, acceptance_energy="exact",
+               name=None):
+    if not isinstance(inner_kernel, tfp.mcmc.TransitionKernel):
+      raise TypeError(f"`inner_kernel` must be a tfp.mcmc.TransitionKernel; "
+                      f"got {type(inner_kernel).__name__}.")
+    if target is None:
+      target = getattr(inner_kernel, "target", None)
+      if target is None:
+        raise ValueError(
+            f"`target` is None and `inner_kernel` "
+            f"({type(inner_kernel).__name__}) has no `target` attribute; "
+            "pass the target whose energy the M-H test uses.")
+    _common.check_target(target)
+    check_acceptance_energy(acceptance_energy, target)
+    self._parameters = dict(inner_kernel=inner_kernel, target=target,
+                            acceptance_energy=acceptance_energy, name=name)
+
+  @property
+  def inner_kernel(self):
+    return self._parameters["inner_kernel"]
+
+  @property
+  def target(self):
+    return self._parameters["target"]
+
+  @property
+  def acceptance_energy(self):
+    return self._parameters["acceptance_energy"]
+
+  @property
+  def name(self):
+    return self._parameters["name"]
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return self.acceptance_energy == "exact"
+
+  def _energies(self, current_state, proposed_state, cached_energy, seed):
+    """(U(theta), U(theta*)), exact or on one shared minibatch."""
+    if self.acceptance_energy == "exact":
+      return cached_energy, self.target.energy(proposed_state)
+    # One call on both states stacked along the first chain axis: the two
+    # estimates see the same minibatch even for a DatasetTarget, whose
+    # batches come from its pipeline rather than from the seed.
+    batch_ndims = cached_energy.shape.rank
+    if batch_ndims:
+      both = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0),
+                                   current_state, proposed_state)
+      energy = self.target.minibatch_energy(both, seed)
+      return tf.split(energy, 2, axis=0)
+    both = tf.nest.map_structure(lambda a, b: tf.stack([a, b]),
+                                 current_state, proposed_state)
+    energy = self.target.minibatch_energy(both, seed)
+    return energy[0], energy[1]
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    with tf.name_scope(self.name or "amortized_mh_one_step"):
+      proposal_seed, energy_seed, accept_seed = _common.split(seed, 3)
+      prev = previous_kernel_results
+      proposed_state, proposed_results = self.inner_kernel.one_step(
+          current_state, prev.accepted_results, seed=proposal_seed)
+      if isinstance(current_state, (list, tuple)):
+        proposed_state = list(proposed_state)
+
+      energy, proposed_energy = self._energies(
+          current_state, proposed_state, prev.energy, energy_seed)
+      correction = tf.convert_to_tensor(
+          proposed_results.log_acceptance_correction)
+      log_accept_ratio = energy - proposed_energy + correction
+      log_accept_ratio = tf.where(
+          tf.math.is_finite(log_accept_ratio), log_accept_ratio,
+          tf.constant(-float("inf"), log_accept_ratio.dtype))
+      log_uniform = tf.math.log(tf.random.stateless_uniform(
+          tf.shape(log_accept_ratio), seed=accept_seed,
+          dtype=log_accept_ratio.dtype, alg=dynamics.RNG_ALG))
+      is_accepted = log_uniform < log_accept_ratio
+
+      next_state = choose(is_accepted, proposed_state, current_state)
+      accepted_results = _choose_results(is_accepted, proposed_results,
+                                         prev.accepted_results)
+      return next_state, AmortizedMetropolisHastingsResults(
+          accepted_results=accepted_results,
+          is_accepted=is_accepted,
+          log_accept_ratio=log_accept_ratio,
+          proposed_state=proposed_state,
+          proposed_results=proposed_results,
+          energy=tf.where(is_accepted, proposed_energy, energy),
+          proposed_energy=proposed_energy,
+          seed=tfp.random.sanitize_seed(seed))
+
+  def bootstrap_results(self, init_state):
+    with tf.name_scope((self.name or "amortized_mh") + "_bootstrap_results"):
+      inner = self.inner_kernel.bootstrap_results(init_state)
+      if not hasattr(inner, "log_acceptance_correction"):
+        raise ValueError(
+            f"the results of `inner_kernel` ({type(self.inner_kernel).__name__}"
+            f") have no `log_acceptance_correction` field; an amortized M-H "
+            "test needs the log reverse-over-forward proposal ratio.")
+      if self.acceptance_energy == "exact":
+        energy = self.target.energy(init_state)
+      else:
+        energy = self.target.minibatch_energy(init_state,
+                                              _common.BOOTSTRAP_SEED)
+      return AmortizedMetropolisHastingsResults(
+          accepted_results=inner,
+          is_accepted=tf.ones(tf.shape(energy), tf.bool),
+          log_accept_ratio=tf.zeros_like(energy),
+          proposed_state=init_state,
+          proposed_results=inner,
+          energy=energy,
+          proposed_energy=energy,
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+
+
+def check_acceptance_energy(acceptance_energy, target):
+  if acceptance_energy not in ACCEPTANCE_ENERGIES:
+    raise ValueError(f"`acceptance_energy` must be one of "
+                     f"{ACCEPTANCE_ENERGIES}; got {acceptance_energy!r}.")
+  if acceptance_energy == "exact" and not target.has_exact_energy:
+    raise targets_lib.TargetCapabilityError(
+        f"`acceptance_energy='exact'` needs the full-data energy U(theta), "
+        f"but `target` ({type(target).__name__}) has none "
+        "(has_exact_energy=False; for a DatasetTarget pass `full_dataset`). "
+        "Use acceptance_energy='minibatch' for an approximate test.")
+
+
+def _expand_to(mask, part):
+  extra = part.shape.rank - mask.shape.rank
+  return tf.reshape(mask, tf.concat(
+      [tf.shape(mask), tf.ones([extra], tf.int32)], 0))
+
+
+def choose(is_accepted, accepted, rejected):
+  """Per chain, `accepted` where `is_accepted`, else `rejected`."""
+  return tf.nest.map_structure(
+      lambda a, r: tf.where(_expand_to(is_accepted, a), a, r),
+      accepted, rejected)
+
+
+def _choose_results(is_accepted, proposed, previous):
+  """The accepted inner results, following the protocol in the class doc."""
+  fields = {}
+  for name in proposed._fields:
+    new, old = getattr(proposed, name), getattr(previous, name)
+    if name in CLOCK_FIELDS:
+      fields[name] = new
+    elif name == "momentum":
+      fields[name] = choose(is_accepted, new,
+                            tf.nest.map_structure(tf.negative, old))
+    elif all(tf.is_tensor(t) and t.shape.rank is not None and
+             t.shape.rank >= is_accepted.shape.rank
+             for t in tf.nest.flatten(new)):
+      fields[name] = choose(is_accepted, new, old)
+    else:
+      # Not per chain (a scalar diagnostic, a Python value): nothing to
+      # choose.
+      fields[name] = new
+  return type(proposed)(**fields)
