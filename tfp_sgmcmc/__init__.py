@@ -4,24 +4,33 @@ from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import synthetic
 from tfp_sgmcmc.kernels import (AMAGOLD, AmortizedMetropolisHastings,
                                 AmortizedMetropolisHastingsResults,
-                                NaiveSGHMC, SGHMC, SGHMCResults, SGLD,
-                                SGLDResults, UncalibratedAMAGOLD,
+                                NaiveSGHMC, PreconditionedSGLD,
+                                PreconditionedSGLDResults, SGHMC,
+                                SGHMCResults, SGLD, SGLDResults, SGNHT,
+                                SGNHTResults, SGNUTS, SGNUTSResults,
+                                UncalibratedAMAGOLD,
                                 UncalibratedAMAGOLDResults)
-from tfp_sgmcmc.schedules import PolynomialDecay, step_size_weighted_mean
-from tfp_sgmcmc.targets import (DatasetTarget, InMemoryTarget, MinibatchTarget,
+from tfp_sgmcmc.optimize import find_mode
+from tfp_sgmcmc.schedules import (CyclicalSchedule, PolynomialDecay,
+                                  step_size_weighted_mean)
+from tfp_sgmcmc.targets import (ControlVariateTarget, DatasetTarget,
+                                InMemoryTarget, MinibatchTarget,
                                 NoisyGradientTarget, TargetCapabilityError)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "dynamics", "synthetic",
-    # Targets.
+    # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
-    "NoisyGradientTarget", "TargetCapabilityError",
+    "NoisyGradientTarget", "ControlVariateTarget", "TargetCapabilityError",
+    "find_mode",
     # Kernels.
-    "SGLD", "SGLDResults", "SGHMC", "SGHMCResults", "NaiveSGHMC",
+    "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",
+    "SGHMC", "SGHMCResults", "NaiveSGHMC", "SGNHT", "SGNHTResults",
+    "SGNUTS", "SGNUTSResults",
     "AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults",
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     # Schedules.
-    "PolynomialDecay", "step_size_weighted_mean",
+    "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
 ]

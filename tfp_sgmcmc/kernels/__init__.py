@@ -4,11 +4,17 @@ from tfp_sgmcmc.kernels.amagold import (AMAGOLD, UncalibratedAMAGOLD,
                                         UncalibratedAMAGOLDResults)
 from tfp_sgmcmc.kernels.amortized_mh import (
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults)
+from tfp_sgmcmc.kernels.psgld import (PreconditionedSGLD,
+                                      PreconditionedSGLDResults)
 from tfp_sgmcmc.kernels.sghmc import NaiveSGHMC, SGHMC, SGHMCResults
 from tfp_sgmcmc.kernels.sgld import SGLD, SGLDResults
+from tfp_sgmcmc.kernels.sgnht import SGNHT, SGNHTResults
+from tfp_sgmcmc.kernels.sgnuts import SGNUTS, SGNUTSResults
 
 __all__ = [
-    "SGLD", "SGLDResults", "SGHMC", "SGHMCResults", "NaiveSGHMC",
+    "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",
+    "SGHMC", "SGHMCResults", "NaiveSGHMC", "SGNHT", "SGNHTResults",
+    "SGNUTS", "SGNUTSResults",
     "AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults",
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
 ]

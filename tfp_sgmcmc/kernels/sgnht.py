@@ -1,0 +1,145 @@
+"""Stochastic gradient Nose-Hoover thermostat as a `TransitionKernel`."""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.mcmc.internal import util as mcmc_util
+
+from tfp_sgmcmc import dynamics
+from tfp_sgmcmc.kernels import _common
+
+__all__ = ["SGNHT", "SGNHTResults"]
+
+
+class SGNHTResults(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("SGNHTResults", [
+        "momentum", "thermostat", "energy", "step_size", "step_count",
+        "diverged", "seed"])):
+  """Results of one SGNHT step.
+
+  Fields:
+    momentum: r after the step (structure of the state).
+    thermostat: xi after the step, one per chain: the adaptive friction.
+    energy: minibatch estimate U~ where the gradient was evaluated.
+    step_size, step_count, diverged, seed: as for `SGHMCResults`.
+  """
+  __slots__ = ()
+
+
+class SGNHT(tfp.mcmc.TransitionKernel):
+  """Stochastic gradient Nose-Hoover thermostat (Ding et al. 2014).
+
+      r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
+      theta'  = theta + h r'
+      xi'     = xi + h (r'^T r' / d - T)
+
+  SGHMC needs its friction matched to the unknown gradient noise; SGNHT's
+  thermostat xi adapts the friction until the kinetic energy per dimension
+  averages T (the temperature, 1 for the posterior), whatever the size of
+  the noise. d counts the parameters of one chain (all parts); each chain has
+  its own thermostat, initialised at A.
+
+  #### Example
+
+  ```python
+  target = tfp_sgmcmc.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x**2, -1), gradient_noise_variance=25.)
+  kernel = tfp_sgmcmc.SGNHT(target, step_size=0.05, diffusion=1.)
+  samples = tfp.mcmc.sample_chain(5000, tf.zeros([10]), kernel=kernel,
+                                  trace_fn=None, seed=[0, 1])
+  ```
+
+  #### References
+
+  [1] Ding, N., Fang, Y., Babbush, R., Chen, C., Skeel, R. D. and Neven, H.
+      Bayesian sampling using stochastic gradient thermostats. NeurIPS 2014.
+  """
+
+  def __init__(self, target, step_size, diffusion=1., temperature=1.,
+               name=None):
+    _common.check_target(target)
+    if not _common.is_schedule(step_size):
+      _common.check_positive("step_size", step_size)
+    _common.check_positive("diffusion", diffusion, allow_zero=True)
+    _common.check_positive("temperature", temperature)
+    self._parameters = dict(target=target, step_size=step_size,
+                            diffusion=diffusion, temperature=temperature,
+                            name=name)
+
+  @property
+  def target(self):
+    return self._parameters["target"]
+
+  @property
+  def step_size(self):
+    return self._parameters["step_size"]
+
+  @property
+  def diffusion(self):
+    return self._parameters["diffusion"]
+
+  @property
+  def temperature(self):
+    return self._parameters["temperature"]
+
+  @property
+  def name(self):
+    return self._parameters["name"]
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return False
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    with tf.name_scope(self.name or "sgnht_one_step"):
+      batch_seed, noise_seed, momentum_seed = _common.split(seed, 3)
+      prev = previous_kernel_results
+      dtype = _common.state_dtype(current_state)
+      h = _common.step_size_at(self.step_size, prev.step_count,
+                               prev.step_size, dtype)
+      t = _common.temperature_at(self.step_size, prev.step_count,
+                                 self.temperature, dtype)
+      momentum_scale = tf.sqrt(tf.cast(self.temperature, dtype))
+      momentum = tf.cond(
+          tf.equal(prev.step_count, 0),
+          lambda: tf.nest.map_structure(
+              lambda z: momentum_scale * z,
+              dynamics.standard_normal_like(prev.momentum, momentum_seed)),
+          lambda: prev.momentum)
+      energy, grad = self.target.energy_and_gradient(current_state,
+                                                     batch_seed)
+      noise = dynamics.standard_normal_like(momentum, noise_seed)
+      new_state, new_momentum, new_thermostat = dynamics.sgnht_step(
+          current_state, momentum, prev.thermostat, grad, h, noise,
+          self.diffusion, t)
+      finite = _common.finite_per_chain(
+          energy, [new_state, new_momentum, new_thermostat])
+      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
+      keep = lambda old, new: _common.keep_where_diverged(diverged, old, new)
+      return keep(current_state, new_state), SGNHTResults(
+          momentum=keep(prev.momentum, new_momentum),
+          thermostat=keep(prev.thermostat, new_thermostat),
+          energy=energy, step_size=h, step_count=prev.step_count + 1,
+          diverged=diverged, seed=tfp.random.sanitize_seed(seed))
+
+  def bootstrap_results(self, init_state):
+    with tf.name_scope((self.name or "sgnht") + "_bootstrap_results"):
+      _common.check_initial_state(init_state, self.target)
+      dtype = _common.state_dtype(init_state)
+      energy = self.target.minibatch_energy(init_state,
+                                            _common.BOOTSTRAP_SEED)
+      return SGNHTResults(
+          momentum=tf.nest.map_structure(tf.zeros_like, init_state),
+          thermostat=tf.fill(tf.shape(energy),
+                             tf.cast(self.diffusion, dtype)),
+          energy=energy,
+          step_size=_common.initial_step_size(self.step_size, dtype),
+          step_count=tf.constant(0, tf.int32),
+          diverged=tf.zeros(tf.shape(energy), tf.bool),
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
