@@ -1,7 +1,11 @@
 """tfp_sgmcmc: stochastic-gradient MCMC kernels for TensorFlow Probability."""
 
+from tfp_sgmcmc import diagnostics
 from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import synthetic
+from tfp_sgmcmc.checkpointing import (StepSeeded, StepSeededResults,
+                                      load_chain, save_chain)
+from tfp_sgmcmc.diagnostics import UnhealthyChainWarning, summarize
 from tfp_sgmcmc.kernels import (AMAGOLD, AmortizedMetropolisHastings,
                                 AmortizedMetropolisHastingsResults,
                                 NaiveSGHMC, PreconditionedSGLD,
@@ -33,4 +37,7 @@ __all__ = [
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     # Schedules.
     "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
+    # Reliability: resumable chains and run health.
+    "diagnostics", "StepSeeded", "StepSeededResults", "save_chain",
+    "load_chain", "summarize", "UnhealthyChainWarning",
 ]

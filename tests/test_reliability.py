@@ -1,0 +1,115 @@
+"""Resumable chains, health reporting, float64 end to end."""
+
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from helpers import sample
+
+WORKER = os.path.join(os.path.dirname(__file__), "resume_worker.py")
+
+
+def test_chains_resume_bit_identically_in_a_new_process(tmp_path):
+  # Process 1 runs 3k steps and, separately, 2k steps saved to disk;
+  # process 2 loads the checkpoint and runs k more. Every kernel's resumed
+  # k steps must equal steps 2k..3k of the uninterrupted run, bit for bit:
+  # momentum, adaptation state, thermostat, noise estimates, preconditioner
+  # and schedule position all live in the saved results.
+  for mode in ("first", "resume"):
+    proc = subprocess.run([sys.executable, WORKER, mode, str(tmp_path)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+  sys.path.insert(0, os.path.dirname(WORKER))
+  import resume_worker  # pylint: disable=g-import-not-at-top
+  k = resume_worker.K
+  for name in resume_worker.kernels():
+    full = np.load(tmp_path / f"{name}_full.npy")
+    resumed = np.load(tmp_path / f"{name}_resumed.npy")
+    np.testing.assert_array_equal(resumed, full[2 * k:], err_msg=name)
+    # And the chain really moved (the comparison is not between constants).
+    assert np.std(full[2 * k:]) > 0, name
+
+
+def test_load_chain_rejects_a_checkpoint_of_another_kernel(tmp_path):
+  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+                                  gradient_noise_variance=1.)
+  sgld, sghmc = sg.SGLD(target, 0.1), sg.SGHMC(target, 0.1, 1.)
+  init = tf.zeros([2])
+  path = str(tmp_path / "c.npz")
+  sg.save_chain(path, init, sgld.bootstrap_results(init))
+  with pytest.raises(ValueError, match="another kernel"):
+    sg.load_chain(path, sghmc.bootstrap_results(init), init)
+
+
+def test_summary_reports_divergence_acceptance_and_unbounded_energy():
+  target = sg.NoisyGradientTarget(
+      lambda x: tf.reduce_sum(0.25 * x ** 4, -1), gradient_noise_variance=0.)
+  kernel = sg.SGHMC(target, step_size=0.2, friction=0.1)
+  draws, trace = sample(kernel, tf.constant([[20.], [0.], [0.5], [-0.5]]),
+                        300, seed=[1, 2], trace_fn=lambda _, r: r)
+  with pytest.warns(sg.UnhealthyChainWarning, match="1 of 4 chains diverged"):
+    health = sg.summarize(draws, trace, print_report=False)
+  assert health.divergences[0] > 0 and not health.divergences[1:].any()
+
+  # A healthy AMAGOLD run: no warning, acceptance and step size reported.
+  gauss = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+                                 gradient_noise_variance=1.)
+  kernel = sg.AMAGOLD(gauss, 0.3, num_leapfrog_steps=5, friction=0.5)
+  draws, trace = sample(kernel, tf.zeros([4, 2]), 1000, seed=[3, 4],
+                        trace_fn=lambda _, r: r)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", sg.UnhealthyChainWarning)
+    health = sg.summarize(draws, trace, print_report=False)
+  assert not health.problems
+  assert np.all((health.acceptance_rate > 0.3) & (health.acceptance_rate < 1))
+  assert np.allclose(health.step_size, 0.3)
+  report = sg.diagnostics.format_report(health)
+  assert "healthy" in report and "accept" in report
+
+  # SGLD at h = 2.02 on U = x^2 / 2: theta' = (1 - h) theta + noise grows
+  # by 2% a step, so the energy climbs for hundreds of steps before any
+  # overflow. Flagged as growing energy while every value is still finite.
+  draws, trace = sample(sg.SGLD(gauss, 2.02), tf.ones([2, 1]), 400,
+                        seed=[5, 6], trace_fn=lambda _, r: r)
+  assert np.all(np.isfinite(draws)) and not np.any(trace.diverged)
+  with pytest.warns(sg.UnhealthyChainWarning, match="energy grows"):
+    sg.summarize(draws, trace, print_report=False)
+
+
+# Step sizes for a posterior of precision about N = 200.
+@pytest.mark.parametrize("make", [
+    lambda t: sg.SGLD(t, 1e-3),
+    lambda t: sg.SGHMC(t, 0.01, 10., integrator="splitting"),
+    lambda t: sg.SGNHT(t, 0.01),
+    lambda t: sg.PreconditionedSGLD(t, 1e-3),
+    lambda t: sg.AMAGOLD(t, 0.02, num_leapfrog_steps=5, friction=1.),
+    lambda t: sg.SGNUTS(t, 0.01, 1., max_tree_depth=5),
+])
+def test_float64_end_to_end(make):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 2))
+  y = x @ [1., -1.] + rng.normal(size=200)
+  target = sg.InMemoryTarget(
+      lambda w, b: -0.5 * (b[1] - tf.einsum("nd,...d->...n", b[0], w)) ** 2,
+      (x, y), batch_size=20,
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1))
+  kernel = make(target)
+  draws, trace = sample(kernel, tf.zeros([2, 2], tf.float64), 200,
+                        seed=[1, 2], trace_fn=lambda _, r: r)
+  assert draws.dtype == tf.float64
+  for leaf in tf.nest.flatten(trace):
+    if leaf.dtype.is_floating:
+      assert leaf.dtype == tf.float64, leaf
+  assert np.all(np.isfinite(draws))
+  # A sanity check that the float64 chain samples the posterior (sd about
+  # 0.07 here); the statistical tests of each kernel live in their own files.
+  w_hat = np.linalg.solve(x.T @ x + np.eye(2), x.T @ y)
+  assert np.allclose(np.asarray(draws)[100:].mean(axis=(0, 1)), w_hat,
+                     atol=0.1)
