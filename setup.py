@@ -18,7 +18,8 @@ setup(
         "numpy>=1.26",
     ],
     extras_require={
-        "test": ["pytest>=8", "scipy>=1.11", "matplotlib>=3.8"],
+        "test": ["pytest>=8", "scipy>=1.11", "matplotlib>=3.8",
+                 "hypothesis>=6"],
         "examples": ["matplotlib>=3.8"],
     },
 )
