@@ -15,6 +15,7 @@ from tfp_sgmcmc.kernels import (AMAGOLD, AmortizedMetropolisHastings,
                                 UncalibratedAMAGOLD,
                                 UncalibratedAMAGOLDResults)
 from tfp_sgmcmc.optimize import find_mode
+from tfp_sgmcmc.runs import Moments, sample_moments
 from tfp_sgmcmc.schedules import (CyclicalSchedule, PolynomialDecay,
                                   step_size_weighted_mean)
 from tfp_sgmcmc.targets import (ControlVariateTarget, DatasetTarget,
@@ -39,5 +40,6 @@ __all__ = [
     "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
     # Reliability: resumable chains and run health.
     "diagnostics", "StepSeeded", "StepSeededResults", "save_chain",
-    "load_chain", "summarize", "UnhealthyChainWarning",
+    "load_chain", "summarize", "UnhealthyChainWarning", "sample_moments",
+    "Moments",
 ]
