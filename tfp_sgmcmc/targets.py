@@ -152,6 +152,12 @@ class MinibatchTarget:
     raise TargetCapabilityError(
         f"{type(self).__name__} does not provide minibatch energies.")
 
+  def minibatch_energies(self, states, seed):
+    """U~ of each state in the list `states`, all on the one minibatch that
+    `seed` chooses (for the minibatch M-H test: a difference of energies on
+    a shared batch). Seed-determined targets just reuse the seed."""
+    return [self.minibatch_energy(state, seed) for state in states]
+
   def energy_and_gradient(self, state, seed):
     """Returns (U~(state), grad U~(state)) on a fresh minibatch."""
     _check_float_state(state)
@@ -432,6 +438,11 @@ class DatasetTarget(_DataLikelihoodTarget):
     batch, _ = self._next_batch()
     return self._energy_from_batch(state, batch, None)
 
+  def minibatch_energies(self, states, seed):
+    del seed  # One batch from the pipeline, shared by all states.
+    batch, _ = self._next_batch()
+    return [self._energy_from_batch(state, batch, None) for state in states]
+
   def gradient_noise_variance(self, state, seed):
     del seed
     batch, _ = self._next_batch()
@@ -634,6 +645,9 @@ class ControlVariateTarget(MinibatchTarget):
 
   def energy(self, state):
     return self._base.energy(state)
+
+  def minibatch_energies(self, states, seed):
+    return [self.minibatch_energy(state, seed) for state in states]
 
   def minibatch_energy(self, state, seed):
     centre_parts = _as_list(self._centre)

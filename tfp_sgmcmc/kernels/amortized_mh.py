@@ -94,10 +94,9 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
   difference of minibatch estimates on one minibatch, chosen by the seed,
   shared by both states (Section 5.2): cheaper, but no longer exact (the
   estimate of the acceptance ratio is biased), so `is_calibrated` is False.
-  Both energies come from one `target.minibatch_energy` call on the two
-  states concatenated along the first chain axis (so they share the batch
-  even for a `DatasetTarget`, whose batches the seed does not choose); the
-  target's functions must therefore accept twice the number of chains.
+  Both energies come from `target.minibatch_energies([theta, theta*],
+  seed)`, which evaluates them on one shared batch (also for a
+  `DatasetTarget`, whose batches come from its pipeline, not the seed).
 
   #### Protocol for the inner kernel
 
@@ -200,19 +199,11 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     """(U(theta), U(theta*)), exact or on one shared minibatch."""
     if self.acceptance_energy == "exact":
       return cached_energy, self.target.energy(proposed_state)
-    # One call on both states stacked along the first chain axis: the two
-    # estimates see the same minibatch even for a DatasetTarget, whose
-    # batches come from its pipeline rather than from the seed.
-    batch_ndims = cached_energy.shape.rank
-    if batch_ndims:
-      both = tf.nest.map_structure(lambda a, b: tf.concat([a, b], 0),
-                                   current_state, proposed_state)
-      energy = self.target.minibatch_energy(both, seed)
-      return tf.split(energy, 2, axis=0)
-    both = tf.nest.map_structure(lambda a, b: tf.stack([a, b]),
-                                 current_state, proposed_state)
-    energy = self.target.minibatch_energy(both, seed)
-    return energy[0], energy[1]
+    # Both energies on one shared minibatch (the target makes sure of it,
+    # also for a DatasetTarget whose pipeline, not the seed, picks batches).
+    energy, proposed_energy = self.target.minibatch_energies(
+        [current_state, proposed_state], seed)
+    return energy, proposed_energy
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "amortized_mh_one_step"):
