@@ -21,5 +21,7 @@ setup(
         "test": ["pytest>=8", "scipy>=1.11", "matplotlib>=3.8",
                  "hypothesis>=6"],
         "examples": ["matplotlib>=3.8"],
+        # Side-by-side benchmarks against BlackJAX (benchmarks/vs_blackjax.py).
+        "bench": ["jax>=0.4", "blackjax>=1.2"],
     },
 )
