@@ -1,19 +1,19 @@
 """tfp_sgmcmc: stochastic-gradient MCMC kernels for TensorFlow Probability."""
 
+from tfp_sgmcmc import datasets
 from tfp_sgmcmc import diagnostics
 from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import synthetic
 from tfp_sgmcmc.checkpointing import (StepSeeded, StepSeededResults,
                                       load_chain, save_chain)
 from tfp_sgmcmc.diagnostics import UnhealthyChainWarning, summarize
-from tfp_sgmcmc.kernels import (AMAGOLD, AmortizedMetropolisHastings,
-                                AmortizedMetropolisHastingsResults,
-                                NaiveSGHMC, PreconditionedSGLD,
-                                PreconditionedSGLDResults, SGHMC,
-                                SGHMCResults, SGLD, SGLDResults, SGNHT,
-                                SGNHTResults, SGNUTS, SGNUTSResults,
-                                UncalibratedAMAGOLD,
-                                UncalibratedAMAGOLDResults)
+from tfp_sgmcmc.kernels import (
+    AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
+    AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
+    NaiveSGHMC, PreconditionedSGLD, PreconditionedSGLDResults, SGBDResults,
+    SGHMCResults, SGLDResults, SGNHTResults, SGNUTSResults,
+    UncalibratedAMAGOLD, UncalibratedAMAGOLDResults, UncalibratedBarker,
+    UncalibratedBarkerResults)
 from tfp_sgmcmc.optimize import find_mode
 from tfp_sgmcmc.runs import Moments, sample_moments
 from tfp_sgmcmc.schedules import (CyclicalSchedule, PolynomialDecay,
@@ -25,7 +25,7 @@ from tfp_sgmcmc.targets import (ControlVariateTarget, DatasetTarget,
 __version__ = "0.1.0"
 
 __all__ = [
-    "dynamics", "synthetic",
+    "datasets", "dynamics", "synthetic",
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
     "NoisyGradientTarget", "ControlVariateTarget", "TargetCapabilityError",
@@ -36,6 +36,8 @@ __all__ = [
     "SGNUTS", "SGNUTSResults",
     "AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults",
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
+    "SGBD", "SGBDResults", "AmortizedBarker", "UncalibratedBarker",
+    "UncalibratedBarkerResults",
     # Schedules.
     "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
     # Reliability: resumable chains and run health.

@@ -374,7 +374,8 @@ def barker_increment_like(structure, step_size, seed,
 
 
 def uniform_like(structure, seed):
-  """Independent U(0, 1) draws shaped like `structure`, from a stateless seed."""
+  """Independent U(0, 1) draws shaped like `structure`, from a stateless
+  seed."""
   parts = tf.nest.flatten(structure)
   seeds = tfp.random.split_seed(seed, n=len(parts))
   draws = [tf.random.stateless_uniform(tf.shape(p), seed=s, dtype=p.dtype,

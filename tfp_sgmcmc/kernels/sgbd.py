@@ -1,0 +1,280 @@
+"""Stochastic gradient Barker dynamics (SGBD) as a `TransitionKernel`."""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.mcmc.internal import util as mcmc_util
+
+from tfp_sgmcmc import dynamics
+from tfp_sgmcmc.kernels import _common
+
+__all__ = ["SGBD", "SGBDResults", "SGBD_VARIANTS"]
+
+SGBD_VARIANTS = ("vanilla", "corrected", "extreme")
+
+
+class SGBDResults(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("SGBDResults", [
+        "noise_std", "energy", "step_size", "step_count", "diverged",
+        "seed"])):
+  """Results of one SGBD step.
+
+  Fields:
+    noise_std: c-SGBD's online estimate tau-hat of the standard deviation of
+      the (N/n-scaled) minibatch gradient estimator, per coordinate, in the
+      structure of the state, after this step's update (the value this step
+      used). It lives here so that a chain continues across `sample_chain`
+      calls. The other variants estimate no noise: `()`.
+    energy: minibatch estimate U~ where this step's gradient was evaluated
+      (the previous state), one value per chain.
+    step_size: sigma used by this step (a schedule's value, or the constant
+      read from the previous results, so TFP's adaptation kernels can set it).
+    step_count: number of steps taken so far.
+    diverged: per chain, True once a non-finite energy, gradient, noise
+      estimate or state was met; such a chain stays at its last finite state.
+    seed: the stateless seed this step used.
+  """
+  __slots__ = ()
+
+
+def check_increment_distribution(increment_distribution):
+  if increment_distribution not in dynamics.BARKER_INCREMENT_DISTRIBUTIONS:
+    raise ValueError(f"`increment_distribution` must be one of "
+                     f"{dynamics.BARKER_INCREMENT_DISTRIBUTIONS}; got "
+                     f"{increment_distribution!r}.")
+
+
+def check_step_size(step_size):
+  if not _common.is_schedule(step_size):
+    _common.check_positive("step_size", step_size)
+
+
+class SGBD(tfp.mcmc.TransitionKernel):
+  """Stochastic gradient Barker dynamics (Mauri & Zanella 2024).
+
+  The Barker proposal (Livingstone & Zanella 2022) with a minibatch gradient.
+  Writing g = log pi = -U and delta_j = -dU~/dtheta_j for the minibatch
+  estimate of d_j g on a fresh minibatch (N/n-scaled, eq. (2) of the paper),
+  each step moves every coordinate independently:
+
+      w_j ~ mu_sigma,
+      b_j = +1 with probability P(delta_j, w_j), else -1,
+      theta'_j = theta_j + b_j w_j.
+
+  The increment's size |w_j| does not depend on the gradient, only its
+  direction does: this is what makes SGBD robust to the step size and to
+  targets whose coordinates live on very different scales. mu_sigma is
+  `increment_distribution`:
+  `"bimodal"`, 0.5 N(-sigma, (0.1 sigma)^2) + 0.5 N(sigma, (0.1 sigma)^2)
+  (the paper's choice, after Vogrinc et al. 2022), or `"gaussian"`,
+  N(0, sigma^2). The step size is sigma.
+
+  The probability P is the `variant`:
+
+  * `"vanilla"` (v-SGBD): p(delta, w) = 1 / (1 + exp(-w delta)). If the
+    estimate is delta ~ N(d_j g, tau^2), Proposition 1 gives
+    E[p(delta, w)] ~= p(c d_j g, w) with c = 1.702 / sqrt(1.702^2 + w^2 tau^2)
+    < 1: v-SGBD is Barker with the gradient shrunk towards zero, so its
+    stationary distribution is too wide (for small sigma, a Gaussian
+    target's variance grows by about 1 / c).
+  * `"corrected"` (c-SGBD, eq. (5) and Algorithm 2):
+
+        p~(delta, w) = p(1.702 delta / sqrt(1.702^2 - tau-hat^2 w^2), w)
+                                                   if |w| < 1.702 / tau-hat,
+                     = 1(delta w > 0)              otherwise,
+
+    with tau-hat_j an online estimate of the gradient noise, updated before
+    each move on the step's minibatch:
+
+        tau-hat_j <- (1 - beta) tau-hat_j + beta sqrt(V-hat_j),
+
+    V-hat_j = `target.gradient_noise_variance(theta, seed)` on the same
+    minibatch as the gradient. Scaling: tau-hat estimates the standard
+    deviation of the N/n-scaled estimator delta_j, i.e. (N / sqrt(n)) times
+    the per-example standard deviation for batches drawn with replacement,
+    since that is the tau_theta of eq. (5) and Proposition 2. (Algorithm 2
+    of the slides, read literally, averages the per-example standard
+    deviation sqrt(sum_i (d_j g_i - mean)^2 / (n - 1)); that is smaller by
+    N / sqrt(n) and would leave most of the bias in place.) tau-hat starts
+    from `initial_noise_std`, or, if None, from the estimate at the initial
+    state on the bootstrap minibatch.
+  * `"extreme"` (e-SGBD): p-bar(delta, w) = 1(delta w > 0); each coordinate
+    moves by |w_j| in the direction of the stochastic gradient.
+
+  None of the variants is calibrated: with exact gradients v-SGBD is the
+  unadjusted Barker proposal, biased by O(sigma^2). For an exact chain, see
+  `tfp_sgmcmc.AmortizedBarker`.
+
+  #### Examples
+
+  ```python
+  target = tfp_sgmcmc.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x**2, -1), gradient_noise_variance=4.)
+  kernel = tfp_sgmcmc.SGBD(target, step_size=0.5, variant="corrected",
+                           noise_ema_weight=0.1)
+  samples = tfp.mcmc.sample_chain(
+      5000, tf.zeros([4, 2]), kernel=kernel, trace_fn=None, seed=[0, 1])
+  ```
+
+  #### References
+
+  [1] Livingstone, S. and Zanella, G. The Barker proposal: combining
+      robustness and efficiency in gradient-based MCMC. JRSS-B, 2022.
+  [2] Mauri, L. and Zanella, G. Robust approximate sampling via stochastic
+      gradient Barker dynamics. AISTATS 2024.
+  [3] Vogrinc, J., Livingstone, S. and Zanella, G. Optimal design of the
+      Barker proposal and other locally balanced Metropolis-Hastings
+      algorithms. Biometrika, 2022.
+
+  Args:
+    target: a `tfp_sgmcmc` target. The corrected variant needs
+      `gradient_noise_variance` (per-example gradients: an `InMemoryTarget`
+      with `batch_size` >= 2, or a `NoisyGradientTarget`).
+    step_size: sigma > 0, a scalar, a tensor broadcastable against each state
+      part (e.g. `[num_chains, 1]`), or a schedule `step_count -> sigma`.
+    variant: `"vanilla"`, `"corrected"` or `"extreme"`.
+    increment_distribution: `"bimodal"` or `"gaussian"`.
+    noise_ema_weight: beta in (0, 1), the weight of the new estimate in
+      tau-hat's moving average (corrected variant only).
+    initial_noise_std: tau-hat at the start (scalar or the state's
+      structure), or None to estimate it at the initial state.
+    name: name scope of the kernel's ops.
+  """
+
+  def __init__(self, target, step_size, variant="vanilla",
+               increment_distribution="bimodal", noise_ema_weight=0.1,
+               initial_noise_std=None, name=None):
+    _common.check_target(target)
+    check_step_size(step_size)
+    if variant not in SGBD_VARIANTS:
+      raise ValueError(f"`variant` must be one of {SGBD_VARIANTS}; got "
+                       f"{variant!r}.")
+    check_increment_distribution(increment_distribution)
+    beta = _common.static_value(noise_ema_weight)
+    if beta is None or beta.ndim or not 0. < float(beta) < 1.:
+      raise ValueError(f"`noise_ema_weight` (beta) must be a number in the "
+                       f"open interval (0, 1); got {noise_ema_weight!r}.")
+    if initial_noise_std is not None:
+      for value in tf.nest.flatten(initial_noise_std):
+        _common.check_positive("initial_noise_std", value, allow_zero=True)
+    if variant == "corrected":
+      batch_size = getattr(target, "batch_size", None)
+      if batch_size is not None and batch_size < 2:
+        raise ValueError(
+            "variant='corrected' estimates the gradient noise from the "
+            "per-example gradients of each minibatch, which needs the "
+            f"target's `batch_size` >= 2; got {batch_size}.")
+    self._parameters = dict(
+        target=target, step_size=step_size, variant=variant,
+        increment_distribution=increment_distribution,
+        noise_ema_weight=noise_ema_weight,
+        initial_noise_std=initial_noise_std, name=name)
+
+  @property
+  def target(self):
+    return self._parameters["target"]
+
+  @property
+  def step_size(self):
+    return self._parameters["step_size"]
+
+  @property
+  def variant(self):
+    return self._parameters["variant"]
+
+  @property
+  def increment_distribution(self):
+    return self._parameters["increment_distribution"]
+
+  @property
+  def noise_ema_weight(self):
+    return self._parameters["noise_ema_weight"]
+
+  @property
+  def initial_noise_std(self):
+    return self._parameters["initial_noise_std"]
+
+  @property
+  def name(self):
+    return self._parameters["name"]
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return False
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    with tf.name_scope(self.name or "sgbd_one_step"):
+      batch_seed, increment_seed, direction_seed = _common.split(seed, 3)
+      prev = previous_kernel_results
+      dtype = _common.state_dtype(current_state)
+      sigma = _common.step_size_at(self.step_size, prev.step_count,
+                                   prev.step_size, dtype)
+      energy, grad = self.target.energy_and_gradient(current_state,
+                                                     batch_seed)
+      increment = dynamics.barker_increment_like(
+          current_state, sigma, increment_seed, self.increment_distribution)
+      noise_std = prev.noise_std
+      if self.variant == "vanilla":
+        probability = dynamics.barker_probability(grad, increment)
+      elif self.variant == "extreme":
+        probability = dynamics.extreme_barker_probability(grad, increment)
+      else:
+        # The same seed, hence the same minibatch, as the gradient.
+        variance = self.target.gradient_noise_variance(current_state,
+                                                       batch_seed)
+        noise_std = dynamics.gradient_noise_std_ema(
+            prev.noise_std, variance, self.noise_ema_weight)
+        probability = dynamics.corrected_barker_probability(
+            grad, increment, noise_std)
+      uniform = dynamics.uniform_like(current_state, direction_seed)
+      proposed = dynamics.barker_move(current_state, increment, probability,
+                                      uniform)
+
+      # A NaN gradient gives a NaN probability, and `u < NaN` is False: the
+      # move would look finite. So the gradient is checked too.
+      finite = _common.finite_per_chain(energy, [proposed, grad, noise_std])
+      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
+      next_state = _common.keep_where_diverged(diverged, current_state,
+                                               proposed)
+      noise_std = _common.keep_where_diverged(diverged, prev.noise_std,
+                                              noise_std)
+      return next_state, SGBDResults(
+          noise_std=noise_std, energy=energy, step_size=sigma,
+          step_count=prev.step_count + 1, diverged=diverged,
+          seed=tfp.random.sanitize_seed(seed))
+
+  def _initial_noise_std(self, init_state):
+    if self.variant != "corrected":
+      return ()
+    if self.initial_noise_std is None:
+      variance = self.target.gradient_noise_variance(
+          init_state, tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+      return tf.nest.map_structure(
+          lambda v, x: tf.sqrt(tf.cast(v, x.dtype)), variance, init_state)
+    value = self.initial_noise_std
+    if not tf.nest.is_nested(value):  # One value for every coordinate.
+      value = tf.nest.map_structure(lambda _: value, init_state)
+    return tf.nest.map_structure(
+        lambda v, x: tf.broadcast_to(tf.cast(v, x.dtype), tf.shape(x)),
+        value, init_state, check_types=False)
+
+  def bootstrap_results(self, init_state):
+    with tf.name_scope((self.name or "sgbd") + "_bootstrap_results"):
+      _common.check_initial_state(init_state, self.target)
+      dtype = _common.state_dtype(init_state)
+      energy = self.target.minibatch_energy(init_state,
+                                            _common.BOOTSTRAP_SEED)
+      return SGBDResults(
+          noise_std=self._initial_noise_std(init_state),
+          energy=energy,
+          step_size=_common.initial_step_size(self.step_size, dtype),
+          step_count=tf.constant(0, tf.int32),
+          diverged=tf.zeros(tf.shape(energy), tf.bool),
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+
