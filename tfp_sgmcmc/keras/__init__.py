@@ -1,0 +1,37 @@
+"""tfp_sgmcmc.keras: the library's samplers inside Keras 3 `model.fit`.
+
+    import tfp_sgmcmc.keras as sgk
+
+    model.compile(optimizer="sgd",               # the optimizer burns in
+                  loss=keras.losses.SparseCategoricalCrossentropy(
+                      from_logits=True))
+    sampling = sgk.SamplingCallback(
+        sgk.SGHMC(step_size=1e-4, friction=100.), num_examples=len(x),
+        prior=1., burnin_epochs=3, thinning=100, max_samples=50)
+    model.fit(x, y, epochs=20, callbacks=[sampling])
+    sampling.predict(x_test)                     # Bayesian model average
+    sampling.save("posterior.npz")
+
+The samplers are Keras optimizers whose update is the `tfp_sgmcmc.dynamics`
+function of the `tfp.mcmc` kernel of the same name, applied to
+grad U~ = N grad(mean NLL) - grad log p(theta). See `SamplingCallback`.
+"""
+
+from tfp_sgmcmc.keras.callback import SamplingCallback
+from tfp_sgmcmc.keras.losses import (GaussianNegativeLogLikelihood,
+                                     NegativeLogLikelihood,
+                                     resolve_likelihood)
+from tfp_sgmcmc.keras.optimizers import (AMAGOLD, SGHMC, SGLD, SGNHT,
+                                         PreconditionedSGLD,
+                                         SamplerOptimizer)
+from tfp_sgmcmc.keras.posterior import Posterior
+from tfp_sgmcmc.keras.priors import FlatPrior, GaussianPrior
+
+__all__ = [
+    "SamplingCallback", "Posterior",
+    "SamplerOptimizer", "SGLD", "SGHMC", "SGNHT", "PreconditionedSGLD",
+    "AMAGOLD",
+    "GaussianPrior", "FlatPrior",
+    "NegativeLogLikelihood", "GaussianNegativeLogLikelihood",
+    "resolve_likelihood",
+]
