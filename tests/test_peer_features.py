@@ -246,3 +246,34 @@ def test_sghmc_temperature_matches_exact_prediction():
                                     temperature=t)[0, 0]
   assert abs(var[0] - predicted) < NUM_SE * se[0]
   assert abs(predicted - t) < 0.01 * t
+
+
+@pytest.mark.parametrize("make", [
+    lambda t: sg.AMAGOLD(t, 0.3, num_leapfrog_steps=5, friction=0.5,
+                         temperature=0.25),
+    lambda t: sg.AmortizedBarker(t, 0.4, num_steps=3, temperature=0.25),
+])
+def test_exact_kernels_sample_the_tempered_posterior_exactly(make):
+  # AMAGOLD and amortized Barker are exact for exp(-U / T): on a unit
+  # Gaussian with noisy gradients their variance must be T = 0.25 within
+  # Monte Carlo error, with no discretisation or noise bias.
+  target = isotropic_gaussian(1.)
+  kernel = make(target)
+  assert kernel.temperature == 0.25
+  assert isinstance(kernel.target, sg.TemperedTarget)
+  draws = sample(kernel, tf.zeros([8, 2]), 4000, seed=[8, 8],
+                 num_burnin_steps=200)
+  var, se = variance_and_se(draws, mean=0.)
+  assert np.all(np.abs(var - 0.25) < NUM_SE * se)
+  assert np.all(se < 0.02)  # The check has power against T = 1 or T^2.
+
+
+def test_sgbd_temperature_scales_the_target():
+  target = isotropic_gaussian(0.)
+  kernel = sg.SGBD(target, 0.1, temperature=0.25)
+  cold = sg.SGBD(sg.TemperedTarget(target, 0.25), 0.1)
+  a = sample(kernel, tf.zeros([2, 2]), 50, seed=[1, 1])
+  b = sample(cold, tf.zeros([2, 2]), 50, seed=[1, 1])
+  np.testing.assert_array_equal(a, b)
+  with pytest.raises(ValueError, match="`temperature` must be > 0"):
+    sg.SGBD(target, 0.1, temperature=0.)

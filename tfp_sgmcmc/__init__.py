@@ -20,7 +20,8 @@ from tfp_sgmcmc.schedules import (CyclicalSchedule, PolynomialDecay,
                                   step_size_weighted_mean)
 from tfp_sgmcmc.targets import (ControlVariateTarget, DatasetTarget,
                                 InMemoryTarget, MinibatchTarget,
-                                NoisyGradientTarget, TargetCapabilityError)
+                                NoisyGradientTarget, TargetCapabilityError,
+                                TemperedTarget)
 
 __version__ = "0.1.0"
 
@@ -28,7 +29,8 @@ __all__ = [
     "datasets", "dynamics", "synthetic",
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
-    "NoisyGradientTarget", "ControlVariateTarget", "TargetCapabilityError",
+    "NoisyGradientTarget", "ControlVariateTarget", "TemperedTarget",
+    "TargetCapabilityError",
     "find_mode",
     # Kernels.
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",

@@ -47,6 +47,7 @@ __all__ = [
     "DatasetTarget",
     "NoisyGradientTarget",
     "ControlVariateTarget",
+    "TemperedTarget",
     "TargetCapabilityError",
 ]
 
@@ -670,3 +671,66 @@ class ControlVariateTarget(MinibatchTarget):
           (tf.cast(g_full, x.dtype) - g_mb) * delta, axis=axes)
     return (state_mb - centre_mb + tf.cast(self._centre_energy,
                                            state_mb.dtype) + correction)
+
+
+class TemperedTarget(MinibatchTarget):
+  """The tempered posterior pi_T(theta) proportional to exp(-U(theta) / T).
+
+  Divides every energy, gradient and gradient-noise estimate of `target` by
+  the temperature T (variances by T^2). T < 1 gives a cold posterior, T > 1 a
+  warm one. Kernels whose `temperature` argument cannot be expressed through
+  their injected noise (the exact AMAGOLD and amortized Barker, and SGBD)
+  sample `TemperedTarget(target, temperature)`.
+  """
+
+  def __init__(self, target, temperature):
+    if not isinstance(target, MinibatchTarget):
+      raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
+                      f"{type(target).__name__}.")
+    t = float(temperature)
+    if not t > 0 or not np.isfinite(t):
+      raise ValueError(f"`temperature` must be > 0 and finite; got "
+                       f"{temperature!r}.")
+    super().__init__(target.num_examples,
+                     parameter_shapes=target.parameter_shapes)
+    self._base = target
+    self._temperature = t
+
+  @property
+  def base_target(self):
+    return self._base
+
+  @property
+  def temperature(self):
+    return self._temperature
+
+  @property
+  def has_exact_energy(self):
+    return self._base.has_exact_energy
+
+  def check_state(self, state):
+    self._base.check_state(state)
+
+  def _cool(self, x):
+    return x / tf.cast(self._temperature, x.dtype)
+
+  def log_prior(self, state):
+    return self._cool(tf.convert_to_tensor(self._base.log_prior(state)))
+
+  def minibatch_energy(self, state, seed):
+    return self._cool(self._base.minibatch_energy(state, seed))
+
+  def minibatch_energies(self, states, seed):
+    return [self._cool(e) for e in self._base.minibatch_energies(states, seed)]
+
+  def energy_and_gradient(self, state, seed):
+    energy, grads = self._base.energy_and_gradient(state, seed)
+    return self._cool(energy), tf.nest.map_structure(self._cool, grads)
+
+  def energy(self, state):
+    return self._cool(self._base.energy(state))
+
+  def gradient_noise_variance(self, state, seed):
+    return tf.nest.map_structure(
+        lambda v: self._cool(self._cool(v)),
+        self._base.gradient_noise_variance(state, seed))

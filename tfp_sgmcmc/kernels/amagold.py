@@ -10,6 +10,7 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import targets as targets_lib
 from tfp_sgmcmc.kernels import _common
 from tfp_sgmcmc.kernels import amortized_mh
 
@@ -351,24 +352,41 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
     resample_momentum: True for reversible, False for skew-reversible
       AMAGOLD.
     acceptance_energy: "exact" (full-data U, exact chain) or "minibatch".
+    temperature: T > 0; the chain samples exp(-U / T) exactly (cold
+      posteriors T < 1, warm T > 1) through `TemperedTarget`.
     name: name scope of the kernel's ops.
   """
 
   def __init__(self, target, step_size, num_leapfrog_steps, friction,
                momentum_std=1., resample_momentum=True,
-               acceptance_energy="exact", name=None):
+               acceptance_energy="exact", temperature=1., name=None):
+    _common.check_positive("temperature", temperature)
+    sampled = (target if float(temperature) == 1. else
+               targets_lib.TemperedTarget(target, temperature))
     proposal = UncalibratedAMAGOLD(
-        target, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,
+        sampled, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,
         friction=friction, momentum_std=momentum_std,
         resample_momentum=resample_momentum, name=name)
-    super().__init__(proposal, target=target,
+    super().__init__(proposal, target=sampled,
                      acceptance_energy=acceptance_energy, name=name)
     self._parameters = dict(
         target=target, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
-        acceptance_energy=acceptance_energy, name=name)
+        acceptance_energy=acceptance_energy, temperature=temperature,
+        name=name)
     self._proposal = proposal
+    self._sampled_target = sampled
+
+  @property
+  def target(self):
+    """The target the chain samples: `TemperedTarget(target, T)` when
+    T != 1 (the constructor's `target` stays in `parameters`)."""
+    return self._sampled_target
+
+  @property
+  def temperature(self):
+    return self._parameters["temperature"]
 
   @classmethod
   def from_sgd_parameters(cls, target, learning_rate, momentum_decay,

@@ -329,19 +329,35 @@ class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
 
   def __init__(self, target, step_size, num_steps,
                increment_distribution="bimodal", reverse_minibatch="same",
-               acceptance_energy="exact", name=None):
+               acceptance_energy="exact", temperature=1., name=None):
+    _common.check_positive("temperature", temperature)
+    _common.check_target(target)
+    _check_seed_chosen_minibatches(target, reverse_minibatch)
+    sampled = (target if float(temperature) == 1. else
+               targets_lib.TemperedTarget(target, temperature))
     proposal = UncalibratedBarker(
-        target, step_size=step_size, num_steps=num_steps,
+        sampled, step_size=step_size, num_steps=num_steps,
         increment_distribution=increment_distribution,
         reverse_minibatch=reverse_minibatch, name=name)
-    super().__init__(proposal, target=target,
+    super().__init__(proposal, target=sampled,
                      acceptance_energy=acceptance_energy, name=name)
     self._parameters = dict(
         target=target, step_size=step_size, num_steps=num_steps,
         increment_distribution=increment_distribution,
         reverse_minibatch=reverse_minibatch,
-        acceptance_energy=acceptance_energy, name=name)
+        acceptance_energy=acceptance_energy, temperature=temperature,
+        name=name)
     self._proposal = proposal
+    self._sampled_target = sampled
+
+  @property
+  def target(self):
+    """The target sampled: `TemperedTarget(target, T)` when T != 1."""
+    return self._sampled_target
+
+  @property
+  def temperature(self):
+    return self._parameters["temperature"]
 
   @property
   def inner_kernel(self):

@@ -7,6 +7,7 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import targets as targets_lib
 from tfp_sgmcmc.kernels import _common
 
 __all__ = ["SGBD", "SGBDResults", "SGBD_VARIANTS"]
@@ -145,8 +146,13 @@ class SGBD(tfp.mcmc.TransitionKernel):
 
   def __init__(self, target, step_size, variant="vanilla",
                increment_distribution="bimodal", noise_ema_weight=0.1,
-               initial_noise_std=None, name=None):
+               initial_noise_std=None, temperature=1., name=None):
     _common.check_target(target)
+    _common.check_positive("temperature", temperature)
+    # Barker's move probability has no noise scale to temper: sample
+    # exp(-U / T) through the target instead.
+    self._sampled_target = (target if float(temperature) == 1. else
+                            targets_lib.TemperedTarget(target, temperature))
     check_step_size(step_size)
     if variant not in SGBD_VARIANTS:
       raise ValueError(f"`variant` must be one of {SGBD_VARIANTS}; got "
@@ -170,11 +176,17 @@ class SGBD(tfp.mcmc.TransitionKernel):
         target=target, step_size=step_size, variant=variant,
         increment_distribution=increment_distribution,
         noise_ema_weight=noise_ema_weight,
-        initial_noise_std=initial_noise_std, name=name)
+        initial_noise_std=initial_noise_std, temperature=temperature,
+        name=name)
 
   @property
   def target(self):
-    return self._parameters["target"]
+    """The target sampled: `TemperedTarget(target, T)` when T != 1."""
+    return self._sampled_target
+
+  @property
+  def temperature(self):
+    return self._parameters["temperature"]
 
   @property
   def step_size(self):
