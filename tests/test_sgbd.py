@@ -674,3 +674,12 @@ def test_step_size_schedule():
                    trace_fn=lambda _, r: r.step_size)
   np.testing.assert_allclose(used, 0.5 * np.arange(1., 5.) ** -0.5,
                              rtol=1e-6)
+
+
+def test_amortized_barker_refuses_a_wrapped_dataset_target():
+  x = np.zeros((10, 1), np.float32)
+  ds = tf.data.Dataset.from_tensor_slices(x).batch(2).repeat()
+  target = sg.DatasetTarget(lambda w, b: -tf.reduce_sum((b - w) ** 2, -1),
+                            ds, 10)
+  with pytest.raises(sg.TargetCapabilityError, match="DatasetTarget"):
+    sg.UncalibratedBarker(sg.TemperedTarget(target, 0.5), 0.1, num_steps=2)

@@ -56,7 +56,10 @@ def _check_seed_chosen_minibatches(target, reverse_minibatch):
   if reverse_minibatch not in REVERSE_MINIBATCHES:
     raise ValueError(f"`reverse_minibatch` must be one of "
                      f"{REVERSE_MINIBATCHES}; got {reverse_minibatch!r}.")
-  if isinstance(target, targets_lib.DatasetTarget):
+  base = target
+  while hasattr(base, "base_target"):  # Tempered / control-variate wrappers.
+    base = base.base_target
+  if isinstance(base, targets_lib.DatasetTarget):
     raise targets_lib.TargetCapabilityError(
         "the amortized Barker test needs i.i.d. minibatches chosen by the "
         "kernel's seed (for reverse_minibatch='same', the gradient at x_t "
