@@ -35,6 +35,13 @@ def check_positive(name, value, allow_zero=False):
                      f"and finite; got {value!r}.")
 
 
+def parameter_property(name):
+  """A read-only property returning `self._parameters[name]`: every kernel
+  keeps its constructor arguments there (TFP's convention, so `copy` works)."""
+  return property(lambda self: self._parameters[name],
+                  doc=f"The `{name}` argument the kernel was built with.")
+
+
 def check_target(target):
   if not isinstance(target, targets_lib.MinibatchTarget):
     raise TypeError(

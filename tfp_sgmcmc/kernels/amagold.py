@@ -155,33 +155,13 @@ class UncalibratedAMAGOLD(tfp.mcmc.TransitionKernel):
         momentum_std=momentum_std, resample_momentum=resample_momentum,
         name=name)
 
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def num_leapfrog_steps(self):
-    return self._parameters["num_leapfrog_steps"]
-
-  @property
-  def friction(self):
-    return self._parameters["friction"]
-
-  @property
-  def momentum_std(self):
-    return self._parameters["momentum_std"]
-
-  @property
-  def resample_momentum(self):
-    return self._parameters["resample_momentum"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  target = _common.parameter_property("target")
+  step_size = _common.parameter_property("step_size")
+  num_leapfrog_steps = _common.parameter_property("num_leapfrog_steps")
+  friction = _common.parameter_property("friction")
+  momentum_std = _common.parameter_property("momentum_std")
+  resample_momentum = _common.parameter_property("resample_momentum")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):
@@ -384,9 +364,7 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
     T != 1 (the constructor's `target` stays in `parameters`)."""
     return self._sampled_target
 
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
+  temperature = _common.parameter_property("temperature")
 
   @classmethod
   def from_sgd_parameters(cls, target, learning_rate, momentum_decay,
@@ -428,22 +406,8 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
   def inner_kernel(self):
     return self._proposal
 
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def num_leapfrog_steps(self):
-    return self._parameters["num_leapfrog_steps"]
-
-  @property
-  def friction(self):
-    return self._parameters["friction"]
-
-  @property
-  def momentum_std(self):
-    return self._parameters["momentum_std"]
-
-  @property
-  def resample_momentum(self):
-    return self._parameters["resample_momentum"]
+  step_size = _common.parameter_property("step_size")
+  num_leapfrog_steps = _common.parameter_property("num_leapfrog_steps")
+  friction = _common.parameter_property("friction")
+  momentum_std = _common.parameter_property("momentum_std")
+  resample_momentum = _common.parameter_property("resample_momentum")

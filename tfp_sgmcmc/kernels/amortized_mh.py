@@ -171,21 +171,10 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     self._parameters = dict(inner_kernel=inner_kernel, target=target,
                             acceptance_energy=acceptance_energy, name=name)
 
-  @property
-  def inner_kernel(self):
-    return self._parameters["inner_kernel"]
-
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def acceptance_energy(self):
-    return self._parameters["acceptance_energy"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  inner_kernel = _common.parameter_property("inner_kernel")
+  target = _common.parameter_property("target")
+  acceptance_energy = _common.parameter_property("acceptance_energy")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):

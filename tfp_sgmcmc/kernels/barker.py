@@ -163,29 +163,12 @@ class UncalibratedBarker(tfp.mcmc.TransitionKernel):
                             increment_distribution=increment_distribution,
                             reverse_minibatch=reverse_minibatch, name=name)
 
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def num_steps(self):
-    return self._parameters["num_steps"]
-
-  @property
-  def increment_distribution(self):
-    return self._parameters["increment_distribution"]
-
-  @property
-  def reverse_minibatch(self):
-    return self._parameters["reverse_minibatch"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  target = _common.parameter_property("target")
+  step_size = _common.parameter_property("step_size")
+  num_steps = _common.parameter_property("num_steps")
+  increment_distribution = _common.parameter_property("increment_distribution")
+  reverse_minibatch = _common.parameter_property("reverse_minibatch")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):
@@ -358,26 +341,13 @@ class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
     """The target sampled: `TemperedTarget(target, T)` when T != 1."""
     return self._sampled_target
 
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
+  temperature = _common.parameter_property("temperature")
 
   @property
   def inner_kernel(self):
     return self._proposal
 
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def num_steps(self):
-    return self._parameters["num_steps"]
-
-  @property
-  def increment_distribution(self):
-    return self._parameters["increment_distribution"]
-
-  @property
-  def reverse_minibatch(self):
-    return self._parameters["reverse_minibatch"]
+  step_size = _common.parameter_property("step_size")
+  num_steps = _common.parameter_property("num_steps")
+  increment_distribution = _common.parameter_property("increment_distribution")
+  reverse_minibatch = _common.parameter_property("reverse_minibatch")

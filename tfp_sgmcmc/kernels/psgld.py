@@ -71,29 +71,12 @@ class PreconditionedSGLD(tfp.mcmc.TransitionKernel):
                             regularizer=regularizer, temperature=temperature,
                             name=name)
 
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def decay(self):
-    return self._parameters["decay"]
-
-  @property
-  def regularizer(self):
-    return self._parameters["regularizer"]
-
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  target = _common.parameter_property("target")
+  step_size = _common.parameter_property("step_size")
+  decay = _common.parameter_property("decay")
+  regularizer = _common.parameter_property("regularizer")
+  temperature = _common.parameter_property("temperature")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):

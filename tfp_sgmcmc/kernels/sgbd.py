@@ -184,33 +184,13 @@ class SGBD(tfp.mcmc.TransitionKernel):
     """The target sampled: `TemperedTarget(target, T)` when T != 1."""
     return self._sampled_target
 
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def variant(self):
-    return self._parameters["variant"]
-
-  @property
-  def increment_distribution(self):
-    return self._parameters["increment_distribution"]
-
-  @property
-  def noise_ema_weight(self):
-    return self._parameters["noise_ema_weight"]
-
-  @property
-  def initial_noise_std(self):
-    return self._parameters["initial_noise_std"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  temperature = _common.parameter_property("temperature")
+  step_size = _common.parameter_property("step_size")
+  variant = _common.parameter_property("variant")
+  increment_distribution = _common.parameter_property("increment_distribution")
+  noise_ema_weight = _common.parameter_property("noise_ema_weight")
+  initial_noise_std = _common.parameter_property("initial_noise_std")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):

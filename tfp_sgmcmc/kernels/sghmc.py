@@ -152,37 +152,14 @@ class SGHMC(tfp.mcmc.TransitionKernel):
     return cls(target, step_size=h, friction=float(momentum_decay) / h,
                noise_estimate=float(noise_estimate) / h, **kwargs)
 
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def friction(self):
-    return self._parameters["friction"]
-
-  @property
-  def noise_estimate(self):
-    return self._parameters["noise_estimate"]
-
-  @property
-  def integrator(self):
-    return self._parameters["integrator"]
-
-  @property
-  def momentum_resampling_period(self):
-    return self._parameters["momentum_resampling_period"]
-
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  target = _common.parameter_property("target")
+  step_size = _common.parameter_property("step_size")
+  friction = _common.parameter_property("friction")
+  noise_estimate = _common.parameter_property("noise_estimate")
+  integrator = _common.parameter_property("integrator")
+  momentum_resampling_period = _common.parameter_property("momentum_resampling_period")
+  temperature = _common.parameter_property("temperature")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):

@@ -73,21 +73,10 @@ class SGLD(tfp.mcmc.TransitionKernel):
     self._parameters = dict(target=target, step_size=step_size,
                             temperature=temperature, name=name)
 
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  target = _common.parameter_property("target")
+  step_size = _common.parameter_property("step_size")
+  temperature = _common.parameter_property("temperature")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):

@@ -68,25 +68,11 @@ class SGNHT(tfp.mcmc.TransitionKernel):
                             diffusion=diffusion, temperature=temperature,
                             name=name)
 
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def diffusion(self):
-    return self._parameters["diffusion"]
-
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  target = _common.parameter_property("target")
+  step_size = _common.parameter_property("step_size")
+  diffusion = _common.parameter_property("diffusion")
+  temperature = _common.parameter_property("temperature")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):

@@ -140,37 +140,14 @@ class SGNUTS(tfp.mcmc.TransitionKernel):
         noise_estimate=noise_estimate, max_tree_depth=max_tree_depth,
         weighting=weighting, temperature=temperature, name=name)
 
-  @property
-  def target(self):
-    return self._parameters["target"]
-
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def friction(self):
-    return self._parameters["friction"]
-
-  @property
-  def noise_estimate(self):
-    return self._parameters["noise_estimate"]
-
-  @property
-  def max_tree_depth(self):
-    return self._parameters["max_tree_depth"]
-
-  @property
-  def weighting(self):
-    return self._parameters["weighting"]
-
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
-
-  @property
-  def name(self):
-    return self._parameters["name"]
+  target = _common.parameter_property("target")
+  step_size = _common.parameter_property("step_size")
+  friction = _common.parameter_property("friction")
+  noise_estimate = _common.parameter_property("noise_estimate")
+  max_tree_depth = _common.parameter_property("max_tree_depth")
+  weighting = _common.parameter_property("weighting")
+  temperature = _common.parameter_property("temperature")
+  name = _common.parameter_property("name")
 
   @property
   def parameters(self):
