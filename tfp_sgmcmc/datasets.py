@@ -69,6 +69,69 @@ def load_statlog_australian(data_dir):
   return x, y
 
 
+# --- Statlog (Heart), LIBSVM format ----------------------------------------
+
+__all__ += ["load_statlog_heart"]
+
+STATLOG_HEART_FILE = "heart_scale"
+
+
+def load_statlog_heart(data_dir):
+  """Statlog (Heart) in LIBSVM's `heart_scale` format.
+
+  Reads `heart_scale` (270 rows `label index:value ...`, labels +1/-1, 13
+  features scaled to [-1, 1], zeros omitted) from `data_dir` or
+  `data_dir/statlog/`. The AMAGOLD paper's second logistic-regression
+  data set (minibatch 16).
+
+  Returns:
+    (x, y): float64 arrays [270, 13] and [270], y in {0, 1} (1 for +1).
+
+  Raises:
+    FileNotFoundError: the file is not there.
+    ValueError: a malformed line, a feature index outside 1..13, or not 270
+      rows.
+  """
+  data_dir = os.fspath(data_dir)
+  path = _find(data_dir, STATLOG_HEART_FILE, "statlog")
+  if path is None:
+    raise FileNotFoundError(
+        f"Statlog Heart not found: expected `{STATLOG_HEART_FILE}` in "
+        f"{data_dir!r} or in {os.path.join(data_dir, 'statlog')!r}. It is "
+        "LIBSVM's `heart_scale` (270 rows, 13 features, labels +1/-1).")
+  rows, labels = [], []
+  with open(path) as f:
+    for line_number, line in enumerate(f, 1):
+      fields = line.split()
+      if not fields:
+        continue
+      try:
+        label = float(fields[0])
+        features = {}
+        for item in fields[1:]:
+          index, value = item.split(":")
+          features[int(index)] = float(value)
+      except ValueError as e:
+        raise ValueError(f"{path!r} line {line_number} is not LIBSVM "
+                         f"`label index:value ...` ({e}).") from e
+      if label not in (1., -1.):
+        raise ValueError(f"{path!r} line {line_number}: label {label}; "
+                         "expected +1 or -1.")
+      if features and not all(1 <= j <= 13 for j in features):
+        raise ValueError(f"{path!r} line {line_number}: feature indices "
+                         f"{sorted(features)}; expected 1..13.")
+      rows.append(features)
+      labels.append(label)
+  if len(rows) != 270:
+    raise ValueError(f"{path!r} has {len(rows)} rows; Statlog Heart has "
+                     "270.")
+  x = np.zeros((len(rows), 13))
+  for i, features in enumerate(rows):
+    for j, value in features.items():
+      x[i, j - 1] = value
+  return x, (np.asarray(labels) > 0).astype(np.float64)
+
+
 # --- MNIST and the Fashion-MNIST sprite (IDX format) -------------------------
 
 __all__ += ["read_idx", "load_mnist", "load_fashion_mnist_sprite"]
