@@ -17,7 +17,7 @@ function of the `tfp.mcmc` kernel of the same name, applied to
 grad U~ = N grad(mean NLL) - grad log p(theta). See `SamplingCallback`.
 """
 
-from tfp_sgmcmc.keras.callback import SamplingCallback
+from tfp_sgmcmc.keras.callback import SamplerDivergenceError, SamplingCallback
 from tfp_sgmcmc.keras.losses import (GaussianNegativeLogLikelihood,
                                      NegativeLogLikelihood,
                                      resolve_likelihood)
@@ -28,7 +28,7 @@ from tfp_sgmcmc.keras.posterior import Posterior
 from tfp_sgmcmc.keras.priors import FlatPrior, GaussianPrior
 
 __all__ = [
-    "SamplingCallback", "Posterior",
+    "SamplingCallback", "SamplerDivergenceError", "Posterior",
     "SamplerOptimizer", "SGLD", "SGHMC", "SGNHT", "PreconditionedSGLD",
     "AMAGOLD",
     "GaussianPrior", "FlatPrior",

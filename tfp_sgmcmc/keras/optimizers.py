@@ -64,8 +64,8 @@ _BIASING_OPTIONS = {
     "gradient_accumulation_steps": "accumulation skips the sampler's update "
                                    "(and its noise) on all but one step in "
                                    "k",
-    "loss_scale_factor": "loss scaling is for mixed precision, which the "
-                         "samplers do not support",
+    "loss_scale_factor": "a static loss scale must be a positive, finite "
+                         "number",
     "learning_rate": "samplers take `step_size` (or the SGD units of "
                      "`from_sgd_momentum` / `from_sgd_parameters`)",
 }
@@ -85,14 +85,28 @@ def _reject_options(cls_name, kwargs):
                      f"{cls_name}: {_BIASING_OPTIONS[key]}.")
 
 
+def _check_loss_scale(owner, value):
+  if value is None:
+    return None
+  if (isinstance(value, bool) or not isinstance(value, numbers.Real) or
+      not math.isfinite(value) or value <= 0):
+    raise ValueError(f"`loss_scale_factor={value!r}` on the sampler {owner}: "
+                     f"{_BIASING_OPTIONS['loss_scale_factor']} (a dynamic "
+                     "scale, keras.optimizers.LossScaleOptimizer, is not "
+                     "supported).")
+  return float(value)
+
+
 def check_sampler_options(optimizer):
   """Raises if options that bias a sampler were set after construction."""
   for key in ("clipnorm", "clipvalue", "global_clipnorm", "weight_decay",
-              "gradient_accumulation_steps", "loss_scale_factor"):
+              "gradient_accumulation_steps"):
     value = getattr(optimizer, key, None)
     if value is not None:
       raise ValueError(f"`{key}={value!r}` is set on the sampler "
                        f"{type(optimizer).__name__}: {_BIASING_OPTIONS[key]}.")
+  _check_loss_scale(type(optimizer).__name__,
+                    getattr(optimizer, "loss_scale_factor", None))
   if getattr(optimizer, "use_ema", False):
     raise ValueError(f"`use_ema=True` is set on the sampler "
                      f"{type(optimizer).__name__}: "
@@ -157,6 +171,10 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     seed: an integer; None draws one. Two samplers with the same seed and the
       same data give the same chain.
     name: the optimizer's name.
+    loss_scale_factor: None, or a static loss scale for mixed precision
+      (the loss is multiplied by it before the float16 backward pass and the
+      float32 gradients divided by it before the update; a power of two is
+      exact). Dynamic scaling (`LossScaleOptimizer`) is not supported.
   """
 
   _uses_momentum = False
@@ -164,6 +182,8 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   def __init__(self, step_size, temperature=1., seed=None, name=None,
                **kwargs):
+    loss_scale_factor = _check_loss_scale(
+        type(self).__name__, kwargs.pop("loss_scale_factor", None))
     _reject_options(type(self).__name__, kwargs)
     step_size = _check_step_size(step_size, self._allows_schedule)
     _check_positive("temperature", temperature)
@@ -171,10 +191,18 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
       raise TypeError(f"`seed` must be an integer or None; got {seed!r}.")
-    super().__init__(learning_rate=step_size, name=name)
+    # A static loss scale (mixed precision): Keras multiplies the loss by it
+    # before the float16 backward pass and divides the float32 gradients by
+    # it before `_distributed_tf_update_step`, so the sampler sees grad U
+    # unscaled. Dynamic scaling (LossScaleOptimizer) would skip the steps
+    # whose gradient overflows, a state-dependent skip that biases a chain.
+    super().__init__(learning_rate=step_size, name=name,
+                     loss_scale_factor=loss_scale_factor)
     self._parameters = dict(step_size=step_size,
                             temperature=float(temperature),
                             seed=int(seed) % (2 ** 31 - 1), name=self.name)
+    if loss_scale_factor is not None:
+      self._parameters["loss_scale_factor"] = loss_scale_factor
     self._num_examples = None
     self._log_prior_fn = None
     self._track_moments = True

@@ -126,6 +126,10 @@ class Posterior:
       def one(weights, non_trainable, inputs):
         outputs, _ = model.stateless_call(weights, non_trainable, inputs,
                                           training=False)
+        # Mixed precision: the softmax / sigmoid in float32, not float16.
+        outputs = tf.nest.map_structure(
+            lambda o: tf.cast(o, tf.float32)
+            if o.dtype in (tf.float16, tf.bfloat16) else o, outputs)
         return tf.cast(predictive(outputs), tf.float64)
       self._predict_function = tf.function(one, reduce_retracing=True,
                                            autograph=False)
