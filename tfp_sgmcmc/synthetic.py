@@ -70,3 +70,95 @@ def symmetric_kl(p, q, floor=1e-10):
   q = np.maximum(np.asarray(q, np.float64), floor)
   p, q = p / p.sum(), q / q.sum()
   return float(np.sum((p - q) * (np.log(p) - np.log(q))))
+
+
+# --- Two-dimensional targets (AMAGOLD paper, Section 6.1, Figures 2-3). ---
+#
+# The paper adapts its two 2-D distributions from Yin & Zhou (2018), "Semi-
+# implicit variational inference", and gives their formulas in an appendix
+# (G.2.1) that our copy of the paper does not contain. These are Yin & Zhou's
+# own 2-D toy targets (their public SIVI_2d.py), unnormalised:
+#
+#   banana:   p(z) ∝ N(z1; 0, 2^2) N(z2; z1^2 / 4, 1),
+#             U(z) = z1^2 / 8 + (z2 - z1^2 / 4)^2 / 2;
+#   X-shape:  p(z) = 1/2 N(z; 0, [[2, 1.8], [1.8, 2]])
+#                    + 1/2 N(z; 0, [[2, -1.8], [-1.8, 2]]);
+#   two modes (their "gmm2d"):
+#             p(z) = 1/2 N(z; (-2, 0), I) + 1/2 N(z; (2, 0), I).
+
+
+def banana_energy(z):
+  """U(z) = z1^2/8 + (z2 - z1^2/4)^2/2 for z of shape [..., 2] (Yin & Zhou
+  2018's banana: z1 ~ N(0, 4), z2 | z1 ~ N(z1^2/4, 1))."""
+  z1, z2 = z[..., 0], z[..., 1]
+  return z1 ** 2 / 8. + 0.5 * (z2 - 0.25 * z1 ** 2) ** 2
+
+
+def _gaussian_mixture_energy(z, means, covariances):
+  """-log of an equal-weight mixture of 2-D Gaussians (normalised)."""
+  logs = []
+  for mean, cov in zip(means, covariances):
+    cov = np.asarray(cov, np.float64)
+    prec = np.linalg.inv(cov)
+    d = z - tf.constant(mean, z.dtype)
+    quad = (prec[0, 0] * d[..., 0] ** 2 + 2. * prec[0, 1] * d[..., 0] *
+            d[..., 1] + prec[1, 1] * d[..., 1] ** 2)
+    logs.append(-0.5 * quad - 0.5 * np.log(np.linalg.det(cov)) -
+                np.log(2. * np.pi))
+  return -(tf.reduce_logsumexp(tf.stack(logs, -1), -1) - np.log(len(logs)))
+
+
+def x_shape_energy(z):
+  """-log of Yin & Zhou 2018's X shape, z of shape [..., 2]:
+  1/2 N(0, [[2, 1.8], [1.8, 2]]) + 1/2 N(0, [[2, -1.8], [-1.8, 2]])."""
+  return _gaussian_mixture_energy(
+      z, [(0., 0.), (0., 0.)],
+      [[[2., 1.8], [1.8, 2.]], [[2., -1.8], [-1.8, 2.]]])
+
+
+def two_modes_energy(z):
+  """-log of Yin & Zhou 2018's 2-D mixture 1/2 N((-2, 0), I) +
+  1/2 N((2, 0), I), z of shape [..., 2]."""
+  return _gaussian_mixture_energy(z, [(-2., 0.), (2., 0.)],
+                                  [np.eye(2), np.eye(2)])
+
+
+def noisy_target_2d(energy_fn, noise_variance=1.):
+  """A 2-D target with grad U~ = grad U + N(0, noise_variance I)."""
+  return targets.NoisyGradientTarget(energy_fn,
+                                     gradient_noise_variance=noise_variance,
+                                     parameter_shapes=[2])
+
+
+def grid_density_2d(energy_fn, edges_x, edges_y, refine=4):
+  """exp(-U) integrated over the cells of a 2-D grid (midpoint rule on a
+  `refine` x `refine` sub-grid per cell); bin probabilities, shape
+  [len(edges_x) - 1, len(edges_y) - 1], summing to 1."""
+  edges_x = np.asarray(edges_x, np.float64)
+  edges_y = np.asarray(edges_y, np.float64)
+  def fine_mids(edges):
+    fine = np.linspace(edges[0], edges[-1], refine * (len(edges) - 1) + 1)
+    return 0.5 * (fine[1:] + fine[:-1]), np.diff(fine)
+  mx, wx = fine_mids(edges_x)
+  my, wy = fine_mids(edges_y)
+  gx, gy = np.meshgrid(mx, my, indexing="ij")
+  u = np.asarray(energy_fn(tf.constant(np.stack([gx, gy], -1), tf.float64)))
+  w = np.exp(-(u - u.min())) * wx[:, None] * wy[None, :]
+  per_bin = w.reshape(len(edges_x) - 1, refine, len(edges_y) - 1,
+                      refine).sum(axis=(1, 3))
+  return per_bin / per_bin.sum()
+
+
+def histogram_density_2d(samples, edges_x, edges_y):
+  """Bin probabilities of 2-D samples of shape [..., 2] on the grid (those
+  outside it are dropped)."""
+  samples = np.asarray(samples).reshape(-1, 2)
+  counts, _, _ = np.histogram2d(samples[:, 0], samples[:, 1],
+                                bins=[edges_x, edges_y])
+  return counts / max(counts.sum(), 1)
+
+
+__all__ += [
+    "banana_energy", "x_shape_energy", "two_modes_energy", "noisy_target_2d",
+    "grid_density_2d", "histogram_density_2d",
+]
