@@ -42,11 +42,19 @@ right is less confident, which is right for images of clothes). Writes
 
     python examples/keras_bnn_mnist.py              # about 1.5 minutes, 2 cores
     python examples/keras_bnn_mnist.py --full       # 300 epochs (~3x longer)
+
+`--experiment` runs the paper reproductions instead (or as well): `table2`
+and `fig5` (one run: AMAGOLD paper Table 2 and Fig. 5,
+`examples/bnn_table2.py`, into `--out`/table2/), `sghmc_paper` (paper 003's
+Fig. 5, test error against epochs, `examples/mnist_sghmc_paper.py`, into
+`--out`/sghmc_paper/), `all` (this comparison and both). The default, `bma`,
+is this script's own comparison above.
 """
 
 import argparse
 import json
 import os
+import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -264,11 +272,20 @@ def main(argv=None):
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--tfds", action="store_true",
                       help="the full MNIST through tensorflow-datasets")
+  parser.add_argument("--experiment", default="bma",
+                      choices=("bma", "table2", "fig5", "sghmc_paper", "all"),
+                      help="bma: this script's SGD / MAP / SGHMC / AMAGOLD "
+                      "comparison; table2, fig5: AMAGOLD paper Table 2 and "
+                      "Fig. 5 (one run); sghmc_paper: paper 003 Fig. 5; all")
   parser.add_argument("--verbose", type=int, default=0,
                       help="Keras verbosity of the samplers' fits (1 shows "
                       "energy, step size and acceptance in the progress "
                       "bar)")
   args = parser.parse_args(argv)
+  if args.experiment != "bma":
+    rows = run_reproductions(args)
+    if args.experiment != "all":
+      return rows
   if args.epochs is None:
     args.epochs = 300 if args.full else 100
   if args.epochs <= BURNIN_EPOCHS:
@@ -308,6 +325,23 @@ def main(argv=None):
   print(f"wrote {args.out}/table.md, results.json, entropy_cdf.png, "
         "amagold_posterior.npz")
   return rows
+
+
+def run_reproductions(args):
+  """The paper reproductions of `--experiment`, each into a subdirectory."""
+  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+  import bnn_table2  # pylint: disable=import-outside-toplevel
+  import mnist_sghmc_paper  # pylint: disable=import-outside-toplevel
+  common = ["--data-dir", args.data_dir, "--seed", str(args.seed)]
+  common += ["--full"] if args.full else []
+  out = {}
+  if args.experiment in ("table2", "fig5", "all"):
+    out["table2"] = bnn_table2.main(
+        common + ["--out", os.path.join(args.out, "table2")])
+  if args.experiment in ("sghmc_paper", "all"):
+    out["sghmc_paper"] = mnist_sghmc_paper.main(
+        common + ["--out", os.path.join(args.out, "sghmc_paper")])
+  return out
 
 
 if __name__ == "__main__":
