@@ -12,7 +12,9 @@ each kernel and problem this prints
 exact M-H test the floor is T minibatch gradients plus one full-data energy
 per outer step (goal <= 1.2), and the minibatch-M-H variant is reported
 against the plain gradient floor. Both sides run in one process,
-interleaved, compile time excluded; medians of per-pair ratios.
+interleaved, compile time excluded; medians of per-pair ratios, with their
+range, in wall-clock time and in process CPU time (the loops run on one
+thread; on a shared machine the CPU-time ratio is the steadier one).
 
     python benchmarks/overhead.py [--repeats 5] [--out out/benchmarks]
 """
@@ -92,22 +94,38 @@ def kernels(target, h, friction):
   return out
 
 
+def _row(name, label, t, cpu, grads, goal):
+  row = dict(problem=name, kernel=label,
+             us_per_gradient=1e6 * np.median(t["kernel"]) / grads,
+             floor_us=1e6 * np.median(t["floor"]) / grads,
+             ratio=common.median_ratio(t["kernel"], t["floor"]),
+             ratio_range=common.spread(t["kernel"], t["floor"]),
+             cpu_us_per_gradient=1e6 * np.median(cpu["kernel"]) / grads,
+             cpu_floor_us=1e6 * np.median(cpu["floor"]) / grads,
+             cpu_ratio=common.median_ratio(cpu["kernel"], cpu["floor"]),
+             cpu_ratio_range=common.spread(cpu["kernel"], cpu["floor"]),
+             goal=goal)
+  note = {1.10: "(goal <= 1.10)",
+          1.2: "(goal <= 1.2, floor incl. full energy)",
+          None: "(vs gradient floor)"}[goal]
+  print(f"{name:38s} {label:22s} {row['us_per_gradient']:9.1f} "
+        f"{row['floor_us']:9.1f} {row['ratio']:6.2f} "
+        f"({row['ratio_range'][0]:4.2f}-{row['ratio_range'][1]:4.2f}) "
+        f"{row['cpu_us_per_gradient']:9.1f} {row['cpu_floor_us']:9.1f} "
+        f"{row['cpu_ratio']:6.2f} ({row['cpu_ratio_range'][0]:4.2f}-"
+        f"{row['cpu_ratio_range'][1]:4.2f})  {note}", flush=True)
+  return row
+
+
 def bench_problem(name, target, init, num_steps, h, friction, repeats):
   rows = []
   seed = tf.constant([1, 2])
   floor = common.bare_gradient_loop(target, num_steps)
   for kname, kernel in kernels(target, h, friction).items():
     loop = common.kernel_loop(kernel, num_steps)
-    t = common.interleaved({"kernel": loop, "floor": floor}, (init, seed),
-                           repeats)
-    ratio = common.median_ratio(t["kernel"], t["floor"])
-    rows.append(dict(problem=name, kernel=kname,
-                     us_per_gradient=1e6 * np.median(t["kernel"]) / num_steps,
-                     floor_us=1e6 * np.median(t["floor"]) / num_steps,
-                     ratio=ratio, goal=1.10))
-    print(f"{name:38s} {kname:22s} {rows[-1]['us_per_gradient']:9.1f} "
-          f"{rows[-1]['floor_us']:9.1f} {ratio:6.2f}  (goal <= 1.10)",
-          flush=True)
+    t, cpu = common.interleaved({"kernel": loop, "floor": floor},
+                                (init, seed), repeats, cpu=True)
+    rows.append(_row(name, kname, t, cpu, num_steps, 1.10))
   num_outer = max(num_steps // T, 1)
   for mode in ("exact", "minibatch"):
     kernel = sg.AMAGOLD(target, h, num_leapfrog_steps=T,
@@ -115,20 +133,10 @@ def bench_problem(name, target, init, num_steps, h, friction, repeats):
     loop = common.kernel_loop(kernel, num_outer)
     fl = (exact_mh_floor(target, num_outer) if mode == "exact" else
           common.bare_gradient_loop(target, num_outer * T))
-    t = common.interleaved({"kernel": loop, "floor": fl}, (init, seed),
-                           repeats)
-    ratio = common.median_ratio(t["kernel"], t["floor"])
-    label = f"AMAGOLD T={T} {mode} M-H"
-    goal = 1.2 if mode == "exact" else None
-    rows.append(dict(problem=name, kernel=label,
-                     us_per_gradient=1e6 * np.median(t["kernel"]) /
-                     (num_outer * T),
-                     floor_us=1e6 * np.median(t["floor"]) / (num_outer * T),
-                     ratio=ratio, goal=goal))
-    print(f"{name:38s} {label:22s} {rows[-1]['us_per_gradient']:9.1f} "
-          f"{rows[-1]['floor_us']:9.1f} {ratio:6.2f}  "
-          f"{'(goal <= 1.2, floor incl. full energy)' if goal else '(vs gradient floor)'}",
-          flush=True)
+    t, cpu = common.interleaved({"kernel": loop, "floor": fl}, (init, seed),
+                                repeats, cpu=True)
+    rows.append(_row(name, f"AMAGOLD T={T} {mode} M-H", t, cpu,
+                     num_outer * T, 1.2 if mode == "exact" else None))
   return rows
 
 
@@ -138,7 +146,8 @@ def main():
   parser.add_argument("--out", default="out/benchmarks")
   args = parser.parse_args()
   print(f"{'problem':38s} {'kernel':22s} {'us/grad':>9s} {'floor':>9s} "
-        f"{'ratio':>6s}")
+        f"{'ratio':>6s} {'(range)':>11s} {'cpu us':>9s} {'cpu flr':>9s} "
+        f"{'cpu':>6s} {'(range)':>11s}")
   rows = []
   logistic = common.synthetic_logistic()
   rows += bench_problem(logistic.name + " b=100", logistic.target(),

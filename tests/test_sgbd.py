@@ -207,7 +207,7 @@ def test_noise_estimate_is_the_std_of_the_scaled_minibatch_estimator():
   np.testing.assert_allclose(results.noise_std[0], tau0, rtol=1e-4)
   seed = tf.constant([3, 4])
   _, results = kernel.one_step(state, results, seed=seed)
-  batch_seed = _common.split(seed, 3)[0]
+  batch_seed = _common.step_seeds(seed, 3)[0]
   expected = (1. - beta) * tau0 + beta * std_on_batch(batch_seed, w0)
   np.testing.assert_allclose(results.noise_std[0], expected, rtol=1e-4)
   # Not the per-example scale: that is N / sqrt(n) ~ 71 times smaller.

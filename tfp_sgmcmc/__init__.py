@@ -15,7 +15,8 @@ from tfp_sgmcmc.kernels import (
     UncalibratedAMAGOLD, UncalibratedAMAGOLDResults, UncalibratedBarker,
     UncalibratedBarkerResults)
 from tfp_sgmcmc.optimize import find_mode
-from tfp_sgmcmc.runs import Moments, sample_moments
+from tfp_sgmcmc.runs import (ChainRun, Moments, sample_chain_with_progress,
+                             sample_moments)
 from tfp_sgmcmc.schedules import (CyclicalSchedule, PolynomialDecay,
                                   step_size_weighted_mean)
 from tfp_sgmcmc.targets import (ControlVariateTarget, DatasetTarget,
@@ -45,5 +46,5 @@ __all__ = [
     # Reliability: resumable chains and run health.
     "diagnostics", "StepSeeded", "StepSeededResults", "save_chain",
     "load_chain", "summarize", "UnhealthyChainWarning", "sample_moments",
-    "Moments",
+    "Moments", "sample_chain_with_progress", "ChainRun",
 ]

@@ -17,6 +17,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = [
+    "derive_seeds",
     "standard_normal_like",
     "langevin_step",
     "drift",
@@ -43,13 +44,71 @@ def _map(fn, *structures):
   return tf.nest.map_structure(fn, *structures)
 
 
+# Odd 32-bit constants (golden ratio, Weyl sequence) that salt a seed.
+_SALTS = (0x9E3779B9, 0x7F4A7C15)
+
+
+def derive_seeds(seed, n):
+  """`n` seeds for separate draws made from one stateless `seed`.
+
+  seed_i = seed XOR (i + 1) * salt, word by word: the integer fold-in that
+  TFP uses to salt seeds (`samplers.fold_in`). Distinct seeds give unrelated
+  streams (`tf.random.stateless_*` scramble a seed through Philox before
+  use; `standard_normal_like` uses it as a Philox key), while
+  `tfp.random.split_seed` costs a random-number op of its own, which next to
+  a small minibatch gradient is a visible part of a step (about 0.1-0.3 us of
+  a 2 us step on Statlog Australian; benchmarks/overhead.py).
+
+  Use it for seeds that are consumed by draws within one step, never to
+  carry a seed from step to step (XOR with the same salt twice returns the
+  seed): carried seeds go through `tfp.random.split_seed`.
+  """
+  return _salted(seed, n, _SALTS)
+
+
+# A second family for seeds derived from an already derived seed (inside
+# `barker_increment_like`): XOR-ing the same family twice would return the
+# step's own seed (i * salt XOR i * salt = 0); between the two families no
+# combination coincides (checked for up to 300 x 300 seeds).
+_INNER_SALTS = (0x85EBCA6B, 0xC2B2AE35)
+
+
+def _salted(seed, n, family):
+  seed = tfp.random.sanitize_seed(seed)
+  salts = [np.array([(i * a) % 2**32 for a in family], np.uint32)
+           .view(np.int32) for i in range(1, n + 1)]
+  return [tf.bitwise.bitwise_xor(seed, tf.constant(v)) for v in salts]
+
+
+def _philox_key(seed):
+  """The Philox key of a draw: the 64 bits of the int32[2] seed."""
+  seed = tfp.random.sanitize_seed(seed)
+  return tf.reshape(tf.bitcast(seed, tf.uint64), [1])
+
+
+def _philox_counter(part):
+  # Counter (low, high): each part of a structure has its own high word, so
+  # the parts' streams never overlap (a part would need 2^64 blocks).
+  return tf.constant([0, part], tf.uint64)
+
+
+# `tf.random.stateless_normal(..., alg="philox")` first scrambles the seed
+# into a key and counter with a Philox call of its own; the raw op below uses
+# the seed as the key directly (Philox's key is the stream's identity, and
+# the seeds here come from `split_seed` or `derive_seeds`). This removes that
+# extra call: on this CPU about 0.25 us of a 2 us step at d = 15, and a
+# quarter of the time of the draws themselves at 79,510 coordinates, where
+# XLA also folds the constant counter. (benchmarks/overhead.py)
+_PHILOX = 1  # tf.random.Algorithm.PHILOX
+
+
 def standard_normal_like(structure, seed):
   """Independent N(0, 1) draws shaped like `structure`, from a stateless seed."""
   parts = tf.nest.flatten(structure)
-  seeds = tfp.random.split_seed(seed, n=len(parts))
-  draws = [tf.random.stateless_normal(tf.shape(p), seed=s, dtype=p.dtype,
-                                     alg=RNG_ALG)
-           for p, s in zip(parts, seeds)]
+  key = _philox_key(seed)
+  draws = [tf.raw_ops.StatelessRandomNormalV2(
+      shape=tf.shape(p), key=key, counter=_philox_counter(i), alg=_PHILOX,
+      dtype=p.dtype) for i, p in enumerate(parts)]
   return tf.nest.pack_sequence_as(structure, draws)
 
 
@@ -361,7 +420,7 @@ def barker_increment_like(structure, step_size, seed,
     raise ValueError(f"`increment_distribution` must be one of "
                      f"{BARKER_INCREMENT_DISTRIBUTIONS}; got "
                      f"{increment_distribution!r}.")
-  normal_seed, sign_seed = tfp.random.split_seed(seed)
+  normal_seed, sign_seed = _salted(seed, 2, _INNER_SALTS)
   xi = standard_normal_like(structure, normal_seed)
   if increment_distribution == "gaussian":
     return _map(lambda z: _scale(step_size, z.dtype) * z, xi)
@@ -375,12 +434,12 @@ def barker_increment_like(structure, step_size, seed,
 
 def uniform_like(structure, seed):
   """Independent U(0, 1) draws shaped like `structure`, from a stateless
-  seed."""
+  seed (the raw Philox op, as `standard_normal_like`)."""
   parts = tf.nest.flatten(structure)
-  seeds = tfp.random.split_seed(seed, n=len(parts))
-  draws = [tf.random.stateless_uniform(tf.shape(p), seed=s, dtype=p.dtype,
-                                      alg=RNG_ALG)
-           for p, s in zip(parts, seeds)]
+  key = _philox_key(seed)
+  draws = [tf.raw_ops.StatelessRandomUniformV2(
+      shape=tf.shape(p), key=key, counter=_philox_counter(i), alg=_PHILOX,
+      dtype=p.dtype) for i, p in enumerate(parts)]
   return tf.nest.pack_sequence_as(structure, draws)
 
 

@@ -1,4 +1,4 @@
-"""Long runs: posterior moments in constant memory.
+"""Long runs: posterior moments in constant memory, and progress reports.
 
 A million-step chain that keeps every draw needs memory proportional to its
 length; `sample_moments` folds the draws into running moments instead
@@ -8,14 +8,22 @@ compiled loop.
 
     moments = tfp_sgmcmc.sample_moments(kernel, init, 1_000_000, seed=[0, 1])
     moments.mean, moments.variance, moments.final_kernel_results
+
+`sample_chain_with_progress` runs `tfp.mcmc.sample_chain` as a few compiled
+chunks and reports progress (a tqdm bar, or printed lines) between them.
 """
 
 import collections
+import sys
+import time
 
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["sample_moments", "Moments"]
+from tfp_sgmcmc import checkpointing
+
+__all__ = ["sample_moments", "Moments", "sample_chain_with_progress",
+           "ChainRun"]
 
 Moments = collections.namedtuple(
     "Moments", ["mean", "variance", "num_draws", "final_state",
@@ -62,3 +70,177 @@ def sample_moments(kernel, current_state, num_steps, seed,
   return Moments(mean=mean, variance=variance, num_draws=num_steps,
                  final_state=final_state, final_kernel_results=final_results)
 
+
+
+ChainRun = collections.namedtuple(
+    "ChainRun", ["all_states", "trace", "final_kernel_results"])
+
+
+def _default_trace(_, results):
+  return results
+
+
+def _text_progress(total, desc):
+  """Progress lines on stderr: `desc: step/total (pct), elapsed, eta`."""
+  start = time.perf_counter()
+
+  def report(done):
+    elapsed = time.perf_counter() - start
+    eta = elapsed * (total - done) / max(done, 1)
+    print(f"{desc}: {done}/{total} ({100. * done / total:3.0f}%), "
+          f"{elapsed:6.1f} s elapsed, {eta:6.1f} s left",
+          file=sys.stderr, flush=True)
+  return report, lambda: None
+
+
+def _tqdm_progress(total, desc):
+  import tqdm  # pylint: disable=g-import-not-at-top
+  bar = tqdm.tqdm(total=total, desc=desc, unit="step")
+  position = [0]
+
+  def report(done):
+    bar.update(done - position[0])
+    position[0] = done
+  return report, bar.close
+
+
+def _chunks(total, num_reports):
+  """Chunk sizes: equal chunks and a shorter last one (at most two distinct
+  sizes: at most two compilations of the sampling loop)."""
+  if total <= 0:
+    return []
+  size = max(1, -(-total // num_reports))
+  sizes = [size] * (total // size)
+  if total % size:
+    sizes.append(total % size)
+  return sizes
+
+
+def sample_chain_with_progress(num_results, current_state, kernel, seed,
+                               num_burnin_steps=0, trace_fn=_default_trace,
+                               progress=True, num_reports=20,
+                               jit_compile=True, desc="sampling"):
+  """`tfp.mcmc.sample_chain` with a progress report every few steps.
+
+  The chain runs as `num_reports` compiled chunks (burn-in and sampling
+  each), with a report between chunks: no host round trip inside a chunk, so
+  the compiled loop is the one `sample_chain` runs (about 1.00x its time;
+  benchmarks/progress.py). TFP's `ProgressBarReducer` instead calls back to
+  Python at every step through `tf.numpy_function`, which XLA cannot compile.
+
+  The kernel is wrapped in `StepSeeded(kernel, seed)`: step i uses the seed
+  fold_in(seed, i), so the draws do not depend on the chunking or on
+  `progress`, and equal `tfp.mcmc.sample_chain(num_results, current_state,
+  kernel=StepSeeded(kernel, seed), num_burnin_steps=num_burnin_steps, ...)`
+  bit for bit.
+
+  Args:
+    num_results: number of draws kept (after burn-in).
+    current_state: initial state (tensor or list, leading chain dims).
+    kernel: any `tfp.mcmc.TransitionKernel`.
+    seed: stateless int32[2] seed.
+    num_burnin_steps: steps run first and not kept.
+    trace_fn: `trace_fn(state, results)` on the kernel's own results (not
+      the `StepSeeded` wrapper's), as in `sample_chain`; None traces nothing.
+    progress: True (a tqdm bar if tqdm is installed, else lines on stderr),
+      False (one compiled run, no reports), or a callable `report(done,
+      total)` called after each chunk.
+    num_reports: number of chunks (reports) for burn-in and for sampling.
+    jit_compile: compile each chunk with XLA.
+    desc: label of the progress bar.
+
+  Returns:
+    `ChainRun(all_states, trace, final_kernel_results)`: states with a
+    leading `num_results` axis, the trace (None if `trace_fn` is None) and
+    the final `StepSeeded` results, which continue the chain bit-identically
+    when passed back to `tfp.mcmc.sample_chain` or saved (`save_chain`).
+  """
+  burn, sample, wrapped = _compiled_chunks(kernel, trace_fn, jit_compile)
+  if int(num_results) < 1 or int(num_burnin_steps) < 0:
+    raise ValueError("`num_results` must be >= 1 and `num_burnin_steps` "
+                     f">= 0; got {num_results!r} and {num_burnin_steps!r}.")
+  total = num_burnin_steps + num_results
+  if progress is False or progress is None:
+    report, close = (lambda done: None), (lambda: None)
+    burn_sizes = [num_burnin_steps] if num_burnin_steps else []
+    sample_sizes = [num_results]
+  else:
+    if callable(progress):
+      report, close = (lambda done: progress(done, total)), (lambda: None)
+    else:
+      try:
+        report, close = _tqdm_progress(total, desc)
+      except ImportError:
+        report, close = _text_progress(total, desc)
+    burn_sizes = _chunks(num_burnin_steps, num_reports)
+    sample_sizes = _chunks(num_results, num_reports)
+
+  state = current_state
+  # The seed enters through the results, so the compiled chunks are reused
+  # across calls with other seeds.
+  results = wrapped.bootstrap_results(current_state)._replace(
+      base_seed=tfp.random.sanitize_seed(seed))
+  done = 0
+  try:
+    for n in burn_sizes:
+      state, results = burn(state, results, tf.constant(n))
+      done += n
+      report(done)
+    all_states, traces = [], []
+    for n in sample_sizes:
+      states, trace, results = sample(n)(state, results)
+      state = tf.nest.map_structure(lambda s: s[-1], states)
+      all_states.append(states)
+      traces.append(trace)
+      done += n
+      report(done)
+  finally:
+    close()
+
+  def concat(*parts):
+    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
+  all_states = tf.nest.map_structure(concat, *all_states)
+  trace = (None if trace_fn is None
+           else tf.nest.map_structure(concat, *traces))
+  return ChainRun(all_states=all_states, trace=trace,
+                  final_kernel_results=results)
+
+
+def _compiled_chunks(kernel, trace_fn, jit_compile):
+  """The compiled chunk functions, kept on the kernel (an attribute, so they
+  live as long as it does) and reused by later calls with the same kernel,
+  trace_fn and jit_compile: a new seed or state does not recompile."""
+  per_kernel = kernel.__dict__.setdefault("_tfp_sgmcmc_progress_chunks", {})
+  key = (trace_fn, jit_compile)
+  if key in per_kernel:
+    return per_kernel[key]
+  # The seed given here is replaced by the caller's in the initial results.
+  wrapped = checkpointing.StepSeeded(kernel, seed=[0, 0])
+  inner_trace = None if trace_fn is None else (
+      lambda state, results: trace_fn(state, results.inner_results))
+
+  def burn(state, results, n):  # n is a tensor: one compilation.
+    def body(i, state, results):
+      state, results = wrapped.one_step(state, results)
+      return i + 1, state, results
+    _, state, results = tf.while_loop(
+        lambda i, *_: i < n, body, (tf.constant(0), state, results))
+    return state, results
+
+  samplers = {}
+
+  def sample(n):  # num_results must be static: one compilation per size.
+    if n not in samplers:
+      def run(state, results):
+        out = tfp.mcmc.sample_chain(
+            n, state, previous_kernel_results=results, kernel=wrapped,
+            trace_fn=inner_trace, return_final_kernel_results=True,
+            seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks the seeds.
+        return out.all_states, out.trace, out.final_kernel_results
+      samplers[n] = tf.function(run, jit_compile=jit_compile,
+                                autograph=False)
+    return samplers[n]
+
+  per_kernel[key] = (tf.function(burn, jit_compile=jit_compile,
+                                 autograph=False), sample, wrapped)
+  return per_kernel[key]

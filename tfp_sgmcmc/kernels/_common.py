@@ -6,6 +6,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import targets as targets_lib
 
 __all__ = []
@@ -133,4 +134,12 @@ def keep_where_diverged(diverged, old, new):
 
 
 def split(seed, n):
+  """A real split (one random-number op): for seeds carried between steps."""
   return tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=n)
+
+
+def step_seeds(seed, n):
+  """`n` seeds for the separate draws of one step (minibatch, noise, ...),
+  derived from the step's seed without a random-number op
+  (`dynamics.derive_seeds`)."""
+  return dynamics.derive_seeds(seed, n)

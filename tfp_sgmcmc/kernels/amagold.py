@@ -179,7 +179,9 @@ class UncalibratedAMAGOLD(tfp.mcmc.TransitionKernel):
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "amagold_one_step"):
-      momentum_seed, loop_seed = _common.split(seed, 2)
+      # The loop's seed is split (carried) at every leapfrog step; the
+      # draws within a step use cheap derived seeds.
+      momentum_seed, loop_seed = _common.step_seeds(seed, 2)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
       eps = _common.step_size_at(self.step_size, prev.step_count,
@@ -197,7 +199,8 @@ class UncalibratedAMAGOLD(tfp.mcmc.TransitionKernel):
       position = dynamics.drift(current_state, momentum, 0.5 * drift_scale)
 
       def body(t, position, momentum, rho, energy, seed):
-        batch_seed, noise_seed, next_seed = _common.split(seed, 3)
+        next_seed, step_seed = _common.split(seed, 2)
+        batch_seed, noise_seed = _common.step_seeds(step_seed, 2)
         energy, grad = self.target.energy_and_gradient(position, batch_seed)
         noise = dynamics.standard_normal_like(momentum, noise_seed)
         new_momentum = dynamics.amagold_momentum(

@@ -202,7 +202,8 @@ class SGBD(tfp.mcmc.TransitionKernel):
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "sgbd_one_step"):
-      batch_seed, increment_seed, direction_seed = _common.split(seed, 3)
+      batch_seed, increment_seed, direction_seed = _common.step_seeds(
+          seed, 3)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
       sigma = _common.step_size_at(self.step_size, prev.step_count,

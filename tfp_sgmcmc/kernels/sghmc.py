@@ -182,7 +182,7 @@ class SGHMC(tfp.mcmc.TransitionKernel):
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "sghmc_one_step"):
-      batch_seed, noise_seed, momentum_seed = _common.split(seed, 3)
+      batch_seed, noise_seed, momentum_seed = _common.step_seeds(seed, 3)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
       h = _common.step_size_at(self.step_size, prev.step_count,

@@ -88,8 +88,7 @@ class SGLD(tfp.mcmc.TransitionKernel):
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "sgld_one_step"):
-      batch_seed, noise_seed, next_seed = _common.split(seed, 3)
-      del next_seed
+      batch_seed, noise_seed = _common.step_seeds(seed, 2)
       dtype = _common.state_dtype(current_state)
       prev = previous_kernel_results
       h = _common.step_size_at(self.step_size, prev.step_count,
