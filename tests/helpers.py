@@ -5,7 +5,12 @@ Tolerances in the statistical tests come from two sources only:
 * Monte Carlo error: the standard error of a chain average is
   sqrt(var / ESS), with the effective sample size estimated by
   `tfp.mcmc.effective_sample_size` on the very quantity averaged (theta for
-  means, (theta - mean)^2 for variances), summed over independent chains.
+  means, (theta - mean)^2 for variances), summed over chains. Chains that
+  share minibatches (InMemoryTarget's default, DatasetTarget) are
+  correlated, and then the sum overstates the information: the standard
+  error is also computed from the chain-averaged series (whose mean is the
+  same grand mean, and whose own ESS sees the cross-chain correlation), and
+  the larger of the two is used.
 * The integrator's known bias: on a Gaussian target every kernel here is a
   linear Gaussian recursion x' = A x + w, w ~ N(0, Q) in (theta, r), so its
   stationary covariance solves the discrete Lyapunov equation
@@ -42,12 +47,22 @@ def ess(draws):
 
 
 def mean_and_se(draws):
-  """Mean over draws and chains, and its Monte Carlo standard error."""
+  """Mean over draws and chains, and its Monte Carlo standard error.
+
+  The error allows for chains correlated through shared minibatches: it is
+  the larger of the independent-chains error and the error of the mean of
+  the chain-averaged series.
+  """
   draws = np.asarray(draws, np.float64)
   flat = draws.reshape((-1,) + draws.shape[2:])
   mean = flat.mean(axis=0)
   var = flat.var(axis=0)
-  return mean, np.sqrt(var / ess(draws))
+  se_independent = np.sqrt(var / ess(draws))
+  if draws.ndim < 2 or draws.shape[1] < 2:
+    return mean, se_independent
+  averaged = draws.mean(axis=1, keepdims=True)
+  se_averaged = np.sqrt(averaged.var(axis=0)[0] / ess(averaged))
+  return mean, np.maximum(se_independent, se_averaged)
 
 
 def variance_and_se(draws, mean=None):

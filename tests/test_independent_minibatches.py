@@ -1,0 +1,274 @@
+"""Per-chain minibatches: InMemoryTarget(independent_minibatches=True).
+
+By default the chains batched along the state's leading dimensions share one
+minibatch per step, so their gradient noise is one realisation and the chains
+are correlated. With `independent_minibatches=True` every chain draws its own
+minibatch. On the Bayesian linear regression of tests/linear_regression.py
+(N = 500, d = 2) the checks are exact or Monte Carlo: per-chain gradients
+against a numpy recomputation on that chain's indices, their mean over seeds
+against the full gradient, and SGLD's stationary moments and cross-chain
+correlations against the Lyapunov predictions of tests/helpers.py.
+Tolerances are NUM_SE = 4 Monte Carlo standard errors.
+"""
+
+import numpy as np
+import pytest
+import scipy.linalg
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from linear_regression import LinearRegression
+from test_linear_regression import BATCH, check_moments
+
+
+@pytest.fixture(scope="module")
+def problem():
+  return LinearRegression(num_examples=500, dim=2, seed=1)
+
+
+def broadcasting_log_likelihood(w, batch):
+  """Broadcasts over chain dimensions: w [..., d], xb [..., n, d]."""
+  xb, yb = batch
+  return tfp.distributions.Normal(tf.linalg.matvec(xb, w), 1.).log_prob(yb)
+
+
+def log_prior(w):
+  """N(0, I), problem.log_prior in any float dtype."""
+  return -0.5 * tf.reduce_sum(w ** 2 + np.log(2 * np.pi), -1)
+
+
+def make_target(problem, independent, batch_size=BATCH, dtype=np.float32,
+                log_likelihood=broadcasting_log_likelihood):
+  data = tuple(a.astype(dtype) for a in problem.data)
+  return sg.InMemoryTarget(log_likelihood, data, batch_size,
+                           log_prior_fn=log_prior,
+                           parameter_shapes=[problem.dim],
+                           independent_minibatches=independent)
+
+
+def numpy_minibatch(problem, w, idx, batch_size=BATCH):
+  """(U~, grad U~, gradient-noise variance) of one chain on indices idx."""
+  x, y = (a.astype(np.float64) for a in problem.data)
+  xb, yb = x[idx], y[idx]
+  scale = problem.num_examples / batch_size
+  r = yb - xb @ w
+  energy = (scale * np.sum(0.5 * r ** 2 + 0.5 * np.log(2 * np.pi)) -
+            problem.log_prior_np(w))
+  per_example = xb * (-r)[:, None]
+  grad = scale * per_example.sum(0) + w
+  var = problem.num_examples ** 2 / batch_size * per_example.var(0, ddof=1)
+  return energy, grad, var
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_each_chain_evaluates_its_own_minibatch_under_xla(problem, dtype):
+  target = make_target(problem, True, dtype=dtype)
+  rng = np.random.default_rng(0)
+  # Two chain dimensions [2, 3]; chains (0, 0) and (0, 1) share a state.
+  w = rng.normal(size=(2, 3, 2)) * 0.1 + problem.posterior_mean
+  w[0, 1] = w[0, 0]
+  state = tf.constant(w, dtype)
+  seed = tf.constant([3, 4])
+
+  @tf.function(jit_compile=True, autograph=False)
+  def everything(state, seed):
+    energy, grad = target.energy_and_gradient(state, seed)
+    e_moved, e_same = target.minibatch_energies([state + 0.1, state], seed)
+    return (energy, grad, target.gradient_noise_variance(state, seed),
+            e_moved, e_same, target.minibatch_indices(seed, state))
+  energy, grad, var, e_moved, e_same, idx = (
+      np.asarray(t) for t in everything(state, seed))
+  assert grad.dtype == dtype and idx.shape == (2, 3, BATCH)
+  rtol = 1e-4 if dtype == np.float32 else 1e-10
+  for c in np.ndindex(2, 3):
+    want_e, want_g, want_v = numpy_minibatch(problem, w[c], idx[c])
+    np.testing.assert_allclose(energy[c], want_e, rtol=rtol)
+    np.testing.assert_allclose(grad[c], want_g, rtol=rtol, atol=rtol * 10)
+    np.testing.assert_allclose(var[c], want_v, rtol=rtol)
+    # minibatch_energies: both states on the chain's own batch (M-H test).
+    np.testing.assert_allclose(e_same[c], want_e, rtol=rtol)
+    np.testing.assert_allclose(
+        e_moved[c], numpy_minibatch(problem, w[c] + 0.1, idx[c])[0],
+        rtol=rtol)
+  # Chains at one state see different batches, so different gradients.
+  assert not np.array_equal(idx[0, 0], idx[0, 1])
+  assert np.max(np.abs(grad[0, 0] - grad[0, 1])) > 1.
+  # The default: one batch for all chains, identical gradients at one state.
+  _, shared_grad = tf.function(
+      make_target(problem, False, dtype=dtype).energy_and_gradient,
+      jit_compile=True, autograph=False)(state, seed)
+  np.testing.assert_array_equal(shared_grad[0, 0], shared_grad[0, 1])
+
+
+@pytest.mark.parametrize("log_likelihood", ["broadcasting", "one_chain"])
+def test_each_chains_minibatch_gradient_is_unbiased_and_independent(
+    problem, log_likelihood):
+  # "one_chain": the einsum log-likelihood of linear_regression.py takes a
+  # shared batch [n, d] only, so it runs through the vectorized_map fallback.
+  fn = (broadcasting_log_likelihood if log_likelihood == "broadcasting"
+        else problem.log_likelihood)
+  target = make_target(problem, True, log_likelihood=fn)
+  rng = np.random.default_rng(1)
+  w = problem.posterior_mean + rng.normal(size=(4, 2)) * 0.2
+  w[1] = w[0]
+  state = tf.constant(w, tf.float32)
+  num_seeds = 2000
+  seeds = tf.stack(tfp.random.split_seed([5, 6], n=num_seeds))
+
+  @tf.function(jit_compile=True, autograph=False)
+  def gradients(seeds):
+    return tf.map_fn(lambda s: target.energy_and_gradient(state, s)[1],
+                     seeds, fn_output_signature=tf.float32)
+  grads = np.asarray(gradients(seeds), np.float64)  # [seeds, chains, d]
+  for c in range(4):
+    exact = problem.gradient(w[c])
+    se = grads[:, c].std(0) / np.sqrt(num_seeds)
+    assert np.all(np.abs(grads[:, c].mean(0) - exact) < NUM_SE * se)
+    # The per-chain noise has the minibatch covariance of one batch of n.
+    want = np.diag(problem.minibatch_gradient_covariance(BATCH, w[c]))
+    dev = (grads[:, c] - exact) ** 2
+    assert np.all(np.abs(dev.mean(0) - want) <
+                  NUM_SE * dev.std(0) / np.sqrt(num_seeds))
+  # Chains 0 and 1 sit at one state: their noises are uncorrelated
+  # (sd of a sample correlation of independent draws: 1 / sqrt(seeds)).
+  # Over 5 sets of 2000 seeds the largest |z| of the 8 means was 2.15, of
+  # the 8 variances 2.23, and of the 2 correlations 1.9 (the same numbers
+  # with both log-likelihoods: the fallback sees the same batches).
+  noise = grads - grads.mean(0)
+  r = np.sum(noise[:, 0] * noise[:, 1], 0) / np.sqrt(
+      np.sum(noise[:, 0] ** 2, 0) * np.sum(noise[:, 1] ** 2, 0))
+  assert np.all(np.abs(r) < NUM_SE / np.sqrt(num_seeds))
+
+
+def cross_chain_correlation(draws, mean, variance):
+  """Mean correlation of the pairs of chains, per coordinate, and two
+  standard errors: one valid when the chains are independent (products of
+  different pairs are then uncorrelated, so the ESS adds over pairs), and a
+  conservative one that holds for dependent pairs (the mean of the pairs'
+  own standard errors)."""
+  z = (np.asarray(draws, np.float64) - mean) / np.sqrt(variance)
+  chains = z.shape[1]
+  pairs = [(a, b) for a in range(chains) for b in range(a + 1, chains)]
+  products = np.stack([z[:, a] * z[:, b] for a, b in pairs], axis=1)
+  r, se_independent = mean_and_se(products)
+  se_pairs = [mean_and_se(products[:, [k]])[1] for k in range(len(pairs))]
+  return r, se_independent, np.mean(se_pairs, axis=0)
+
+
+def run_sgld(problem, independent, batch_size, step_size, seed,
+             num_results=20000):
+  target = make_target(problem, independent, batch_size=batch_size)
+  init = tf.constant(np.tile(problem.posterior_mean, (4, 1)), tf.float32)
+  draws = sample(sg.SGLD(target, step_size=step_size), init, num_results,
+                 seed=seed, num_burnin_steps=500)
+  v = problem.minibatch_gradient_covariance(batch_size)
+  predicted = stationary_covariance("sgld", problem.precision, step_size,
+                                    gradient_noise=v)
+  # Shared minibatches: the common gradient noise alone drives the
+  # cross-chain covariance C = A C A^T + h^2 V, A = I - h P.
+  a = np.eye(problem.dim) - step_size * problem.precision
+  cross = scipy.linalg.solve_discrete_lyapunov(a, step_size ** 2 * v)
+  return np.asarray(draws), predicted, np.diag(cross) / np.diag(predicted)
+
+
+def test_independent_sgld_chains_match_the_predicted_posterior(problem):
+  # The setting of test_linear_regression.py (SGLD, h = 1e-4, n = 50, 20000
+  # draws), with 4 chains on independent minibatches: the same stationary
+  # moments, and no correlation between the chains. Over 6 seeds the
+  # moments' z-scores stayed within 1.9 and the correlations within 2.0
+  # standard errors (se about 0.013).
+  draws, predicted, _ = run_sgld(problem, True, BATCH, 1e-4, seed=[1, 2])
+  check_moments(problem, draws, predicted)
+  r, se, _ = cross_chain_correlation(draws, problem.posterior_mean,
+                                     np.diag(predicted))
+  assert np.all(np.abs(r) < NUM_SE * se)
+
+
+def test_shared_minibatches_correlate_chains_at_large_gradient_noise(problem):
+  # n = 10: the gradient noise makes up about 60% of the stationary variance
+  # (predicted cross-chain correlation 0.56 and 0.62 with shared batches).
+  # Over 6 seeds at 20000 draws: shared r = 0.52-0.66, within 2.1 (se about
+  # 0.035) of the prediction; independent |r| within 2.1 se (se about
+  # 0.013). Here 10000 draws, for time.
+  step, batch = 1e-4, 10
+  shared, predicted, r_pred = run_sgld(problem, False, batch, step, [3, 4],
+                                       num_results=10000)
+  own, _, _ = run_sgld(problem, True, batch, step, [3, 4],
+                       num_results=10000)
+  mean, var = problem.posterior_mean, np.diag(predicted)
+  r_shared, _, se_shared = cross_chain_correlation(shared, mean, var)
+  r_own, se_own, _ = cross_chain_correlation(own, mean, var)
+  assert np.all(r_pred > 0.5)
+  assert np.all(np.abs(r_shared - r_pred) < NUM_SE * se_shared)
+  assert np.all(r_shared > NUM_SE * se_shared)
+  assert np.all(np.abs(r_own) < NUM_SE * se_own)
+  # Independent chains have the same stationary moments at large noise too.
+  check_moments(problem, own, predicted)
+
+
+def test_independent_minibatches_need_parameter_shapes(problem):
+  with pytest.raises(ValueError, match="needs `parameter_shapes`"):
+    sg.InMemoryTarget(broadcasting_log_likelihood, problem.data, BATCH,
+                      independent_minibatches=True)
+  with pytest.raises(TypeError, match="`independent_minibatches` must be"):
+    sg.InMemoryTarget(broadcasting_log_likelihood, problem.data, BATCH,
+                      parameter_shapes=[2], independent_minibatches="yes")
+  target = make_target(problem, True)
+  with pytest.raises(ValueError, match="pass `state`"):
+    target.minibatch_indices([1, 2])
+  # A state that does not end in parameter_shapes is rejected by name.
+  with pytest.raises(ValueError, match="parameter_shapes"):
+    target.minibatch_energy(tf.zeros([4, 3]), [1, 2])
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_log_likelihood_that_cannot_take_per_chain_batches_is_named(
+    problem, jit):
+  # Needs a shared batch [n, d] AND chain-batched params [c, d]: neither the
+  # per-chain broadcast call nor the one-chain fallback can run it.
+  target = make_target(problem, True, log_likelihood=lambda w, b: tf.einsum(
+      "nd,cd->cn", b[0], w))
+  energy = target.minibatch_energy
+  if jit:
+    energy = tf.function(energy, jit_compile=True, autograph=False)
+  with pytest.raises(ValueError, match=r"(?s)independent_minibatches=True.*"
+                     r"must return shape \(4, 50\).*vectorized_map.*"
+                     r"broadcast over leading chain dimensions"):
+    energy(tf.zeros([4, 2]), tf.constant([1, 2]))
+
+
+def test_log_likelihood_that_sums_the_batch_is_rejected(problem):
+  target = make_target(problem, True, log_likelihood=lambda w, b: (
+      tf.reduce_sum(broadcasting_log_likelihood(w, b), -1)))
+  with pytest.raises(ValueError, match=r"returned shape \[4\].*expected "
+                     r"\[50\], one value per example"):
+    target.minibatch_energy(tf.zeros([4, 2]), [1, 2])
+
+
+def test_control_variates_reduce_every_chains_noise(problem):
+  # Each chain's control variate must use the centre's gradient on that
+  # chain's own minibatch; with one shared centre evaluation only chain 0
+  # had its noise reduced (the other chains kept the full minibatch noise).
+  centre = tf.constant(problem.posterior_mean, tf.float32)
+  state = tf.constant(np.tile(problem.posterior_mean + 0.1, (3, 1)),
+                      tf.float32)
+  sds = {}
+  for use_cv in (False, True):
+    target = make_target(problem, independent=True, batch_size=10)
+    if use_cv:
+      target = sg.ControlVariateTarget(target, centre)
+
+    @tf.function(jit_compile=True)
+    def gradients(seeds, target=target):
+      return tf.map_fn(lambda s: target.energy_and_gradient(state, s)[1],
+                       seeds, fn_output_signature=tf.float32)
+    seeds = tf.random.stateless_uniform([400, 2], [5, 6], minval=0,
+                                        maxval=2**30, dtype=tf.int32)
+    sds[use_cv] = np.asarray(gradients(seeds)).std(axis=0)  # [chains, d]
+  # At 2 posterior sds from the centre, control variates cut every chain's
+  # gradient sd about 6-7 fold (155-187 against 23-28 observed); a chain
+  # left with its full noise would fail both checks.
+  assert np.all(sds[False] > 3. * sds[True]), sds
+  assert np.all(sds[True].max(0) < 2. * sds[True].min(0)), sds[True]
