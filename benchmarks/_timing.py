@@ -6,7 +6,8 @@ accuracy_per_second.py (problems and the basic timers live in common.py).
   length (used to calibrate a length that takes a target wall time);
 * `spread`: median, min and max of a list of timings or ratios;
 * `PerChainLogistic`: the N = 1e5 logistic regression with one minibatch per
-  chain (`InMemoryTarget` shares one minibatch across chains).
+  chain (`InMemoryTarget(independent_minibatches=True)`; the default shares
+  one minibatch across chains).
 """
 
 import os
@@ -88,39 +89,28 @@ def interleaved_per_step(fns, target_seconds, repeats):
   return out, steps
 
 
-class PerChainLogistic(sg.InMemoryTarget):
+def PerChainLogistic(problem, batch_size=None):  # pylint: disable=invalid-name
   """Logistic regression where each chain draws its own minibatch.
 
-  `InMemoryTarget` draws one set of n indices per step and every chain
-  evaluates its gradient on it (common random numbers). Here the indices
-  have shape [chains, n]: the gathered batch is [chains, n, d], i.e.
-  chains times more memory traffic per step, and the chains' gradient
-  noises are independent. Needs a state of shape [chains, d].
+  `InMemoryTarget`'s default draws one set of n indices per step and every
+  chain evaluates its gradient on it (common random numbers); with
+  `independent_minibatches=True` the indices have shape [chains, n]: the
+  gathered batch is [chains, n, d], chains times more memory traffic per
+  step, and the chains' gradient noises are independent.
   """
-
-  def __init__(self, problem, batch_size=None):
-    super().__init__(self.log_likelihood, (problem.x, problem.y),
-                     batch_size or problem.batch_size,
-                     log_prior_fn=problem.log_prior)
-
-  @staticmethod
   def log_likelihood(w, batch):
     x, y = batch
     if x.shape.rank == 3:  # Per-chain batches [C, n, d], w [C, d].
       logits = tf.linalg.matvec(x, w)
-    else:                  # Shared batch / energy chunks [n, d].
+    else:                  # Energy chunks [n, d].
       logits = tf.einsum("nd,...d->...n", x, w)
     return -tf.nn.sigmoid_cross_entropy_with_logits(
         labels=tf.broadcast_to(y, tf.shape(logits)), logits=logits)
-
-  def minibatch_energy(self, state, seed):
-    chains = tf.shape(state)[0]
-    idx = tf.random.stateless_uniform(
-        tf.stack([chains, self.batch_size]),
-        seed=tfp.random.sanitize_seed(seed), minval=0,
-        maxval=self.num_examples, dtype=tf.int32)
-    batch = self._gather(idx)
-    return self._energy_from_batch(state, batch, self.batch_size)
+  return sg.InMemoryTarget(log_likelihood, (problem.x, problem.y),
+                           batch_size or problem.batch_size,
+                           log_prior_fn=problem.log_prior,
+                           parameter_shapes=[problem.d],
+                           independent_minibatches=True)
 
 
 def newton_mode(problem, iters=25):

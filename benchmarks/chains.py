@@ -14,9 +14,10 @@ Two ways the chains get their minibatches:
   indices per step and every chain evaluates its gradient on that batch
   (common random numbers; the chains' injected noise is independent). The
   gradient is then one [n, d] x [d, C] matrix product.
-* per-chain: `_timing.PerChainLogistic`, an InMemoryTarget subclass that
-  draws [C, n] indices, so each chain sees its own minibatch (independent
-  gradient noise, C times the gathered data per step).
+* per-chain: `InMemoryTarget(..., independent_minibatches=True)`
+  (`_timing.PerChainLogistic`), which draws [C, n] indices, so each chain
+  sees its own minibatch (independent gradient noise, C times the gathered
+  data per step).
 
 Kernels: SGLD (h = 1e-5), SGHMC Euler (h = 1e-5, C = 100), AMAGOLD T = 10
 with the exact M-H test (one full-data energy of all C chains per 10
