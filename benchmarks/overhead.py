@@ -16,7 +16,7 @@ interleaved, compile time excluded; medians of per-pair ratios, with their
 range, in wall-clock time and in process CPU time (the loops run on one
 thread; on a shared machine the CPU-time ratio is the steadier one).
 
-    python benchmarks/overhead.py [--repeats 5] [--out out/benchmarks]
+    python benchmarks/overhead.py [--repeats 5] [--out benchmarks/results]
 """
 
 import argparse
@@ -143,7 +143,8 @@ def bench_problem(name, target, init, num_steps, h, friction, repeats):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--repeats", type=int, default=5)
-  parser.add_argument("--out", default="out/benchmarks")
+  parser.add_argument("--out", default=os.path.join(
+      os.path.dirname(os.path.abspath(__file__)), "results"))
   args = parser.parse_args()
   print(f"{'problem':38s} {'kernel':22s} {'us/grad':>9s} {'floor':>9s} "
         f"{'ratio':>6s} {'(range)':>11s} {'cpu us':>9s} {'cpu flr':>9s} "

@@ -16,7 +16,7 @@ the other two (wall clock and process CPU time). The helper's own per-step
 cost is `StepSeeded`'s fold_in (it makes the draws independent of the
 chunking); the progress bar's cost is the chunk boundaries.
 
-    python benchmarks/progress.py [--repeats 7] [--out out/benchmarks]
+    python benchmarks/progress.py [--repeats 7] [--out benchmarks/results]
 """
 
 import argparse
@@ -90,7 +90,8 @@ def bench(problem, num_results, step_size, repeats):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--repeats", type=int, default=7)
-  parser.add_argument("--out", default="out/benchmarks")
+  parser.add_argument("--out", default=os.path.join(
+      os.path.dirname(os.path.abspath(__file__)), "results"))
   args = parser.parse_args()
   print(f"{'problem':30s} {'baseline':18s} {'bar us':>8s} {'base us':>8s} "
         f"{'ratio':>6s} {'(spread)':>11s} {'cpu':>6s} {'(spread)':>11s}")

@@ -28,7 +28,7 @@ resampling: the same algorithm on both sides.
 
 Needs the optional `bench` extra: pip install -e ".[bench]" (jax, blackjax).
 
-    python benchmarks/vs_blackjax.py [--repeats 7] [--out out/benchmarks]
+    python benchmarks/vs_blackjax.py [--repeats 7] [--out benchmarks/results]
 """
 
 import argparse
@@ -133,7 +133,8 @@ def ours_loop(problem, algorithm, num_steps, step_size, friction):
 def main():
   parser = argparse.ArgumentParser()
   parser.add_argument("--repeats", type=int, default=7)
-  parser.add_argument("--out", default="out/benchmarks")
+  parser.add_argument("--out", default=os.path.join(
+      os.path.dirname(os.path.abspath(__file__)), "results"))
   args = parser.parse_args()
   try:
     import blackjax  # noqa: F401  pylint: disable=g-import-not-at-top

@@ -19,12 +19,25 @@ Tolerances in the statistical tests come from two sources only:
   truth to state the bias.
 """
 
+import importlib.util
+import os
+
 import numpy as np
 import scipy.linalg
 import tensorflow as tf
 import tensorflow_probability as tfp
 
 NUM_SE = 4.  # Two-sided 4-sigma: a false alarm about once in 16,000 checks.
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def load_example(name):
+  """The module examples/<name>.py (examples/ is not a package)."""
+  spec = importlib.util.spec_from_file_location(
+      name, os.path.join(EXAMPLES, name + ".py"))
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module
 
 
 def sample(kernel, init, num_results, seed, jit=True, trace_fn=None,

@@ -18,21 +18,14 @@ eps = 0.25 is its stationary bias. Each bound below sits at about half the
 least favourable value seen (twice, for upper bounds).
 """
 
-import importlib.util
 import os
 
 import pytest
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples",
-                       "double_well.py")
-
+from helpers import load_example
 
 @pytest.fixture(scope="module")
 def double_well():
-  spec = importlib.util.spec_from_file_location("double_well", EXAMPLE)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
+  return load_example("double_well")
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ test checks that SGHMC's bias grows with the step size, against the NUTS
 reference.
 """
 
-import importlib.util
 import os
 import time
 
@@ -30,19 +29,9 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
+from helpers import load_example
 
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples",
-                       "logistic_statlog.py")
-
-
-def load_example():
-  spec = importlib.util.spec_from_file_location("logistic_statlog", EXAMPLE)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
-
-ex = load_example()
+ex = load_example("logistic_statlog")
 
 
 def test_heart_loader_reads_the_libsvm_file(shared_data):

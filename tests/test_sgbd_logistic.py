@@ -18,24 +18,13 @@ coefficient, v-SGBD for 7, and summed over the coefficients whose interval
 excludes the start, 10 vs 20 grid points.
 """
 
-import importlib.util
 import os
 
 import numpy as np
 import pytest
 
 import tfp_sgmcmc as sg
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples",
-                       "sgbd_logistic.py")
-
-
-def load_example():
-  spec = importlib.util.spec_from_file_location("sgbd_logistic", EXAMPLE)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
+from helpers import load_example
 
 def test_loader_reads_the_original_file(shared_data):
   x, y = sg.datasets.load_statlog_australian(shared_data)
@@ -68,7 +57,7 @@ def experiment():
   from conftest import SHARED_DATA  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(SHARED_DATA):
     pytest.skip(f"real data not found at {SHARED_DATA} (../shared/data)")
-  ex = load_example()
+  ex = load_example("sgbd_logistic")
   config = ex.Config(
       log10_scales=tuple(np.arange(-5., -0.99, 0.5)), reps=4,
       num_steps=100_000, batch_size=138,

@@ -7,28 +7,17 @@ gradients. CI size: 2,000 training images, MLP 784-32-10, minibatch 100
 (20 iterations per epoch), trajectories of at most 2^4 - 1 = 15 steps.
 """
 
-import importlib.util
 import os
 
 import pytest
 
 from conftest import SHARED_DATA
-
-EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "examples",
-                       "sgnuts_mnist.py")
-
-
-def load_example():
-  spec = importlib.util.spec_from_file_location("sgnuts_mnist", EXAMPLE)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module
-
+from helpers import load_example
 
 def test_sgnuts_is_ahead_of_sghmc_after_the_first_epoch():
   if not os.path.isdir(SHARED_DATA):
     pytest.skip(f"real data not found at {SHARED_DATA} (../shared/data)")
-  ex = load_example()
+  ex = load_example("sgnuts_mnist")
   train, test = ex.load_split(SHARED_DATA, num_train=2000, num_test=1000)
   target = ex.make_target(train, batch_size=100)
   kernels = ex.make_kernels(target, learning_rate=2e-6, momentum_decay=0.01,
