@@ -123,9 +123,10 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   """`tfp.mcmc.sample_chain` with a progress report every few steps.
 
   The chain runs as `num_reports` compiled chunks (burn-in and sampling
-  each), with a report between chunks: no host round trip inside a chunk, so
-  the compiled loop is the one `sample_chain` runs (about 1.00x its time;
-  benchmarks/progress.py). TFP's `ProgressBarReducer` instead calls back to
+  each), with a report between chunks: no host round trip inside a chunk.
+  Measured (benchmarks/progress.py): 1.006x the same chunked run without
+  reports on a 7 us logistic step, 1.10x on a 2 us one; against a plain
+  `sample_chain` add `StepSeeded`'s seed op, about 0.2 us per step. TFP's `ProgressBarReducer` instead calls back to
   Python at every step through `tf.numpy_function`, which XLA cannot compile.
 
   The kernel is wrapped in `StepSeeded(kernel, seed)`: step i uses the seed
