@@ -85,3 +85,26 @@ def _raise_import_error(*_):
 def test_rejects_no_results():
   with pytest.raises(ValueError, match="num_results"):
     runs.sample_chain_with_progress(0, tf.zeros([3]), _kernel(), [1, 2])
+
+
+def test_thinning_keeps_every_kth_draw_of_the_same_chain():
+  # num_steps_between_results=2 keeps every third draw of the chain that an
+  # unthinned run draws (same StepSeeded seeds), starting, as sample_chain
+  # does, one step after burn-in, whatever the chunking; the reports count
+  # every step: burn-in 2 + 2, then 1 + 3 * 3 and 4 * 3 steps.
+  kernel, init, seed = _kernel(), tf.zeros([2, 3]), [5, 6]
+  calls = []
+  thinned = runs.sample_chain_with_progress(
+      8, init, kernel, seed, num_burnin_steps=4, trace_fn=None,
+      num_steps_between_results=2, num_reports=2,
+      progress=lambda done, total: calls.append((done, total)))
+  full = runs.sample_chain_with_progress(
+      24, init, kernel, seed, num_burnin_steps=4, trace_fn=None,
+      progress=False)
+  np.testing.assert_array_equal(thinned.all_states,
+                                np.asarray(full.all_states)[0::3][:8])
+  assert [d for d, _ in calls] == [2, 4, 14, 26]
+  assert all(t == 26 for _, t in calls)
+  with pytest.raises(ValueError, match="num_steps_between_results"):
+    runs.sample_chain_with_progress(8, init, kernel, seed,
+                                    num_steps_between_results=-1)

@@ -119,7 +119,8 @@ def _chunks(total, num_reports):
 def sample_chain_with_progress(num_results, current_state, kernel, seed,
                                num_burnin_steps=0, trace_fn=_default_trace,
                                progress=True, num_reports=20,
-                               jit_compile=True, desc="sampling"):
+                               jit_compile=True, desc="sampling",
+                               num_steps_between_results=0):
   """`tfp.mcmc.sample_chain` with a progress report every few steps.
 
   The chain runs as `num_reports` compiled chunks (burn-in and sampling
@@ -149,6 +150,8 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
     num_reports: number of chunks (reports) for burn-in and for sampling.
     jit_compile: compile each chunk with XLA.
     desc: label of the progress bar.
+    num_steps_between_results: thinning, as in `sample_chain`: steps run
+      and not kept between two kept draws (the bar counts every step).
 
   Returns:
     `ChainRun(all_states, trace, final_kernel_results)`: states with a
@@ -160,7 +163,13 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   if int(num_results) < 1 or int(num_burnin_steps) < 0:
     raise ValueError("`num_results` must be >= 1 and `num_burnin_steps` "
                      f">= 0; got {num_results!r} and {num_burnin_steps!r}.")
-  total = num_burnin_steps + num_results
+  thin = int(num_steps_between_results)
+  if thin < 0:
+    raise ValueError("`num_steps_between_results` must be >= 0; got "
+                     f"{num_steps_between_results!r}.")
+  # As in `sample_chain`: the first draw one step after burn-in, then one
+  # every thin + 1 steps.
+  total = num_burnin_steps + 1 + (num_results - 1) * (thin + 1)
   if progress is False or progress is None:
     report, close = (lambda done: None), (lambda: None)
     burn_sizes = [num_burnin_steps] if num_burnin_steps else []
@@ -188,12 +197,15 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
       done += n
       report(done)
     all_states, traces = [], []
-    for n in sample_sizes:
-      states, trace, results = sample(n)(state, results)
+    for k, n in enumerate(sample_sizes):
+      # Later chunks skip `thin` steps before their first draw, so the
+      # thinning does not depend on the chunking.
+      lead = 0 if k == 0 else thin
+      states, trace, results = sample(n, thin, lead)(state, results)
       state = tf.nest.map_structure(lambda s: s[-1], states)
       all_states.append(states)
       traces.append(trace)
-      done += n
+      done += lead + 1 + (n - 1) * (thin + 1)
       report(done)
   finally:
     close()
@@ -230,17 +242,18 @@ def _compiled_chunks(kernel, trace_fn, jit_compile):
 
   samplers = {}
 
-  def sample(n):  # num_results must be static: one compilation per size.
-    if n not in samplers:
+  def sample(n, thin, lead):  # Static sizes: one compilation per size.
+    if (n, thin, lead) not in samplers:
       def run(state, results):
         out = tfp.mcmc.sample_chain(
             n, state, previous_kernel_results=results, kernel=wrapped,
             trace_fn=inner_trace, return_final_kernel_results=True,
+            num_burnin_steps=lead, num_steps_between_results=thin,
             seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks the seeds.
         return out.all_states, out.trace, out.final_kernel_results
-      samplers[n] = tf.function(run, jit_compile=jit_compile,
-                                autograph=False)
-    return samplers[n]
+      samplers[(n, thin, lead)] = tf.function(
+          run, jit_compile=jit_compile, autograph=False)
+    return samplers[(n, thin, lead)]
 
   per_kernel[key] = (tf.function(burn, jit_compile=jit_compile,
                                  autograph=False), sample, wrapped)
