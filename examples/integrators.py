@@ -209,25 +209,20 @@ def checkpoint_grid(max_steps, first=10):
   return grid
 
 
-class IndependentMinibatchTarget(sg.InMemoryTarget):
+def gaussian_model_target(x):
   """The Gaussian model's target with one minibatch per chain.
 
-  `sg.InMemoryTarget` gives all chains of a step the same minibatch (common
-  random numbers), so their gradient noise would be one realisation shared by
-  every chain, and an average over chains would not be an average over
-  independent runs. The paper's bias and MSE are averages over 200 runs, so
-  here each of the `num_chains` chains draws its own n indices.
+  By default `sg.InMemoryTarget` gives all chains of a step the same
+  minibatch (common random numbers), so their gradient noise would be one
+  realisation shared by every chain, and an average over chains would not be
+  an average over independent runs. The paper's bias and MSE are averages
+  over 200 runs, so each chain draws its own n indices
+  (`independent_minibatches=True`).
   """
-
-  def __init__(self, *args, num_chains, **kwargs):
-    super().__init__(*args, **kwargs)
-    self._num_chains = int(num_chains)
-
-  def minibatch_indices(self, seed):
-    return tf.random.stateless_uniform(
-        [self._num_chains, self.batch_size],
-        seed=tfp.random.sanitize_seed(seed), minval=0,
-        maxval=self.num_examples, dtype=tf.int32, alg=sg.dynamics.RNG_ALG)
+  return sg.InMemoryTarget(
+      lambda w, b: -0.5 * (b - w) ** 2, x, BATCH,
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1),
+      parameter_shapes=[1], independent_minibatches=True)
 
 
 class PerChainPolynomialDecay:
@@ -261,10 +256,7 @@ class WeightedAverageRunner:
 
   def __init__(self, x, method, num_chains):
     self.method, self.num_chains = method, int(num_chains)
-    self.target = IndependentMinibatchTarget(
-        lambda w, b: -0.5 * (b - w) ** 2, x, BATCH,
-        log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1),
-        num_chains=num_chains)
+    self.target = gaussian_model_target(x)
     self.schedule = PerChainPolynomialDecay(num_chains)
     self.friction = tf.Variable(tf.fill([num_chains, 1], FRICTION),
                                 trainable=False)

@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
 
@@ -63,9 +64,8 @@ def test_per_chain_schedule_is_polynomial_decay_per_chain():
 
 def test_independent_minibatches_per_chain(problem):
   x = problem[0]
-  target = integrators.IndependentMinibatchTarget(
-      lambda w, b: -0.5 * (b - w) ** 2, x, integrators.BATCH, num_chains=3)
-  idx = target.minibatch_indices([1, 2]).numpy()
+  target = integrators.gaussian_model_target(x)
+  idx = target.minibatch_indices([1, 2], state=tf.zeros([3, 1])).numpy()
   assert idx.shape == (3, integrators.BATCH)
   assert len({tuple(row) for row in idx}) == 3
 
