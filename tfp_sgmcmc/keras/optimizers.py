@@ -41,6 +41,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc.kernels import _common
 
 __all__ = ["SamplerOptimizer", "SGLD", "SGHMC", "SGNHT", "PreconditionedSGLD",
            "AMAGOLD", "check_sampler_options"]
@@ -221,17 +222,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   def parameters(self):
     return dict(self._parameters)
 
-  @property
-  def step_size(self):
-    return self._parameters["step_size"]
-
-  @property
-  def temperature(self):
-    return self._parameters["temperature"]
-
-  @property
-  def seed(self):
-    return self._parameters["seed"]
+  step_size = _common.parameter_property("step_size")
+  temperature = _common.parameter_property("temperature")
+  seed = _common.parameter_property("seed")
 
   @property
   def num_examples(self):
@@ -601,9 +594,7 @@ class SGHMC(SamplerOptimizer):
     return cls(step_size=h, friction=float(momentum_decay) / h,
                noise_estimate=float(noise_estimate) / h, **kwargs)
 
-  @property
-  def integrator(self):
-    return self._parameters["integrator"]
+  integrator = _common.parameter_property("integrator")
 
   def _momentum_draw(self, like, seed):
     return self._draw_momentum(like, seed, math.sqrt(self.temperature))
@@ -832,17 +823,9 @@ class AMAGOLD(SamplerOptimizer):
   def temperature(self):
     return 1.
 
-  @property
-  def num_leapfrog_steps(self):
-    return self._parameters["num_leapfrog_steps"]
-
-  @property
-  def acceptance_energy(self):
-    return self._parameters["acceptance_energy"]
-
-  @property
-  def resample_momentum(self):
-    return self._parameters["resample_momentum"]
+  num_leapfrog_steps = _common.parameter_property("num_leapfrog_steps")
+  acceptance_energy = _common.parameter_property("acceptance_energy")
+  resample_momentum = _common.parameter_property("resample_momentum")
 
   def _build_state(self, variables):
     self._start_position = self.add_optimizer_variables(variables,
