@@ -43,6 +43,24 @@ def parameter_property(name):
                   doc=f"The `{name}` argument the kernel was built with.")
 
 
+class UncalibratedKernel(tfp.mcmc.TransitionKernel):
+  """The shared protocol of the stochastic-gradient kernels.
+
+  Each keeps its constructor arguments in `self._parameters` (TFP's
+  convention, so `kernel.copy(...)` works) and is not calibrated: it has no
+  Metropolis-Hastings test of its own (AMAGOLD and the amortized Barker add
+  one by wrapping a kernel in `AmortizedMetropolisHastings`).
+  """
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return False
+
+
 def check_target(target):
   if not isinstance(target, targets_lib.MinibatchTarget):
     raise TypeError(

@@ -76,7 +76,7 @@ def _check_parameters(target, step_size, num_leapfrog_steps, friction,
                     f"or False (skew-reversible); got {resample_momentum!r}.")
 
 
-class UncalibratedAMAGOLD(tfp.mcmc.TransitionKernel):
+class UncalibratedAMAGOLD(_common.UncalibratedKernel):
   """AMAGOLD's proposal: T steps of stochastic leapfrog with friction.
 
   From (theta, r), with step size eps, friction beta, momentum standard
@@ -162,14 +162,6 @@ class UncalibratedAMAGOLD(tfp.mcmc.TransitionKernel):
   momentum_std = _common.parameter_property("momentum_std")
   resample_momentum = _common.parameter_property("resample_momentum")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def _draw_momentum(self, structure, seed):
     sigma = self.momentum_std

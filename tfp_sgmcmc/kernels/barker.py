@@ -68,7 +68,7 @@ def _check_seed_chosen_minibatches(target, reverse_minibatch):
         "(batches drawn from the seed) or a NoisyGradientTarget.")
 
 
-class UncalibratedBarker(tfp.mcmc.TransitionKernel):
+class UncalibratedBarker(_common.UncalibratedKernel):
   """T steps of v-SGBD, reporting their log proposal ratio.
 
   From x_0 = theta, with step size sigma and a fresh minibatch zeta_t for
@@ -169,14 +169,6 @@ class UncalibratedBarker(tfp.mcmc.TransitionKernel):
   increment_distribution = _common.parameter_property("increment_distribution")
   reverse_minibatch = _common.parameter_property("reverse_minibatch")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "barker_one_step"):

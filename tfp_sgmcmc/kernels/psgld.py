@@ -27,7 +27,7 @@ class PreconditionedSGLDResults(
   __slots__ = ()
 
 
-class PreconditionedSGLD(tfp.mcmc.TransitionKernel):
+class PreconditionedSGLD(_common.UncalibratedKernel):
   """Preconditioned SGLD (Li, Chen, Carlson, Carin 2016).
 
       V'     = alpha V + (1 - alpha) g_bar * g_bar,   g_bar = grad U~ / N
@@ -77,14 +77,6 @@ class PreconditionedSGLD(tfp.mcmc.TransitionKernel):
   regularizer = _common.parameter_property("regularizer")
   temperature = _common.parameter_property("temperature")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "psgld_one_step"):

@@ -52,7 +52,7 @@ def check_step_size(step_size):
     _common.check_positive("step_size", step_size)
 
 
-class SGBD(tfp.mcmc.TransitionKernel):
+class SGBD(_common.UncalibratedKernel):
   """Stochastic gradient Barker dynamics (Mauri & Zanella 2024).
 
   The Barker proposal (Livingstone & Zanella 2022) with a minibatch gradient.
@@ -191,14 +191,6 @@ class SGBD(tfp.mcmc.TransitionKernel):
   noise_ema_weight = _common.parameter_property("noise_ema_weight")
   initial_noise_std = _common.parameter_property("initial_noise_std")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "sgbd_one_step"):

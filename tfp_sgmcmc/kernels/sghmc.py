@@ -36,7 +36,7 @@ class SGHMCResults(
   __slots__ = ()
 
 
-class SGHMC(tfp.mcmc.TransitionKernel):
+class SGHMC(_common.UncalibratedKernel):
   """Stochastic gradient HMC (Chen, Fox, Guestrin 2014).
 
   Simulates dtheta = r dt, dr = -grad U dt - C r dt + N(0, 2 C T dt) with a
@@ -160,14 +160,6 @@ class SGHMC(tfp.mcmc.TransitionKernel):
   momentum_resampling_period = _common.parameter_property("momentum_resampling_period")
   temperature = _common.parameter_property("temperature")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def _momentum_update(self):
     if self.integrator == "euler":

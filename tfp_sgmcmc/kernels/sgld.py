@@ -30,7 +30,7 @@ class SGLDResults(
   __slots__ = ()
 
 
-class SGLD(tfp.mcmc.TransitionKernel):
+class SGLD(_common.UncalibratedKernel):
   """Stochastic gradient Langevin dynamics (Welling & Teh 2011).
 
   Each step draws a fresh minibatch and moves
@@ -77,14 +77,6 @@ class SGLD(tfp.mcmc.TransitionKernel):
   step_size = _common.parameter_property("step_size")
   temperature = _common.parameter_property("temperature")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "sgld_one_step"):

@@ -28,7 +28,7 @@ class SGNHTResults(
   __slots__ = ()
 
 
-class SGNHT(tfp.mcmc.TransitionKernel):
+class SGNHT(_common.UncalibratedKernel):
   """Stochastic gradient Nose-Hoover thermostat (Ding et al. 2014).
 
       r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
@@ -73,14 +73,6 @@ class SGNHT(tfp.mcmc.TransitionKernel):
   diffusion = _common.parameter_property("diffusion")
   temperature = _common.parameter_property("temperature")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "sgnht_one_step"):

@@ -49,7 +49,7 @@ def _no_u_turn(left, right, batch_ndims):
           (_dot_per_chain(span, r_r, batch_ndims) >= 0.))
 
 
-class SGNUTS(tfp.mcmc.TransitionKernel):
+class SGNUTS(_common.UncalibratedKernel):
   """SG-NUTS: the No-U-Turn Sampler's doubling built from SGHMC steps.
 
   The reproduction of Chen et al. (2014) in `papers/003`, Section 5. Each
@@ -148,14 +148,6 @@ class SGNUTS(tfp.mcmc.TransitionKernel):
   weighting = _common.parameter_property("weighting")
   temperature = _common.parameter_property("temperature")
   name = _common.parameter_property("name")
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return False
 
   def _sghmc_step(self, theta, r, direction, eps, t, seed):
     """One SGHMC step forward (direction +1) or backward (-1) in time."""
