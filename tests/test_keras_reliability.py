@@ -119,7 +119,11 @@ def test_amagold_killed_with_sigkill_resumes_bit_identically(tmp_path):
 @pytest.mark.parametrize("name", ["sghmc", "sgnht"])
 def test_other_samplers_killed_with_sigkill_resume_bit_identically(
     name, tmp_path):
-  _kill_and_resume(name, tmp_path)
+  # `_kill_and_resume` asserts the bit-identical match with a reference
+  # run; here, also that the resumed run kept samples and moved.
+  got = _kill_and_resume(name, tmp_path)
+  assert int(got["num_transitions"]) > 0 and "samples_0" in got
+  assert "momentum_0" in got and np.any(got["momentum_0"] != 0)
 
 
 def test_a_backup_from_other_sampler_settings_is_refused(tmp_path):
