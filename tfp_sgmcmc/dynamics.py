@@ -135,11 +135,12 @@ def langevin_step(position, gradient, step_size, noise, temperature=1.):
     noise: standard-normal draws xi, same structure.
     temperature: T.
   """
-  def step(theta, g, xi):
-    h = _scale(step_size, theta.dtype)
+  def step(theta, g, xi, h):
+    h = _scale(h, theta.dtype)
     t = _scale(temperature, theta.dtype)
     return theta - h * g + tf.sqrt(2. * h * t) * xi
-  return _map(step, position, gradient, noise)
+  return _map(step, position, gradient, noise,
+              _broadcast_structure(step_size, position))
 
 
 def drift(position, momentum, step_size):
@@ -200,9 +201,12 @@ def sghmc_splitting_momentum(momentum, gradient, step_size, friction, noise,
 
 
 def _broadcast_structure(value, structure):
-  """A scalar becomes one value per part; a structure is used as given."""
-  if tf.nest.is_nested(structure) and not tf.nest.is_nested(value):
+  """A scalar becomes one value per part; a list or tuple of one value per
+  part (e.g. per-part step sizes) takes the structure of `structure`."""
+  if not tf.nest.is_nested(value):
     return tf.nest.map_structure(lambda _: value, structure)
+  if isinstance(value, (list, tuple)):
+    return tf.nest.pack_sequence_as(structure, tf.nest.flatten(value))
   return value
 
 
@@ -561,4 +565,39 @@ def barker_log_proposal_ratio(position, new_position, gradient, new_gradient,
           tf.math.softplus((y - x) * g) - tf.math.softplus(-(y - x) * g_new),
           batch_ndims),
       position, new_position, gradient, new_gradient)
+  return tf.add_n(tf.nest.flatten(terms))
+
+
+def langevin_log_proposal_ratio(position, new_position, gradient,
+                                new_gradient, step_size, temperature=1.,
+                                batch_ndims=0):
+  """log q(y -> x) - log q(x -> y) for one Langevin (`langevin_step`) move.
+
+  The move x -> y is Gaussian, q(x -> y) = N(y; x - h grad U(x), 2 h T I),
+  so
+
+      log q(y -> x) / q(x -> y)
+          = (|y - x + h grad U(x)|^2 - |x - y + h grad U(y)|^2) / (4 h T),
+
+  summed over every coordinate of every part, one value per chain. With
+  exact gradients this is MALA's correction (Roberts & Tweedie 1996):
+  `tfp.mcmc.MetropolisHastings(SGLD(target_log_prob_fn=...))` is MALA.
+
+  Args:
+    position: x, a structure of tensors.
+    new_position: y, same structure.
+    gradient: grad U(x), same structure.
+    new_gradient: grad U(y), same structure.
+    step_size: h, a scalar or one per part (same structure).
+    temperature: T.
+    batch_ndims: number of leading chain axes of each part.
+  """
+  def term(x, y, g, g_new, h):
+    h = _scale(h, x.dtype)
+    t = _scale(temperature, x.dtype)
+    forward = tf.square(y - x + h * g)
+    reverse = tf.square(x - y + h * g_new)
+    return _sum_event((forward - reverse) / (4. * h * t), batch_ndims)
+  terms = _map(term, position, new_position, gradient, new_gradient,
+               _broadcast_structure(step_size, position))
   return tf.add_n(tf.nest.flatten(terms))

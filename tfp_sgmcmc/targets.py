@@ -59,11 +59,15 @@ class TargetCapabilityError(TypeError):
 
 
 def _as_list(state):
-  return list(state) if isinstance(state, (list, tuple)) else [state]
+  """The state's parts: one tensor, or the leaves of a list, tuple,
+  namedtuple or dict state (in `tf.nest` order)."""
+  return tf.nest.flatten(state)
 
 
 def _like(template, parts):
-  return list(parts) if isinstance(template, (list, tuple)) else parts[0]
+  """`parts` in the structure of `template` (a tuple stays a tuple, a dict a
+  dict), as TFP's kernels return the state structure they were given."""
+  return tf.nest.pack_sequence_as(template, list(parts))
 
 
 def _check_float_state(state):

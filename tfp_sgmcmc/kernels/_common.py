@@ -1,5 +1,6 @@
 """Helpers shared by the kernels: argument checks, seeds, divergence."""
 
+import inspect
 import numbers
 
 import numpy as np
@@ -7,6 +8,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import log_prob as log_prob_lib
 from tfp_sgmcmc import targets as targets_lib
 
 __all__ = []
@@ -63,10 +65,130 @@ class UncalibratedKernel(tfp.mcmc.TransitionKernel):
 
 def check_target(target):
   if not isinstance(target, targets_lib.MinibatchTarget):
+    hint = ""
+    if callable(target):
+      hint = (" It is a callable: for a full-batch log density (as TFP's "
+              "HMC takes) pass it as `target_log_prob_fn=`; for a minibatch "
+              "log-likelihood wrap it in `tfp_sgmcmc.InMemoryTarget(fn, data, "
+              "batch_size)`; for a JointDistribution use "
+              "`tfp_sgmcmc.JointDistributionTarget`.")
     raise TypeError(
         "`target` must be a tfp_sgmcmc target (InMemoryTarget, "
         "DatasetTarget, NoisyGradientTarget, ...); got "
-        f"{type(target).__name__}.")
+        f"{type(target).__name__}.{hint}")
+
+
+def resolve_target(target, target_log_prob_fn):
+  """The target a kernel samples, from its `target` / `target_log_prob_fn`.
+
+  Returns (target to sample, `target` parameter, `target_log_prob_fn`
+  parameter). A kernel keeps the two parameters (so TFP's wrappers find
+  `target_log_prob_fn` and `kernel.copy(target_log_prob_fn=f)` rebuilds
+  it) and samples the first:
+
+  * `target` alone: that minibatch target; the reported
+    `target_log_prob_fn` is its `MinibatchLogProb`.
+  * `target_log_prob_fn` alone: a full-batch log density (exact gradients).
+  * both, the function not the target's own: a function a TFP wrapper built
+    on the target's (`LogProbFnTarget(fn, base_target=target)`).
+  """
+  if target is None and target_log_prob_fn is None:
+    raise TypeError(
+        "give `target` (a tfp_sgmcmc minibatch target such as "
+        "InMemoryTarget) or `target_log_prob_fn` (a full-batch log density "
+        "taking one argument per state part, as TFP's HMC does).")
+  if target is not None:
+    check_target(target)
+  if target_log_prob_fn is None:
+    return target, target, log_prob_lib.minibatch_log_prob_fn(target)
+  if not callable(target_log_prob_fn):
+    raise TypeError("`target_log_prob_fn` must be callable (state parts -> "
+                    f"log density per chain); got {target_log_prob_fn!r}.")
+  if target is None:
+    return (log_prob_lib.LogProbFnTarget(target_log_prob_fn), None,
+            target_log_prob_fn)
+  if target_log_prob_fn is log_prob_lib.minibatch_log_prob_fn(target):
+    return target, target, target_log_prob_fn
+  return (log_prob_lib.LogProbFnTarget(target_log_prob_fn, target), target,
+          target_log_prob_fn)
+
+
+def sampled_target_property():
+  """`kernel.target`: the target the kernel samples (see `resolve_target`)."""
+  return property(lambda self: self._target,  # pylint: disable=protected-access
+                  doc="The target the kernel samples: its `target`, the "
+                  "full-batch `target_log_prob_fn`, or a TFP wrapper's "
+                  "function built on the target's.")
+
+
+def step_count_of(results):
+  """The kernel's step count as one scalar.
+
+  Kernels with a full-batch target keep `step_count` per chain, because
+  `tfp.mcmc.MetropolisHastings` chooses every results field per chain (a
+  scalar would change shape after one step); a rejected chain's count then
+  lags, and the clock is the largest count."""
+  count = results.step_count
+  if count.shape.rank:
+    return tf.reduce_max(count)
+  return count
+
+
+def initial_step_count(target, energy):
+  """0, per chain for a full-batch target (see `step_count_of`)."""
+  if reports_exact_log_prob(target):
+    return tf.zeros(tf.shape(energy), tf.int32)
+  return tf.constant(0, tf.int32)
+
+
+def reports_exact_log_prob(target):
+  return log_prob_lib.is_full_batch(target)
+
+
+def target_log_prob(target, state, energy_seen):
+  """The `target_log_prob` results field.
+
+  Full-batch target: the exact log density at `state` (the state the step
+  returns; one extra evaluation, no gradient), which TFP's
+  MetropolisHastings and ReplicaExchangeMC compare. Minibatch target:
+  -`energy_seen`, the minibatch estimate the step computed anyway (at the
+  point where it evaluated it, not necessarily `state`)."""
+  if log_prob_lib.is_full_batch(target):
+    return tf.cast(-target.energy(state), energy_seen.dtype)
+  return -energy_seen
+
+
+_TFP_EXACT_WRAPPERS = (tfp.mcmc.MetropolisHastings, tfp.mcmc.ReplicaExchangeMC)
+
+
+def refuse_minibatch_under_tfp_mh(kernel, exact=None):
+  """Raises if `kernel`'s results are being bootstrapped by TFP's
+  MetropolisHastings or ReplicaExchangeMC while its `target_log_prob` is a
+  minibatch estimate: those wrappers compare it across states as if it were
+  the log density, which would be a silent wrong answer."""
+  if exact is None:
+    exact = reports_exact_log_prob(kernel.target)
+  if exact:
+    return
+  frame = inspect.currentframe()
+  try:
+    while frame is not None:
+      owner = frame.f_locals.get("self")
+      if isinstance(owner, _TFP_EXACT_WRAPPERS):
+        raise ValueError(
+            f"tfp.mcmc.{type(owner).__name__} around "
+            f"{type(kernel).__name__} with a minibatch target: its "
+            "`target_log_prob` is a minibatch estimate (-U~ on one batch), "
+            "and an accept/reject or replica-swap test on minibatch "
+            "energies does not sample the posterior. Give the kernel a "
+            "full-batch log density (`target_log_prob_fn=...`, e.g. through "
+            "make_kernel_fn=lambda fn: tfp_sgmcmc.SGLD(target_log_prob_fn=fn"
+            ", step_size=...), or InMemoryTarget(..., full_batch=True)), or "
+            "use tfp_sgmcmc.AMAGOLD, whose amortized test is exact on "
+            "minibatches.")
+      frame = frame.f_back
+  finally:
+    del frame
 
 
 def check_initial_state(state, target=None):
@@ -93,14 +215,57 @@ def is_schedule(step_size):
   return callable(step_size) and not tf.is_tensor(step_size)
 
 
+def is_per_part(step_size):
+  """A list/tuple of step sizes: one per state part, as TFP's HMC takes."""
+  return isinstance(step_size, (list, tuple))
+
+
+def check_step_size(step_size, per_part=True):
+  """A positive constant, a schedule, or (where `per_part`) one positive
+  constant per state part."""
+  if step_size is None:
+    raise TypeError("`step_size` is required.")
+  if is_schedule(step_size):
+    return
+  if is_per_part(step_size):
+    if not per_part:
+      raise ValueError(
+          f"`step_size` {step_size!r}: one step size per state part is not "
+          "supported by this kernel; give one step size.")
+    if not step_size:
+      raise ValueError("`step_size` is an empty list; give one step size per "
+                       "state part.")
+    for i, h in enumerate(step_size):
+      if is_schedule(h):
+        raise ValueError(f"`step_size[{i}]` is a schedule; per-part step "
+                         "sizes must be constants (use one schedule for all "
+                         "parts).")
+      check_positive(f"step_size[{i}]", h)
+    return
+  check_positive("step_size", step_size)
+
+
+def check_step_size_matches(step_size, state):
+  """A per-part step size needs one entry per part of the state."""
+  if is_per_part(step_size):
+    n = len(tf.nest.flatten(state))
+    if len(step_size) != n:
+      raise ValueError(f"`step_size` has {len(step_size)} entries but the "
+                       f"state has {n} parts; give one step size per part "
+                       "(or one for all).")
+
+
 def step_size_at(step_size, step_count, previous_step_size, dtype):
   """A schedule's value at this step; otherwise the (adaptable) result field.
 
   Reading a constant step size from the previous results, as TFP's HMC does,
-  lets `SimpleStepSizeAdaptation` and `DualAveragingStepSizeAdaptation` set it.
+  lets `SimpleStepSizeAdaptation` and `DualAveragingStepSizeAdaptation` set it
+  (also a list, one per state part, which they adapt part by part).
   """
   if is_schedule(step_size):
     return tf.cast(step_size(step_count, dtype=dtype), dtype)
+  if is_per_part(previous_step_size):
+    return [as_dtype(h, dtype) for h in previous_step_size]
   return as_dtype(previous_step_size, dtype)
 
 
@@ -120,6 +285,8 @@ def temperature_at(step_size, step_count, temperature, dtype):
 def initial_step_size(step_size, dtype):
   if is_schedule(step_size):
     return tf.cast(step_size(tf.constant(0, tf.int32), dtype=dtype), dtype)
+  if is_per_part(step_size):
+    return [as_dtype(h, dtype) for h in step_size]
   return as_dtype(step_size, dtype)
 
 

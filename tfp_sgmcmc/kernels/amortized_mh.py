@@ -200,8 +200,8 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
       prev = previous_kernel_results
       proposed_state, proposed_results = self.inner_kernel.one_step(
           current_state, prev.accepted_results, seed=proposal_seed)
-      if isinstance(current_state, (list, tuple)):
-        proposed_state = list(proposed_state)
+      proposed_state = tf.nest.pack_sequence_as(
+          current_state, tf.nest.flatten(proposed_state))
 
       energy, proposed_energy = self._energies(
           current_state, proposed_state, prev.energy, energy_seed)

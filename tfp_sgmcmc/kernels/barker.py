@@ -177,7 +177,6 @@ class UncalibratedBarker(_common.UncalibratedKernel):
       sigma = _common.step_size_at(self.step_size, prev.step_count,
                                    prev.step_size, dtype)
       batch_ndims = prev.log_acceptance_correction.shape.rank
-      is_list = isinstance(current_state, (list, tuple))
 
       def body(t, position, rho, energy, finite, seed):
         (batch_seed, increment_seed, direction_seed, reverse_seed,
@@ -200,8 +199,9 @@ class UncalibratedBarker(_common.UncalibratedKernel):
         energy = tf.cast(energy, rho.dtype)
         finite = finite & _common.finite_per_chain(
             energy, [grad, new_grad, new_position])
-        if is_list:
-          new_position = list(new_position)
+        # The loop variable keeps the structure it started with.
+        new_position = tf.nest.pack_sequence_as(
+            current_state, tf.nest.flatten(new_position))
         return t + 1, new_position, rho, energy, finite, next_seed
 
       rho = tf.zeros_like(prev.log_acceptance_correction)

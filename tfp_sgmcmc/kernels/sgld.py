@@ -15,17 +15,31 @@ __all__ = ["SGLD", "SGLDResults"]
 class SGLDResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("SGLDResults", [
-        "energy", "step_size", "step_count", "diverged", "seed"])):
+        "energy", "step_size", "step_count", "diverged", "seed",
+        "target_log_prob", "grads_target_log_prob",
+        "log_acceptance_correction"])):
   """Results of one SGLD step.
 
   Fields:
     energy: minibatch estimate U~ at the position where this step's gradient
       was evaluated (the previous state), one value per chain.
     step_size: h used by this step (a schedule's value, or the constant).
-    step_count: number of steps taken so far.
+    step_count: number of steps taken so far (per chain with a full-batch
+      target, where TFP's MetropolisHastings keeps a rejected chain's).
     diverged: per chain, True once the chain met a non-finite energy or
       state; such a chain stays at its last finite state.
     seed: the stateless seed this step used.
+    target_log_prob: with a full-batch target (`target_log_prob_fn=`), the
+      exact log density at the state this step returned; with a minibatch
+      target, -U~ on this step's batch at the previous state (the estimate
+      the step saw; not a density to compare states with).
+    grads_target_log_prob: its gradient, in the structure of the state
+      (full batch: at the returned state, reused by the next step, so a
+      full-batch step costs one gradient as MALA's does).
+    log_acceptance_correction: full batch: log q(new -> old) - log q(old ->
+      new) of the Gaussian move, so `tfp.mcmc.MetropolisHastings` around
+      this kernel is MALA; zero with a minibatch target (where TFP's
+      MetropolisHastings is refused).
   """
   __slots__ = ()
 
@@ -63,17 +77,19 @@ class SGLD(_common.UncalibratedKernel):
       Langevin dynamics. ICML 2011.
   """
 
-  def __init__(self, target, step_size, temperature=1., name=None):
-    _common.check_target(target)
-    if _common.is_schedule(step_size):
-      pass
-    else:
-      _common.check_positive("step_size", step_size)
+  def __init__(self, target=None, step_size=None, temperature=1., name=None,
+               target_log_prob_fn=None):
+    sampled, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    _common.check_step_size(step_size)
     _common.check_positive("temperature", temperature)
+    self._target = sampled
     self._parameters = dict(target=target, step_size=step_size,
-                            temperature=temperature, name=name)
+                            temperature=temperature, name=name,
+                            target_log_prob_fn=target_log_prob_fn)
 
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   temperature = _common.parameter_property("temperature")
   name = _common.parameter_property("name")
@@ -83,31 +99,61 @@ class SGLD(_common.UncalibratedKernel):
       batch_seed, noise_seed = _common.step_seeds(seed, 2)
       dtype = _common.state_dtype(current_state)
       prev = previous_kernel_results
-      h = _common.step_size_at(self.step_size, prev.step_count,
+      step_count = _common.step_count_of(prev)
+      h = _common.step_size_at(self.step_size, step_count,
                                prev.step_size, dtype)
-      energy, grad = self.target.energy_and_gradient(current_state,
-                                                     batch_seed)
+      full_batch = _common.reports_exact_log_prob(self.target)
+      if full_batch:  # The gradient at this state, from the previous step.
+        energy = -prev.target_log_prob
+        grad = tf.nest.map_structure(tf.negative, prev.grads_target_log_prob)
+      else:
+        energy, grad = self.target.energy_and_gradient(current_state,
+                                                       batch_seed)
       noise = dynamics.standard_normal_like(current_state, noise_seed)
-      t = _common.temperature_at(self.step_size, prev.step_count,
+      t = _common.temperature_at(self.step_size, step_count,
                                  self.temperature, dtype)
       proposed = dynamics.langevin_step(current_state, grad, h, noise, t)
-      finite = _common.finite_per_chain(energy, proposed)
+      if full_batch:
+        new_energy, new_grad = self.target.energy_and_gradient(proposed,
+                                                               batch_seed)
+        correction = dynamics.langevin_log_proposal_ratio(
+            current_state, proposed, grad, new_grad, h, t,
+            batch_ndims=energy.shape.rank)
+        finite = _common.finite_per_chain(new_energy, [proposed, new_grad])
+        finite = finite & tf.math.is_finite(correction)
+      else:
+        finite = _common.finite_per_chain(energy, proposed)
+        correction = tf.zeros_like(energy)
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       next_state = _common.keep_where_diverged(diverged, current_state,
                                                proposed)
+      if full_batch:
+        new_energy = tf.where(diverged, energy, new_energy)
+        grads = _common.keep_where_diverged(diverged, grad, new_grad)
+        correction = tf.where(diverged, tf.zeros_like(correction),
+                              correction)
+      else:
+        new_energy, grads = energy, grad
       return next_state, SGLDResults(
           energy=energy, step_size=h, step_count=prev.step_count + 1,
-          diverged=diverged, seed=tfp.random.sanitize_seed(seed))
+          diverged=diverged, seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=-new_energy,
+          grads_target_log_prob=tf.nest.map_structure(tf.negative, grads),
+          log_acceptance_correction=correction)
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "sgld") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
-      energy = self.target.minibatch_energy(init_state,
-                                            _common.BOOTSTRAP_SEED)
+      _common.refuse_minibatch_under_tfp_mh(self)
+      energy, grad = self.target.energy_and_gradient(init_state,
+                                                     _common.BOOTSTRAP_SEED)
       return SGLDResults(
           energy=energy,
           step_size=_common.initial_step_size(self.step_size, dtype),
-          step_count=tf.constant(0, tf.int32),
+          step_count=_common.initial_step_count(self.target, energy),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=-energy,
+          grads_target_log_prob=tf.nest.map_structure(tf.negative, grad),
+          log_acceptance_correction=tf.zeros_like(energy))
