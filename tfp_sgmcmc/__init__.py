@@ -14,6 +14,8 @@ from tfp_sgmcmc.kernels import (
     SGHMCResults, SGLDResults, SGNHTResults, SGNUTSResults,
     UncalibratedAMAGOLD, UncalibratedAMAGOLDResults, UncalibratedBarker,
     UncalibratedBarkerResults)
+from tfp_sgmcmc.joint import JointDistributionTarget
+from tfp_sgmcmc.log_prob import LogProbFnTarget
 from tfp_sgmcmc.optimize import find_mode
 from tfp_sgmcmc.runs import (ChainRun, Moments, sample_chain_with_progress,
                              sample_moments)
@@ -31,7 +33,7 @@ __all__ = [
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
     "NoisyGradientTarget", "ControlVariateTarget", "TemperedTarget",
-    "TargetCapabilityError",
+    "TargetCapabilityError", "JointDistributionTarget", "LogProbFnTarget",
     "find_mode",
     # Kernels.
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",

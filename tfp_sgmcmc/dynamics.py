@@ -145,8 +145,8 @@ def langevin_step(position, gradient, step_size, noise, temperature=1.):
 
 def drift(position, momentum, step_size):
   """The position flow of Hamiltonian dynamics: theta' = theta + h r."""
-  return _map(lambda theta, r: theta + _scale(step_size, theta.dtype) * r,
-              position, momentum)
+  return _map(lambda theta, r, h: theta + _scale(h, theta.dtype) * r,
+              position, momentum, _broadcast_structure(step_size, position))
 
 
 def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
@@ -164,14 +164,15 @@ def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
   `noise_estimate` B-hat is a scalar or a per-coordinate structure; where it
   exceeds C T the injected variance is clipped at zero.
   """
-  def step(r, g, xi, b_hat):
-    h = _scale(step_size, r.dtype)
+  def step(r, g, xi, b_hat, h):
+    h = _scale(h, r.dtype)
     c = _scale(friction, r.dtype)
     t = _scale(temperature, r.dtype)
     variance = tf.maximum(2. * (c * t - _scale(b_hat, r.dtype)) * h, 0.)
     return r - h * g - h * c * r + tf.sqrt(variance) * xi
   b_hat = _broadcast_structure(noise_estimate, momentum)
-  return _map(step, momentum, gradient, noise, b_hat)
+  return _map(step, momentum, gradient, noise, b_hat,
+              _broadcast_structure(step_size, momentum))
 
 
 def sghmc_splitting_momentum(momentum, gradient, step_size, friction, noise,
@@ -189,15 +190,16 @@ def sghmc_splitting_momentum(momentum, gradient, step_size, friction, noise,
   flow is solved exactly, which is why the scheme stays stable at step sizes
   where the Euler form explodes.
   """
-  def step(r, g, xi, b_hat):
-    h = _scale(step_size, r.dtype)
+  def step(r, g, xi, b_hat, h):
+    h = _scale(h, r.dtype)
     c = _scale(friction, r.dtype)
     t = _scale(temperature, r.dtype)
     decay = tf.exp(-0.5 * c * h)
     variance = tf.maximum(2. * (c * t - _scale(b_hat, r.dtype)) * h, 0.)
     return decay * (decay * r - h * g + tf.sqrt(variance) * xi)
   b_hat = _broadcast_structure(noise_estimate, momentum)
-  return _map(step, momentum, gradient, noise, b_hat)
+  return _map(step, momentum, gradient, noise, b_hat,
+              _broadcast_structure(step_size, momentum))
 
 
 def _broadcast_structure(value, structure):
@@ -234,18 +236,20 @@ def amagold_momentum(momentum, gradient, step_size, friction, noise,
   Args:
     momentum: r_{t-1/2}, a structure of tensors.
     gradient: grad U~_t(theta_t), same structure.
-    step_size: eps, a scalar or a tensor broadcastable against each part.
+    step_size: eps, a scalar or a tensor broadcastable against each part,
+      or a list with one per part.
     friction: beta >= 0.
     noise: standard-normal draws xi, same structure as `momentum`.
     momentum_std: sigma > 0.
   """
-  def step(r, g, xi):
-    eps = _scale(step_size, r.dtype)
+  def step(r, g, xi, eps):
+    eps = _scale(eps, r.dtype)
     a = eps * _scale(friction, r.dtype)
     sigma = _scale(momentum_std, r.dtype)
     eta = tf.sqrt(4. * a) * sigma * xi
     return ((1. - a) * r - eps * g + eta) / (1. + a)
-  return _map(step, momentum, gradient, noise)
+  return _map(step, momentum, gradient, noise,
+              _broadcast_structure(step_size, momentum))
 
 
 def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
@@ -266,7 +270,8 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
     gradient: grad U~_t(theta_t), a structure of tensors.
     momentum: r_{t-1/2}, same structure.
     new_momentum: r_{t+1/2}, same structure.
-    step_size: eps, a scalar or a tensor broadcastable against each part.
+    step_size: eps, a scalar or a tensor broadcastable against each part,
+      or a list with one per part.
     momentum_std: sigma.
     batch_ndims: number of leading chain axes of each part; the others are
       summed over.
@@ -275,10 +280,11 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
     A tensor of shape `batch_shape` (the first `batch_ndims` axes).
   """
   terms = _map(
-      lambda g, r, r_new: _sum_event(
-          0.5 * _scale(step_size, g.dtype) * g * (r + r_new)
+      lambda g, r, r_new, eps: _sum_event(
+          0.5 * _scale(eps, g.dtype) * g * (r + r_new)
           / tf.square(_scale(momentum_std, g.dtype)), batch_ndims),
-      gradient, momentum, new_momentum)
+      gradient, momentum, new_momentum,
+      _broadcast_structure(step_size, gradient))
   return tf.add_n(tf.nest.flatten(terms))
 
 
@@ -370,11 +376,12 @@ def preconditioned_langevin_step(position, gradient, preconditioner,
   paper's experiments: G changes slowly when the decay alpha is close to 1,
   and the term costs a second derivative.
   """
-  def step(theta, g, p, xi):
-    h = _scale(step_size, theta.dtype)
+  def step(theta, g, p, xi, h):
+    h = _scale(h, theta.dtype)
     t = _scale(temperature, theta.dtype)
     return theta - h * p * g + tf.sqrt(2. * h * t * p) * xi
-  return _map(step, position, gradient, preconditioner, noise)
+  return _map(step, position, gradient, preconditioner, noise,
+              _broadcast_structure(step_size, position))
 
 
 # --- Barker proposal: SGBD (Livingstone & Zanella 2022; Mauri & Zanella 2024)
@@ -426,14 +433,15 @@ def barker_increment_like(structure, step_size, seed,
                      f"{increment_distribution!r}.")
   normal_seed, sign_seed = _salted(seed, 2, _INNER_SALTS)
   xi = standard_normal_like(structure, normal_seed)
+  sigma = _broadcast_structure(step_size, xi)  # Also one sigma per part.
   if increment_distribution == "gaussian":
-    return _map(lambda z: _scale(step_size, z.dtype) * z, xi)
+    return _map(lambda z, h: _scale(h, z.dtype) * z, xi, sigma)
   u = uniform_like(structure, sign_seed)
 
-  def draw(z, v):
+  def draw(z, v, h):
     sign = tf.where(v < 0.5, -tf.ones_like(v), tf.ones_like(v))
-    return _scale(step_size, z.dtype) * sign * (1. + 0.1 * z)
-  return _map(draw, xi, u)
+    return _scale(h, z.dtype) * sign * (1. + 0.1 * z)
+  return _map(draw, xi, u, sigma)
 
 
 def uniform_like(structure, seed):

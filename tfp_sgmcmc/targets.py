@@ -315,9 +315,16 @@ class InMemoryTarget(_DataLikelihoodTarget):
     independent_minibatches: False (default): all chains batched along the
       state's leading dimensions share one minibatch per step. True: every
       chain draws its own minibatch (see below).
+    full_batch: True for every example once, in order, at every step (no
+      `batch_size`); exact energies and gradients.
 
   Minibatch indices are drawn uniformly with replacement from a stateless
   seed, which makes U~ unbiased and keeps every step compilable with XLA.
+  (So `batch_size=N` is still a random minibatch: about 63% of the
+  examples appear in one.) `full_batch=True` instead uses every example
+  once, in order, at every step: exact energies and gradients, and the
+  kernels' `target_log_prob` is then the exact log density, which TFP's
+  `MetropolisHastings` and `ReplicaExchangeMC` may compare.
 
   By default one step draws ONE set of n indices and every chain in the
   state's leading (chain) dimensions evaluates its gradient on that batch:
@@ -361,9 +368,10 @@ class InMemoryTarget(_DataLikelihoodTarget):
   ```
   """
 
-  def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None,
-               energy_chunk_size=None, parameter_shapes=None,
-               independent_minibatches=False):
+  def __init__(self, log_likelihood_fn, data, batch_size=None,
+               log_prior_fn=None, energy_chunk_size=None,
+               parameter_shapes=None, independent_minibatches=False,
+               full_batch=False):
     data = tf.nest.map_structure(tf.convert_to_tensor, data)
     leaves = tf.nest.flatten(data)
     if not leaves:
@@ -382,7 +390,26 @@ class InMemoryTarget(_DataLikelihoodTarget):
     if num_examples < 1:
       raise ValueError("`data` is empty (N = 0): expected at least one "
                        "example.")
+    if not isinstance(full_batch, (bool, np.bool_)):
+      raise TypeError(f"`full_batch` must be True or False; got "
+                      f"{full_batch!r}.")
+    if full_batch:
+      if batch_size is not None and batch_size != num_examples:
+        raise ValueError(
+            f"`full_batch=True` uses all N = {num_examples} examples at every "
+            f"step; got batch_size={batch_size!r} too. Drop `batch_size`.")
+      if independent_minibatches:
+        raise ValueError("`full_batch=True` and `independent_minibatches="
+                         "True` contradict each other: every chain sees all "
+                         "the data.")
+      batch_size = num_examples
+    elif batch_size is None:
+      raise TypeError(
+          "`batch_size` is required: the minibatch size n (drawn with "
+          "replacement from the seed), or pass full_batch=True for exact "
+          "full-data energies and gradients (every example once, in order).")
     batch_size = _check_batch_size(batch_size, num_examples)
+    self._full_batch = bool(full_batch)
     if not isinstance(independent_minibatches, (bool, np.bool_)):
       raise TypeError(f"`independent_minibatches` must be True or False; "
                       f"got {independent_minibatches!r}.")
@@ -474,7 +501,15 @@ class InMemoryTarget(_DataLikelihoodTarget):
                        "depend on the chain dimensions: pass `state`.")
     return self._per_chain_indices(seed, self._chain_batch_shape(state))
 
+  @property
+  def is_full_batch(self):
+    """Whether every step uses all N examples once, in order (exact
+    energies and gradients), rather than n drawn with replacement."""
+    return self._full_batch
+
   def _shared_indices(self, seed):
+    if self._full_batch:
+      return tf.range(self.num_examples)
     return tf.random.stateless_uniform(
         [self._batch_size], seed=tfp.random.sanitize_seed(seed),
         minval=0, maxval=self.num_examples, dtype=tf.int32,
@@ -573,6 +608,8 @@ class InMemoryTarget(_DataLikelihoodTarget):
     return self._energy_from_batch(state, batch, n)
 
   def gradient_noise_variance(self, state, seed):
+    if self._full_batch:  # The full-data gradient has no noise.
+      return _like(state, [tf.zeros_like(p) for p in _as_list(state)])
     if self._batch_size < 2:
       raise ValueError("a per-example gradient-noise estimate needs "
                        f"`batch_size` >= 2; got {self._batch_size}.")

@@ -21,7 +21,7 @@ class UncalibratedAMAGOLDResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("UncalibratedAMAGOLDResults", [
         "momentum", "log_acceptance_correction", "minibatch_energy",
-        "step_size", "step_count", "diverged", "seed"])):
+        "step_size", "step_count", "diverged", "seed", "target_log_prob"])):
   """Results of one stochastic-leapfrog proposal (T inner steps).
 
   Fields:
@@ -41,6 +41,11 @@ class UncalibratedAMAGOLDResults(
       momentum or rho was met; such a chain keeps its last finite state (and
       under the M-H wrapper the proposal is rejected).
     seed: the stateless seed this step used.
+    target_log_prob: at the proposal: the exact log density with a
+      full-batch target (so `tfp.mcmc.MetropolisHastings` around this kernel
+      is AMAGOLD with the exact test), else -`minibatch_energy`, the
+      estimate the proposal saw. `AmortizedMetropolisHastings` with the
+      exact test sets it to -U(theta*), which it computes anyway.
   """
   __slots__ = ()
 
@@ -66,8 +71,7 @@ def _check_num_leapfrog_steps(num_leapfrog_steps):
 def _check_parameters(target, step_size, num_leapfrog_steps, friction,
                       momentum_std, resample_momentum):
   _common.check_target(target)
-  if not _common.is_schedule(step_size):
-    _common.check_positive("step_size", step_size)
+  _common.check_step_size(step_size)
   _check_num_leapfrog_steps(num_leapfrog_steps)
   _common.check_positive("friction", friction, allow_zero=True)
   _common.check_positive("momentum_std", momentum_std)
@@ -145,17 +149,21 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
     name: name scope of the kernel's ops.
   """
 
-  def __init__(self, target, step_size, num_leapfrog_steps, friction,
-               momentum_std=1., resample_momentum=True, name=None):
-    _check_parameters(target, step_size, num_leapfrog_steps, friction,
+  def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
+               friction=None, momentum_std=1., resample_momentum=True,
+               name=None, target_log_prob_fn=None):
+    self._target, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    _check_parameters(self._target, step_size, num_leapfrog_steps, friction,
                       momentum_std, resample_momentum)
     self._parameters = dict(
         target=target, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
-        name=name)
+        name=name, target_log_prob_fn=target_log_prob_fn)
 
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   num_leapfrog_steps = _common.parameter_property("num_leapfrog_steps")
   friction = _common.parameter_property("friction")
@@ -176,11 +184,12 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
       momentum_seed, loop_seed = _common.step_seeds(seed, 2)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
-      eps = _common.step_size_at(self.step_size, prev.step_count,
+      eps = _common.step_size_at(self.step_size, _common.step_count_of(prev),
                                  prev.step_size, dtype)
       sigma = _as_dtype(self.momentum_std, dtype)
       beta = _as_dtype(self.friction, dtype)
-      drift_scale = eps / tf.square(sigma)
+      drift_scale = tf.nest.map_structure(lambda e: e / tf.square(sigma),
+                                          eps)
       batch_ndims = prev.log_acceptance_correction.shape.rank
       num_steps = self.num_leapfrog_steps
 
@@ -188,7 +197,8 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
         momentum = self._draw_momentum(prev.momentum, momentum_seed)
       else:
         momentum = prev.momentum
-      position = dynamics.drift(current_state, momentum, 0.5 * drift_scale)
+      position = dynamics.drift(current_state, momentum,
+                                _common.scale_step(0.5, drift_scale))
 
       def body(t, position, momentum, rho, energy, seed):
         next_seed, step_seed = _common.split(seed, 2)
@@ -200,7 +210,8 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
         rho = rho + dynamics.energy_accumulator_increment(
             grad, momentum, new_momentum, eps, sigma, batch_ndims)
         # Full position steps between the kicks, a half step after the last.
-        scale = tf.where(t < num_steps - 1, drift_scale, 0.5 * drift_scale)
+        scale = tf.nest.map_structure(
+            lambda d: tf.where(t < num_steps - 1, d, 0.5 * d), drift_scale)
         position = dynamics.drift(position, new_momentum, scale)
         return (t + 1, position, new_momentum, rho,
                 tf.cast(energy, rho.dtype), next_seed)
@@ -220,26 +231,32 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
           momentum=new_momentum, log_acceptance_correction=rho,
           minibatch_energy=energy, step_size=eps,
           step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed))
+          seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=_common.target_log_prob(self.target, proposed,
+                                                  energy))
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "amagold") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
+      _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
       energy = tf.cast(energy, dtype)
+      tlp = _common.target_log_prob(self.target, init_state, energy)
       return UncalibratedAMAGOLDResults(
           momentum=self._draw_momentum(
               init_state, tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED)),
           log_acceptance_correction=tf.zeros_like(energy),
           minibatch_energy=energy,
           step_size=(_common.initial_step_size(self.step_size, dtype)
-                     if _common.is_schedule(self.step_size)
+                     if _common.is_schedule(self.step_size) or
+                     _common.is_per_part(self.step_size)
                      else _as_dtype(self.step_size, dtype)),
-          step_count=tf.constant(0, tf.int32),
+          step_count=_common.initial_step_count(self.target, energy),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=tlp)
 
 
 class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
@@ -332,12 +349,15 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
     name: name scope of the kernel's ops.
   """
 
-  def __init__(self, target, step_size, num_leapfrog_steps, friction,
-               momentum_std=1., resample_momentum=True,
-               acceptance_energy="exact", temperature=1., name=None):
+  def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
+               friction=None, momentum_std=1., resample_momentum=True,
+               acceptance_energy="exact", temperature=1., name=None,
+               target_log_prob_fn=None):
     _common.check_positive("temperature", temperature)
-    sampled = (target if float(temperature) == 1. else
-               targets_lib.TemperedTarget(target, temperature))
+    base, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    sampled = (base if float(temperature) == 1. else
+               targets_lib.TemperedTarget(base, temperature))
     proposal = UncalibratedAMAGOLD(
         sampled, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,
         friction=friction, momentum_std=momentum_std,
@@ -349,7 +369,7 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
         acceptance_energy=acceptance_energy, temperature=temperature,
-        name=name)
+        name=name, target_log_prob_fn=target_log_prob_fn)
     self._proposal = proposal
     self._sampled_target = sampled
 
@@ -360,6 +380,7 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
     return self._sampled_target
 
   temperature = _common.parameter_property("temperature")
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
 
   @classmethod
   def from_sgd_parameters(cls, target, learning_rate, momentum_decay,

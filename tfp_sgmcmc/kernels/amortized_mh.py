@@ -20,6 +20,7 @@ over the T gradient steps.
 """
 
 import collections
+import warnings
 
 import tensorflow as tf
 import tensorflow_probability as tfp
@@ -49,7 +50,7 @@ class AmortizedMetropolisHastingsResults(
     collections.namedtuple("AmortizedMetropolisHastingsResults", [
         "accepted_results", "is_accepted", "log_accept_ratio",
         "proposed_state", "proposed_results", "energy", "proposed_energy",
-        "seed"])):
+        "seed", "target_log_prob"])):
   """Results of one amortized M-H step.
 
   Fields:
@@ -67,6 +68,8 @@ class AmortizedMetropolisHastingsResults(
       energies it is the estimate on this step's minibatch.
     proposed_energy: per chain, U(theta*) (exact or minibatch estimate).
     seed: the stateless seed this step used.
+    target_log_prob: -`energy`: the exact log density at the chain's state
+      with the exact test, the minibatch estimate otherwise.
   """
   __slots__ = ()
 
@@ -155,24 +158,38 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
   """
 
   def __init__(self, inner_kernel, target=None, acceptance_energy="exact",
-               name=None):
+               name=None, target_log_prob_fn=None):
     if not isinstance(inner_kernel, tfp.mcmc.TransitionKernel):
       raise TypeError(f"`inner_kernel` must be a tfp.mcmc.TransitionKernel; "
                       f"got {type(inner_kernel).__name__}.")
-    if target is None:
+    if target is None and target_log_prob_fn is None:
       target = getattr(inner_kernel, "target", None)
       if target is None:
         raise ValueError(
             f"`target` is None and `inner_kernel` "
             f"({type(inner_kernel).__name__}) has no `target` attribute; "
             "pass the target whose energy the M-H test uses.")
-    _common.check_target(target)
-    check_acceptance_energy(acceptance_energy, target)
+    sampled, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    if sampled is not target and "target_log_prob_fn" in getattr(
+        inner_kernel, "parameters", {}) and (
+            inner_kernel.parameters["target_log_prob_fn"] is not
+            target_log_prob_fn):
+      # A TFP wrapper (e.g. TransformedTransitionKernel) rebuilt this kernel
+      # with its function: the proposal must move in the same space.
+      inner_kernel = inner_kernel.copy(target_log_prob_fn=target_log_prob_fn)
+    check_acceptance_energy(acceptance_energy, sampled)
+    self._target = sampled
     self._parameters = dict(inner_kernel=inner_kernel, target=target,
-                            acceptance_energy=acceptance_energy, name=name)
+                            acceptance_energy=acceptance_energy, name=name,
+                            target_log_prob_fn=target_log_prob_fn)
+    self._calibration_note = _calibration_note(acceptance_energy, sampled)
+    if self._calibration_note and acceptance_energy == "exact":
+      warnings.warn(self._calibration_note, UserWarning, stacklevel=2)
 
   inner_kernel = _common.parameter_property("inner_kernel")
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   acceptance_energy = _common.parameter_property("acceptance_energy")
   name = _common.parameter_property("name")
 
@@ -182,7 +199,19 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
 
   @property
   def is_calibrated(self):
-    return self.acceptance_energy == "exact"
+    """True when the test makes the chain exact: exact energies and
+    minibatches drawn i.i.d. from the kernel's seed (`calibration_note`
+    says why not otherwise)."""
+    return self.acceptance_energy == "exact" and not self._calibration_note
+
+  # Its own test, not TFP's MetropolisHastings, decides: the inner kernel's
+  # minibatch `target_log_prob` is not compared across states.
+  corrects_with_own_test = True
+
+  @property
+  def calibration_note(self):
+    """Why the chain is not exact, or "" when it is."""
+    return self._calibration_note
 
   def _energies(self, current_state, proposed_state, cached_energy, seed):
     """(U(theta), U(theta*)), exact or on one shared minibatch."""
@@ -205,6 +234,8 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
 
       energy, proposed_energy = self._energies(
           current_state, proposed_state, prev.energy, energy_seed)
+      proposed_results = _with_log_prob(proposed_results, proposed_energy,
+                                        self.acceptance_energy)
       correction = tf.convert_to_tensor(
           proposed_results.log_acceptance_correction)
       log_accept_ratio = energy - proposed_energy + correction
@@ -219,20 +250,25 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
       next_state = choose(is_accepted, proposed_state, current_state)
       accepted_results = _choose_results(is_accepted, proposed_results,
                                          prev.accepted_results)
+      next_energy = tf.where(is_accepted, proposed_energy, energy)
       return next_state, AmortizedMetropolisHastingsResults(
           accepted_results=accepted_results,
           is_accepted=is_accepted,
           log_accept_ratio=log_accept_ratio,
           proposed_state=proposed_state,
           proposed_results=proposed_results,
-          energy=tf.where(is_accepted, proposed_energy, energy),
+          energy=next_energy,
           proposed_energy=proposed_energy,
-          seed=tfp.random.sanitize_seed(seed))
+          seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=-next_energy)
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "amortized_mh") + "_bootstrap_results"):
+      _common.refuse_minibatch_under_tfp_mh(
+          self, exact=self.acceptance_energy == "exact")
       inner = self.inner_kernel.bootstrap_results(init_state)
-      if not hasattr(inner, "log_acceptance_correction"):
+      if not hasattr(inner, "log_acceptance_correction") or not getattr(
+          self.inner_kernel, "has_log_acceptance_correction", True):
         raise ValueError(
             f"the results of `inner_kernel` ({type(self.inner_kernel).__name__}"
             f") have no `log_acceptance_correction` field; an amortized M-H "
@@ -242,6 +278,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
       else:
         energy = self.target.minibatch_energy(init_state,
                                               _common.BOOTSTRAP_SEED)
+      inner = _with_log_prob(inner, energy, self.acceptance_energy)
       return AmortizedMetropolisHastingsResults(
           accepted_results=inner,
           is_accepted=tf.ones(tf.shape(energy), tf.bool),
@@ -250,7 +287,40 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           proposed_results=inner,
           energy=energy,
           proposed_energy=energy,
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=-energy)
+
+
+def _with_log_prob(results, energy, acceptance_energy):
+  """The inner results with `target_log_prob` = -U(state) where the exact
+  test has computed U anyway (so TFP's ReplicaExchangeMC, which reads the
+  innermost `target_log_prob`, sees the exact value)."""
+  if acceptance_energy != "exact" or "target_log_prob" not in getattr(
+      results, "_fields", ()):
+    return results
+  tlp = results.target_log_prob
+  return results._replace(target_log_prob=tf.cast(-energy, tlp.dtype))
+
+
+def _innermost_target(target):
+  while getattr(target, "base_target", None) is not None:
+    target = target.base_target
+  return target
+
+
+def _calibration_note(acceptance_energy, target):
+  if acceptance_energy != "exact":
+    return ("acceptance_energy='minibatch': the test uses minibatch "
+            "energies, so the chain is approximate.")
+  if isinstance(_innermost_target(target), targets_lib.DatasetTarget):
+    return (
+        "the amortized test is exact only when a trajectory's minibatches "
+        "are as likely in reverse order as forward (i.i.d. batches chosen "
+        "by the kernel's seed); a DatasetTarget's pipeline chooses them, "
+        "and one that batches epoch by epoch without replacement does not "
+        "give that, so this AMAGOLD chain is not guaranteed exact "
+        "(is_calibrated=False). Use an InMemoryTarget for an exact chain.")
+  return ""
 
 
 def check_acceptance_energy(acceptance_energy, target):

@@ -24,7 +24,7 @@ class UncalibratedBarkerResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("UncalibratedBarkerResults", [
         "log_acceptance_correction", "minibatch_energy", "step_size",
-        "step_count", "diverged", "seed"])):
+        "step_count", "diverged", "seed", "target_log_prob"])):
   """Results of one multi-step Barker proposal (T v-SGBD steps).
 
   Fields:
@@ -39,6 +39,8 @@ class UncalibratedBarkerResults(
     diverged: per chain, True once a non-finite energy, gradient, position or
       proposal ratio was met; such a chain keeps its last finite state.
     seed: the stateless seed this step used.
+    target_log_prob: at the proposal: exact with a full-batch target, else
+      -`minibatch_energy` (see `UncalibratedAMAGOLDResults`).
   """
   __slots__ = ()
 
@@ -150,20 +152,23 @@ class UncalibratedBarker(_common.UncalibratedKernel):
     name: name scope of the kernel's ops.
   """
 
-  def __init__(self, target, step_size, num_steps,
+  def __init__(self, target=None, step_size=None, num_steps=None,
                increment_distribution="bimodal", reverse_minibatch="same",
-               name=None):
-    _common.check_target(target)
-    _check_seed_chosen_minibatches(target, reverse_minibatch)
+               name=None, target_log_prob_fn=None):
+    self._target, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    _check_seed_chosen_minibatches(self._target, reverse_minibatch)
     sgbd.check_step_size(step_size)
     _check_num_steps(num_steps)
     sgbd.check_increment_distribution(increment_distribution)
     self._parameters = dict(target=target, step_size=step_size,
                             num_steps=num_steps,
                             increment_distribution=increment_distribution,
-                            reverse_minibatch=reverse_minibatch, name=name)
+                            reverse_minibatch=reverse_minibatch, name=name,
+                            target_log_prob_fn=target_log_prob_fn)
 
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   num_steps = _common.parameter_property("num_steps")
   increment_distribution = _common.parameter_property("increment_distribution")
@@ -174,7 +179,7 @@ class UncalibratedBarker(_common.UncalibratedKernel):
     with tf.name_scope(self.name or "barker_one_step"):
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
-      sigma = _common.step_size_at(self.step_size, prev.step_count,
+      sigma = _common.step_size_at(self.step_size, _common.step_count_of(prev),
                                    prev.step_size, dtype)
       batch_ndims = prev.log_acceptance_correction.shape.rank
 
@@ -218,21 +223,26 @@ class UncalibratedBarker(_common.UncalibratedKernel):
       return proposed, UncalibratedBarkerResults(
           log_acceptance_correction=rho, minibatch_energy=energy,
           step_size=sigma, step_count=prev.step_count + 1,
-          diverged=diverged, seed=tfp.random.sanitize_seed(seed))
+          diverged=diverged, seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=_common.target_log_prob(self.target, proposed,
+                                                  energy))
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "barker") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
+      _common.refuse_minibatch_under_tfp_mh(self)
       energy = tf.cast(self.target.minibatch_energy(
           init_state, _common.BOOTSTRAP_SEED), dtype)
       return UncalibratedBarkerResults(
           log_acceptance_correction=tf.zeros_like(energy),
           minibatch_energy=energy,
           step_size=_common.initial_step_size(self.step_size, dtype),
-          step_count=tf.constant(0, tf.int32),
+          step_count=_common.initial_step_count(self.target, energy),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=_common.target_log_prob(self.target, init_state,
+                                                  energy))
 
 
 class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
@@ -305,14 +315,16 @@ class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
     name: name scope of the kernel's ops.
   """
 
-  def __init__(self, target, step_size, num_steps,
+  def __init__(self, target=None, step_size=None, num_steps=None,
                increment_distribution="bimodal", reverse_minibatch="same",
-               acceptance_energy="exact", temperature=1., name=None):
+               acceptance_energy="exact", temperature=1., name=None,
+               target_log_prob_fn=None):
     _common.check_positive("temperature", temperature)
-    _common.check_target(target)
-    _check_seed_chosen_minibatches(target, reverse_minibatch)
-    sampled = (target if float(temperature) == 1. else
-               targets_lib.TemperedTarget(target, temperature))
+    base, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    _check_seed_chosen_minibatches(base, reverse_minibatch)
+    sampled = (base if float(temperature) == 1. else
+               targets_lib.TemperedTarget(base, temperature))
     proposal = UncalibratedBarker(
         sampled, step_size=step_size, num_steps=num_steps,
         increment_distribution=increment_distribution,
@@ -324,7 +336,7 @@ class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
         increment_distribution=increment_distribution,
         reverse_minibatch=reverse_minibatch,
         acceptance_energy=acceptance_energy, temperature=temperature,
-        name=name)
+        name=name, target_log_prob_fn=target_log_prob_fn)
     self._proposal = proposal
     self._sampled_target = sampled
 
@@ -334,6 +346,7 @@ class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
     return self._sampled_target
 
   temperature = _common.parameter_property("temperature")
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
 
   @property
   def inner_kernel(self):

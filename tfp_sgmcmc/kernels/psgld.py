@@ -16,13 +16,14 @@ class PreconditionedSGLDResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("PreconditionedSGLDResults", [
         "second_moment", "preconditioner", "energy", "step_size",
-        "step_count", "diverged", "seed"])):
+        "step_count", "diverged", "seed", "target_log_prob"])):
   """Results of one pSGLD step.
 
   Fields:
     second_moment: V, the running average of the squared scaled gradient.
     preconditioner: G = 1 / (lambda + sqrt(V)) used by this step.
-    energy, step_size, step_count, diverged, seed: as for `SGLDResults`.
+    energy, step_size, step_count, diverged, seed, target_log_prob: as for
+      `SGLDResults`.
   """
   __slots__ = ()
 
@@ -57,11 +58,12 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
       gradient Langevin dynamics for deep neural networks. AAAI 2016.
   """
 
-  def __init__(self, target, step_size, decay=0.99, regularizer=1e-5,
-               temperature=1., name=None):
-    _common.check_target(target)
-    if not _common.is_schedule(step_size):
-      _common.check_positive("step_size", step_size)
+  def __init__(self, target=None, step_size=None, decay=0.99,
+               regularizer=1e-5, temperature=1., name=None,
+               target_log_prob_fn=None):
+    self._target, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    _common.check_step_size(step_size)
     d = _common.static_value(decay)
     if d is not None and not (0. <= float(d) < 1.):
       raise ValueError(f"`decay` (alpha) must be in [0, 1); got {decay!r}.")
@@ -69,9 +71,10 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
     _common.check_positive("temperature", temperature)
     self._parameters = dict(target=target, step_size=step_size, decay=decay,
                             regularizer=regularizer, temperature=temperature,
-                            name=name)
+                            name=name, target_log_prob_fn=target_log_prob_fn)
 
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   decay = _common.parameter_property("decay")
   regularizer = _common.parameter_property("regularizer")
@@ -101,16 +104,20 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
       finite = _common.finite_per_chain(energy, new_state)
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       keep = lambda old, new: _common.keep_where_diverged(diverged, old, new)
-      return keep(current_state, new_state), PreconditionedSGLDResults(
+      next_state = keep(current_state, new_state)
+      return next_state, PreconditionedSGLDResults(
           second_moment=keep(prev.second_moment, second_moment),
           preconditioner=precond, energy=energy, step_size=h,
           step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed))
+          seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=_common.target_log_prob(self.target, next_state,
+                                                  energy))
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "psgld") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
+      _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
       zeros = tf.nest.map_structure(tf.zeros_like, init_state)
@@ -121,4 +128,5 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
           step_size=_common.initial_step_size(self.step_size, dtype),
           step_count=tf.constant(0, tf.int32),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=-energy)

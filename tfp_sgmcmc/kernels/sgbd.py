@@ -19,7 +19,7 @@ class SGBDResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("SGBDResults", [
         "noise_std", "energy", "step_size", "step_count", "diverged",
-        "seed"])):
+        "seed", "target_log_prob"])):
   """Results of one SGBD step.
 
   Fields:
@@ -36,6 +36,8 @@ class SGBDResults(
     diverged: per chain, True once a non-finite energy, gradient, noise
       estimate or state was met; such a chain stays at its last finite state.
     seed: the stateless seed this step used.
+    target_log_prob: as for `SGLDResults` (exact at the returned state with a
+      full-batch target, else -`energy`).
   """
   __slots__ = ()
 
@@ -48,8 +50,7 @@ def check_increment_distribution(increment_distribution):
 
 
 def check_step_size(step_size):
-  if not _common.is_schedule(step_size):
-    _common.check_positive("step_size", step_size)
+  _common.check_step_size(step_size)
 
 
 class SGBD(_common.UncalibratedKernel):
@@ -144,15 +145,17 @@ class SGBD(_common.UncalibratedKernel):
     name: name scope of the kernel's ops.
   """
 
-  def __init__(self, target, step_size, variant="vanilla",
+  def __init__(self, target=None, step_size=None, variant="vanilla",
                increment_distribution="bimodal", noise_ema_weight=0.1,
-               initial_noise_std=None, temperature=1., name=None):
-    _common.check_target(target)
+               initial_noise_std=None, temperature=1., name=None,
+               target_log_prob_fn=None):
+    base, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
     _common.check_positive("temperature", temperature)
     # Barker's move probability has no noise scale to temper: sample
     # exp(-U / T) through the target instead.
-    self._sampled_target = (target if float(temperature) == 1. else
-                            targets_lib.TemperedTarget(target, temperature))
+    self._sampled_target = (base if float(temperature) == 1. else
+                            targets_lib.TemperedTarget(base, temperature))
     check_step_size(step_size)
     if variant not in SGBD_VARIANTS:
       raise ValueError(f"`variant` must be one of {SGBD_VARIANTS}; got "
@@ -177,7 +180,7 @@ class SGBD(_common.UncalibratedKernel):
         increment_distribution=increment_distribution,
         noise_ema_weight=noise_ema_weight,
         initial_noise_std=initial_noise_std, temperature=temperature,
-        name=name)
+        name=name, target_log_prob_fn=target_log_prob_fn)
 
   @property
   def target(self):
@@ -185,6 +188,7 @@ class SGBD(_common.UncalibratedKernel):
     return self._sampled_target
 
   temperature = _common.parameter_property("temperature")
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   variant = _common.parameter_property("variant")
   increment_distribution = _common.parameter_property("increment_distribution")
@@ -232,7 +236,9 @@ class SGBD(_common.UncalibratedKernel):
       return next_state, SGBDResults(
           noise_std=noise_std, energy=energy, step_size=sigma,
           step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed))
+          seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=_common.target_log_prob(self.target, next_state,
+                                                  energy))
 
   def _initial_noise_std(self, init_state):
     if self.variant != "corrected":
@@ -253,6 +259,7 @@ class SGBD(_common.UncalibratedKernel):
     with tf.name_scope((self.name or "sgbd") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
+      _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
       return SGBDResults(
@@ -261,5 +268,6 @@ class SGBD(_common.UncalibratedKernel):
           step_size=_common.initial_step_size(self.step_size, dtype),
           step_count=tf.constant(0, tf.int32),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=-energy)
 

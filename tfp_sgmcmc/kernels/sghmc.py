@@ -19,7 +19,7 @@ class SGHMCResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("SGHMCResults", [
         "momentum", "energy", "step_size", "step_count", "diverged",
-        "seed"])):
+        "seed", "target_log_prob"])):
   """Results of one SGHMC step.
 
   Fields:
@@ -32,6 +32,8 @@ class SGHMCResults(
     diverged: per chain, True once a non-finite energy, state or momentum was
       met; such a chain stays at its last finite state.
     seed: the stateless seed this step used.
+    target_log_prob: full-batch target: log density at the returned state;
+      minibatch target: -U~, the estimate this step saw (see `SGLDResults`).
   """
   __slots__ = ()
 
@@ -90,12 +92,15 @@ class SGHMC(_common.UncalibratedKernel):
       gradient MCMC algorithms with high-order integrators. NeurIPS 2015.
   """
 
-  def __init__(self, target, step_size, friction, noise_estimate=0.,
-               integrator="euler", momentum_resampling_period=None,
-               temperature=1., name=None):
-    _common.check_target(target)
-    if not _common.is_schedule(step_size):
-      _common.check_positive("step_size", step_size)
+  def __init__(self, target=None, step_size=None, friction=None,
+               noise_estimate=0., integrator="euler",
+               momentum_resampling_period=None, temperature=1., name=None,
+               target_log_prob_fn=None):
+    self._target, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    _common.check_step_size(step_size)
+    if friction is None:
+      raise TypeError("`friction` (C) is required.")
     self._check_friction(friction)
     if integrator not in INTEGRATORS:
       raise ValueError(f"`integrator` must be one of {INTEGRATORS}; got "
@@ -128,7 +133,8 @@ class SGHMC(_common.UncalibratedKernel):
         target=target, step_size=step_size, friction=friction,
         noise_estimate=noise_estimate, integrator=integrator,
         momentum_resampling_period=momentum_resampling_period,
-        temperature=temperature, name=name)
+        temperature=temperature, name=name,
+        target_log_prob_fn=target_log_prob_fn)
 
   def _check_friction(self, friction):
     _common.check_positive("friction", friction)
@@ -152,7 +158,8 @@ class SGHMC(_common.UncalibratedKernel):
     return cls(target, step_size=h, friction=float(momentum_decay) / h,
                noise_estimate=float(noise_estimate) / h, **kwargs)
 
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   friction = _common.parameter_property("friction")
   noise_estimate = _common.parameter_property("noise_estimate")
@@ -169,7 +176,9 @@ class SGHMC(_common.UncalibratedKernel):
   def _noise_estimate(self, position, h, batch_seed):
     if isinstance(self.noise_estimate, str):
       variance = self.target.gradient_noise_variance(position, batch_seed)
-      return tf.nest.map_structure(lambda v: 0.5 * h * v, variance)
+      return tf.nest.map_structure(
+          lambda v, h_part: 0.5 * h_part * v, variance,
+          dynamics._broadcast_structure(h, variance))  # pylint: disable=protected-access
     return self.noise_estimate
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -198,14 +207,16 @@ class SGHMC(_common.UncalibratedKernel):
       if self.integrator == "euler":
         grad_position = current_state
       else:
-        grad_position = dynamics.drift(current_state, momentum, 0.5 * h)
+        grad_position = dynamics.drift(current_state, momentum,
+                                       _common.scale_step(0.5, h))
       energy, grad = self.target.energy_and_gradient(grad_position,
                                                      batch_seed)
       noise = dynamics.standard_normal_like(momentum, noise_seed)
       new_momentum = self._momentum_update()(
           momentum, grad, h, self.friction, noise,
           self._noise_estimate(grad_position, h, batch_seed), t)
-      drift_size = h if self.integrator == "euler" else 0.5 * h
+      drift_size = (h if self.integrator == "euler" else
+                    _common.scale_step(0.5, h))
       new_state = dynamics.drift(grad_position, new_momentum, drift_size)
 
       finite = _common.finite_per_chain(energy, [new_state, new_momentum])
@@ -217,12 +228,15 @@ class SGHMC(_common.UncalibratedKernel):
       return new_state, SGHMCResults(
           momentum=new_momentum, energy=energy, step_size=h,
           step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed))
+          seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=_common.target_log_prob(self.target, new_state,
+                                                  energy))
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "sghmc") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
+      _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
       return SGHMCResults(
@@ -231,7 +245,8 @@ class SGHMC(_common.UncalibratedKernel):
           step_size=_common.initial_step_size(self.step_size, dtype),
           step_count=tf.constant(0, tf.int32),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=-energy)
 
 
 class NaiveSGHMC(SGHMC):
@@ -245,15 +260,18 @@ class NaiveSGHMC(SGHMC):
   comparisons; use `SGHMC` to sample.
   """
 
-  def __init__(self, target, step_size, momentum_resampling_period=None,
-               name=None):
+  def __init__(self, target=None, step_size=None,
+               momentum_resampling_period=None, name=None,
+               target_log_prob_fn=None):
     super().__init__(target, step_size, friction=0., noise_estimate=0.,
                      integrator="euler",
                      momentum_resampling_period=momentum_resampling_period,
-                     temperature=1., name=name)
+                     temperature=1., name=name,
+                     target_log_prob_fn=target_log_prob_fn)
     self._parameters = dict(
-        target=target, step_size=step_size,
-        momentum_resampling_period=momentum_resampling_period, name=name)
+        target=self._parameters["target"], step_size=step_size,
+        momentum_resampling_period=momentum_resampling_period, name=name,
+        target_log_prob_fn=self._parameters["target_log_prob_fn"])
 
   def _check_friction(self, friction):
     del friction  # Zero by construction.

@@ -88,6 +88,13 @@ class SGLD(_common.UncalibratedKernel):
                             temperature=temperature, name=name,
                             target_log_prob_fn=target_log_prob_fn)
 
+  @property
+  def has_log_acceptance_correction(self):
+    """Whether the results' `log_acceptance_correction` is the move's log
+    proposal ratio (full-batch target: MALA's), so an M-H test may use it;
+    with a minibatch target it is zero and M-H wrappers refuse the kernel."""
+    return _common.reports_exact_log_prob(self.target)
+
   target = _common.sampled_target_property()
   target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")

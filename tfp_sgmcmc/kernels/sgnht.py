@@ -16,14 +16,15 @@ class SGNHTResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("SGNHTResults", [
         "momentum", "thermostat", "energy", "step_size", "step_count",
-        "diverged", "seed"])):
+        "diverged", "seed", "target_log_prob"])):
   """Results of one SGNHT step.
 
   Fields:
     momentum: r after the step (structure of the state).
     thermostat: xi after the step, one per chain: the adaptive friction.
     energy: minibatch estimate U~ where the gradient was evaluated.
-    step_size, step_count, diverged, seed: as for `SGHMCResults`.
+    step_size, step_count, diverged, seed, target_log_prob: as for
+      `SGHMCResults`.
   """
   __slots__ = ()
 
@@ -57,18 +58,21 @@ class SGNHT(_common.UncalibratedKernel):
       Bayesian sampling using stochastic gradient thermostats. NeurIPS 2014.
   """
 
-  def __init__(self, target, step_size, diffusion=1., temperature=1.,
-               name=None):
-    _common.check_target(target)
-    if not _common.is_schedule(step_size):
-      _common.check_positive("step_size", step_size)
+  def __init__(self, target=None, step_size=None, diffusion=1.,
+               temperature=1., name=None, target_log_prob_fn=None):
+    self._target, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    # One thermostat for all coordinates: one step size for all parts.
+    _common.check_step_size(step_size, per_part=False)
     _common.check_positive("diffusion", diffusion, allow_zero=True)
     _common.check_positive("temperature", temperature)
     self._parameters = dict(target=target, step_size=step_size,
                             diffusion=diffusion, temperature=temperature,
-                            name=name)
+                            name=name,
+                            target_log_prob_fn=target_log_prob_fn)
 
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   diffusion = _common.parameter_property("diffusion")
   temperature = _common.parameter_property("temperature")
@@ -100,16 +104,20 @@ class SGNHT(_common.UncalibratedKernel):
           energy, [new_state, new_momentum, new_thermostat])
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       keep = lambda old, new: _common.keep_where_diverged(diverged, old, new)
-      return keep(current_state, new_state), SGNHTResults(
+      next_state = keep(current_state, new_state)
+      return next_state, SGNHTResults(
           momentum=keep(prev.momentum, new_momentum),
           thermostat=keep(prev.thermostat, new_thermostat),
           energy=energy, step_size=h, step_count=prev.step_count + 1,
-          diverged=diverged, seed=tfp.random.sanitize_seed(seed))
+          diverged=diverged, seed=tfp.random.sanitize_seed(seed),
+          target_log_prob=_common.target_log_prob(self.target, next_state,
+                                                  energy))
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "sgnht") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
+      _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
       return SGNHTResults(
@@ -120,4 +128,5 @@ class SGNHT(_common.UncalibratedKernel):
           step_size=_common.initial_step_size(self.step_size, dtype),
           step_count=tf.constant(0, tf.int32),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          target_log_prob=-energy)

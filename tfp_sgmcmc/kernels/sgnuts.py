@@ -18,7 +18,8 @@ class SGNUTSResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("SGNUTSResults", [
         "energy", "step_size", "tree_depth", "num_gradient_evaluations",
-        "step_count", "diverged", "seed"])):
+        "step_count", "diverged", "seed", "log_accept_ratio",
+        "target_log_prob"])):
   """Results of one SG-NUTS iteration.
 
   Fields:
@@ -29,6 +30,16 @@ class SGNUTSResults(
     num_gradient_evaluations: SGHMC steps taken (one minibatch gradient
       each), per chain: 2^tree_depth - 1 at most.
     step_count, diverged, seed: as for `SGHMCResults`.
+    log_accept_ratio: log of NUTS's mean acceptance statistic (Hoffman &
+      Gelman 2014, Sec. 3.2, as TFP's NUTS reports it): the average over
+      the trajectory's points of min(1, exp(H0 - H_i)), H = U~ + |r|^2 / 2
+      (divided by T), with U~ the minibatch energies the steps computed
+      anyway. A noisy estimate (each H_i on its own batch, friction and
+      injected noise change H too), but TFP's
+      `DualAveragingStepSizeAdaptation` (or `SimpleStepSizeAdaptation`)
+      tunes the step size on it as it does for NUTS: a larger eps gives
+      larger energy errors and a smaller statistic.
+    target_log_prob: as for `SGHMCResults`.
   """
   __slots__ = ()
 
@@ -120,12 +131,14 @@ class SGNUTS(_common.UncalibratedKernel):
       Monte Carlo. ICML 2014 (and the reproduction in papers/003, Sec. 5).
   """
 
-  def __init__(self, target, step_size, friction, noise_estimate=0.,
-               max_tree_depth=6, weighting="energy", temperature=1.,
-               name=None):
-    _common.check_target(target)
-    if not _common.is_schedule(step_size):
-      _common.check_positive("step_size", step_size)
+  def __init__(self, target=None, step_size=None, friction=None,
+               noise_estimate=0., max_tree_depth=6, weighting="energy",
+               temperature=1., name=None, target_log_prob_fn=None):
+    self._target, target, target_log_prob_fn = _common.resolve_target(
+        target, target_log_prob_fn)
+    _common.check_step_size(step_size)
+    if friction is None:
+      raise TypeError("`friction` (C) is required.")
     _common.check_positive("friction", friction)
     _common.check_positive("noise_estimate", noise_estimate, allow_zero=True)
     _common.check_positive("temperature", temperature)
@@ -138,9 +151,11 @@ class SGNUTS(_common.UncalibratedKernel):
     self._parameters = dict(
         target=target, step_size=step_size, friction=friction,
         noise_estimate=noise_estimate, max_tree_depth=max_tree_depth,
-        weighting=weighting, temperature=temperature, name=name)
+        weighting=weighting, temperature=temperature, name=name,
+        target_log_prob_fn=target_log_prob_fn)
 
-  target = _common.parameter_property("target")
+  target = _common.sampled_target_property()
+  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   friction = _common.parameter_property("friction")
   noise_estimate = _common.parameter_property("noise_estimate")
@@ -163,8 +178,8 @@ class SGNUTS(_common.UncalibratedKernel):
     r = tf.nest.map_structure(lambda x: expand(direction, x) * x, signed)
     return theta, r, energy
 
-  def _log_weight(self, energy, r, t, batch_ndims):
-    if self.weighting == "uniform":
+  def _log_weight(self, energy, r, t, batch_ndims, weighting=None):
+    if (weighting or self.weighting) == "uniform":
       log_w = tf.zeros_like(energy)
     else:
       kinetic = 0.5 * _dot_per_chain(r, r, batch_ndims)
@@ -188,6 +203,7 @@ class SGNUTS(_common.UncalibratedKernel):
       energy0 = tf.cast(self.target.minibatch_energy(current_state,
                                                      energy_seed), dtype)
       log_w0 = self._log_weight(energy0, r0, t, batch_ndims)
+      neg_h0 = self._log_weight(energy0, r0, t, batch_ndims, "energy")
       chain_shape = tf.shape(energy0)
       max_depth = self.max_tree_depth
 
@@ -196,7 +212,7 @@ class SGNUTS(_common.UncalibratedKernel):
         return _common.keep_where_diverged(mask, a, b)
 
       def doubling(depth, left, right, candidate, log_w, done, num_grads,
-                   tree_depth, seed):
+                   tree_depth, accept_sum, seed):
         seed, dir_seed, step_seed, select_seed = _common.split(seed, 4)
         direction = tf.where(
             tf.random.stateless_uniform(chain_shape, dir_seed,
@@ -206,11 +222,15 @@ class SGNUTS(_common.UncalibratedKernel):
         start = where(forward, right, left)
         num_steps = tf.bitwise.left_shift(1, depth)
 
-        def step(i, end, first, sub_candidate, sub_log_w, seed):
+        def step(i, end, first, sub_candidate, sub_log_w, sub_accept, seed):
           seed, s_step, s_pick = _common.split(seed, 3)
           theta, r, energy = self._sghmc_step(end[0], end[1], direction,
                                               eps, t, s_step)
           lw = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims)
+          # NUTS's acceptance statistic min(1, exp(H0 - H_i)).
+          neg_h = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims,
+                                   "energy")
+          sub_accept = sub_accept + tf.exp(tf.minimum(neg_h - neg_h0, 0.))
           new_sub_log_w = tf.experimental.numpy.logaddexp(sub_log_w, lw)
           u = tf.random.stateless_uniform(chain_shape, s_pick,
                                           dtype=dtype, alg=dynamics.RNG_ALG)
@@ -218,13 +238,14 @@ class SGNUTS(_common.UncalibratedKernel):
           sub_candidate = where(take, theta, sub_candidate)
           first = where(tf.fill(chain_shape, tf.equal(i, 0)), (theta, r),
                         first)
-          return i + 1, (theta, r), first, sub_candidate, new_sub_log_w, seed
+          return (i + 1, (theta, r), first, sub_candidate, new_sub_log_w,
+                  sub_accept, seed)
 
         init = (tf.constant(0), start, start, start[0],
                 tf.fill(chain_shape, tf.constant(-float("inf"), dtype)),
-                step_seed)
-        _, last, first, sub_candidate, sub_log_w, _ = tf.while_loop(
-            lambda i, *_: i < num_steps, step, init)
+                tf.zeros(chain_shape, dtype), step_seed)
+        _, last, first, sub_candidate, sub_log_w, sub_accept, _ = (
+            tf.while_loop(lambda i, *_: i < num_steps, step, init))
 
         sub_left = where(forward, first, last)
         sub_right = where(forward, last, first)
@@ -244,19 +265,23 @@ class SGNUTS(_common.UncalibratedKernel):
         left = where(active & ~sub_u_turn, new_left, left)
         right = where(active & ~sub_u_turn, new_right, right)
         num_grads = num_grads + tf.where(active, num_steps, 0)
+        accept_sum = accept_sum + tf.where(active, sub_accept,
+                                           tf.zeros_like(sub_accept))
         tree_depth = tree_depth + tf.where(active, 1, 0)
         full_u_turn = ~_no_u_turn(left, right, batch_ndims)
         diverging = ~tf.math.is_finite(sub_log_w)
         done = done | sub_u_turn | full_u_turn | diverging
         return (depth + 1, left, right, candidate, log_w, done, num_grads,
-                tree_depth, seed)
+                tree_depth, accept_sum, seed)
 
       start = (current_state, r0)
       init = (tf.constant(0), start, start, current_state, log_w0,
               tf.zeros(chain_shape, tf.bool),
               tf.zeros(chain_shape, tf.int32),
-              tf.zeros(chain_shape, tf.int32), loop_seed)
-      (_, _, _, candidate, _, _, num_grads, tree_depth, _) = tf.while_loop(
+              tf.zeros(chain_shape, tf.int32), tf.zeros(chain_shape, dtype),
+              loop_seed)
+      (_, _, _, candidate, _, _, num_grads, tree_depth, accept_sum,
+       _) = tf.while_loop(
           lambda depth, *rest: (depth < max_depth) & ~tf.reduce_all(rest[4]),
           doubling, init)
 
@@ -264,16 +289,24 @@ class SGNUTS(_common.UncalibratedKernel):
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       next_state = _common.keep_where_diverged(diverged, current_state,
                                                candidate)
+      mean_accept = accept_sum / tf.cast(tf.maximum(num_grads, 1), dtype)
+      log_accept_ratio = tf.where(
+          diverged, tf.constant(-float("inf"), dtype),
+          tf.math.log(mean_accept))
       return next_state, SGNUTSResults(
           energy=energy0, step_size=eps, tree_depth=tree_depth,
           num_gradient_evaluations=num_grads,
           step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed))
+          seed=tfp.random.sanitize_seed(seed),
+          log_accept_ratio=log_accept_ratio,
+          target_log_prob=_common.target_log_prob(self.target, next_state,
+                                                  energy0))
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "sgnuts") + "_bootstrap_results"):
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
+      _common.refuse_minibatch_under_tfp_mh(self)
       energy = tf.cast(self.target.minibatch_energy(
           init_state, _common.BOOTSTRAP_SEED), dtype)
       zeros = tf.zeros(tf.shape(energy), tf.int32)
@@ -283,4 +316,6 @@ class SGNUTS(_common.UncalibratedKernel):
           tree_depth=zeros, num_gradient_evaluations=zeros,
           step_count=tf.constant(0, tf.int32),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          log_accept_ratio=tf.zeros_like(energy),
+          target_log_prob=-energy)

@@ -1,0 +1,363 @@
+"""TFP's modelling workflow: target_log_prob_fn, TFP's wrappers, composition,
+JointDistribution targets, targets that say what they are (issue 15)."""
+
+import numpy as np
+import pytest
+import scipy.special
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.internal import unnest
+
+import tfp_sgmcmc as sg
+from helpers import NUM_SE, mean_and_se, sample, variance_and_se
+
+tfd, tfb = tfp.distributions, tfp.bijectors
+
+MVN = tfd.MultivariateNormalDiag([1., -1.], [1., 2.])
+
+
+def _kernels(**target):
+  """One of every kernel on the given target (keyword target or fn)."""
+  return {
+      "SGLD": sg.SGLD(step_size=0.05, **target),
+      "PreconditionedSGLD": sg.PreconditionedSGLD(step_size=0.01, **target),
+      "SGHMC": sg.SGHMC(step_size=0.05, friction=1., **target),
+      "NaiveSGHMC": sg.NaiveSGHMC(step_size=0.05, **target),
+      "SGNHT": sg.SGNHT(step_size=0.05, **target),
+      "SGNUTS": sg.SGNUTS(step_size=0.1, friction=1., max_tree_depth=3,
+                          **target),
+      "SGBD": sg.SGBD(step_size=0.5, **target),
+      "AMAGOLD": sg.AMAGOLD(step_size=0.1, num_leapfrog_steps=3, friction=0.5,
+                            **target),
+      "UncalibratedAMAGOLD": sg.UncalibratedAMAGOLD(
+          step_size=0.1, num_leapfrog_steps=3, friction=0.5, **target),
+      "AmortizedBarker": sg.AmortizedBarker(step_size=0.5, num_steps=2,
+                                            **target),
+  }
+
+
+@pytest.mark.parametrize("name", list(_kernels(target_log_prob_fn=MVN.log_prob)))
+def test_every_kernel_takes_target_log_prob_fn_and_reports_it(name):
+  kernel = _kernels(target_log_prob_fn=MVN.log_prob)[name]
+  assert kernel.parameters["target_log_prob_fn"] == MVN.log_prob
+  state = tf.zeros([3, 2])
+  results = kernel.bootstrap_results(state)
+  for _ in range(2):
+    state, results = kernel.one_step(state, results, seed=[1, 2])
+  tlp = unnest.get_innermost(results, "target_log_prob")
+  # Full batch: the exact log density at the state the step returned.
+  np.testing.assert_allclose(tlp, MVN.log_prob(state), rtol=1e-5, atol=1e-5)
+  # And the kernel rebuilds itself from TFP's `copy`.
+  copy = kernel.copy(target_log_prob_fn=lambda x: MVN.log_prob(x) + 1.)
+  assert copy.parameters["target_log_prob_fn"] != MVN.log_prob
+
+
+def test_mala_is_metropolis_hastings_around_full_batch_sgld():
+  # At h = 0.9 plain SGLD's variances are 1/(1 - h lambda/2): 1.82 and 1.13
+  # times the truth in the two coordinates; M-H removes the bias exactly.
+  kernel = tfp.mcmc.MetropolisHastings(
+      sg.SGLD(target_log_prob_fn=MVN.log_prob, step_size=0.9))
+  draws, accepted = sample(kernel, tf.zeros([8, 2]), 3000, seed=[1, 2],
+                           num_burnin_steps=200,
+                           trace_fn=lambda _, r: r.is_accepted)
+  assert 0.2 < np.mean(accepted) < 0.95
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert np.all(np.abs(mean - [1., -1.]) < NUM_SE * mean_se), (mean, mean_se)
+  assert np.all(np.abs(var - [1., 4.]) < NUM_SE * var_se), (var, var_se)
+  # Without the test the same proposal is visibly biased (the check above
+  # would catch a missing or wrong correction).
+  plain = sample(sg.SGLD(target_log_prob_fn=MVN.log_prob, step_size=0.9),
+                 tf.zeros([8, 2]), 3000, seed=[1, 2], num_burnin_steps=200)
+  plain_var, plain_se = variance_and_se(plain)
+  assert abs(plain_var[0] - 1.) > NUM_SE * plain_se[0], plain_var
+
+
+def _variance_problem(num_examples=10_000, batch_size=1000):
+  """y_i ~ N(0, v) with v ~ InverseGamma(a, b): v | y ~ InvGamma(a + N/2,
+  b + sum y^2 / 2), so log v has mean log(b') - digamma(a') and variance
+  trigamma(a')."""
+  rng = np.random.default_rng(3)
+  y = rng.normal(0., 1.5, size=num_examples).astype(np.float32)
+  a, b = 2., 2.
+  target = sg.InMemoryTarget(
+      lambda v, yb: tfd.Normal(0., tf.sqrt(v)).log_prob(yb[..., 0]),
+      y[:, None], batch_size=batch_size,
+      log_prior_fn=lambda v: tfd.InverseGamma(a, b).log_prob(v[..., 0]))
+  a_post, b_post = a + num_examples / 2, b + np.sum(y.astype(np.float64)**2) / 2
+  log_mean = np.log(b_post) - scipy.special.digamma(a_post)
+  log_var = scipy.special.polygamma(1, a_post)
+  return target, log_mean, log_var
+
+
+def test_transformed_kernel_samples_a_positive_parameter_exactly_with_amagold():
+  target, log_mean, log_var = _variance_problem()
+  sd = np.sqrt(log_var)
+  kernel = tfp.mcmc.TransformedTransitionKernel(
+      sg.AMAGOLD(target, step_size=0.5 * sd, num_leapfrog_steps=5,
+                 friction=0.5 / sd), tfb.Exp())
+  init = tf.fill([4, 1], np.float32(np.exp(log_mean)))
+  draws, accepted = sample(
+      kernel, init, 1500, seed=[4, 5],
+      trace_fn=lambda _, r: r.inner_results.is_accepted)
+  assert np.mean(accepted) > 0.3
+  assert np.all(draws > 0.)  # The draws come back constrained.
+  z = np.log(draws)
+  mean, mean_se = mean_and_se(z)
+  var, var_se = variance_and_se(z)
+  assert abs(mean[0] - log_mean) < NUM_SE * mean_se[0], (mean, log_mean)
+  assert abs(var[0] - log_var) < NUM_SE * var_se[0], (var, log_var)
+
+
+def test_transformed_kernel_sgld_matches_its_predicted_bias():
+  # In z = log v the posterior is Gaussian to O(1/sqrt(N)) with precision
+  # lam = 1/trigamma(a'); SGLD with step h and gradient-noise variance V is
+  # the recursion z' = z - h lam z + h noise + sqrt(2h) xi, stationary
+  # variance (2 + h V) / (lam (2 - h lam)).
+  target, log_mean, log_var = _variance_problem()
+  lam = 1. / log_var
+  h = 0.2 / lam
+  kernel = sg.SGLD(target, step_size=h)
+  ttk = tfp.mcmc.TransformedTransitionKernel(kernel, tfb.Exp())
+  inner = ttk.inner_kernel
+  # V from the wrapped target's own gradient estimator at the mode.
+  z0 = tf.fill([1, 1], np.float32(log_mean))
+  grads = [inner.target.energy_and_gradient(z0, [i, 7])[1].numpy()[0, 0]
+           for i in range(200)]
+  noise_var = np.var(grads)
+  predicted = (2. + h * noise_var) / (lam * (2. - h * lam))
+  assert predicted > 1.5 * log_var  # The bias is large enough to test.
+  init = tf.fill([4, 1], np.float32(np.exp(log_mean)))
+  draws = sample(ttk, init, 3000, seed=[6, 7], num_burnin_steps=100)
+  z = np.log(draws)
+  var, var_se = variance_and_se(z)
+  # The estimate of V has its own error: 200 draws give a relative SE of
+  # sqrt(2/199), which enters `predicted` through h V / (2 + h V).
+  v_rel = np.sqrt(2. / 199.) * (h * noise_var) / (2. + h * noise_var)
+  tol = np.hypot(NUM_SE * var_se[0], NUM_SE * v_rel * predicted)
+  assert abs(var[0] - predicted) < tol, (var, predicted, log_var)
+  mean, mean_se = mean_and_se(z)
+  assert abs(mean[0] - log_mean) < NUM_SE * mean_se[0]
+
+
+def test_metropolis_hastings_and_replica_exchange_refuse_minibatch_targets():
+  target, _, _ = _variance_problem(num_examples=100, batch_size=10)
+  with pytest.raises(ValueError, match="minibatch energies"):
+    tfp.mcmc.MetropolisHastings(sg.SGLD(target, 1e-3)).bootstrap_results(
+        tf.ones([2, 1]))
+  remc = tfp.mcmc.ReplicaExchangeMC(
+      target_log_prob_fn=MVN.log_prob, inverse_temperatures=[1., 0.5],
+      make_kernel_fn=lambda fn: sg.SGLD(target, 1e-3))
+  with pytest.raises(ValueError, match="swap"):
+    remc.bootstrap_results(tf.ones([2, 1]))
+  # The kernel's own minibatch function cannot be evaluated on its own.
+  with pytest.raises(ValueError, match="ReplicaExchangeMC"):
+    sg.SGLD(target, 1e-3).target_log_prob_fn(tf.ones([1]))
+
+
+def test_replica_exchange_with_full_batch_mala_replicas_is_exact():
+  mixture = tfd.MixtureSameFamily(
+      tfd.Categorical(probs=[0.3, 0.7]),
+      tfd.Normal([-3., 3.], [0.7, 0.7]))
+  true_mean = 0.7 * 3. - 0.3 * 3.
+  true_var = 0.49 + 9. - true_mean**2
+  remc = tfp.mcmc.ReplicaExchangeMC(
+      target_log_prob_fn=mixture.log_prob,
+      inverse_temperatures=[1., 0.3, 0.1],
+      make_kernel_fn=lambda fn: tfp.mcmc.MetropolisHastings(
+          sg.SGLD(target_log_prob_fn=fn, step_size=0.4)))
+  draws = sample(remc, tf.zeros([8]), 3000, seed=[8, 9],
+                 num_burnin_steps=200)
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert abs(mean - true_mean) < NUM_SE * mean_se, (mean, true_mean)
+  assert abs(var - true_var) < NUM_SE * var_se, (var, true_var)
+
+
+# --- composition ---------------------------------------------------------
+
+
+def _two_part_log_prob(a, b):
+  return (tfd.Normal(0., 1.).log_prob(a) +
+          tf.reduce_sum(tfd.Normal(0., 2.).log_prob(b), -1))
+
+
+@pytest.mark.parametrize("make", [
+    lambda fn: sg.SGLD(target_log_prob_fn=fn, step_size=[0.01, 0.04]),
+    lambda fn: sg.SGHMC(target_log_prob_fn=fn, step_size=[0.05, 0.1],
+                        friction=1.),
+    lambda fn: sg.AMAGOLD(target_log_prob_fn=fn, step_size=[0.1, 0.2],
+                          num_leapfrog_steps=3, friction=0.5),
+])
+def test_tuple_states_and_one_step_size_per_part(make):
+  state = (tf.zeros([4]), tf.zeros([4, 3]))
+  draws = sample(make(_two_part_log_prob), state, 5, seed=[1, 2])
+  assert isinstance(draws, tuple) and draws[1].shape == (5, 4, 3)
+  # A dict state, as TFP's JointDistributionNamed gives.
+  kernel = make(lambda a, b: _two_part_log_prob(a, b))
+  dict_draws = sample(make(lambda **d: _two_part_log_prob(d["a"], d["b"])),
+                      {"a": tf.zeros([4]), "b": tf.zeros([4, 3])}, 5,
+                      seed=[1, 2])
+  assert set(dict_draws) == {"a", "b"}
+  del kernel
+
+
+def test_per_part_step_sizes_give_each_part_its_predicted_variance():
+  # Independent parts with precisions 1 and 1/4, step sizes 0.2 and 1.6:
+  # SGLD's stationary variance is 2 h / (lam h (2 - lam h)) per part.
+  kernel = sg.SGLD(target_log_prob_fn=_two_part_log_prob,
+                   step_size=[0.2, 1.6])
+  draws = sample(kernel, (tf.zeros([8]), tf.zeros([8, 1])), 3000,
+                 seed=[3, 4], num_burnin_steps=100)
+  for part, lam, h in zip(draws, [1., 0.25], [0.2, 1.6]):
+    part = np.asarray(part)
+    var, se = variance_and_se(part.reshape(part.shape[:2] + (-1,)))
+    predicted = 2. / (lam * (2. - lam * h))
+    assert abs(var[0] - predicted) < NUM_SE * se[0], (var, predicted)
+
+
+def test_per_part_step_sizes_under_step_size_adaptation():
+  kernel = tfp.mcmc.SimpleStepSizeAdaptation(
+      sg.AMAGOLD(target_log_prob_fn=_two_part_log_prob,
+                 step_size=[0.05, 0.05], num_leapfrog_steps=3, friction=0.5),
+      num_adaptation_steps=150, target_accept_prob=0.8)
+  _, step_sizes = sample(
+      kernel, (tf.zeros([4]), tf.zeros([4, 3])), 200, seed=[5, 6],
+      trace_fn=lambda _, r: r.inner_results.accepted_results.step_size)
+  assert len(step_sizes) == 2
+  assert all(s[-1] > 0.1 for s in step_sizes)  # Grown from 0.05.
+
+
+def test_sgnuts_under_dual_averaging_reports_log_accept_ratio():
+  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x**2, -1),
+                                  gradient_noise_variance=0.1)
+  kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
+      sg.SGNUTS(target, step_size=0.01, friction=1., max_tree_depth=4),
+      num_adaptation_steps=150, target_accept_prob=0.75)
+  _, (step_size, log_accept) = sample(
+      kernel, tf.zeros([4, 2]), 300, seed=[7, 8],
+      trace_fn=lambda _, r: (r.new_step_size,
+                             r.inner_results.log_accept_ratio))
+  assert step_size[-1] > 0.05  # Tuned up from a too-small start.
+  accept = np.exp(np.minimum(log_accept[150:], 0.)).mean()
+  assert 0.6 < accept < 0.9, accept
+
+
+# --- targets that say what they are ------------------------------------------
+
+
+def test_in_memory_full_batch_uses_every_example_once_in_order():
+  x = np.arange(50, dtype=np.float32)[:, None]
+  full = sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, x,
+                           full_batch=True)
+  np.testing.assert_array_equal(full.minibatch_indices([1, 2]), np.arange(50))
+  assert full.is_full_batch and full.batch_size == 50
+  w = tf.constant([[0.5]])
+  np.testing.assert_allclose(full.minibatch_energy(w, [3, 4]), full.energy(w),
+                             rtol=1e-6)
+  draws = sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, x,
+                            batch_size=50).minibatch_indices([1, 2])
+  assert len(np.unique(draws)) < 50  # With replacement, as documented.
+  with pytest.raises(TypeError, match="full_batch=True"):
+    sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, x)
+
+
+def test_amagold_on_a_dataset_target_says_it_is_not_exact():
+  y = np.zeros([20, 1], np.float32)
+  ds = tf.data.Dataset.from_tensor_slices(y)
+  target = sg.DatasetTarget(lambda w, b: -(b[..., 0] - w) ** 2,
+                            ds.repeat().batch(5), 20,
+                            full_dataset=ds.batch(5))
+  with pytest.warns(UserWarning, match="not guaranteed exact"):
+    kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=2,
+                        friction=0.5)
+  assert not kernel.is_calibrated and "DatasetTarget" in (
+      kernel.calibration_note)
+  exact = sg.AMAGOLD(sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, y,
+                                       batch_size=5),
+                     step_size=0.1, num_leapfrog_steps=2, friction=0.5)
+  assert exact.is_calibrated and not exact.calibration_note
+
+
+def test_a_callable_passed_as_target_gets_a_clear_error():
+  with pytest.raises(TypeError, match="target_log_prob_fn="):
+    sg.SGLD(MVN.log_prob, step_size=0.1)
+  with pytest.raises(TypeError, match="give `target`"):
+    sg.SGLD(step_size=0.1)
+
+
+# --- JointDistribution targets -------------------------------------------------
+
+
+def _logistic_data(n=300, d=3, seed=0):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, d)).astype(np.float32)
+  p = 1. / (1. + np.exp(-x @ np.linspace(1., -1., d)))
+  return x, (rng.uniform(size=n) < p).astype(np.int32)
+
+
+def _named_model(x):
+  d = x.shape[-1]
+  return tfd.JointDistributionNamed(dict(
+      scale=tfd.HalfNormal(1.),
+      w=lambda scale: tfd.Independent(
+          tfd.Normal(tf.zeros(d), scale[..., None]), 1),
+      y=lambda w: tfd.Independent(
+          tfd.Bernoulli(logits=tf.linalg.matvec(x, w)), 1)))
+
+
+def _sequential_model(x):
+  d = x.shape[-1]
+  return tfd.JointDistributionSequential([
+      tfd.HalfNormal(1.),
+      lambda scale: tfd.Independent(
+          tfd.Normal(tf.zeros(d), scale[..., None]), 1),
+      lambda w: tfd.Independent(
+          tfd.Bernoulli(logits=tf.linalg.matvec(x, w)), 1)])
+
+
+def _coroutine_model(x):
+  d = x.shape[-1]
+
+  @tfd.JointDistributionCoroutine
+  def model():
+    scale = yield tfd.JointDistributionCoroutine.Root(
+        tfd.HalfNormal(1., name="scale"))
+    w = yield tfd.Independent(tfd.Normal(tf.zeros(d), scale[..., None]), 1,
+                              name="w")
+    yield tfd.Independent(tfd.Bernoulli(logits=tf.linalg.matvec(x, w)), 1,
+                          name="y")
+  return model
+
+
+@pytest.mark.parametrize("model,structure", [
+    (_named_model, dict), (_sequential_model, list),
+    (_coroutine_model, tuple)])
+def test_joint_distribution_target_energy_and_structure(model, structure):
+  x, y = _logistic_data()
+  name = "y" if model is not _sequential_model else (
+      model(x)._flat_resolve_names()[-1])  # pylint: disable=protected-access
+  target = sg.JointDistributionTarget(model, {name: y}, covariates=x,
+                                      batch_size=30)
+  init = target.initial_state(4, seed=[1, 2])
+  assert isinstance(init, structure)
+  # The exact energy is the pinned model's log density in the unconstrained
+  # space (the default event-space bijector's log-det included).
+  pinned = model(x).experimental_pin(**{name: y})
+  bij = pinned.experimental_default_event_space_bijector()
+  ranks = tf.nest.map_structure(lambda s: s.rank, pinned.event_shape)
+  want = (pinned.unnormalized_log_prob(bij.forward(init)) +
+          bij.forward_log_det_jacobian(init, event_ndims=ranks))
+  np.testing.assert_allclose(-target.energy(init), want, rtol=1e-5)
+  # Only the likelihood is scaled by N/n: the minibatch estimate averaged
+  # over all batches of a partition equals the exact energy.
+  parts = np.split(np.arange(300), 10)
+  estimates = [target._energy_from_batch(  # pylint: disable=protected-access
+      init, target._gather(idx), 30) for idx in parts]  # pylint: disable=protected-access
+  np.testing.assert_allclose(np.mean(estimates, 0), target.energy(init),
+                             rtol=1e-4)
+  draws = sample(sg.SGLD(target, 1e-3), init, 5, seed=[3, 4])
+  assert isinstance(draws, structure)
+  constrained = target.constrain(draws)
+  scale = (constrained["scale"] if structure is dict else constrained[0])
+  assert np.all(np.asarray(scale) > 0.)
