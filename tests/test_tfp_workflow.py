@@ -94,13 +94,13 @@ def test_transformed_kernel_samples_a_positive_parameter_exactly_with_amagold():
   target, log_mean, log_var = _variance_problem()
   sd = np.sqrt(log_var)
   kernel = tfp.mcmc.TransformedTransitionKernel(
-      sg.AMAGOLD(target, step_size=0.5 * sd, num_leapfrog_steps=5,
+      sg.AMAGOLD(target, step_size=0.25 * sd, num_leapfrog_steps=5,
                  friction=0.5 / sd), tfb.Exp())
   init = tf.fill([4, 1], np.float32(np.exp(log_mean)))
   draws, accepted = sample(
       kernel, init, 1500, seed=[4, 5],
       trace_fn=lambda _, r: r.inner_results.is_accepted)
-  assert np.mean(accepted) > 0.3
+  assert np.mean(accepted) > 0.15
   assert np.all(draws > 0.)  # The draws come back constrained.
   z = np.log(draws)
   mean, mean_se = mean_and_se(z)
@@ -119,23 +119,19 @@ def test_transformed_kernel_sgld_matches_its_predicted_bias():
   h = 0.2 / lam
   kernel = sg.SGLD(target, step_size=h)
   ttk = tfp.mcmc.TransformedTransitionKernel(kernel, tfb.Exp())
-  inner = ttk.inner_kernel
-  # V from the wrapped target's own gradient estimator at the mode.
-  z0 = tf.fill([1, 1], np.float32(log_mean))
-  grads = [inner.target.energy_and_gradient(z0, [i, 7])[1].numpy()[0, 0]
-           for i in range(200)]
-  noise_var = np.var(grads)
+  # V, the variance of the minibatch gradient in z at the mode: n examples
+  # drawn with replacement, per-example gradient 1/2 - y_i^2 exp(-z) / 2.
+  y = target.data[:, 0].numpy().astype(np.float64)
+  per_example = 0.5 - 0.5 * y**2 * np.exp(-log_mean)
+  noise_var = len(y)**2 / target.batch_size * np.var(per_example)
   predicted = (2. + h * noise_var) / (lam * (2. - h * lam))
   assert predicted > 1.5 * log_var  # The bias is large enough to test.
   init = tf.fill([4, 1], np.float32(np.exp(log_mean)))
   draws = sample(ttk, init, 3000, seed=[6, 7], num_burnin_steps=100)
   z = np.log(draws)
   var, var_se = variance_and_se(z)
-  # The estimate of V has its own error: 200 draws give a relative SE of
-  # sqrt(2/199), which enters `predicted` through h V / (2 + h V).
-  v_rel = np.sqrt(2. / 199.) * (h * noise_var) / (2. + h * noise_var)
-  tol = np.hypot(NUM_SE * var_se[0], NUM_SE * v_rel * predicted)
-  assert abs(var[0] - predicted) < tol, (var, predicted, log_var)
+  assert abs(var[0] - predicted) < NUM_SE * var_se[0], (var, predicted,
+                                                         log_var)
   mean, mean_se = mean_and_se(z)
   assert abs(mean[0] - log_mean) < NUM_SE * mean_se[0]
 
@@ -166,8 +162,8 @@ def test_replica_exchange_with_full_batch_mala_replicas_is_exact():
       inverse_temperatures=[1., 0.3, 0.1],
       make_kernel_fn=lambda fn: tfp.mcmc.MetropolisHastings(
           sg.SGLD(target_log_prob_fn=fn, step_size=0.4)))
-  draws = sample(remc, tf.zeros([8]), 3000, seed=[8, 9],
-                 num_burnin_steps=200)
+  draws = sample(remc, tf.zeros([8]), 2000, seed=[8, 9],
+                 num_burnin_steps=100)
   mean, mean_se = mean_and_se(draws)
   var, var_se = variance_and_se(draws)
   assert abs(mean - true_mean) < NUM_SE * mean_se, (mean, true_mean)
@@ -191,15 +187,13 @@ def _two_part_log_prob(a, b):
 ])
 def test_tuple_states_and_one_step_size_per_part(make):
   state = (tf.zeros([4]), tf.zeros([4, 3]))
-  draws = sample(make(_two_part_log_prob), state, 5, seed=[1, 2])
+  draws = sample(make(_two_part_log_prob), state, 5, seed=[1, 2], jit=False)
   assert isinstance(draws, tuple) and draws[1].shape == (5, 4, 3)
   # A dict state, as TFP's JointDistributionNamed gives.
-  kernel = make(lambda a, b: _two_part_log_prob(a, b))
   dict_draws = sample(make(lambda **d: _two_part_log_prob(d["a"], d["b"])),
                       {"a": tf.zeros([4]), "b": tf.zeros([4, 3])}, 5,
-                      seed=[1, 2])
+                      seed=[1, 2], jit=False)
   assert set(dict_draws) == {"a", "b"}
-  del kernel
 
 
 def test_per_part_step_sizes_give_each_part_its_predicted_variance():
@@ -233,13 +227,13 @@ def test_sgnuts_under_dual_averaging_reports_log_accept_ratio():
                                   gradient_noise_variance=0.1)
   kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
       sg.SGNUTS(target, step_size=0.01, friction=1., max_tree_depth=4),
-      num_adaptation_steps=150, target_accept_prob=0.75)
+      num_adaptation_steps=100, target_accept_prob=0.75)
   _, (step_size, log_accept) = sample(
-      kernel, tf.zeros([4, 2]), 300, seed=[7, 8],
+      kernel, tf.zeros([4, 2]), 200, seed=[7, 8],
       trace_fn=lambda _, r: (r.new_step_size,
                              r.inner_results.log_accept_ratio))
   assert step_size[-1] > 0.05  # Tuned up from a too-small start.
-  accept = np.exp(np.minimum(log_accept[150:], 0.)).mean()
+  accept = np.exp(np.minimum(log_accept[100:], 0.)).mean()
   assert 0.6 < accept < 0.9, accept
 
 
@@ -356,7 +350,7 @@ def test_joint_distribution_target_energy_and_structure(model, structure):
       init, target._gather(idx), 30) for idx in parts]  # pylint: disable=protected-access
   np.testing.assert_allclose(np.mean(estimates, 0), target.energy(init),
                              rtol=1e-4)
-  draws = sample(sg.SGLD(target, 1e-3), init, 5, seed=[3, 4])
+  draws = sample(sg.SGLD(target, 1e-3), init, 5, seed=[3, 4], jit=False)
   assert isinstance(draws, structure)
   constrained = target.constrain(draws)
   scale = (constrained["scale"] if structure is dict else constrained[0])
