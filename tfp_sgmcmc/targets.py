@@ -76,19 +76,92 @@ def _check_float_state(state):
           "tf.constant([0.], tf.float32).")
 
 
+def _describe_structure(x):
+  return tf.nest.map_structure(
+      lambda t: f"{tf.as_dtype(t.dtype).name}{list(t.shape)}", x)
+
+
 def _call_with_clear_errors(what, fn, *args):
-  """Calls a user function, turning deep TF errors into a clear message."""
+  """Calls a user function, turning deep TF errors into a clear message
+  that shows what it was called with and, where the dtypes differ, how to
+  make them agree."""
   try:
     return fn(*args)
   except (ValueError, TypeError, tf.errors.InvalidArgumentError,
           IndexError) as e:
-    structure = tf.nest.map_structure(
-        lambda t: f"{tf.as_dtype(t.dtype).name}{list(t.shape)}",
-        args[0]) if args else None
+    if not args:
+      raise
+    state = args[0]
+    hint = ("does the state structure (one tensor or a list, one per "
+            "parameter) match what the function expects?")
+    called = f"`state` = {_describe_structure(state)}"
+    if len(args) > 1:
+      batch = args[1]
+      called += f" and `batch` = {_describe_structure(batch)}"
+      state_dtype = tf.as_dtype(_as_list(state)[0].dtype)
+      other = sorted({tf.as_dtype(t.dtype).name
+                      for t in tf.nest.flatten(batch)} - {state_dtype.name})
+      if other:
+        hint = (f"the batch holds {other} data while the state is "
+                f"{state_dtype.name}: cast inside the function (e.g. "
+                f"tf.cast(y, w.dtype) for integer labels) or give the "
+                f"target data and state of one float dtype. Also check the "
+                "state structure (one tensor or a list, one per parameter) "
+                "and the data's shapes (labels [N], not [N, 1]).")
+      else:
+        hint = ("does the state structure (one tensor or a list, one per "
+                "parameter) match what the function expects, and do the "
+                "data's shapes (e.g. labels [N], not [N, 1])?")
     raise ValueError(
-        f"{what} failed on `state` = {structure}: does the state structure "
-        f"(one tensor or a list, one per parameter) match what the target "
-        f"expects? Original error: {type(e).__name__}: {e}") from e
+        f"{what} failed when called with {called}: {hint} "
+        f"Original error: {type(e).__name__}: {e}") from e
+
+
+def _check_output(name, value, state, expected_batch_rank=None):
+  """Static (trace-time) checks of a user function's output: a float tensor
+  in the state's dtype whose shape is the chains' batch shape."""
+  value = tf.convert_to_tensor(value)
+  state_dtype = tf.as_dtype(_as_list(state)[0].dtype)
+  if tf.as_dtype(value.dtype) != state_dtype:
+    raise TypeError(
+        f"`{name}` returned dtype {tf.as_dtype(value.dtype).name} for a "
+        f"{state_dtype.name} state; it must return the state's dtype (cast "
+        f"the data to {state_dtype.name}, or the state to the data's dtype).")
+  return value
+
+
+def _check_batch_shape(name, batch_shape, state, parameter_shapes, what):
+  """`batch_shape` (one value per chain) must be the state's chain
+  dimensions: a prefix of every part's shape, leaving the parameter's own
+  dimensions (exactly `parameter_shapes` when declared)."""
+  if batch_shape.rank is None:
+    return
+  parts = _as_list(state)
+  shapes = (None if parameter_shapes is None else
+            _as_list(parameter_shapes) if isinstance(parameter_shapes, list)
+            else [parameter_shapes])
+  for i, part in enumerate(parts):
+    if part.shape.rank is None:
+      continue
+    if shapes is not None:
+      chain = part.shape[:part.shape.rank - len(shapes[i])]
+      ok = chain.rank == batch_shape.rank and chain.is_compatible_with(
+          batch_shape)
+    else:
+      # Without parameter_shapes: a prefix of the part's shape that leaves
+      # at least one parameter axis (a list state may hold scalars).
+      limit = part.shape.rank - (1 if len(parts) == 1 else 0)
+      ok = batch_shape.rank <= limit and part.shape[:batch_shape.rank
+                                                    ].is_compatible_with(
+                                                        batch_shape)
+    if not ok:
+      raise ValueError(
+          f"`{name}` returned {what} of shape {list(batch_shape)}, but the "
+          f"state part {i} has shape {list(part.shape)}: it must return one "
+          "value per chain, shape = the state's leading (chain) dimensions "
+          "(shape [] for a single chain), summed over each parameter's own "
+          "axes (e.g. tf.reduce_sum(..., axis=-1)). If the state's leading "
+          "axes are not all chain axes, give the target `parameter_shapes`.")
 
 
 class MinibatchTarget:
@@ -134,6 +207,12 @@ class MinibatchTarget:
         raise ValueError(f"`current_state` part {i} has shape "
                          f"{tuple(part.shape)}; expected trailing shape "
                          f"{list(shape)} (the target's parameter_shapes).")
+
+  def check_functions(self, state):
+    """Trace-time checks of the user's functions on `state` (called once by
+    every kernel's `bootstrap_results`): shapes and dtypes of what they
+    return. The default checks nothing beyond the energy's own checks."""
+    del state
 
   @property
   def num_examples(self):
@@ -242,15 +321,39 @@ class _DataLikelihoodTarget(MinibatchTarget):
       n = tf.nest.flatten(batch)[0].shape[0]
     values = _call_with_clear_errors("`log_likelihood_fn`",
                                      self._log_likelihood_fn, state, batch)
-    values = tf.convert_to_tensor(values)
-    return _validate_log_likelihood_output(values, n)
+    values = _check_output("log_likelihood_fn", values, state)
+    values = _validate_log_likelihood_output(values, n)
+    _check_batch_shape("log_likelihood_fn", values.shape[:-1], state,
+                       self.parameter_shapes,
+                       "per-example values whose leading (chain) axes are")
+    return values
+
+  def _checked_log_prior(self, state, batch_shape):
+    """The log-prior, checked (at trace time) to give one value per chain,
+    the log-likelihood's batch shape."""
+    if self._log_prior_fn is None:
+      return self.log_prior(state)
+    value = _call_with_clear_errors("`log_prior_fn`", self._log_prior_fn,
+                                    state)
+    value = _check_output("log_prior_fn", value, state)
+    if (value.shape.rank is not None and batch_shape.rank is not None and
+        not (value.shape.rank == batch_shape.rank and
+             value.shape.is_compatible_with(batch_shape))):
+      raise ValueError(
+          f"`log_prior_fn` returned shape {list(value.shape)} but the "
+          f"log-likelihood's chain (batch) shape is {list(batch_shape)} "
+          f"for a state {_describe_structure(state)}: the log-prior must "
+          "return one value per chain, summed over the parameters (e.g. "
+          "lambda w: tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per "
+          "parameter or with a trailing axis of 1.")
+    return value
 
   def _energy_from_batch(self, state, batch, n):
     ll = self._log_likelihood(state, batch, n)
     n_float = tf.cast(tf.shape(ll)[-1], ll.dtype)
     scale = tf.cast(self.num_examples, ll.dtype) / n_float
-    return -scale * tf.reduce_sum(ll, axis=-1) - tf.cast(
-        self.log_prior(state), ll.dtype)
+    prior = self._checked_log_prior(state, ll.shape[:-1])
+    return -scale * tf.reduce_sum(ll, axis=-1) - tf.cast(prior, ll.dtype)
 
   def _noise_variance_from_batch(self, state, batch, n):
     parts = _as_list(state)
@@ -272,6 +375,22 @@ class _DataLikelihoodTarget(MinibatchTarget):
       var = tf.reduce_sum(tf.square(j - mean), axis=0) / (n_float - 1.)
       out.append(num * num / n_float * var)
     return _like(state, out)
+
+
+def _check_finite_data(data, name="data"):
+  """Rejects NaN or infinite values in the floating parts of `data` (checked
+  once, when the target is built: otherwise every chain just diverges)."""
+  for i, leaf in enumerate(tf.nest.flatten(data)):
+    if not leaf.dtype.is_floating:
+      continue
+    bad = np.logical_not(np.isfinite(np.asarray(leaf)))
+    if bad.any():
+      where = np.argwhere(bad)
+      raise ValueError(
+          f"`{name}` part {i} (shape {list(leaf.shape)}) has {int(bad.sum())}"
+          f" non-finite values (NaN or inf), the first at index "
+          f"{tuple(int(j) for j in where[0])}: remove or impute those "
+          "examples before building the target.")
 
 
 class _PerChainBatch(tuple):
@@ -378,6 +497,7 @@ class InMemoryTarget(_DataLikelihoodTarget):
     if num_examples < 1:
       raise ValueError("`data` is empty (N = 0): expected at least one "
                        "example.")
+    _check_finite_data(data)
     batch_size = _check_batch_size(batch_size, num_examples)
     if not isinstance(independent_minibatches, (bool, np.bool_)):
       raise TypeError(f"`independent_minibatches` must be True or False; "
@@ -409,6 +529,30 @@ class InMemoryTarget(_DataLikelihoodTarget):
   @property
   def batch_size(self):
     return self._batch_size
+
+  def check_functions(self, state):
+    """Calls the log-likelihood and log-prior once on a probe batch of m
+    examples, m chosen unlike the batch size and every state dimension, so
+    that a function that sums over the batch, or returns a shape that only
+    matches by coincidence, is caught at trace time (once, at bootstrap)."""
+    if self._independent:
+      return  # Per-chain batches check their shape against the chains.
+    dims = {d for p in _as_list(state) for d in (p.shape.as_list()
+                                                  if p.shape.rank else [])}
+    m = self._batch_size + 1
+    while m in dims:
+      m += 1
+    batch = self._gather(tf.range(m) % self.num_examples)
+    try:
+      self._energy_from_batch(state, batch, m)
+    except ValueError as e:
+      if "failed when called with" in str(e):
+        raise
+      raise ValueError(
+          f"{e} (`bootstrap_results` checks the functions once on a probe "
+          f"batch of {m} examples, a size unlike `batch_size` = "
+          f"{self._batch_size} and the state's dimensions, so that a shape "
+          "that fits only by coincidence is caught.)") from e
 
   @property
   def data(self):
@@ -724,12 +868,19 @@ class NoisyGradientTarget(MinibatchTarget):
                          f">= 0; got {gradient_noise_variance!r}.")
       self._variance = var
 
+  def _checked_energy(self, state):
+    value = _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+    value = _check_output("energy_fn", value, state)
+    _check_batch_shape("energy_fn", value.shape, state,
+                       self.parameter_shapes, "energies")
+    return value
+
   def minibatch_energy(self, state, seed):
     del seed
-    return _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+    return self._checked_energy(state)
 
   def energy(self, state):
-    return _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+    return self._checked_energy(state)
 
   def energy_and_gradient(self, state, seed):
     energy, grads = super().energy_and_gradient(state, seed)
@@ -848,6 +999,9 @@ class ControlVariateTarget(MinibatchTarget):
   def check_state(self, state):
     self._base.check_state(state)
 
+  def check_functions(self, state):
+    self._base.check_functions(state)
+
   def log_prior(self, state):
     return self._base.log_prior(state)
 
@@ -922,6 +1076,9 @@ class TemperedTarget(MinibatchTarget):
 
   def check_state(self, state):
     self._base.check_state(state)
+
+  def check_functions(self, state):
+    self._base.check_functions(state)
 
   def _cool(self, x):
     return x / tf.cast(self._temperature, x.dtype)
