@@ -767,9 +767,19 @@ class DatasetTarget(_DataLikelihoodTarget):
     if not isinstance(dataset, tf.data.Dataset):
       raise TypeError(f"`dataset` must be a tf.data.Dataset; got "
                       f"{type(dataset).__name__}.")
-    if num_examples is None or int(num_examples) < 1:
+    if (num_examples is None or isinstance(num_examples, (bool, str, bytes))
+        or not isinstance(num_examples, (int, np.integer, float, np.floating))
+        or not np.isfinite(num_examples)
+        or num_examples != int(num_examples) or int(num_examples) < 1):
       raise ValueError(f"`num_examples` (N, the training-set size) must be a "
                        f"positive integer; got {num_examples!r}.")
+    _check_batched_spec("dataset", dataset)
+    if dataset.cardinality() == 0:
+      raise ValueError("`dataset` is empty (cardinality 0): it must yield "
+                       "minibatches; for long chains repeat it "
+                       "(dataset.repeat()).")
+    if full_dataset is not None:
+      _check_full_dataset(dataset, full_dataset, int(num_examples))
     super().__init__(log_likelihood_fn, int(num_examples), log_prior_fn,
                      parameter_shapes)
     self._dataset = dataset
@@ -781,7 +791,16 @@ class DatasetTarget(_DataLikelihoodTarget):
     return self._full_dataset is not None
 
   def _next_batch(self):
-    batch = self._iterator.get_next()
+    optional = self._iterator.get_next_as_optional()
+    message = ("`dataset` is exhausted: DatasetTarget takes one batch per "
+               "gradient evaluation, so a chain longer than the dataset needs "
+               "it repeated (dataset.repeat()).")
+    if tf.executing_eagerly():
+      if not bool(optional.has_value()):
+        raise ValueError(message)
+    else:
+      tf.debugging.Assert(optional.has_value(), [message])
+    batch = optional.get_value()
     n = tf.shape(tf.nest.flatten(batch)[0])[0]
     return batch, n
 
@@ -809,6 +828,51 @@ class DatasetTarget(_DataLikelihoodTarget):
         init, lambda acc, batch: acc + tf.reduce_sum(
             self._log_likelihood(state, batch, None), axis=-1))
     return -total - tf.cast(self.log_prior(state), total.dtype)
+
+
+def _check_batched_spec(name, dataset):
+  for spec in tf.nest.flatten(dataset.element_spec):
+    if spec.shape.rank == 0:
+      raise ValueError(
+          f"`{name}` yields unbatched elements (a part of shape "
+          f"{spec.shape}); it must yield minibatches with a leading example "
+          f"axis: use {name}.batch(batch_size).")
+
+
+def _check_full_dataset(dataset, full_dataset, num_examples):
+  """`full_dataset` must be finite, batched like `dataset` and hold exactly
+  `num_examples` examples (counted once, here, when its size is finite)."""
+  if not isinstance(full_dataset, tf.data.Dataset):
+    raise TypeError(f"`full_dataset` must be a tf.data.Dataset or None; got "
+                    f"{type(full_dataset).__name__}.")
+  cardinality = int(full_dataset.cardinality())
+  if cardinality == tf.data.INFINITE_CARDINALITY:
+    raise ValueError(
+        "`full_dataset` is infinite (e.g. repeated): it must cover the "
+        "training set exactly once, for the exact energy; drop the "
+        ".repeat() from it.")
+  if cardinality == 0:
+    raise ValueError("`full_dataset` is empty (cardinality 0).")
+  ranks = [s.shape.rank for s in tf.nest.flatten(dataset.element_spec)]
+  full_ranks = [s.shape.rank for s in
+                tf.nest.flatten(full_dataset.element_spec)]
+  if len(ranks) != len(full_ranks) or any(
+      a is not None and b is not None and a != b
+      for a, b in zip(ranks, full_ranks)):
+    raise ValueError(
+        f"`full_dataset` yields elements of rank {full_ranks} but `dataset` "
+        f"of rank {ranks}: both must yield batches of the same structure "
+        "(is one of them unbatched? use .batch(batch_size)).")
+  if cardinality > 0:
+    count = int(full_dataset.reduce(
+        tf.constant(0, tf.int64), lambda acc, batch: acc + tf.cast(
+            tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
+    if count != num_examples:
+      raise ValueError(
+          f"`num_examples` = {num_examples} but `full_dataset` holds {count} "
+          "examples: N must be the size of the training set that "
+          "`full_dataset` covers once (the minibatch energy is scaled by "
+          "N / n).")
 
 
 class NoisyGradientTarget(MinibatchTarget):
