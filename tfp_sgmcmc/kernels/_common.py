@@ -142,6 +142,56 @@ def check_initial_state(state, target=None):
       tf.debugging.Assert(finite, [message])
 
 
+def check_step(kernel, state, results, results_type):
+  """Static checks, at trace time (no cost per step), that `results` were
+  made for this kernel and this state: the results' type, the state's parts
+  (tensors; numpy arrays are converted), and the state's chain dimensions and
+  dtype against those of the results' `energy`. Returns the state."""
+  name = type(kernel).__name__
+  if not isinstance(results, results_type):
+    raise TypeError(
+        f"`previous_kernel_results` of {name}.one_step are "
+        f"{type(results).__name__}, not {results_type.__name__}: they come "
+        f"from another kernel. Start from {name}.bootstrap_results(state) "
+        "or pass the results this kernel returned.")
+  parts = []
+  for i, part in enumerate(tf.nest.flatten(state)):
+    if isinstance(part, np.ndarray):
+      part = tf.convert_to_tensor(part)
+    if not tf.is_tensor(part):
+      raise TypeError(
+          f"`current_state` part {i} of {name}.one_step is a "
+          f"{type(part).__name__}, not a tensor: convert it once, e.g. "
+          "tf.constant(x, tf.float32).")
+    parts.append(part)
+  state = tf.nest.pack_sequence_as(state, parts)
+  energy = None
+  for field in ("energy", "minibatch_energy", "target_log_prob"):
+    energy = getattr(results, field, None)
+    if tf.is_tensor(energy):
+      break
+  if not tf.is_tensor(energy):
+    return state
+  if parts and parts[0].dtype != energy.dtype:
+    raise TypeError(
+        f"`current_state` has dtype {parts[0].dtype.name} but "
+        f"`previous_kernel_results` hold {energy.dtype.name} values: pass the "
+        "state and results of one run (or bootstrap_results(state)).")
+  chains = energy.shape
+  if chains.rank is None:
+    return state
+  for i, part in enumerate(parts):
+    if part.shape.rank is not None and (
+        part.shape.rank < chains.rank or
+        not part.shape[:chains.rank].is_compatible_with(chains)):
+      raise ValueError(
+          f"`previous_kernel_results` are for chains of shape {list(chains)}"
+          f" (the shape of their `energy`), but `current_state` part {i} has"
+          f" shape {list(part.shape)}: pass the results returned with this "
+          "state, or bootstrap_results(state) for new chains.")
+  return state
+
+
 def as_dtype(x, dtype):
   """x in `dtype`, converting Python numbers without a float32 detour."""
   if tf.is_tensor(x):

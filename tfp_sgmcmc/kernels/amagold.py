@@ -170,6 +170,8 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
         dynamics.standard_normal_like(structure, seed))
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, UncalibratedAMAGOLDResults)
     with tf.name_scope(self.name or "amagold_one_step"):
       # The loop's seed is split (carried) at every leapfrog step; the
       # draws within a step use cheap derived seeds.

@@ -79,6 +79,8 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, PreconditionedSGLDResults)
     with tf.name_scope(self.name or "psgld_one_step"):
       batch_seed, noise_seed = _common.step_seeds(seed, 2)
       prev = previous_kernel_results

@@ -173,6 +173,8 @@ class SGHMC(_common.UncalibratedKernel):
     return self.noise_estimate
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGHMCResults)
     with tf.name_scope(self.name or "sghmc_one_step"):
       batch_seed, noise_seed, momentum_seed = _common.step_seeds(seed, 3)
       prev = previous_kernel_results

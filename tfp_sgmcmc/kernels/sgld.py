@@ -79,6 +79,8 @@ class SGLD(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGLDResults)
     with tf.name_scope(self.name or "sgld_one_step"):
       batch_seed, noise_seed = _common.step_seeds(seed, 2)
       dtype = _common.state_dtype(current_state)

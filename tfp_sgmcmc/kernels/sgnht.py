@@ -75,6 +75,8 @@ class SGNHT(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGNHTResults)
     with tf.name_scope(self.name or "sgnht_one_step"):
       batch_seed, noise_seed, momentum_seed = _common.step_seeds(seed, 3)
       prev = previous_kernel_results
