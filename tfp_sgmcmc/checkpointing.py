@@ -188,8 +188,9 @@ def load_chain(path, results_template, state_template=None):
   try:
     with np.load(path) as data:
       arrays = [data[k] for k in sorted(data.files)]
-  except FileNotFoundError:
-    raise
+  except FileNotFoundError as e:
+    raise FileNotFoundError(f"`path` = {path!r}: no such checkpoint file "
+                            "(written by save_chain).") from e
   except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
     raise ValueError(
         f"`path` = {path!r} is not a complete checkpoint written by "
@@ -216,8 +217,8 @@ def load_chain(path, results_template, state_template=None):
   num_state_leaves = len(tf.nest.flatten(state_template))
   for i, (a, t) in enumerate(zip(arrays, leaves)):
     t = tf.convert_to_tensor(t)
-    what = (f"state part {i}" if i < num_state_leaves else
-            f"results tensor {i - num_state_leaves}")
+    what = (f"`state_template` part {i}" if i < num_state_leaves else
+            f"`results_template` tensor {i - num_state_leaves}")
     if a.dtype != t.dtype.as_numpy_dtype:
       raise ValueError(f"{path}: tensor {i} ({what}) has dtype {a.dtype}, "
                        f"the template's is {t.dtype.name}.")

@@ -33,7 +33,7 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
   if full_batch is None:
     full_batch = target.has_exact_energy
   elif full_batch and not target.has_exact_energy:
-    raise ValueError("`full_batch=True` needs a target with an exact energy "
+    raise ValueError("`full_batch` = True needs a target with an exact energy "
                      f"(has_exact_energy); {type(target).__name__} has none: "
                      "use full_batch=False (minibatch gradients).")
   state = tf.nest.map_structure(tf.convert_to_tensor, initial_state)

@@ -155,6 +155,14 @@ def step_size_weighted_mean(samples, step_sizes, axis=0):
   def weighted(x):
     x = tf.convert_to_tensor(x)
     w = tf.cast(step_sizes, x.dtype)
+    if (w.shape.rank is not None and x.shape.rank is not None and
+        w.shape.num_elements() is not None and
+        x.shape[axis] is not None and
+        (w.shape.rank != 1 or w.shape[0] != x.shape[axis])):
+      raise ValueError(
+          f"`step_sizes` has shape {list(w.shape)} but `samples` has "
+          f"{x.shape[axis]} draws along axis {axis}: pass one step size per "
+          "draw (shape [num_draws]), traced from the same run.")
     shape = [1] * x.shape.rank
     shape[axis] = -1
     w = tf.reshape(w, shape)

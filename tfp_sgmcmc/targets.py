@@ -88,7 +88,7 @@ def _call_with_clear_errors(what, fn, *args):
   try:
     return fn(*args)
   except (ValueError, TypeError, tf.errors.InvalidArgumentError,
-          IndexError) as e:
+          IndexError, KeyError, AttributeError) as e:
     if not args:
       raise
     state = args[0]
@@ -335,6 +335,10 @@ class _DataLikelihoodTarget(MinibatchTarget):
       return self.log_prior(state)
     value = _call_with_clear_errors("`log_prior_fn`", self._log_prior_fn,
                                     state)
+    if (not tf.is_tensor(value) and isinstance(value, (
+        int, float, np.integer, np.floating)) and not isinstance(value, bool)):
+      # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
+      return tf.constant(float(value), _as_list(state)[0].dtype)
     value = _check_output("log_prior_fn", value, state)
     if (value.shape.rank is not None and batch_shape.rank is not None and
         not (value.shape.rank == batch_shape.rank and
@@ -479,8 +483,23 @@ class InMemoryTarget(_DataLikelihoodTarget):
   def __init__(self, log_likelihood_fn, data, batch_size, log_prior_fn=None,
                energy_chunk_size=None, parameter_shapes=None,
                independent_minibatches=False):
-    data = tf.nest.map_structure(tf.convert_to_tensor, data)
+    def convert(x):
+      try:
+        return tf.convert_to_tensor(x)
+      except (ValueError, TypeError) as e:
+        raise ValueError(
+            "`data` must be a nested structure (tuple, dict) of arrays with "
+            f"a common leading axis N; a part could not be converted to a "
+            f"tensor ({type(e).__name__}: {e}). Are its rows of unequal "
+            "length (ragged)? Pad them or use one array per field.") from e
+    data = tf.nest.map_structure(convert, data)
     leaves = tf.nest.flatten(data)
+    for i, leaf in enumerate(leaves):
+      if not (leaf.dtype.is_floating or leaf.dtype.is_integer or
+              leaf.dtype == tf.bool):
+        raise TypeError(f"`data` part {i} has dtype {leaf.dtype.name}; "
+                        "expected numbers (float, int or bool): encode "
+                        "text or categories as numbers first.")
     if not leaves:
       raise ValueError("`data` is empty: expected a nested structure of "
                        "tensors with a common leading axis N.")
@@ -546,8 +565,6 @@ class InMemoryTarget(_DataLikelihoodTarget):
     try:
       self._energy_from_batch(state, batch, m)
     except ValueError as e:
-      if "failed when called with" in str(e):
-        raise
       raise ValueError(
           f"{e} (`bootstrap_results` checks the functions once on a probe "
           f"batch of {m} examples, a size unlike `batch_size` = "
@@ -926,7 +943,15 @@ class NoisyGradientTarget(MinibatchTarget):
                          f"definite; got {cov.tolist()}.") from e
       self._variance = np.diag(cov)
     else:
-      var = np.asarray(gradient_noise_variance, dtype=np.float64)
+      if isinstance(gradient_noise_variance, (str, bytes, bool)):
+        raise TypeError("`gradient_noise_variance` must be a number or an "
+                        f"array of numbers; got {gradient_noise_variance!r}.")
+      try:
+        var = np.asarray(gradient_noise_variance, dtype=np.float64)
+      except (TypeError, ValueError) as e:
+        raise TypeError("`gradient_noise_variance` must be a number or an "
+                        f"array of numbers; got "
+                        f"{gradient_noise_variance!r}.") from e
       if np.any(var < 0) or not np.all(np.isfinite(var)):
         raise ValueError(f"`gradient_noise_variance` must be finite and "
                          f">= 0; got {gradient_noise_variance!r}.")
@@ -975,6 +1000,8 @@ class NoisyGradientTarget(MinibatchTarget):
 
 
 def _check_batch_size(batch_size, num_examples):
+  if isinstance(batch_size, (bool, np.bool_, str, bytes)):
+    raise TypeError(f"`batch_size` must be an integer; got {batch_size!r}.")
   try:
     value = int(batch_size)
   except (TypeError, ValueError):
@@ -1117,6 +1144,9 @@ class TemperedTarget(MinibatchTarget):
     if not isinstance(target, MinibatchTarget):
       raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
                       f"{type(target).__name__}.")
+    if isinstance(temperature, (str, bytes, bool)) or temperature is None:
+      raise TypeError(f"`temperature` must be a number > 0; got "
+                      f"{temperature!r}.")
     t = float(temperature)
     if not t > 0 or not np.isfinite(t):
       raise ValueError(f"`temperature` must be > 0 and finite; got "
