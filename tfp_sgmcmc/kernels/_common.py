@@ -76,6 +76,10 @@ def check_positive(name, value, allow_zero=False):
   if not ok or not np.all(np.isfinite(v)):
     raise ValueError(f"`{name}` must be {want} and finite; got "
                      f"{_describe(value)}.")
+  if np.any(np.abs(v) > np.finfo(np.float32).max):
+    raise ValueError(f"`{name}` = {_describe(value)} is beyond the float32 "
+                     "range (3.4e38), so it cannot be used with a float32 "
+                     "state; use a representable value.")
 
 
 def parameter_property(name):
