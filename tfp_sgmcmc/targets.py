@@ -387,7 +387,13 @@ def _check_finite_data(data, name="data"):
   for i, leaf in enumerate(tf.nest.flatten(data)):
     if not leaf.dtype.is_floating:
       continue
-    bad = np.logical_not(np.isfinite(np.asarray(leaf)))
+    value = tf.get_static_value(leaf)
+    if value is None:  # Symbolic (built inside tf.function): asserted once.
+      tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(leaf)), [
+          f"`{name}` part {i} has non-finite values (NaN or inf): remove or "
+          "impute those examples before building the target."])
+      continue
+    bad = np.logical_not(np.isfinite(value))
     if bad.any():
       where = np.argwhere(bad)
       raise ValueError(
