@@ -101,7 +101,7 @@ def test_float64_end_to_end(make, scheme):
   y = x @ [1., -1.] + rng.normal(size=200)
   target = sg.InMemoryTarget(
       lambda w, b: -0.5 * (b[1] - tf.einsum("nd,...d->...n", b[0], w)) ** 2,
-      (x, y), batch_size=20,
+      (x, y), batch_size=100,
       log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1))
   kernel = make(target)
   draws, trace = sample(kernel, tf.zeros([4, 2], tf.float64), 400,
@@ -122,15 +122,16 @@ def test_float64_end_to_end(make, scheme):
   if scheme is None:
     return
   # Where the discretised chain's covariance has a closed form, the
-  # variance too: the minibatch gradient's noise (batches of 20 drawn with
+  # variance too: the minibatch gradient's noise (batches of 100 drawn with
   # replacement) is N^2 / n times the per-example gradients' covariance at
   # w_hat, nearly constant over a posterior this narrow.
   name, h, c = scheme
   g = -x * (y - x @ w_hat)[:, None]
-  noise = 200. ** 2 / 20. * np.cov(g.T, bias=True)
+  noise = 200. ** 2 / 100. * np.cov(g.T, bias=True)
   predicted = np.diag(stationary_covariance(name, precision, h, c,
                                             gradient_noise=noise))
   var, var_se = variance_and_se(kept, mean)
+  print(name, "variance", var, "predicted", predicted, "se", var_se)
   assert np.all(np.abs(var - predicted) < NUM_SE * var_se), (
       var, predicted, var_se)
 
