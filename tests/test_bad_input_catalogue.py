@@ -5,8 +5,10 @@ message names the argument and the value received. Together with the cases
 in test_errors.py, test_amagold.py and test_sgnuts.py the catalogue covers
 targets, kernels, wrappers, schedules and checkpoints. A property-based test
 then throws random constructor arguments and data shapes at the library:
-every draw must give either a clear error (ValueError / TypeError) before
-sampling, or a finite chain.
+every draw must give either a clear error (ValueError / TypeError) naming
+one of the drawn arguments before sampling, or a finite chain whose mean
+over 256 chains follows the update rule (SGLD, SGHMC) within 5 standard
+errors.
 """
 
 import numpy as np

@@ -117,9 +117,9 @@ def _call_with_clear_errors(what, fn, *args):
         f"Original error: {type(e).__name__}: {e}") from e
 
 
-def _check_output(name, value, state, expected_batch_rank=None):
-  """Static (trace-time) checks of a user function's output: a float tensor
-  in the state's dtype whose shape is the chains' batch shape."""
+def _check_output(name, value, state):
+  """Static (trace-time) check of a user function's output: a tensor in the
+  state's dtype (its shape is checked by `_check_batch_shape`)."""
   value = tf.convert_to_tensor(value)
   state_dtype = tf.as_dtype(_as_list(state)[0].dtype)
   if tf.as_dtype(value.dtype) != state_dtype:
