@@ -83,7 +83,7 @@ def test_divergence_is_reported_not_raised(table2_data):
 
 
 @needs_data
-def test_sghmc_paper_curves_are_finite_and_samplers_beat_chance():
+def test_sghmc_paper_sghmc_beats_sgld_and_ties_sgd():
   # Paper 003, Fig. 5 at CI size: 4 epochs (1 warm-up) of the four methods
   # with the paper's eta and alpha. Measured over seeds 0, 1, 2: errors
   # after epoch 4: SGD 9.1 / 9.4 / 9.6%, SGD with momentum 12.0 / 16.3 /
@@ -96,5 +96,10 @@ def test_sghmc_paper_curves_are_finite_and_samplers_beat_chance():
   assert set(curves) == {"SGD", "SGD with momentum", "SGLD", "SGHMC"}
   for name, errors in curves.items():
     assert len(errors) == 4 and np.all(np.isfinite(errors)), (name, errors)
+  # The row's claim (docs/results.md, 003 Fig. 5): SGHMC beats SGLD clearly
+  # but only ties the optimisers. Over seeds 0-2, SGLD - SGHMC was 0.36 to
+  # 0.57 (asserted 0.25) and SGHMC - SGD -0.001 to 0.021 (asserted |.| <
+  # 0.05, "within 5 points").
   assert curves["SGHMC"][-1] < 0.2
-  assert curves["SGLD"][-1] < 0.8
+  assert curves["SGLD"][-1] > curves["SGHMC"][-1] + 0.25, curves
+  assert abs(curves["SGHMC"][-1] - curves["SGD"][-1]) < 0.05, curves
