@@ -246,7 +246,7 @@ def write_figure(path, problem, config, reference, results):
   axes[0].legend(fontsize=7)
   fig.suptitle("Synthetic logistic regression (N = 80,000, d = 4, n = 800, "
                "unscaled covariates): mean +- 2 sd per step size; black: "
-               "NUTS mean +- 2 sd (x: off the panel)", fontsize=10)
+               "reference mean +- 2 sd (x: off the panel)", fontsize=10)
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
