@@ -99,6 +99,7 @@ NUM_LEAPFROG_STEPS = 10
 NUM_SAMPLES = 20
 ADAPT_TARGET = 0.85                     # Section 5.2's target acceptance
 ADAPT_FRACTION = 0.25                   # of the sampling transitions
+ADAPT_RATE = 0.01                       # SimpleStepSizeAdaptation's default
 FRICTIONS = (0.01, 5e-6)                # b
 STEP_SIZES = (5e-4, 1e-3)               # h, on the mean loss
 PAPER = {("SGHMC", 0.01, 5e-4): "3.69 ± 0.03",
@@ -110,7 +111,7 @@ PAPER = {("SGHMC", 0.01, 5e-4): "3.69 ± 0.03",
          ("AMAGOLD", 5e-6, 5e-4): "3.65 ± 0.10",
          ("AMAGOLD", 5e-6, 1e-3): "3.63 ± 0.10"}
 SIZES = {"small": dict(hidden=(100,), sample_epochs=30, num_train=8000),
-         "paper": dict(hidden=(500, 256), sample_epochs=120, num_train=8000)}
+         "paper": dict(hidden=(500, 256), sample_epochs=100, num_train=8000)}
 
 
 def load(data_dir, seed, num_train=8000):
@@ -289,7 +290,8 @@ def mlp_logits(params, x):
 def run_adaptive_amagold(b, h, data, init_weights, sample_epochs, seed,
                          batches_per_epoch=BATCHES_PER_EPOCH,
                          target_accept=ADAPT_TARGET,
-                         adapt_fraction=ADAPT_FRACTION):
+                         adapt_fraction=ADAPT_FRACTION,
+                         adaptation_rate=ADAPT_RATE):
   """Skew-reversible AMAGOLD started at (h, b), its step size adapted to
   `target_accept` by `tfp.mcmc.SimpleStepSizeAdaptation` over the first
   `adapt_fraction` of the transitions, then frozen; the 20 samples are
@@ -318,7 +320,8 @@ def run_adaptive_amagold(b, h, data, init_weights, sample_epochs, seed,
       tfp_sgmcmc.AMAGOLD.from_sgd_parameters(
           target, learning_rate=h / n, momentum_decay=b,
           num_leapfrog_steps=NUM_LEAPFROG_STEPS, resample_momentum=False),
-      num_adaptation_steps=adapt, target_accept_prob=target_accept)
+      num_adaptation_steps=adapt, target_accept_prob=target_accept,
+      adaptation_rate=adaptation_rate)
 
   # One compiled transition per call (T leapfrog steps and the exact
   # energy; the Python loop costs nothing beside them). An outer
@@ -358,6 +361,7 @@ def run_adaptive_amagold(b, h, data, init_weights, sample_epochs, seed,
              adaptation_acceptance=adapt_accepted / adapt,
              adapted_h=h * (step_size / eps0) ** 2,
              adapted_b=b * step_size / eps0, target_accept=target_accept,
+             adaptation_rate=adaptation_rate,
              adaptation_transitions=adapt, kept_samples=len(samples))
 
   def predict(xs):
@@ -385,7 +389,7 @@ def _score(row, probs, ood, labels):
 
 def run(data, size, seed, verbose=0, configs=None, progress=print,
         batches_per_epoch=BATCHES_PER_EPOCH, adapt=True,
-        burnin_steps=BURNIN["steps"]):
+        burnin_steps=BURNIN["steps"], methods=None, adapt_options=None):
   """Burn in once, then every (method, b, h) of `configs` (default: all 8,
   plus the 4 adapted AMAGOLD chains if `adapt`). Method "AMAGOLD, adapted"
   runs `run_adaptive_amagold`. Returns (rows, {label: OOD probabilities})."""
@@ -399,14 +403,16 @@ def run(data, size, seed, verbose=0, configs=None, progress=print,
   progress(f"burn-in: {time.perf_counter() - start:.0f} s, test error of "
            f"the burnt-in weights {100 * burnin_error:.2f}%")
   if configs is None:
-    methods = ("SGHMC", "AMAGOLD") + (("AMAGOLD, adapted",) if adapt else ())
+    methods = methods or (
+        ("SGHMC", "AMAGOLD") + (("AMAGOLD, adapted",) if adapt else ()))
     configs = [(m, b, h) for m in methods for b in FRICTIONS
                for h in STEP_SIZES]
   rows, ood = [], {}
   for name, b, h in configs:
     if name == "AMAGOLD, adapted":
       row, probs = run_adaptive_amagold(b, h, data, init, sample_epochs,
-                                        seed, batches_per_epoch)
+                                        seed, batches_per_epoch,
+                                        **(adapt_options or {}))
     else:
       row, probs = run_chain(name, b, h, data, init, hidden, sample_epochs,
                              seed, verbose, batches_per_epoch)
@@ -499,9 +505,19 @@ def main(argv=None):
                       "larger means more minibatch noise per step")
   parser.add_argument("--no-adapt", action="store_true",
                       help="skip the AMAGOLD rows with step-size adaptation")
+  parser.add_argument("--methods", default=None,
+                      help="semicolon-separated subset of SGHMC, AMAGOLD, "
+                      "'AMAGOLD, adapted' (default: all)")
+  parser.add_argument("--adapt-target", type=float, default=ADAPT_TARGET)
+  parser.add_argument("--adapt-fraction", type=float, default=ADAPT_FRACTION)
+  parser.add_argument("--adapt-rate", type=float, default=ADAPT_RATE,
+                      help="SimpleStepSizeAdaptation's adaptation_rate")
   parser.add_argument("--seed", type=int, default=0)
   parser.add_argument("--verbose", type=int, default=0)
   args = parser.parse_args(argv)
+  methods = None
+  if args.methods:
+    methods = tuple(m.strip() for m in args.methods.split(";"))
   size = dict(SIZES["small" if args.small and not args.full else "paper"])
   if args.sample_epochs:
     size["sample_epochs"] = args.sample_epochs
@@ -511,7 +527,11 @@ def main(argv=None):
   start = time.perf_counter()
   rows, ood = run(data, size, args.seed, args.verbose,
                   batches_per_epoch=args.batches_per_epoch,
-                  adapt=not args.no_adapt, burnin_steps=args.burnin_steps)
+                  adapt=not args.no_adapt, burnin_steps=args.burnin_steps,
+                  methods=methods,
+                  adapt_options=dict(target_accept=args.adapt_target,
+                                     adapt_fraction=args.adapt_fraction,
+                                     adaptation_rate=args.adapt_rate))
   seconds = time.perf_counter() - start
   arch = "-".join(str(u) for u in (784,) + tuple(size["hidden"]) + (10,))
   n = len(data["x_train"])
@@ -525,8 +545,9 @@ def main(argv=None):
       f"{args.batches_per_epoch}), {NUM_SAMPLES} samples kept; "
       f"learning_rate = h/N, momentum_decay = b; AMAGOLD T = "
       f"{NUM_LEAPFROG_STEPS}, skew-reversible, exact M-H test; adapted "
-      f"AMAGOLD: tfp.mcmc.SimpleStepSizeAdaptation to {ADAPT_TARGET:g} "
-      f"acceptance over the first {ADAPT_FRACTION:g} of its transitions, "
+      f"AMAGOLD: tfp.mcmc.SimpleStepSizeAdaptation to {args.adapt_target:g} "
+      f"acceptance (adaptation_rate {args.adapt_rate:g}) over the first "
+      f"{args.adapt_fraction:g} of its transitions, "
       f"samples from the rest; seed {args.seed}; {seconds / 60:.0f} minutes "
       "in all. Ours: error of the 20-sample average on the 2,000 test "
       "images, ± its binomial standard error (one chain per cell). Paper: "
