@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import scipy.linalg
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 import tfp_sgmcmc.keras as sgk
@@ -48,7 +49,7 @@ def batches(problem, indices):
 
 
 def fit(problem, sampler, indices, steps_per_execution=1, thinning=1,
-        epochs=1, jit_compile=False, **kwargs):
+        epochs=1, jit_compile=False, after=(), **kwargs):
   model = keras.Sequential([
       keras.Input((problem.dim,)),
       keras.layers.Dense(1, use_bias=False,
@@ -63,7 +64,7 @@ def fit(problem, sampler, indices, steps_per_execution=1, thinning=1,
       thinning=thinning, max_samples=10 ** 6, **kwargs)
   model.fit(batches(problem, indices), epochs=epochs,
             steps_per_epoch=len(indices) // epochs, shuffle=False, verbose=0,
-            callbacks=[callback])
+            callbacks=[callback, *after])
   return callback
 
 
@@ -279,3 +280,71 @@ def test_keras_skew_reversible_amagold_samples_the_posterior(problem):
   assert 0.3 < callback.acceptance_rate < 0.99
   check_moments(draws_of(callback), problem.posterior_mean,
                 problem.posterior_cov)
+
+
+# --- step-size adaptation inside fit -------------------------------------------
+
+
+class EpochLogs(keras.callbacks.Callback):
+  """The logs of every epoch end (listed after SamplingCallback)."""
+
+  def __init__(self):
+    super().__init__()
+    self.logs = []
+
+  def on_epoch_end(self, epoch, logs=None):
+    self.logs.append(dict(logs))
+
+
+def adapted_fit(problem, make, epochs, per_epoch=100):
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  x, y = problem.data
+  t = 5
+  log = EpochLogs()
+  callback = fit(problem, sgk.AMAGOLD(
+      step_size=0.01, num_leapfrog_steps=t, friction=1., momentum_std=sigma,
+      seed=18), batch_indices(problem, t * per_epoch * epochs, seed=17),
+                 steps_per_execution=t, epochs=epochs, jit_compile=True,
+                 energy_data=(x, y), energy_batch_size=500,
+                 step_size_adaptation=make, after=[log])
+  return callback, log.logs
+
+
+@pytest.mark.parametrize("target", [0.65, 0.85])
+def test_amagold_dual_averaging_in_fit_reaches_the_target(problem, target):
+  # TFP's DualAveragingStepSizeAdaptation, driven by the Keras M-H tests:
+  # adapt during the first 200 tests (2 epochs) from a step size far too
+  # small, then freeze. Over the 400 tests after it the acceptance is
+  # within 0.05 of the target (binomial sd 0.018 at 0.85, 0.024 at 0.65),
+  # and the logged step size no longer moves.
+  callback, logs = adapted_fit(
+      problem, lambda inner: tfp.mcmc.DualAveragingStepSizeAdaptation(
+          inner, num_adaptation_steps=200, target_accept_prob=target),
+      epochs=6)
+  assert not callback.sampler.adapting
+  step_sizes = [e["step_size"] for e in logs]
+  assert step_sizes[1] > 0.03  # it moved from 0.01
+  assert len(set(step_sizes[1:])) == 1  # then froze
+  rate = np.mean([e["accept_rate"] for e in logs[2:]])
+  assert abs(rate - target) < 0.05, (target, rate, step_sizes)
+
+
+def test_amagold_simple_adaptation_in_fit_adapts_then_freezes(problem):
+  # SimpleStepSizeAdaptation moves eps up while the test accepts with
+  # probability above the target: with one chain it tracks the median
+  # acceptance probability, not the mean (use dual averaging for a rate).
+  callback, logs = adapted_fit(
+      problem, lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(
+          inner, num_adaptation_steps=100, target_accept_prob=0.75,
+          adaptation_rate=0.05), epochs=2)
+  step_sizes = [e["step_size"] for e in logs]
+  assert step_sizes[0] > 0.03 and step_sizes[0] == step_sizes[1]
+  assert 0.4 < logs[1]["accept_rate"] < 1.
+
+
+def test_step_size_adaptation_is_for_amagold_only(problem):
+  with pytest.raises(ValueError, match="only AMAGOLD"):
+    sgk.SamplingCallback(
+        sgk.SGLD(1e-3), num_examples=10, prior=1.,
+        step_size_adaptation=lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(
+            inner, 10))

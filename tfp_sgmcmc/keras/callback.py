@@ -149,12 +149,24 @@ class SamplingCallback(keras.callbacks.Callback):
       the same, then raise `SamplerDivergenceError` out of `fit`.
     max_abs_weight: None, or a bound on |theta|: a weight beyond it counts
       as divergence (catches unbounded growth before it overflows).
+    step_size_adaptation: AMAGOLD only: None, or a function of an inner
+      kernel returning a TFP step-size adaptation kernel around it, e.g.
+      `lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(inner,
+      num_adaptation_steps=200, target_accept_prob=0.85)` or
+      `tfp.mcmc.DualAveragingStepSizeAdaptation(...)`. After each M-H test
+      the adaptation kernel's `one_step` sees the test's log acceptance
+      ratio and sets the step size eps of the next trajectory; after
+      `num_adaptation_steps` tests eps is frozen (TFP's semantics). The
+      logs report `step_size` and `accept_rate` (per epoch); discard the
+      samples of the adaptation phase (e.g. adapt during an epoch whose
+      samples you drop, or read `sampler.adapting`).
   """
 
   def __init__(self, sampler, *, num_examples, prior, burnin_epochs=None,
                burnin_steps=None, thinning=1, max_samples=100,
                energy_data=None, energy_batch_size=1000, track_moments=True,
-               backup_dir=None, on_divergence="stop", max_abs_weight=None):
+               backup_dir=None, on_divergence="stop", max_abs_weight=None,
+               step_size_adaptation=None):
     super().__init__()
     if isinstance(sampler, keras.optimizers.LossScaleOptimizer):
       raise TypeError(
@@ -212,6 +224,19 @@ class SamplingCallback(keras.callbacks.Callback):
     self.burnin_steps = burnin_steps
     self.thinning = int(thinning)
     self.max_samples = int(max_samples)
+    if step_size_adaptation is not None and not self._amagold:
+      raise ValueError(
+          "`step_size_adaptation` targets an acceptance rate, which only "
+          f"AMAGOLD has (an M-H test); got the sampler "
+          f"{type(sampler).__name__}.")
+    if step_size_adaptation is not None and not callable(
+        step_size_adaptation):
+      raise TypeError(
+          "`step_size_adaptation` must be a function of the inner kernel, "
+          "e.g. lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(inner, "
+          "num_adaptation_steps=500, target_accept_prob=0.85); got "
+          f"{step_size_adaptation!r}.")
+    self._step_size_adaptation = step_size_adaptation
     self._energy_data = energy_data
     self._energy_batch_size = int(energy_batch_size)
     self._track_moments = bool(track_moments)
@@ -432,7 +457,8 @@ class SamplingCallback(keras.callbacks.Callback):
       if spec.built or built_for is not strategy:
         spec = type(spec).from_config(spec.get_config())
       spec.configure(self.num_examples, self._log_prior,
-                     track_moments=self._track_moments)
+                     track_moments=self._track_moments,
+                     step_size_adaptation=self._step_size_adaptation)
       spec.build(self.model.trainable_variables)
     optimizers_lib.check_sampler_options(spec)
     return spec

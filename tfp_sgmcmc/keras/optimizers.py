@@ -41,6 +41,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc.keras import adaptation as adaptation_lib
 from tfp_sgmcmc.kernels import _common
 from tfp_sgmcmc.kernels import amagold as amagold_lib
 from tfp_sgmcmc.kernels import amortized_mh
@@ -204,16 +205,25 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self._num_examples = None
     self._log_prior_fn = None
     self._track_moments = True
+    self._step_size_adaptation = None
 
   # --- configuration by SamplingCallback --------------------------------
 
-  def configure(self, num_examples, log_prior_fn, track_moments=True):
-    """Sets N and log p(theta); done by `SamplingCallback` before `build`."""
+  def configure(self, num_examples, log_prior_fn, track_moments=True,
+                step_size_adaptation=None):
+    """Sets N and log p(theta) (and, for AMAGOLD, the step-size
+    adaptation); done by `SamplingCallback` before `build`."""
     if self.built:
       raise RuntimeError("configure() must come before build().")
+    if step_size_adaptation is not None and not isinstance(self, AMAGOLD):
+      raise ValueError(
+          "`step_size_adaptation` targets an acceptance rate, which only "
+          f"AMAGOLD has (an M-H test); got the sampler "
+          f"{type(self).__name__}.")
     self._num_examples = int(num_examples)
     self._log_prior_fn = log_prior_fn
     self._track_moments = bool(track_moments)
+    self._step_size_adaptation = step_size_adaptation
 
   @property
   def parameters(self):
@@ -768,6 +778,9 @@ class AMAGOLD(SamplerOptimizer):
         resample_momentum=resample_momentum,
         acceptance_energy=acceptance_energy))
     self._mh_function = None
+    self._adaptation = None
+    self._adaptation_results = None
+    self._adaptation_structure = None
 
   @classmethod
   def from_sgd_parameters(cls, learning_rate, momentum_decay,
@@ -810,6 +823,18 @@ class AMAGOLD(SamplerOptimizer):
     self._num_tests = self.add_variable((), dtype="int32", name="num_tests")
     self._num_accepted = self.add_variable((), dtype="int32",
                                            name="num_accepted")
+    if self._step_size_adaptation is not None:
+      self._adaptation, results = adaptation_lib.build_adaptation(
+          self._step_size_adaptation, self._parameters["step_size"],
+          variables[0].dtype)
+      self._adaptation_results = []
+      for i, value in enumerate(tf.nest.flatten(results)):
+        value = tf.convert_to_tensor(value)
+        variable = self.add_variable(tuple(value.shape), dtype=value.dtype,
+                                     name=f"step_size_adaptation_{i}")
+        variable.assign(value)
+        self._adaptation_results.append(variable)
+      self._adaptation_structure = results
 
   def _current_step_size(self):
     return tf.cast(_read(self._learning_rate), tf.float64)
@@ -948,8 +973,30 @@ class AMAGOLD(SamplerOptimizer):
     _write(self._num_accepted,
            _read(self._num_accepted) + tf.cast(accepted, tf.int32))
     self._update_moments(variables, position)
+    if self._adaptation is not None:
+      self._adapt(log_accept_ratio)
     self._start_trajectory(variables)
     return accepted, log_accept_ratio
+
+  def _adapt(self, log_accept_ratio):
+    """One step of the TFP adaptation kernel on this test's log ratio;
+    the next trajectory runs with its `new_step_size`."""
+    results = tf.nest.pack_sequence_as(
+        self._adaptation_structure,
+        [_read(v) for v in self._adaptation_results])
+    _, results = self._adaptation.one_step(log_accept_ratio, results)
+    for v, x in zip(self._adaptation_results, tf.nest.flatten(results)):
+      _write(v, x)
+    _write(self._learning_rate, results.new_step_size)
+
+  @property
+  def adapting(self):
+    """Whether the step size is still being adapted (False without an
+    adaptation, and after its `num_adaptation_steps` tests)."""
+    if self._adaptation is None:
+      return False
+    return int(_read(self._num_tests)) < int(
+        self._adaptation.num_adaptation_steps)
 
   @property
   def acceptance_rate(self):
