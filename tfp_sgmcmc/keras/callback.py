@@ -265,6 +265,23 @@ class SamplingCallback(keras.callbacks.Callback):
     self._minibatches_drawn = 0
     self._health_function = None
     self._health_for = None
+    self._health_entries = None
+    # Set when `fit` starts (the model's strategy and steps per execution).
+    self._strategy = None
+    self._spe = 1
+    self._log_prior_function = None
+    # Where the current epoch and execution are.
+    self._epoch = 0
+    self._batch_begin = 0
+    self._last_iterations = 0
+    self._trajectory_steps = 0
+    # The compiled energy functions (`_build_energy_functions`).
+    self._batch_nll = None
+    self._current_log_prior = None
+    self._minibatch_function = None
+    self._energy_arrays = None
+    self._energy_dataset = None
+    self._full_energy = None
 
   # --- checks ------------------------------------------------------------
 
@@ -420,7 +437,6 @@ class SamplingCallback(keras.callbacks.Callback):
           return
         if keep:
           self._keep_sample()
-    self._add_logs(logs)
 
   def on_epoch_end(self, epoch, logs=None):
     self._add_logs(logs)  # The epoch that ran, before a swap.
@@ -602,7 +618,7 @@ class SamplingCallback(keras.callbacks.Callback):
       hints.append("a smaller loss_scale_factor (now "
                    f"{config['loss_scale_factor']!r}; the float16 loss may "
                    "overflow)")
-    where = f"epoch {getattr(self, '_epoch', 0)}"
+    where = f"epoch {self._epoch}"
     if batch is not None:
       where += f", batch {batch}"
     kept = len(self._samples)
@@ -613,7 +629,7 @@ class SamplingCallback(keras.callbacks.Callback):
         "model's weights are set to the last of them"
         f"{'' if kept else ' (none kept: the weights are left as they are)'}"
         f". Try {' or '.join(hints)}.")
-    self.divergence = dict(sampler=name, epoch=getattr(self, "_epoch", 0),
+    self.divergence = dict(sampler=name, epoch=self._epoch,
                            batch=batch, step=spec.step_count, what=what,
                            num_samples=kept, message=message)
     self.model.stop_training = True
@@ -667,7 +683,7 @@ class SamplingCallback(keras.callbacks.Callback):
         sampling=self._sampling, epochs_seen=self._epochs_seen,
         steps_seen=self._steps_seen, sampler_steps=self._sampler_steps,
         transitions=self._transitions,
-        trajectory_steps=getattr(self, "_trajectory_steps", 0),
+        trajectory_steps=self._trajectory_steps,
         mh_seconds=self.mh_seconds, num_tests=self.num_tests,
         num_accepted=self.num_accepted,
         minibatches_drawn=self._minibatches_drawn,

@@ -206,6 +206,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self._log_prior_fn = None
     self._track_moments = True
     self._step_size_adaptation = None
+    # The chain's state, Keras variables created by `build`.
+    self._initialized = None
+    self._moment_count = None
+    self._momentum = None
+    self._moment_mean = None
+    self._moment_ssr = None
 
   # --- configuration by SamplingCallback --------------------------------
 
@@ -498,6 +504,7 @@ class PreconditionedSGLD(SamplerOptimizer):
     _common.check_number("regularizer", regularizer)
     self._parameters.update(dict(decay=float(decay),
                             regularizer=float(regularizer)))
+    self._second_moment = None  # Created by `build`.
 
   def _build_state(self, variables):
     self._second_moment = self.add_optimizer_variables(variables,
@@ -681,6 +688,7 @@ class SGNHT(SamplerOptimizer):
                      name=name, **kwargs)
     _common.check_number("diffusion", diffusion, allow_zero=True)
     self._parameters.update(dict(diffusion=float(diffusion)))
+    self._thermostat = None  # Created by `build`.
 
   def _build_state(self, variables):
     self._thermostat = self.add_variable(
@@ -781,6 +789,15 @@ class AMAGOLD(SamplerOptimizer):
     self._adaptation = None
     self._adaptation_results = None
     self._adaptation_structure = None
+    # The chain's state, Keras variables created by `build`.
+    self._start_position = None
+    self._start_momentum = None
+    self._rho = None
+    self._leapfrog_step = None
+    self._loop_seed = None
+    self._energy = None
+    self._num_tests = None
+    self._num_accepted = None
 
   @classmethod
   def from_sgd_parameters(cls, learning_rate, momentum_decay,
