@@ -84,9 +84,9 @@ def main(argv=None):
   parser.add_argument("--out", default="runs/keras_amagold_adaptation")
   parser.add_argument("--targets", type=float, nargs="+",
                       default=[0.65, 0.85])
-  parser.add_argument("--burnin-epochs", type=int, default=3)
-  parser.add_argument("--adapt-epochs", type=int, default=10)
-  parser.add_argument("--sample-epochs", type=int, default=10)
+  parser.add_argument("--burnin-epochs", type=int, default=10)
+  parser.add_argument("--adapt-epochs", type=int, default=30)
+  parser.add_argument("--sample-epochs", type=int, default=40)
   parser.add_argument("--learning-rate", type=float, default=2e-4,
                       help="initial h, times 1/N (Appendix F units)")
   parser.add_argument("--seed", type=int, default=0)
