@@ -654,7 +654,11 @@ class SGHMC(SamplerOptimizer):
         position, [_read(s) for s in slots], gradient, step_size,
         p["friction"], p["noise_estimate"], self.temperature,
         self.integrator, seed)
-    next_momentum = self._refresh(new_momentum, step + 1)
+    if p["momentum_resampling_period"] is None:
+      # `refresh_momentum` draws at step 0 only: nothing to do after it.
+      next_momentum = new_momentum
+    else:
+      next_momentum = self._refresh(new_momentum, step + 1)
     new_values = sghmc_lib.gradient_position(state, next_momentum, step_size,
                                              self.integrator)
     for s, r in zip(slots, next_momentum):
