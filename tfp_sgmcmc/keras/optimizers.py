@@ -1,8 +1,10 @@
 """SG-MCMC samplers as Keras 3 optimizers: the update rules of the kernels.
 
 Each class here is a `keras.optimizers.Optimizer` whose update is one step of
-a stochastic-gradient sampler, computed by the same `tfp_sgmcmc.dynamics`
-functions that the `tfp.mcmc` kernels call. A Keras train step gives the
+a stochastic-gradient sampler, computed by the per-gradient step function of
+the `tfp.mcmc` kernel of the same name (`kernels.sgld.sgld_update`,
+`kernels.sghmc.sghmc_update`, `kernels.amagold.leapfrog_step`, ...), the
+code its `one_step` runs. A Keras train step gives the
 gradient of the mean loss; the sampler turns it into the gradient of the
 minibatch energy
 
@@ -19,8 +21,10 @@ units as the kernels' classmethods: a learning rate eta applied to grad U.
 An SGD learning rate lambda on the *mean* loss, as Keras users know it,
 corresponds to eta = lambda / N.
 
-Noise: each step draws its noise from a counter-based stateless seed, (seed,
-step count). Unlike an integer seed it differs from step to step; unlike a
+Noise: each step draws its noise as the kernel's `one_step` does from its
+seed, with the counter-based stateless seed `step_seed(step)` = (seed, step
+count) (for AMAGOLD, one per outer step, split along the trajectory as the
+kernel splits it). Unlike an integer seed it differs from step to step; unlike a
 `keras.random.SeedGenerator`, it needs no state write inside the
 cross-replica update, so under `tf.distribute.MirroredStrategy` every
 replica draws the same noise from the same all-reduced gradient and the
