@@ -16,7 +16,7 @@ that our runs reproduce:
 The claim that AMAGOLD's MSE is below SGHMC's at every step size is not
 asserted: in our runs it does not hold over the paper's grid (SGHMC's bias
 in the posterior mean is below the Monte Carlo error up to eps = 5e-3 and
-shows from eps = 1e-2 on; see docs/results_parts/000_logistic.md). The slow
+shows from eps = 1e-2 on; see docs/results.md, AMAGOLD Fig. 4). The slow
 test checks that SGHMC's bias grows with the step size, against the NUTS
 reference.
 """
