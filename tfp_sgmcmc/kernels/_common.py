@@ -82,6 +82,15 @@ def check_positive(name, value, allow_zero=False):
                      "state; use a representable value.")
 
 
+def check_number(name, value, allow_zero=False):
+  """A Python number (not a bool, tensor or string), > 0 (or >= 0), finite:
+  the check of a hyperparameter that must be known when the sampler is
+  built (the Keras samplers' constructor arguments)."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise TypeError(f"`{name}` must be a number; got {value!r}.")
+  check_positive(name, value, allow_zero=allow_zero)
+
+
 def parameter_property(name):
   """A read-only property returning `self._parameters[name]`: every kernel
   keeps its constructor arguments there (TFP's convention, so `copy` works)."""

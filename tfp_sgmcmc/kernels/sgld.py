@@ -82,17 +82,16 @@ class SGLD(_common.UncalibratedKernel):
     current_state = _common.check_step(self, current_state,
                                        previous_kernel_results, SGLDResults)
     with tf.name_scope(self.name or "sgld_one_step"):
-      batch_seed, noise_seed = _common.step_seeds(seed, 2)
+      batch_seed, _ = _common.step_seeds(seed, 2)
       dtype = _common.state_dtype(current_state)
       prev = previous_kernel_results
       h = _common.step_size_at(self.step_size, prev.step_count,
                                prev.step_size, dtype)
       energy, grad = self.target.energy_and_gradient(current_state,
                                                      batch_seed)
-      noise = dynamics.standard_normal_like(current_state, noise_seed)
       t = _common.temperature_at(self.step_size, prev.step_count,
                                  self.temperature, dtype)
-      proposed = dynamics.langevin_step(current_state, grad, h, noise, t)
+      proposed = sgld_update(current_state, grad, h, t, seed)
       finite = _common.finite_per_chain(energy, proposed)
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       next_state = _common.keep_where_diverged(diverged, current_state,
@@ -113,3 +112,16 @@ class SGLD(_common.UncalibratedKernel):
           step_count=tf.constant(0, tf.int32),
           diverged=tf.zeros(tf.shape(energy), tf.bool),
           seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+
+
+def sgld_update(position, gradient, step_size, temperature, seed):
+  """One SGLD transition given grad U~ at `position` (the kernel's update).
+
+  `seed` is the step's seed (the one `one_step` receives); the noise is drawn
+  from it exactly as the kernel draws it, so a caller that supplies the
+  gradient itself (the Keras adapter) runs the kernel's chain.
+  """
+  _, noise_seed = _common.step_seeds(seed, 2)
+  noise = dynamics.standard_normal_like(position, noise_seed)
+  return dynamics.langevin_step(position, gradient, step_size, noise,
+                                temperature)
