@@ -43,8 +43,9 @@ A third AMAGOLD row per (b, h) ("AMAGOLD, adapted") starts at the same
 `tfp.mcmc.SimpleStepSizeAdaptation` over the first quarter of its
 transitions, then keeps 20 samples from the rest. It runs the TFP kernel
 path (`tfp_sgmcmc.AMAGOLD` on an `InMemoryTarget` holding the same data,
-minibatches drawn with replacement), since `fit` has no step-size
-adaptation yet.
+minibatches drawn with replacement): the table was measured before `fit`
+gained step-size adaptation (`SamplingCallback(step_size_adaptation=...)`,
+see docs/keras.md), and has not been re-run through it.
 
 Data: only the 10,000 MNIST *test* images are on this project's machines:
 split 8,000 train / 2,000 test by `numpy.random.default_rng(seed)`.
