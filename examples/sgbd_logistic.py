@@ -245,7 +245,7 @@ def make_kernel(method, target, scales):
   return sg.SGBD(target, step_size=s, variant=method)
 
 
-def run_sweep(problem, method, config):
+def run_sweep(problem, method, config, target_factory=None):
   """Runs `reps` chains per step size from b = 0, all in one XLA program.
 
   Returns (means, sds, diverged, seconds): means and sds of the second half
@@ -254,7 +254,8 @@ def run_sweep(problem, method, config):
   """
   scales = config.scales
   chain_scales = np.repeat(scales, config.reps)
-  kernel = make_kernel(method, make_target(problem, config.batch_size),
+  kernel = make_kernel(method, (target_factory or make_target)(
+      problem, config.batch_size),
                        chain_scales)
   num_chains = len(chain_scales)
   thin = max(1, config.num_steps // 2000)
@@ -410,7 +411,8 @@ def write_figure(path, problem, config, reference, results):
   plt.close(fig)
 
 
-def run_experiment(problem, config, cache_dir=None, log=print):
+def run_experiment(problem, config, cache_dir=None, log=print,
+                   target_factory=None):
   """The reference and every sampler's sweep: (reference, results)."""
   reference = nuts_reference(problem, config, cache_dir)
   log(f"reference: NUTS {config.reference_chains} x "
@@ -419,7 +421,7 @@ def run_experiment(problem, config, cache_dir=None, log=print):
       f"{float(reference['seconds']):.0f} s")
   results = {}
   for method in config.methods:
-    sweep = run_sweep(problem, method, config)
+    sweep = run_sweep(problem, method, config, target_factory)
     results[method] = (sweep, evaluate(sweep, reference))
     all_inside = results[method][1][2]
     log(f"{METHOD_LABELS[method]:7s} {sweep[3]:5.0f} s  robust range: "

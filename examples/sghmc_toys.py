@@ -31,6 +31,11 @@ MATLAB code (tqchen/ML-SGHMC, matlab/figure1-3) where the text is silent.
     against exp(-U) integrated over each bin; the distance is the symmetric
     KL of `tfp_sgmcmc.synthetic` (empty bins floored at 1e-10).
 
+(g) papers/003's own Figure 2 (no counterpart in Chen et al.): the samplers
+    of (a) with the same settings on U = theta^2 / 2 (true variance 1),
+    `--parts g`; the table adds each sampler's variance. Not in the default
+    `--parts abc`.
+
 (b) Figure 2. U = theta^2 / 2, grad U~ = theta + N(0, 4) (papers/003; the
     authors' figure2.m used N(0, 0.25) and plotted every 50th of 15000 steps;
     papers/003 plots 360 steps, which we follow, one point per step).
@@ -157,26 +162,39 @@ FULL = dict(
 
 # ---------------------------------------------------------------- (a)
 
-def double_well_target(noise_variance=NOISE_VARIANCE):
-  return synthetic.noisy_target(synthetic.sghmc_toy_energy, noise_variance)
+
+def _half_square(x):
+  """U(x) = x^2 / 2 for x of shape [..., 1] (papers/003, Figure 2)."""
+  return 0.5 * x[..., 0] ** 2
+
+
+# The energies of part (a): papers/003's Figure 1 (Chen et al.'s Figure 1)
+# and its Figure 2, the same five samplers on U = theta^2 / 2 (part "g").
+ENERGIES_A = {"double_well": synthetic.sghmc_toy_energy,
+              "gaussian": _half_square}
+
+
+def double_well_target(noise_variance=NOISE_VARIANCE, energy="double_well"):
+  return synthetic.noisy_target(ENERGIES_A[energy], noise_variance)
 
 
 @functools.lru_cache(maxsize=None)
-def true_bin_probabilities():
-  return synthetic.grid_density(synthetic.sghmc_toy_energy, EDGES)
+def true_bin_probabilities(energy="double_well"):
+  return synthetic.grid_density(ENERGIES_A[energy], EDGES)
 
 
-def kl_to_truth(draws):
-  return synthetic.symmetric_kl(true_bin_probabilities(),
+def kl_to_truth(draws, energy="double_well"):
+  return synthetic.symmetric_kl(true_bin_probabilities(energy),
                                 synthetic.histogram_density(draws, EDGES))
 
 
-def _kernel_a(sampler):
+def _kernel_a(sampler, energy="double_well"):
   """(kernel, steps per kept draw) for one sampler of Figure 1."""
-  exact, noisy = double_well_target(0.), double_well_target()
+  exact = double_well_target(0., energy)
+  noisy = double_well_target(energy=energy)
   if sampler == "hmc_mh":
     return tfp.mcmc.HamiltonianMonteCarlo(
-        lambda x: -synthetic.sghmc_toy_energy(x), step_size=STEP_SIZE,
+        lambda x: -ENERGIES_A[energy](x), step_size=STEP_SIZE,
         num_leapfrog_steps=NUM_STEPS), 1
   leapfrog = functools.partial(sg.UncalibratedAMAGOLD, step_size=STEP_SIZE,
                                num_leapfrog_steps=NUM_STEPS, friction=0.,
@@ -198,8 +216,9 @@ def _kernel_a(sampler):
 
 
 @functools.lru_cache(maxsize=None)
-def _compiled_a(sampler, num_chains, num_results, burnin):
-  kernel, every = _kernel_a(sampler)
+def _compiled_a(sampler, num_chains, num_results, burnin,
+                energy="double_well"):
+  kernel, every = _kernel_a(sampler, energy)
 
   def accepted(_, results):
     if sampler in ("hmc_mh", "naive_mh"):
@@ -219,26 +238,28 @@ def _compiled_a(sampler, num_chains, num_results, burnin):
 
 
 def run_densities(num_chains, num_results, burnin, seed=0,
-                  samplers=SAMPLERS_A, verbose=True):
-  """Figure 1: draws, symmetric KL and acceptance rate of each sampler."""
+                  samplers=SAMPLERS_A, verbose=True, energy="double_well"):
+  """Figure 1 (energy "double_well") or papers/003's Figure 2 ("gaussian"):
+  draws, symmetric KL and acceptance rate of each sampler."""
   rows, draws = [], {}
   for i, name in enumerate(SAMPLERS_A):
     if name not in samplers:
       continue
     start = time.time()
-    fn = _compiled_a(name, num_chains, num_results, burnin)
+    fn = _compiled_a(name, num_chains, num_results, burnin, energy)
     x, acc = fn(tf.constant([seed, 100 + i], tf.int32))
     x = np.asarray(x)[..., 0].ravel()
     draws[name] = x
-    row = dict(sampler=name, label=LABELS_A[name], sym_kl=kl_to_truth(x),
+    row = dict(sampler=name, label=LABELS_A[name],
+               sym_kl=kl_to_truth(x, energy), var=float(np.var(x)),
                accept=float(np.mean(np.asarray(acc))),
                frac_abs_gt_2=float(np.mean(np.abs(x) > 2.)),
                num_draws=int(x.size), secs=time.time() - start)
     rows.append(row)
     if verbose:
-      print(f"  (a) {row['label']:34s} sym. KL {row['sym_kl']:7.4f}  "
+      print(f"  ({'a' if energy == 'double_well' else 'g'}) {row['label']:34s} sym. KL {row['sym_kl']:7.4f}  "
             f"accept {row['accept']:5.3f}  ({row['secs']:.1f} s)", flush=True)
-  return dict(rows=rows, draws=draws)
+  return dict(rows=rows, draws=draws, energy=energy)
 
 
 # ---------------------------------------------------------------- (b)
@@ -480,27 +501,34 @@ def interpolated_error_at(rows, sampler, tau):
 def write_figures(result, out):
   os.makedirs(out, exist_ok=True)
   paths = []
-  if "a" in result:
-    d = result["a"]["draws"]
+  for part, title, filename in (
+      ("a", "U = -2 theta^2 + theta^4, grad U~ = grad U + N(0, 4)",
+       "fig1_double_well_densities.png"),
+      ("g", "U = theta^2 / 2, grad U~ = grad U + N(0, 4) (papers/003 Fig. 2)",
+       "fig2_gaussian_densities.png")):
+    if part not in result:
+      continue
+    energy = result[part]["energy"]
+    d = result[part]["draws"]
     centres = 0.5 * (EDGES[1:] + EDGES[:-1])
     width = np.diff(EDGES)
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.plot(centres, true_bin_probabilities() / width, "k-", lw=2.5,
+    ax.plot(centres, true_bin_probabilities(energy) / width, "k-", lw=2.5,
             label="true distribution")
     styles = {"hmc_mh": "b-", "hmc": "c--", "naive_mh": "g-",
               "naive": "m--", "sghmc": "r-"}
-    kl = {r["sampler"]: r["sym_kl"] for r in result["a"]["rows"]}
+    kl = {r["sampler"]: r["sym_kl"] for r in result[part]["rows"]}
     for name, style in styles.items():
       if name in d:
         ax.plot(centres, synthetic.histogram_density(d[name], EDGES) / width,
                 style, lw=1.3, label=f"{LABELS_A[name]}, KL {kl[name]:.3f}")
-    ax.set_xlim(-2.5, 2.5)
+    ax.set_xlim(-2.5, 2.5) if part == "a" else ax.set_xlim(-4., 4.)
     ax.set_xlabel("theta")
     ax.set_ylabel("density")
-    ax.set_title("U = -2 theta^2 + theta^4, grad U~ = grad U + N(0, 4)")
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7, loc="upper right", framealpha=0.7)
     fig.tight_layout()
-    path = os.path.join(out, "fig1_double_well_densities.png")
+    path = os.path.join(out, filename)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     paths.append(path)
@@ -589,6 +617,16 @@ def markdown_table(result):
       lines.append(f"| {r['label']} | {r['sym_kl']:.4f} | {acc} | "
                    f"{r['frac_abs_gt_2']:.4f} | {r['num_draws']} |")
     lines.append("")
+  if "g" in result:
+    lines += ["(g) papers/003 Figure 2: U = theta^2 / 2 (true variance 1), "
+              "V = 4, eps = 0.1, 50 steps per trajectory", "",
+              "| sampler | symmetric KL | M-H acceptance | variance | draws |",
+              "|---|---|---|---|---|"]
+    for r in result["g"]["rows"]:
+      acc = f"{r['accept']:.3f}" if r["sampler"].endswith("_mh") else "-"
+      lines.append(f"| {r['label']} | {r['sym_kl']:.4f} | {acc} | "
+                   f"{r['var']:.3f} | {r['num_draws']} |")
+    lines.append("")
   if "b" in result:
     lines += [f"(b) U = theta^2 / 2, V = 4, {PHASE_STEPS} steps from "
               "(theta, r) = (1, 0): mean of theta^2 + r^2 over chains", "",
@@ -629,6 +667,9 @@ def run_all(size, seed=0, parts="abc", verbose=True):
     result["a"] = run_densities(seed=seed, verbose=verbose, **size["a"])
   if "b" in parts:
     result["b"] = run_phase_portrait(seed=seed, verbose=verbose, **size["b"])
+  if "g" in parts:
+    result["g"] = run_densities(seed=seed, verbose=verbose,
+                                energy="gaussian", **size["a"])
   if "c" in parts:
     result["c"] = run_correlated_gaussian(seed=seed, verbose=verbose,
                                           **size["c"])
@@ -642,7 +683,9 @@ def main(argv=None):
                       help="paper size: 80000 draws per sampler in (a), 1e7 "
                            "per setting in (c)")
   parser.add_argument("--parts", default="abc",
-                      help="which experiments to run (subset of 'abc')")
+                      help="which experiments to run (subset of 'abcg'; g "
+                      "is papers/003's Figure 2, the samplers of (a) on "
+                      "U = theta^2 / 2)")
   parser.add_argument("--seed", type=int, default=0)
   args = parser.parse_args(argv)
   size = FULL if args.full else DEFAULT

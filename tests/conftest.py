@@ -9,8 +9,11 @@ warnings.filterwarnings("ignore", message=".*is not calibrated.*")
 
 import pytest  # noqa: E402
 
-SHARED_DATA = os.path.abspath(
-    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data"))
+# ../shared/data from the repository's root; TFP_SGMCMC_SHARED_DATA overrides
+# it (e.g. for a git worktree that lives elsewhere).
+SHARED_DATA = os.path.abspath(os.environ.get(
+    "TFP_SGMCMC_SHARED_DATA",
+    os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")))
 
 
 def pytest_configure(config):

@@ -5,8 +5,10 @@ message names the argument and the value received. Together with the cases
 in test_errors.py, test_amagold.py and test_sgnuts.py the catalogue covers
 targets, kernels, wrappers, schedules and checkpoints. A property-based test
 then throws random constructor arguments and data shapes at the library:
-every draw must give either a clear error (ValueError / TypeError) before
-sampling, or a finite chain.
+every draw must give either a clear error (ValueError / TypeError) naming
+one of the drawn arguments before sampling, or a finite chain whose mean
+over 256 chains follows the update rule (SGLD, SGHMC) within 5 standard
+errors.
 """
 
 import numpy as np
@@ -160,7 +162,7 @@ def test_random_arguments_give_a_clear_error_or_a_finite_chain(
   def build():
     x = np.ones((n, d), np.float32)
     target = sg.InMemoryTarget(ll, x, batch_size,
-                               log_prior_fn=quadratic,
+                               log_prior_fn=lambda w: -quadratic(w),
                                parameter_shapes=[d])
     if kind == "sgld":
       return sg.SGLD(target, step_size)
@@ -174,18 +176,47 @@ def test_random_arguments_give_a_clear_error_or_a_finite_chain(
   try:
     kernel = build()
   except (ValueError, TypeError) as e:
-    assert "`" in str(e), f"error does not name the argument: {e}"
+    # The message names the argument that was wrong (one of those drawn
+    # here), not just any name in backticks.
+    names = ("`step_size`", "`friction`", "`batch_size`", "`data`",
+             "`diffusion`", "`num_examples`")
+    assert any(name in str(e) for name in names), (
+        f"error does not name the argument: {e}")
     event("clear error before sampling")
     return
   event("chain ran")
-  state = tf.zeros([d])
+  chains = 256
+  state = tf.zeros([chains, d])
   results = kernel.bootstrap_results(state)
   for i in range(3):
     state, results = kernel.one_step(state, results, seed=[i, 1])
   # The state stays finite; if its energy has overflowed, the next step
   # (which evaluates it) flags the chain as diverged and keeps it there.
   assert np.all(np.isfinite(state))
-  if not np.all(np.isfinite(kernel.target.energy(state))):
+  energy = kernel.target.energy(state)
+  if not np.all(np.isfinite(energy)):
     next_state, results = kernel.one_step(state, results, seed=[9, 1])
     assert bool(np.all(sg.diagnostics.find_field(results, "diverged")))
     np.testing.assert_array_equal(next_state, state)
+    return
+  # The result is right, not just finite: every example is a row of ones,
+  # so the minibatch gradient is exact, grad U = (n + 1) w - n, and the
+  # chains' mean follows the deterministic recursion of the update rule
+  # (SGLD: m' = m - h grad U(m); SGHMC, Euler: r' = (1 - hC) r - h grad U,
+  # w' = w + h r', from r = 0 in mean). Chains are independent here (no
+  # gradient noise, independent injected noise): 5 standard errors.
+  h, c = float(step_size), float(friction)
+  if kind in ("sgld", "sghmc") and h * (n + 1) < 1.:
+    m, r = np.zeros(d), np.zeros(d)
+    for _ in range(3):
+      grad = (n + 1) * m - n
+      if kind == "sgld":
+        m = m - h * grad
+      else:
+        r = (1 - h * c) * r - h * grad
+        m = m + h * r
+    draws = np.asarray(state)
+    se = draws.std(axis=0, ddof=1) / np.sqrt(chains)
+    assert np.all(np.abs(draws.mean(axis=0) - m) <= 5 * se + 1e-6), (
+        draws.mean(axis=0), m, se)
+    event("mean checked against the update rule")

@@ -169,8 +169,7 @@ class Recorder(keras.callbacks.Callback):
   def _record(self):
     self.weights.append([np.array(w) for w in self.model.get_weights()])
     sampler = self.sampling.sampler if self.sampling else None
-    if sampler is not None and sampler.built and hasattr(sampler,
-                                                         "_momentum"):
+    if sampler is not None and sampler.built and sampler._uses_momentum:
       self.momenta.append([np.array(r) for r in sampler.momentum])
     else:
       self.momenta.append(None)

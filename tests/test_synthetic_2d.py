@@ -100,7 +100,7 @@ def test_example_writes_figures_and_tables(run, tmp_path):
 
 
 # --- Larger runs (slow). Margins from the `--full` run (5e6 draws, seed 0;
-# docs/results_parts/000_synthetic.md): at eps 0.05 and 0.25, HMC and L2MC
+# docs/results.md, AMAGOLD Figs. 2-3): at eps 0.05 and 0.25, HMC and L2MC
 # 1e-4 - 4e-4, AMAGOLD 2e-4 - 3e-4, SGHMC 0.0075 - 0.0091; with 2e6 draws
 # (seed 0, eps 0.25) HMC 4e-4, AMAGOLD 7e-4, SGHMC 0.008 - 0.010. (At eps
 # 0.15 SGHMC's cold and hot biases nearly cancel on Dist2, 6e-4, so that

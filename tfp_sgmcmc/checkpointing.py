@@ -24,6 +24,7 @@ estimates and step counters included, as exact bytes in one `.npz` file.
 
 import collections
 import os
+import zipfile
 
 import numpy as np
 import tensorflow as tf
@@ -42,6 +43,24 @@ class StepSeededResults(
   __slots__ = ()
 
 
+def _check_seed(seed):
+  """A stateless int32[2] seed, or a clear error (`StepSeeded` needs one:
+  an int seed would make TFP's sanitize_seed draw a stateful one)."""
+  if tf.is_tensor(seed):
+    if not seed.dtype.is_integer or seed.shape.as_list() not in ([2], None):
+      raise TypeError(f"`seed` must be a stateless int32[2] seed, e.g. "
+                      f"[1, 2]; got a {seed.dtype.name} tensor of shape "
+                      f"{seed.shape}.")
+    return tfp.random.sanitize_seed(seed)
+  values = np.asarray(seed) if isinstance(seed, (list, tuple, np.ndarray)) \
+      else None
+  if (values is None or values.shape != (2,) or
+      not np.issubdtype(values.dtype, np.integer)):
+    raise TypeError(f"`seed` must be a stateless int32[2] seed, e.g. [1, 2] "
+                    f"(two integers); got {seed!r}.")
+  return tfp.random.sanitize_seed(seed)
+
+
 class StepSeeded(tfp.mcmc.TransitionKernel):
   """Gives step i of the chain the seed fold_in(seed, i).
 
@@ -56,7 +75,10 @@ class StepSeeded(tfp.mcmc.TransitionKernel):
   """
 
   def __init__(self, inner_kernel, seed, name=None):
-    seed = tfp.random.sanitize_seed(seed)
+    if not isinstance(inner_kernel, tfp.mcmc.TransitionKernel):
+      raise TypeError("`inner_kernel` must be a tfp.mcmc.TransitionKernel; "
+                      f"got {type(inner_kernel).__name__}.")
+    seed = _check_seed(seed)
     self._parameters = dict(inner_kernel=inner_kernel, seed=seed, name=name)
 
   @property
@@ -92,15 +114,57 @@ class StepSeeded(tfp.mcmc.TransitionKernel):
         base_seed=tf.convert_to_tensor(self.seed, tf.int32))
 
 
+def _stale_temporaries(path):
+  directory = os.path.dirname(os.path.abspath(path))
+  prefix = os.path.basename(path) + ".tmp"
+  try:
+    names = os.listdir(directory)
+  except OSError:
+    return []
+  return [os.path.join(directory, n) for n in names
+          if n.startswith(prefix) and n.endswith(".npz")]
+
+
 def save_chain(path, state, kernel_results):
-  """Saves the chain's state and kernel results, exactly, to `path` (.npz)."""
+  """Saves the chain's state and kernel results, exactly, to `path` (.npz).
+
+  The file is written under a temporary name, flushed to disk (fsync) and
+  then renamed over `path`, and the directory entry is synced: a crash at
+  any point leaves either the old checkpoint or the new one, never half a
+  file. Temporaries left by a process killed mid-write are removed here.
+  """
+  if not isinstance(path, (str, bytes, os.PathLike)):
+    raise TypeError(f"`path` must be a str or os.PathLike; got "
+                    f"{type(path).__name__}.")
+  path = os.fsdecode(os.fspath(path))
   leaves = tf.nest.flatten((state, kernel_results))
   arrays = {}
   for i, leaf in enumerate(leaves):
     arrays[f"leaf_{i:05d}"] = np.asarray(leaf)
-  tmp = path + ".tmp.npz"
-  np.savez(tmp, **arrays)
-  os.replace(tmp, path)  # A crash mid-write never leaves half a checkpoint.
+  for stale in _stale_temporaries(path):
+    try:
+      os.remove(stale)
+    except OSError:
+      pass
+  tmp = f"{path}.tmp{os.getpid()}.npz"
+  try:
+    with open(tmp, "wb") as f:
+      np.savez(f, **arrays)
+      f.flush()
+      os.fsync(f.fileno())
+    os.replace(tmp, path)  # Atomic: never half a checkpoint at `path`.
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
+  try:
+    fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+      os.fsync(fd)  # The rename itself survives a power loss.
+    finally:
+      os.close(fd)
+  except OSError:
+    pass  # Some file systems cannot sync a directory.
   return path
 
 
@@ -113,9 +177,25 @@ def load_chain(path, results_template, state_template=None):
       `kernel.bootstrap_results(init_state)`, giving the structure.
     state_template: a state of the same structure (default: inferred from
       the number of saved tensors when the state is one tensor).
+
+  Every saved tensor must have the template's dtype and, where the
+  template's shape is known, its shape (e.g. the same number of chains).
   """
-  with np.load(path) as data:
-    arrays = [data[k] for k in sorted(data.files)]
+  if not isinstance(path, (str, bytes, os.PathLike)):
+    raise TypeError(f"`path` must be a str or os.PathLike; got "
+                    f"{type(path).__name__}.")
+  path = os.fsdecode(os.fspath(path))
+  try:
+    with np.load(path) as data:
+      arrays = [data[k] for k in sorted(data.files)]
+  except FileNotFoundError as e:
+    raise FileNotFoundError(f"`path` = {path!r}: no such checkpoint file "
+                            "(written by save_chain).") from e
+  except (zipfile.BadZipFile, ValueError, OSError, EOFError) as e:
+    raise ValueError(
+        f"`path` = {path!r} is not a complete checkpoint written by "
+        f"save_chain (truncated or corrupt: {type(e).__name__}: {e}); load "
+        "an earlier checkpoint.") from e
   results_leaves = tf.nest.flatten(results_template)
   if state_template is None:
     num_state = len(arrays) - len(results_leaves)
@@ -125,16 +205,29 @@ def load_chain(path, results_template, state_template=None):
                        "saved from another kernel.")
     state_template = (tf.zeros([]) if num_state == 1 else
                       [tf.zeros([])] * num_state)
+    check_state_shapes = False
+  else:
+    check_state_shapes = True
   template = (state_template, results_template)
   leaves = tf.nest.flatten(template)
   if len(leaves) != len(arrays):
     raise ValueError(f"{path} holds {len(arrays)} tensors but the templates "
                      f"have {len(leaves)}: it was saved from another kernel "
                      "or state structure.")
+  num_state_leaves = len(tf.nest.flatten(state_template))
   for i, (a, t) in enumerate(zip(arrays, leaves)):
     t = tf.convert_to_tensor(t)
+    what = (f"`state_template` part {i}" if i < num_state_leaves else
+            f"`results_template` tensor {i - num_state_leaves}")
     if a.dtype != t.dtype.as_numpy_dtype:
-      raise ValueError(f"{path}: tensor {i} has dtype {a.dtype}, the "
-                       f"template's is {t.dtype.name}.")
+      raise ValueError(f"{path}: tensor {i} ({what}) has dtype {a.dtype}, "
+                       f"the template's is {t.dtype.name}.")
+    if (i >= num_state_leaves or check_state_shapes) and (
+        not t.shape.is_compatible_with(a.shape)):
+      raise ValueError(
+          f"{path}: tensor {i} ({what}) has shape {list(a.shape)} but the "
+          f"template's is {list(t.shape)}: the checkpoint was saved with "
+          "another number of chains or parameter shapes; build the template "
+          "(bootstrap_results) from a state of the saved shape.")
   return tf.nest.pack_sequence_as(
       template, [tf.convert_to_tensor(a) for a in arrays])

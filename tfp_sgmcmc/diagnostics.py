@@ -90,6 +90,25 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
       [p.reshape(num_draws, num_chains, -1) for p in parts], axis=-1)
   finite = np.all(np.isfinite(flat))
 
+  if num_draws < 2:
+    raise ValueError(f"`samples` must hold at least 2 draws along its first "
+                     f"axis (shape [num_draws, num_chains, ...]); got shape "
+                     f"{list(parts[0].shape)}.")
+  if trace is not None and all(find_field(trace, f) is None for f in (
+      "diverged", "is_accepted", "step_size", "energy")):
+    raise TypeError(
+        "`trace` must be the traced kernel results (sample_chain(..., "
+        "trace_fn=lambda _, r: r)) with fields such as `diverged` and "
+        f"`energy`, or None; got {type(trace).__name__} without any of "
+        "them. To count divergences from a trace of flags, trace the results"
+        " instead.")
+  for field in ("diverged", "is_accepted", "energy"):
+    value = find_field(trace, field)
+    if value is not None and np.shape(value)[:1] != (num_draws,):
+      raise ValueError(
+          f"`trace` field `{field}` has shape {list(np.shape(value))} but "
+          f"`samples` has {num_draws} draws: pass the trace of the same "
+          "run (one entry per draw).")
   diverged = find_field(trace, "diverged")
   divergences = (np.zeros(num_chains, int) if diverged is None else
                  np.asarray(diverged).reshape(num_draws, -1).sum(axis=0))

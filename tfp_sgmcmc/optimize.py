@@ -1,5 +1,6 @@
 """Finding a posterior mode, e.g. the centre of control-variate gradients."""
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -22,10 +23,21 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
     full_batch: force full-batch (True) or minibatch (False) gradients.
     seed: stateless seed for minibatches.
   """
+  from tfp_sgmcmc.kernels import _common  # pylint: disable=g-import-not-at-top
+  _common.check_target(target)
+  _common.check_positive("learning_rate", learning_rate)
+  if (isinstance(num_steps, bool) or not isinstance(num_steps, (
+      int, np.integer)) or num_steps < 1):
+    raise ValueError(f"`num_steps` must be an integer >= 1; got "
+                     f"{num_steps!r}.")
   if full_batch is None:
     full_batch = target.has_exact_energy
+  elif full_batch and not target.has_exact_energy:
+    raise ValueError("`full_batch` = True needs a target with an exact energy "
+                     f"(has_exact_energy); {type(target).__name__} has none: "
+                     "use full_batch=False (minibatch gradients).")
   state = tf.nest.map_structure(tf.convert_to_tensor, initial_state)
-  target.check_state(state)
+  _common.check_initial_state(state, target)
   flat = tf.nest.flatten(state)
   beta1, beta2, eps = 0.9, 0.999, 1e-8
 

@@ -17,10 +17,12 @@ import collections
 import sys
 import time
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc import checkpointing
+from tfp_sgmcmc import diagnostics
 
 __all__ = ["sample_moments", "Moments", "sample_chain_with_progress",
            "ChainRun"]
@@ -48,12 +50,73 @@ def sample_moments(kernel, current_state, num_steps, seed,
     `Moments(mean, variance, num_draws, final_state, final_kernel_results)`,
     mean and variance per chain and coordinate, in the state's structure.
   """
+  if not isinstance(kernel, tfp.mcmc.TransitionKernel):
+    raise TypeError(f"`kernel` must be a tfp.mcmc.TransitionKernel; got "
+                    f"{type(kernel).__name__}.")
+  num_steps = _count("num_steps", num_steps, minimum=1)
+  num_burnin_steps = _count("num_burnin_steps", num_burnin_steps)
+  current_state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
+  _check_start(current_state, previous_kernel_results)
+  fn = _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
+                         previous_kernel_results is not None)
+  mean, variance, final_state, final_results = fn(
+      current_state, tfp.random.sanitize_seed(seed),
+      () if previous_kernel_results is None else previous_kernel_results)
+  return Moments(mean=mean, variance=variance, num_draws=num_steps,
+                 final_state=final_state, final_kernel_results=final_results)
+
+
+def _count(name, value, minimum=0):
+  """A Python integer >= minimum (number of steps, reports, ...)."""
+  if (isinstance(value, (bool, np.bool_)) or not isinstance(
+      value, (int, np.integer)) and not (
+          tf.is_tensor(value) and value.dtype.is_integer and
+          tf.get_static_value(value) is not None)):
+    raise TypeError(f"`{name}` must be an integer >= {minimum}; got "
+                    f"{value!r}.")
+  v = int(tf.get_static_value(value)) if tf.is_tensor(value) else int(value)
+  if v < minimum:
+    raise ValueError(f"`{name}` must be an integer >= {minimum}; got "
+                     f"{value!r}.")
+  return v
+
+
+def _check_start(state, previous_kernel_results):
+  """What a compiled run cannot report (XLA drops assertions), checked once
+  here, before it starts: a finite initial state and finite results."""
+  if not tf.executing_eagerly():
+    return
+  for i, part in enumerate(tf.nest.flatten(state)):
+    if part.dtype.is_floating and not bool(
+        tf.reduce_all(tf.math.is_finite(part))):
+      raise ValueError(f"`current_state` part {i} has non-finite values; "
+                       "start the chain from a finite state.")
+  if previous_kernel_results is not None:
+    diverged = diagnostics.find_field(previous_kernel_results, "diverged")
+    if diverged is not None and bool(tf.reduce_all(diverged)):
+      raise ValueError("`previous_kernel_results` has every chain flagged "
+                       "`diverged`: the run it continues has failed; start "
+                       "again from a finite state.")
+
+
+def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
+                      has_previous):
+  """The compiled moment loop, kept on the kernel and reused: continuing a
+  chain with `previous_kernel_results` (a function argument, not a captured
+  value) reuses one compilation instead of building a new `tf.function`
+  per call, whose graphs would accumulate (12.5 MB per call measured)."""
+  per_kernel = kernel.__dict__.setdefault("_tfp_sgmcmc_moments", {})
+  key = (num_steps, num_burnin_steps, jit_compile, has_previous)
+  if key in per_kernel:
+    return per_kernel[key]
   reducer = tfp.experimental.mcmc.VarianceReducer()
 
-  def run(state, seed):
+  def run(state, seed, previous_kernel_results):
     _, final_state, final_results, reducer_state = (
         tfp.experimental.mcmc.sample_fold(
-            num_steps, state, previous_kernel_results=previous_kernel_results,
+            num_steps, state,
+            previous_kernel_results=(previous_kernel_results if has_previous
+                                     else None),
             kernel=kernel, reducer=reducer, num_burnin_steps=num_burnin_steps,
             seed=seed, return_final_reducer_states=True))
     # One RunningCovariance per state part (a list for list states).
@@ -64,12 +127,9 @@ def sample_moments(kernel, current_state, num_steps, seed,
     variance = reducer.finalize(reducer_state)
     return mean, variance, final_state, final_results
 
-  fn = tf.function(run, jit_compile=jit_compile, autograph=False)
-  mean, variance, final_state, final_results = fn(
-      current_state, tfp.random.sanitize_seed(seed))
-  return Moments(mean=mean, variance=variance, num_draws=num_steps,
-                 final_state=final_state, final_kernel_results=final_results)
-
+  per_kernel[key] = tf.function(run, jit_compile=jit_compile,
+                                autograph=False)
+  return per_kernel[key]
 
 
 ChainRun = collections.namedtuple(
@@ -159,14 +219,16 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
     the final `StepSeeded` results, which continue the chain bit-identically
     when passed back to `tfp.mcmc.sample_chain` or saved (`save_chain`).
   """
+  num_results = _count("num_results", num_results, minimum=1)
+  num_burnin_steps = _count("num_burnin_steps", num_burnin_steps)
+  thin = _count("num_steps_between_results", num_steps_between_results)
+  num_reports = _count("num_reports", num_reports, minimum=1)
+  if not isinstance(kernel, tfp.mcmc.TransitionKernel):
+    raise TypeError(f"`kernel` must be a tfp.mcmc.TransitionKernel; got "
+                    f"{type(kernel).__name__}.")
+  current_state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
+  _check_start(current_state, None)
   burn, sample, wrapped = _compiled_chunks(kernel, trace_fn, jit_compile)
-  if int(num_results) < 1 or int(num_burnin_steps) < 0:
-    raise ValueError("`num_results` must be >= 1 and `num_burnin_steps` "
-                     f">= 0; got {num_results!r} and {num_burnin_steps!r}.")
-  thin = int(num_steps_between_results)
-  if thin < 0:
-    raise ValueError("`num_steps_between_results` must be >= 0; got "
-                     f"{num_steps_between_results!r}.")
   # As in `sample_chain`: the first draw one step after burn-in, then one
   # every thin + 1 steps.
   total = num_burnin_steps + 1 + (num_results - 1) * (thin + 1)

@@ -13,6 +13,28 @@ import math
 __all__ = ["PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean"]
 
 
+def _number(owner, name, value):
+  """A finite Python float from a number (not a string, bool or None)."""
+  if isinstance(value, (str, bytes, bool)) or value is None:
+    raise TypeError(f"{owner} `{name}` must be a number; got {value!r} of "
+                    f"type {type(value).__name__}.")
+  try:
+    v = float(value)
+  except (TypeError, ValueError):
+    raise TypeError(f"{owner} `{name}` must be a number; got "
+                    f"{value!r}.") from None
+  if not math.isfinite(v):
+    raise ValueError(f"{owner} `{name}` must be finite; got {value!r}.")
+  return v
+
+
+def _integer(owner, name, value):
+  v = _number(owner, name, value)
+  if v != int(v):
+    raise TypeError(f"{owner} `{name}` must be an integer; got {value!r}.")
+  return int(v)
+
+
 class PolynomialDecay:
   """h_l = a (b + l)^(-gamma), the decreasing step size of SGLD.
 
@@ -24,17 +46,23 @@ class PolynomialDecay:
   Args:
     a: scale, > 0.
     b: offset, >= 0 (with b = 0 the first step uses l = 1).
-    gamma: decay exponent, > 0.
+    gamma: decay exponent, in (0, 1].
   """
 
   def __init__(self, a, b=0., gamma=0.55):
     for name, value, lower, strict in (("a", a, 0., True),
                                        ("b", b, 0., False),
                                        ("gamma", gamma, 0., True)):
-      v = float(value)
+      v = _number("PolynomialDecay", name, value)
       if not (v > lower if strict else v >= lower) or v != v:
         raise ValueError(f"PolynomialDecay `{name}` must be "
                          f"{'>' if strict else '>='} {lower}; got {value!r}.")
+    if float(gamma) > 1.:
+      raise ValueError(
+          f"PolynomialDecay `gamma` must be in (0, 1]; got {gamma!r}: with "
+          "gamma > 1 the step sizes sum to a finite total, so the chain "
+          "stops moving (Welling & Teh need sum h_l = infinity; use e.g. "
+          "gamma=0.55).")
     self.a, self.b, self.gamma = float(a), float(b), float(gamma)
 
   def __call__(self, step_count, dtype=tf.float32):
@@ -73,6 +101,10 @@ class CyclicalSchedule:
 
   def __init__(self, initial_step_size, num_steps, num_cycles,
                exploration_fraction=0.5):
+    _number("CyclicalSchedule", "initial_step_size", initial_step_size)
+    _integer("CyclicalSchedule", "num_steps", num_steps)
+    _integer("CyclicalSchedule", "num_cycles", num_cycles)
+    _number("CyclicalSchedule", "exploration_fraction", exploration_fraction)
     if not float(initial_step_size) > 0:
       raise ValueError(f"CyclicalSchedule `initial_step_size` must be > 0; "
                        f"got {initial_step_size!r}.")
@@ -123,6 +155,14 @@ def step_size_weighted_mean(samples, step_sizes, axis=0):
   def weighted(x):
     x = tf.convert_to_tensor(x)
     w = tf.cast(step_sizes, x.dtype)
+    if (w.shape.rank is not None and x.shape.rank is not None and
+        w.shape.num_elements() is not None and
+        x.shape[axis] is not None and
+        (w.shape.rank != 1 or w.shape[0] != x.shape[axis])):
+      raise ValueError(
+          f"`step_sizes` has shape {list(w.shape)} but `samples` has "
+          f"{x.shape[axis]} draws along axis {axis}: pass one step size per "
+          "draw (shape [num_draws]), traced from the same run.")
     shape = [1] * x.shape.rank
     shape[axis] = -1
     w = tf.reshape(w, shape)

@@ -80,19 +80,92 @@ def _check_float_state(state):
           "tf.constant([0.], tf.float32).")
 
 
+def _describe_structure(x):
+  return tf.nest.map_structure(
+      lambda t: f"{tf.as_dtype(t.dtype).name}{list(t.shape)}", x)
+
+
 def _call_with_clear_errors(what, fn, *args):
-  """Calls a user function, turning deep TF errors into a clear message."""
+  """Calls a user function, turning deep TF errors into a clear message
+  that shows what it was called with and, where the dtypes differ, how to
+  make them agree."""
   try:
     return fn(*args)
   except (ValueError, TypeError, tf.errors.InvalidArgumentError,
-          IndexError) as e:
-    structure = tf.nest.map_structure(
-        lambda t: f"{tf.as_dtype(t.dtype).name}{list(t.shape)}",
-        args[0]) if args else None
+          IndexError, KeyError, AttributeError) as e:
+    if not args:
+      raise
+    state = args[0]
+    hint = ("does the state structure (one tensor or a list, one per "
+            "parameter) match what the function expects?")
+    called = f"`state` = {_describe_structure(state)}"
+    if len(args) > 1:
+      batch = args[1]
+      called += f" and `batch` = {_describe_structure(batch)}"
+      state_dtype = tf.as_dtype(_as_list(state)[0].dtype)
+      other = sorted({tf.as_dtype(t.dtype).name
+                      for t in tf.nest.flatten(batch)} - {state_dtype.name})
+      if other:
+        hint = (f"the batch holds {other} data while the state is "
+                f"{state_dtype.name}: cast inside the function (e.g. "
+                f"tf.cast(y, w.dtype) for integer labels) or give the "
+                f"target data and state of one float dtype. Also check the "
+                "state structure (one tensor or a list, one per parameter) "
+                "and the data's shapes (labels [N], not [N, 1]).")
+      else:
+        hint = ("does the state structure (one tensor or a list, one per "
+                "parameter) match what the function expects, and do the "
+                "data's shapes (e.g. labels [N], not [N, 1])?")
     raise ValueError(
-        f"{what} failed on `state` = {structure}: does the state structure "
-        f"(one tensor or a list, one per parameter) match what the target "
-        f"expects? Original error: {type(e).__name__}: {e}") from e
+        f"{what} failed when called with {called}: {hint} "
+        f"Original error: {type(e).__name__}: {e}") from e
+
+
+def _check_output(name, value, state):
+  """Static (trace-time) check of a user function's output: a tensor in the
+  state's dtype (its shape is checked by `_check_batch_shape`)."""
+  value = tf.convert_to_tensor(value)
+  state_dtype = tf.as_dtype(_as_list(state)[0].dtype)
+  if tf.as_dtype(value.dtype) != state_dtype:
+    raise TypeError(
+        f"`{name}` returned dtype {tf.as_dtype(value.dtype).name} for a "
+        f"{state_dtype.name} state; it must return the state's dtype (cast "
+        f"the data to {state_dtype.name}, or the state to the data's dtype).")
+  return value
+
+
+def _check_batch_shape(name, batch_shape, state, parameter_shapes, what):
+  """`batch_shape` (one value per chain) must be the state's chain
+  dimensions: a prefix of every part's shape, leaving the parameter's own
+  dimensions (exactly `parameter_shapes` when declared)."""
+  if batch_shape.rank is None:
+    return
+  parts = _as_list(state)
+  shapes = (None if parameter_shapes is None else
+            _as_list(parameter_shapes) if isinstance(parameter_shapes, list)
+            else [parameter_shapes])
+  for i, part in enumerate(parts):
+    if part.shape.rank is None:
+      continue
+    if shapes is not None:
+      chain = part.shape[:part.shape.rank - len(shapes[i])]
+      ok = chain.rank == batch_shape.rank and chain.is_compatible_with(
+          batch_shape)
+    else:
+      # Without parameter_shapes: a prefix of the part's shape that leaves
+      # at least one parameter axis (a list state may hold scalars).
+      limit = part.shape.rank - (1 if len(parts) == 1 else 0)
+      ok = batch_shape.rank <= limit and part.shape[:batch_shape.rank
+                                                    ].is_compatible_with(
+                                                        batch_shape)
+    if not ok:
+      raise ValueError(
+          f"`{name}` returned {what} of shape {list(batch_shape)}, but the "
+          f"state part {i} has shape {list(part.shape)}: it must return one "
+          "value per chain, shape = the state's leading (chain) dimensions "
+          "(shape [] for a single chain), summed over each parameter's own "
+          "axes (e.g. tf.reduce_sum(..., axis=-1)). If the state's leading "
+          "axes are not all chain axes, give the target `parameter_shapes`.")
 
 
 class MinibatchTarget:
@@ -138,6 +211,12 @@ class MinibatchTarget:
         raise ValueError(f"`current_state` part {i} has shape "
                          f"{tuple(part.shape)}; expected trailing shape "
                          f"{list(shape)} (the target's parameter_shapes).")
+
+  def check_functions(self, state):
+    """Trace-time checks of the user's functions on `state` (called once by
+    every kernel's `bootstrap_results`): shapes and dtypes of what they
+    return. The default checks nothing beyond the energy's own checks."""
+    del state
 
   @property
   def num_examples(self):
@@ -246,15 +325,43 @@ class _DataLikelihoodTarget(MinibatchTarget):
       n = tf.nest.flatten(batch)[0].shape[0]
     values = _call_with_clear_errors("`log_likelihood_fn`",
                                      self._log_likelihood_fn, state, batch)
-    values = tf.convert_to_tensor(values)
-    return _validate_log_likelihood_output(values, n)
+    values = _check_output("log_likelihood_fn", values, state)
+    values = _validate_log_likelihood_output(values, n)
+    _check_batch_shape("log_likelihood_fn", values.shape[:-1], state,
+                       self.parameter_shapes,
+                       "per-example values whose leading (chain) axes are")
+    return values
+
+  def _checked_log_prior(self, state, batch_shape):
+    """The log-prior, checked (at trace time) to give one value per chain,
+    the log-likelihood's batch shape."""
+    if self._log_prior_fn is None:
+      return self.log_prior(state)
+    value = _call_with_clear_errors("`log_prior_fn`", self._log_prior_fn,
+                                    state)
+    if (not tf.is_tensor(value) and isinstance(value, (
+        int, float, np.integer, np.floating)) and not isinstance(value, bool)):
+      # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
+      return tf.constant(float(value), _as_list(state)[0].dtype)
+    value = _check_output("log_prior_fn", value, state)
+    if (value.shape.rank is not None and batch_shape.rank is not None and
+        not (value.shape.rank == batch_shape.rank and
+             value.shape.is_compatible_with(batch_shape))):
+      raise ValueError(
+          f"`log_prior_fn` returned shape {list(value.shape)} but the "
+          f"log-likelihood's chain (batch) shape is {list(batch_shape)} "
+          f"for a state {_describe_structure(state)}: the log-prior must "
+          "return one value per chain, summed over the parameters (e.g. "
+          "lambda w: tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per "
+          "parameter or with a trailing axis of 1.")
+    return value
 
   def _energy_from_batch(self, state, batch, n):
     ll = self._log_likelihood(state, batch, n)
     n_float = tf.cast(tf.shape(ll)[-1], ll.dtype)
     scale = tf.cast(self.num_examples, ll.dtype) / n_float
-    return -scale * tf.reduce_sum(ll, axis=-1) - tf.cast(
-        self.log_prior(state), ll.dtype)
+    prior = self._checked_log_prior(state, ll.shape[:-1])
+    return -scale * tf.reduce_sum(ll, axis=-1) - tf.cast(prior, ll.dtype)
 
   def _noise_variance_from_batch(self, state, batch, n):
     parts = _as_list(state)
@@ -276,6 +383,28 @@ class _DataLikelihoodTarget(MinibatchTarget):
       var = tf.reduce_sum(tf.square(j - mean), axis=0) / (n_float - 1.)
       out.append(num * num / n_float * var)
     return _like(state, out)
+
+
+def _check_finite_data(data, name="data"):
+  """Rejects NaN or infinite values in the floating parts of `data` (checked
+  once, when the target is built: otherwise every chain just diverges)."""
+  for i, leaf in enumerate(tf.nest.flatten(data)):
+    if not leaf.dtype.is_floating:
+      continue
+    value = tf.get_static_value(leaf)
+    if value is None:  # Symbolic (built inside tf.function): asserted once.
+      tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(leaf)), [
+          f"`{name}` part {i} has non-finite values (NaN or inf): remove or "
+          "impute those examples before building the target."])
+      continue
+    bad = np.logical_not(np.isfinite(value))
+    if bad.any():
+      where = np.argwhere(bad)
+      raise ValueError(
+          f"`{name}` part {i} (shape {list(leaf.shape)}) has {int(bad.sum())}"
+          f" non-finite values (NaN or inf), the first at index "
+          f"{tuple(int(j) for j in where[0])}: remove or impute those "
+          "examples before building the target.")
 
 
 class _PerChainBatch(tuple):
@@ -372,8 +501,23 @@ class InMemoryTarget(_DataLikelihoodTarget):
                log_prior_fn=None, energy_chunk_size=None,
                parameter_shapes=None, independent_minibatches=False,
                full_batch=False):
-    data = tf.nest.map_structure(tf.convert_to_tensor, data)
+    def convert(x):
+      try:
+        return tf.convert_to_tensor(x)
+      except (ValueError, TypeError) as e:
+        raise ValueError(
+            "`data` must be a nested structure (tuple, dict) of arrays with "
+            f"a common leading axis N; a part could not be converted to a "
+            f"tensor ({type(e).__name__}: {e}). Are its rows of unequal "
+            "length (ragged)? Pad them or use one array per field.") from e
+    data = tf.nest.map_structure(convert, data)
     leaves = tf.nest.flatten(data)
+    for i, leaf in enumerate(leaves):
+      if not (leaf.dtype.is_floating or leaf.dtype.is_integer or
+              leaf.dtype == tf.bool):
+        raise TypeError(f"`data` part {i} has dtype {leaf.dtype.name}; "
+                        "expected numbers (float, int or bool): encode "
+                        "text or categories as numbers first.")
     if not leaves:
       raise ValueError("`data` is empty: expected a nested structure of "
                        "tensors with a common leading axis N.")
@@ -408,6 +552,7 @@ class InMemoryTarget(_DataLikelihoodTarget):
           "`batch_size` is required: the minibatch size n (drawn with "
           "replacement from the seed), or pass full_batch=True for exact "
           "full-data energies and gradients (every example once, in order).")
+    _check_finite_data(data)
     batch_size = _check_batch_size(batch_size, num_examples)
     self._full_batch = bool(full_batch)
     if not isinstance(independent_minibatches, (bool, np.bool_)):
@@ -440,6 +585,28 @@ class InMemoryTarget(_DataLikelihoodTarget):
   @property
   def batch_size(self):
     return self._batch_size
+
+  def check_functions(self, state):
+    """Calls the log-likelihood and log-prior once on a probe batch of m
+    examples, m chosen unlike the batch size and every state dimension, so
+    that a function that sums over the batch, or returns a shape that only
+    matches by coincidence, is caught at trace time (once, at bootstrap)."""
+    if self._independent:
+      return  # Per-chain batches check their shape against the chains.
+    dims = {d for p in _as_list(state) for d in (p.shape.as_list()
+                                                  if p.shape.rank else [])}
+    m = self._batch_size + 1
+    while m in dims:
+      m += 1
+    batch = self._gather(tf.range(m) % self.num_examples)
+    try:
+      self._energy_from_batch(state, batch, m)
+    except ValueError as e:
+      raise ValueError(
+          f"{e} (`bootstrap_results` checks the functions once on a probe "
+          f"batch of {m} examples, a size unlike `batch_size` = "
+          f"{self._batch_size} and the state's dimensions, so that a shape "
+          "that fits only by coincidence is caught.)") from e
 
   @property
   def data(self):
@@ -664,9 +831,19 @@ class DatasetTarget(_DataLikelihoodTarget):
     if not isinstance(dataset, tf.data.Dataset):
       raise TypeError(f"`dataset` must be a tf.data.Dataset; got "
                       f"{type(dataset).__name__}.")
-    if num_examples is None or int(num_examples) < 1:
+    if (num_examples is None or isinstance(num_examples, (bool, str, bytes))
+        or not isinstance(num_examples, (int, np.integer, float, np.floating))
+        or not np.isfinite(num_examples)
+        or num_examples != int(num_examples) or int(num_examples) < 1):
       raise ValueError(f"`num_examples` (N, the training-set size) must be a "
                        f"positive integer; got {num_examples!r}.")
+    _check_batched_spec("dataset", dataset)
+    if dataset.cardinality() == 0:
+      raise ValueError("`dataset` is empty (cardinality 0): it must yield "
+                       "minibatches; for long chains repeat it "
+                       "(dataset.repeat()).")
+    if full_dataset is not None:
+      _check_full_dataset(dataset, full_dataset, int(num_examples))
     super().__init__(log_likelihood_fn, int(num_examples), log_prior_fn,
                      parameter_shapes)
     self._dataset = dataset
@@ -678,7 +855,16 @@ class DatasetTarget(_DataLikelihoodTarget):
     return self._full_dataset is not None
 
   def _next_batch(self):
-    batch = self._iterator.get_next()
+    optional = self._iterator.get_next_as_optional()
+    message = ("`dataset` is exhausted: DatasetTarget takes one batch per "
+               "gradient evaluation, so a chain longer than the dataset needs "
+               "it repeated (dataset.repeat()).")
+    if tf.executing_eagerly():
+      if not bool(optional.has_value()):
+        raise ValueError(message)
+    else:
+      tf.debugging.Assert(optional.has_value(), [message])
+    batch = optional.get_value()
     n = tf.shape(tf.nest.flatten(batch)[0])[0]
     return batch, n
 
@@ -706,6 +892,51 @@ class DatasetTarget(_DataLikelihoodTarget):
         init, lambda acc, batch: acc + tf.reduce_sum(
             self._log_likelihood(state, batch, None), axis=-1))
     return -total - tf.cast(self.log_prior(state), total.dtype)
+
+
+def _check_batched_spec(name, dataset):
+  for spec in tf.nest.flatten(dataset.element_spec):
+    if spec.shape.rank == 0:
+      raise ValueError(
+          f"`{name}` yields unbatched elements (a part of shape "
+          f"{spec.shape}); it must yield minibatches with a leading example "
+          f"axis: use {name}.batch(batch_size).")
+
+
+def _check_full_dataset(dataset, full_dataset, num_examples):
+  """`full_dataset` must be finite, batched like `dataset` and hold exactly
+  `num_examples` examples (counted once, here, when its size is finite)."""
+  if not isinstance(full_dataset, tf.data.Dataset):
+    raise TypeError(f"`full_dataset` must be a tf.data.Dataset or None; got "
+                    f"{type(full_dataset).__name__}.")
+  cardinality = int(full_dataset.cardinality())
+  if cardinality == tf.data.INFINITE_CARDINALITY:
+    raise ValueError(
+        "`full_dataset` is infinite (e.g. repeated): it must cover the "
+        "training set exactly once, for the exact energy; drop the "
+        ".repeat() from it.")
+  if cardinality == 0:
+    raise ValueError("`full_dataset` is empty (cardinality 0).")
+  ranks = [s.shape.rank for s in tf.nest.flatten(dataset.element_spec)]
+  full_ranks = [s.shape.rank for s in
+                tf.nest.flatten(full_dataset.element_spec)]
+  if len(ranks) != len(full_ranks) or any(
+      a is not None and b is not None and a != b
+      for a, b in zip(ranks, full_ranks)):
+    raise ValueError(
+        f"`full_dataset` yields elements of rank {full_ranks} but `dataset` "
+        f"of rank {ranks}: both must yield batches of the same structure "
+        "(is one of them unbatched? use .batch(batch_size)).")
+  if cardinality > 0:
+    count = int(full_dataset.reduce(
+        tf.constant(0, tf.int64), lambda acc, batch: acc + tf.cast(
+            tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
+    if count != num_examples:
+      raise ValueError(
+          f"`num_examples` = {num_examples} but `full_dataset` holds {count} "
+          "examples: N must be the size of the training set that "
+          "`full_dataset` covers once (the minibatch energy is scaled by "
+          "N / n).")
 
 
 class NoisyGradientTarget(MinibatchTarget):
@@ -759,18 +990,33 @@ class NoisyGradientTarget(MinibatchTarget):
                          f"definite; got {cov.tolist()}.") from e
       self._variance = np.diag(cov)
     else:
-      var = np.asarray(gradient_noise_variance, dtype=np.float64)
+      if isinstance(gradient_noise_variance, (str, bytes, bool)):
+        raise TypeError("`gradient_noise_variance` must be a number or an "
+                        f"array of numbers; got {gradient_noise_variance!r}.")
+      try:
+        var = np.asarray(gradient_noise_variance, dtype=np.float64)
+      except (TypeError, ValueError) as e:
+        raise TypeError("`gradient_noise_variance` must be a number or an "
+                        f"array of numbers; got "
+                        f"{gradient_noise_variance!r}.") from e
       if np.any(var < 0) or not np.all(np.isfinite(var)):
         raise ValueError(f"`gradient_noise_variance` must be finite and "
                          f">= 0; got {gradient_noise_variance!r}.")
       self._variance = var
 
+  def _checked_energy(self, state):
+    value = _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+    value = _check_output("energy_fn", value, state)
+    _check_batch_shape("energy_fn", value.shape, state,
+                       self.parameter_shapes, "energies")
+    return value
+
   def minibatch_energy(self, state, seed):
     del seed
-    return _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+    return self._checked_energy(state)
 
   def energy(self, state):
-    return _call_with_clear_errors("`energy_fn`", self._energy_fn, state)
+    return self._checked_energy(state)
 
   def energy_and_gradient(self, state, seed):
     energy, grads = super().energy_and_gradient(state, seed)
@@ -801,6 +1047,8 @@ class NoisyGradientTarget(MinibatchTarget):
 
 
 def _check_batch_size(batch_size, num_examples):
+  if isinstance(batch_size, (bool, np.bool_, str, bytes)):
+    raise TypeError(f"`batch_size` must be an integer; got {batch_size!r}.")
   try:
     value = int(batch_size)
   except (TypeError, ValueError):
@@ -889,6 +1137,9 @@ class ControlVariateTarget(MinibatchTarget):
   def check_state(self, state):
     self._base.check_state(state)
 
+  def check_functions(self, state):
+    self._base.check_functions(state)
+
   def log_prior(self, state):
     return self._base.log_prior(state)
 
@@ -940,6 +1191,9 @@ class TemperedTarget(MinibatchTarget):
     if not isinstance(target, MinibatchTarget):
       raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
                       f"{type(target).__name__}.")
+    if isinstance(temperature, (str, bytes, bool)) or temperature is None:
+      raise TypeError(f"`temperature` must be a number > 0; got "
+                      f"{temperature!r}.")
     t = float(temperature)
     if not t > 0 or not np.isfinite(t):
       raise ValueError(f"`temperature` must be > 0 and finite; got "
@@ -963,6 +1217,9 @@ class TemperedTarget(MinibatchTarget):
 
   def check_state(self, state):
     self._base.check_state(state)
+
+  def check_functions(self, state):
+    self._base.check_functions(state)
 
   def _cool(self, x):
     return x / tf.cast(self._temperature, x.dtype)

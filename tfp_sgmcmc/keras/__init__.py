@@ -12,8 +12,9 @@
     sampling.predict(x_test)                     # Bayesian model average
     sampling.save("posterior.npz")
 
-The samplers are Keras optimizers whose update is the `tfp_sgmcmc.dynamics`
-function of the `tfp.mcmc` kernel of the same name, applied to
+The samplers are Keras optimizers whose train step runs the update of the
+`tfp.mcmc` kernel of the same name (its per-gradient step function, with
+the kernel's seeds: `sampler.step_seed(k)`), applied to
 grad U~ = N grad(mean NLL) - grad log p(theta). See `SamplingCallback`.
 """
 

@@ -1,8 +1,10 @@
 """SG-MCMC samplers as Keras 3 optimizers: the update rules of the kernels.
 
 Each class here is a `keras.optimizers.Optimizer` whose update is one step of
-a stochastic-gradient sampler, computed by the same `tfp_sgmcmc.dynamics`
-functions that the `tfp.mcmc` kernels call. A Keras train step gives the
+a stochastic-gradient sampler, computed by the per-gradient step function of
+the `tfp.mcmc` kernel of the same name (`kernels.sgld.sgld_update`,
+`kernels.sghmc.sghmc_update`, `kernels.amagold.leapfrog_step`, ...), the
+code its `one_step` runs. A Keras train step gives the
 gradient of the mean loss; the sampler turns it into the gradient of the
 minibatch energy
 
@@ -19,8 +21,10 @@ units as the kernels' classmethods: a learning rate eta applied to grad U.
 An SGD learning rate lambda on the *mean* loss, as Keras users know it,
 corresponds to eta = lambda / N.
 
-Noise: each step draws its noise from a counter-based stateless seed, (seed,
-step count). Unlike an integer seed it differs from step to step; unlike a
+Noise: each step draws its noise as the kernel's `one_step` does from its
+seed, with the counter-based stateless seed `step_seed(step)` = (seed, step
+count) (for AMAGOLD, one per outer step, split along the trajectory as the
+kernel splits it). Unlike an integer seed it differs from step to step; unlike a
 `keras.random.SeedGenerator`, it needs no state write inside the
 cross-replica update, so under `tf.distribute.MirroredStrategy` every
 replica draws the same noise from the same all-reduced gradient and the
@@ -41,7 +45,14 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc.keras import adaptation as adaptation_lib
 from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc.kernels import amagold as amagold_lib
+from tfp_sgmcmc.kernels import amortized_mh
+from tfp_sgmcmc.kernels import psgld as psgld_lib
+from tfp_sgmcmc.kernels import sghmc as sghmc_lib
+from tfp_sgmcmc.kernels import sgld as sgld_lib
+from tfp_sgmcmc.kernels import sgnht as sgnht_lib
 
 __all__ = ["SamplerOptimizer", "SGLD", "SGHMC", "SGNHT", "PreconditionedSGLD",
            "AMAGOLD", "check_sampler_options"]
@@ -73,7 +84,7 @@ _BIASING_OPTIONS = {
 _DEFAULTS = {"use_ema": False, "ema_momentum": 0.99}
 
 # Salts of the counter-based seeds: one independent stream per purpose.
-_STEP, _BEGIN, _RESAMPLE, _ACCEPT = 11, 13, 17, 19
+_STEP, _BEGIN = 11, 13
 
 
 def _reject_options(cls_name, kwargs):
@@ -114,15 +125,6 @@ def check_sampler_options(optimizer):
                      f"{_BIASING_OPTIONS['use_ema']}.")
 
 
-def _check_positive(name, value, allow_zero=False):
-  if isinstance(value, bool) or not isinstance(value, numbers.Real):
-    raise TypeError(f"`{name}` must be a number; got {value!r}.")
-  ok = value >= 0 if allow_zero else value > 0
-  if not ok or not math.isfinite(value):
-    raise ValueError(f"`{name}` must be {'>= 0' if allow_zero else '> 0'} "
-                     f"and finite; got {value!r}.")
-
-
 def _check_step_size(step_size, allow_schedule):
   if isinstance(step_size, keras.optimizers.schedules.LearningRateSchedule):
     if not allow_schedule:
@@ -130,7 +132,7 @@ def _check_step_size(step_size, allow_schedule):
                       "sampler (its integrator keeps a half-drifted position "
                       "between steps); got a schedule.")
     return step_size
-  _check_positive("step_size", step_size)
+  _common.check_number("step_size", step_size)
   return float(step_size)
 
 
@@ -187,7 +189,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
         type(self).__name__, kwargs.pop("loss_scale_factor", None))
     _reject_options(type(self).__name__, kwargs)
     step_size = _check_step_size(step_size, self._allows_schedule)
-    _check_positive("temperature", temperature)
+    _common.check_number("temperature", temperature)
     if seed is None:
       seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -207,16 +209,31 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     self._num_examples = None
     self._log_prior_fn = None
     self._track_moments = True
+    self._step_size_adaptation = None
+    # The chain's state, Keras variables created by `build`.
+    self._initialized = None
+    self._moment_count = None
+    self._momentum = None
+    self._moment_mean = None
+    self._moment_ssr = None
 
   # --- configuration by SamplingCallback --------------------------------
 
-  def configure(self, num_examples, log_prior_fn, track_moments=True):
-    """Sets N and log p(theta); done by `SamplingCallback` before `build`."""
+  def configure(self, num_examples, log_prior_fn, track_moments=True,
+                step_size_adaptation=None):
+    """Sets N and log p(theta) (and, for AMAGOLD, the step-size
+    adaptation); done by `SamplingCallback` before `build`."""
     if self.built:
       raise RuntimeError("configure() must come before build().")
+    if step_size_adaptation is not None and not isinstance(self, AMAGOLD):
+      raise ValueError(
+          "`step_size_adaptation` targets an acceptance rate, which only "
+          f"AMAGOLD has (an M-H test); got the sampler "
+          f"{type(self).__name__}.")
     self._num_examples = int(num_examples)
     self._log_prior_fn = log_prior_fn
     self._track_moments = bool(track_moments)
+    self._step_size_adaptation = step_size_adaptation
 
   @property
   def parameters(self):
@@ -229,6 +246,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
   @property
   def num_examples(self):
     return self._num_examples
+
+  def step_seed(self, step):
+    """The stateless seed of sampler step `step` (a transition; for AMAGOLD
+    an outer step, one M-H test): the seed the kernel's `one_step` would
+    receive to make the same transition."""
+    return _seed(self.seed, _STEP, step)
 
   def get_config(self):
     config = dict(self._parameters)
@@ -276,9 +299,6 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     """The slot of each variable, in the order of `variables`."""
     return [slots[self._get_variable_index(v)] for v in variables]
 
-  def _draw_momentum(self, like, seed, scale):
-    return [scale * z for z in dynamics.standard_normal_like(like, seed)]
-
   # --- the update ----------------------------------------------------------
 
   def update_step(self, gradient, variable, learning_rate):
@@ -321,7 +341,7 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     gradient = [n * tf.cast(tf.convert_to_tensor(g), dtype) - pg
                 for g, pg in zip(grads, prior_grads)]
     step = tf.cast(_read(self._iterations), tf.int32)
-    seed = _seed(self.seed, _STEP, step)
+    seed = self.step_seed(step)
     new_values, chain_state = self._transition(
         variables, position, gradient, step, tf.cast(learning_rate, dtype),
         seed)
@@ -434,9 +454,10 @@ class SGLD(SamplerOptimizer):
 
       theta' = theta - h grad U~(theta) + sqrt(2 h T) xi,   xi ~ N(0, I),
 
-  `dynamics.langevin_step`, as `tfp_sgmcmc.SGLD`. The step size may be a
-  `keras.optimizers.schedules.LearningRateSchedule` (e.g. a polynomial decay
-  h_l = a (b + l)^-gamma), evaluated at the sampler's step count.
+  each train step is `tfp_sgmcmc.kernels.sgld.sgld_update`, the update of
+  `tfp_sgmcmc.SGLD.one_step`, with the Keras gradient. The step size may be
+  a `keras.optimizers.schedules.LearningRateSchedule` (e.g. a polynomial
+  decay h_l = a (b + l)^-gamma), evaluated at the sampler's step count.
 
   Args:
     step_size: h > 0, or a schedule.
@@ -452,24 +473,21 @@ class SGLD(SamplerOptimizer):
 
   def _transition(self, variables, position, gradient, step, step_size,
                   seed):
-    noise = dynamics.standard_normal_like(position, seed)
-    new = dynamics.langevin_step(position, gradient, step_size, noise,
-                                 self.temperature)
+    new = sgld_lib.sgld_update(position, gradient, step_size,
+                               self.temperature, seed)
     return new, new
 
 
 class PreconditionedSGLD(SamplerOptimizer):
   """Preconditioned SGLD (Li et al. 2016) for Keras.
 
-  The update of `tfp_sgmcmc.PreconditionedSGLD`:
-
       V'     = alpha V + (1 - alpha) g_bar * g_bar,   g_bar = grad U~ / N
       G      = 1 / (lambda + sqrt(V'))
       theta' = theta - h G grad U~(theta) + sqrt(2 h T G) xi
 
-  (`dynamics.rmsprop_preconditioner`, `dynamics.preconditioned_langevin_step`;
-  the Gamma term is dropped, as in the kernel.) The first step starts V at
-  g_bar^2.
+  each train step is `tfp_sgmcmc.kernels.psgld.psgld_update`, the update of
+  `tfp_sgmcmc.PreconditionedSGLD.one_step` (the Gamma term is dropped, as
+  in the kernel; the first step starts V at g_bar^2).
 
   Args:
     step_size: h > 0, or a schedule.
@@ -484,11 +502,13 @@ class PreconditionedSGLD(SamplerOptimizer):
                seed=None, name=None, **kwargs):
     super().__init__(step_size, temperature=temperature, seed=seed,
                      name=name, **kwargs)
+    _common.check_number("decay", decay, allow_zero=True)
     if not 0. <= float(decay) < 1.:
       raise ValueError(f"`decay` (alpha) must be in [0, 1); got {decay!r}.")
-    _check_positive("regularizer", regularizer)
+    _common.check_number("regularizer", regularizer)
     self._parameters.update(dict(decay=float(decay),
                             regularizer=float(regularizer)))
+    self._second_moment = None  # Created by `build`.
 
   def _build_state(self, variables):
     self._second_moment = self.add_optimizer_variables(variables,
@@ -497,41 +517,41 @@ class PreconditionedSGLD(SamplerOptimizer):
   def _transition(self, variables, position, gradient, step, step_size,
                   seed):
     slots = self._slots(self._second_moment, variables)
-    dtype = position[0].dtype
-    decay = tf.where(tf.equal(step, 0), tf.constant(0., dtype),
-                     tf.constant(self._parameters["decay"], dtype))
-    second_moment, precond = dynamics.rmsprop_preconditioner(
-        [_read(s) for s in slots], gradient, decay, self._num_examples,
-        self._parameters["regularizer"])
+    p = self._parameters
+    new, second_moment, _ = psgld_lib.psgld_update(
+        position, [_read(s) for s in slots], gradient, step, step_size,
+        self.temperature, p["decay"], p["regularizer"], self._num_examples,
+        seed)
     for s, v in zip(slots, second_moment):
       _write(s, v)
-    noise = dynamics.standard_normal_like(position, seed)
-    new = dynamics.preconditioned_langevin_step(
-        position, gradient, precond, step_size, noise, self.temperature)
     return new, new
 
 
 class SGHMC(SamplerOptimizer):
   """Stochastic gradient HMC (Chen, Fox & Guestrin 2014) for Keras.
 
-  The update of `tfp_sgmcmc.SGHMC`, one gradient per train step:
+  Each train step is the update of `tfp_sgmcmc.SGHMC.one_step`
+  (`tfp_sgmcmc.kernels.sghmc.sghmc_update`) with the Keras gradient:
 
   * `"euler"`: r' = r - h grad U~(theta) - h C r + N(0, 2 (C T - B-hat) h),
-    theta' = theta + h r' (`dynamics.sghmc_euler_momentum`, `drift`);
+    theta' = theta + h r';
   * `"splitting"` (ABOBA, Chen, Ding & Carin 2015): theta1 = theta + r h/2,
-    r' = `dynamics.sghmc_splitting_momentum`(r, grad U~(theta1)),
-    theta' = theta1 + r' h/2. The gradient must be taken at theta1, so
-    between train steps the model's variables hold theta' + r' h/2 (the
-    next step's theta1); `chain_state()` and the kept samples are theta',
-    and `SamplingCallback` removes the half drift at the end of `fit`.
+    r' = B-O-B(r, grad U~(theta1)), theta' = theta1 + r' h/2. The gradient
+    is taken at theta1, so between train steps the model's variables hold
+    the next step's theta1 (`kernels.sghmc.gradient_position`);
+    `chain_state()` and the kept samples are theta', and `SamplingCallback`
+    removes the half drift at the end of `fit`.
 
-  The momentum is drawn from N(0, T I) when sampling starts and, with
-  `momentum_resampling_period=m`, again every m steps.
+  The momentum refresh (`kernels.sghmc.refresh_momentum`: N(0, T I) at
+  step 0 and, with `momentum_resampling_period=m`, every m steps) is the
+  kernel's, drawn from the same step seed one step ahead, so that the
+  splitting integrator's half drift can precede the gradient.
 
   `SGHMC.from_sgd_momentum(learning_rate=eta, momentum_decay=alpha)` takes
-  the SGD-with-momentum units of the kernel's classmethod: eta = h^2,
-  alpha = h C, applied to grad U (eta = lambda / N for an SGD learning rate
-  lambda on the mean loss).
+  the SGD-with-momentum units of the kernel's classmethod
+  (`kernels.sghmc.sgd_momentum_to_sghmc`: eta = h^2, alpha = h C), applied
+  to grad U (eta = lambda / N for an SGD learning rate lambda on the mean
+  loss).
 
   Args:
     step_size: h > 0.
@@ -551,20 +571,20 @@ class SGHMC(SamplerOptimizer):
                temperature=1., seed=None, name=None, **kwargs):
     super().__init__(step_size, temperature=temperature, seed=seed,
                      name=name, **kwargs)
-    _check_positive("friction", friction)
+    _common.check_number("friction", friction)
     if isinstance(noise_estimate, str):
       raise ValueError(
           f"`noise_estimate={noise_estimate!r}` is not available in Keras: "
           "it needs per-example gradients. Pass a number B-hat >= 0.")
-    _check_positive("noise_estimate", noise_estimate, allow_zero=True)
+    _common.check_number("noise_estimate", noise_estimate, allow_zero=True)
     if noise_estimate > friction * temperature:
       raise ValueError(
           f"`friction` C = {friction!r} must be >= `noise_estimate` B-hat = "
           f"{noise_estimate!r} (times the temperature): the injected noise "
           "has variance 2 (C T - B-hat) h.")
-    if integrator not in ("euler", "splitting"):
-      raise ValueError(f"`integrator` must be 'euler' or 'splitting'; got "
-                       f"{integrator!r}.")
+    if integrator not in sghmc_lib.INTEGRATORS:
+      raise ValueError(f"`integrator` must be one of "
+                       f"{sghmc_lib.INTEGRATORS}; got {integrator!r}.")
     if momentum_resampling_period is not None and (
         isinstance(momentum_resampling_period, bool) or
         not isinstance(momentum_resampling_period, (int, np.integer)) or
@@ -574,35 +594,36 @@ class SGHMC(SamplerOptimizer):
     self._parameters.update(dict(
         friction=float(friction), noise_estimate=float(noise_estimate),
         integrator=integrator,
-        momentum_resampling_period=momentum_resampling_period))
+        momentum_resampling_period=(
+            None if momentum_resampling_period is None
+            else int(momentum_resampling_period))))
 
   @classmethod
   def from_sgd_momentum(cls, learning_rate, momentum_decay,
                         noise_estimate=0., **kwargs):
-    """SGHMC from SGD-with-momentum units (Chen et al. 2014, Section 3.3).
-
-        v' = v - eta grad U~ - alpha v + N(0, 2 (alpha - beta-hat) eta),
-        theta' = theta + v'
-
-    is the Euler form with h = sqrt(eta), C = alpha / sqrt(eta), B-hat =
-    beta-hat / sqrt(eta), as `tfp_sgmcmc.SGHMC.from_sgd_momentum`.
-    """
-    _check_positive("learning_rate", learning_rate)
-    _check_positive("momentum_decay", momentum_decay)
-    _check_positive("noise_estimate", noise_estimate, allow_zero=True)
-    h = math.sqrt(float(learning_rate))
-    return cls(step_size=h, friction=float(momentum_decay) / h,
-               noise_estimate=float(noise_estimate) / h, **kwargs)
+    """SGHMC from SGD-with-momentum units (Chen et al. 2014, Section 3.3),
+    as `tfp_sgmcmc.SGHMC.from_sgd_momentum`."""
+    for name, value in (("learning_rate", learning_rate),
+                        ("momentum_decay", momentum_decay),
+                        ("noise_estimate", noise_estimate)):
+      _common.check_number(name, value, allow_zero=True)
+    h, friction, b_hat = sghmc_lib.sgd_momentum_to_sghmc(
+        learning_rate, momentum_decay, noise_estimate)
+    return cls(step_size=h, friction=friction, noise_estimate=b_hat,
+               **kwargs)
 
   integrator = _common.parameter_property("integrator")
 
-  def _momentum_draw(self, like, seed):
-    return self._draw_momentum(like, seed, math.sqrt(self.temperature))
+  def _refresh(self, momentum, step):
+    """The kernel's momentum at the start of step `step`."""
+    return sghmc_lib.refresh_momentum(
+        momentum, step, self._parameters["momentum_resampling_period"],
+        self.temperature, self.step_seed(step))
 
   def _initialize(self, variables):
-    r = self._momentum_draw([_read(v) for v in variables],
-                            _seed(self.seed, _BEGIN, 0))
-    for slot, value in zip(self._slots(self._momentum, variables), r):
+    slots = self._slots(self._momentum, variables)
+    r = self._refresh([_read(s) for s in slots], 0)
+    for slot, value in zip(slots, r):
       _write(slot, value)
 
   def _half_drift(self, variables, sign):
@@ -627,39 +648,23 @@ class SGHMC(SamplerOptimizer):
     r = [_read(s) for s in self._momentum]
     return dynamics.drift(position, r, -0.5 * float(self.step_size))
 
-  def _maybe_resample(self, momentum, step):
-    """A fresh momentum where `step` is a positive multiple of the period
-    (step 0's momentum is drawn when sampling begins)."""
-    period = self._parameters["momentum_resampling_period"]
-    if period is None:
-      return momentum
-    return tf.cond(
-        tf.equal(step % period, 0) & (step > 0),
-        lambda: self._momentum_draw(momentum,
-                                    _seed(self.seed, _RESAMPLE, step)),
-        lambda: momentum)
-
   def _transition(self, variables, position, gradient, step, step_size,
                   seed):
+    # The momentum slot holds step `step`'s refreshed momentum and the
+    # variables its gradient position (theta, or theta1 for splitting).
     p = self._parameters
     slots = self._slots(self._momentum, variables)
-    momentum = [_read(s) for s in slots]
-    noise = dynamics.standard_normal_like(momentum, seed)
-    if self.integrator == "euler":
-      momentum = self._maybe_resample(momentum, step)
-      new_momentum = dynamics.sghmc_euler_momentum(
-          momentum, gradient, step_size, p["friction"], noise,
-          p["noise_estimate"], self.temperature)
-      state = dynamics.drift(position, new_momentum, step_size)
-      new_values, next_momentum = state, new_momentum
+    state, new_momentum = sghmc_lib.sghmc_update(
+        position, [_read(s) for s in slots], gradient, step_size,
+        p["friction"], p["noise_estimate"], self.temperature,
+        self.integrator, seed)
+    if p["momentum_resampling_period"] is None:
+      # `refresh_momentum` draws at step 0 only: nothing to do after it.
+      next_momentum = new_momentum
     else:
-      # `position` is theta1 = theta + r h/2 (drifted by the previous step).
-      new_momentum = dynamics.sghmc_splitting_momentum(
-          momentum, gradient, step_size, p["friction"], noise,
-          p["noise_estimate"], self.temperature)
-      state = dynamics.drift(position, new_momentum, 0.5 * step_size)
-      next_momentum = self._maybe_resample(new_momentum, step + 1)
-      new_values = dynamics.drift(state, next_momentum, 0.5 * step_size)
+      next_momentum = self._refresh(new_momentum, step + 1)
+    new_values = sghmc_lib.gradient_position(state, next_momentum, step_size,
+                                             self.integrator)
     for s, r in zip(slots, next_momentum):
       _write(s, r)
     return new_values, state
@@ -672,9 +677,10 @@ class SGNHT(SamplerOptimizer):
       theta'  = theta + h r'
       xi'     = xi + h (r'^T r' / d - T)
 
-  `dynamics.sgnht_step` over all trainable variables at once (d counts every
-  weight of the model), as `tfp_sgmcmc.SGNHT`. The momentum is drawn from
-  N(0, T I) when sampling starts; the thermostat xi starts at A.
+  each train step is `tfp_sgmcmc.kernels.sgnht.sgnht_update`, the update of
+  `tfp_sgmcmc.SGNHT.one_step`, over all trainable variables at once (d
+  counts every weight of the model). The momentum is drawn from N(0, T I)
+  at the first step; the thermostat xi starts at A.
 
   Args:
     step_size: h > 0.
@@ -688,8 +694,9 @@ class SGNHT(SamplerOptimizer):
                name=None, **kwargs):
     super().__init__(step_size, temperature=temperature, seed=seed,
                      name=name, **kwargs)
-    _check_positive("diffusion", diffusion, allow_zero=True)
+    _common.check_number("diffusion", diffusion, allow_zero=True)
     self._parameters.update(dict(diffusion=float(diffusion)))
+    self._thermostat = None  # Created by `build`.
 
   def _build_state(self, variables):
     self._thermostat = self.add_variable(
@@ -697,21 +704,13 @@ class SGNHT(SamplerOptimizer):
         initializer=keras.initializers.Constant(
             self._parameters["diffusion"]))
 
-  def _initialize(self, variables):
-    r = self._draw_momentum([_read(v) for v in variables],
-                            _seed(self.seed, _BEGIN, 0),
-                            math.sqrt(self.temperature))
-    for slot, value in zip(self._slots(self._momentum, variables), r):
-      _write(slot, value)
-
   def _transition(self, variables, position, gradient, step, step_size,
                   seed):
     slots = self._slots(self._momentum, variables)
-    momentum = [_read(s) for s in slots]
-    noise = dynamics.standard_normal_like(momentum, seed)
-    new, new_momentum, thermostat = dynamics.sgnht_step(
-        position, momentum, _read(self._thermostat), gradient, step_size,
-        noise, self._parameters["diffusion"], self.temperature)
+    new, new_momentum, thermostat = sgnht_lib.sgnht_update(
+        position, [_read(s) for s in slots], _read(self._thermostat),
+        gradient, step, step_size, self._parameters["diffusion"],
+        self.temperature, self.temperature, seed)
     for s, r in zip(slots, new_momentum):
       _write(s, r)
     _write(self._thermostat, thermostat)
@@ -724,41 +723,43 @@ class SGNHT(SamplerOptimizer):
 
 
 class AMAGOLD(SamplerOptimizer):
-  """AMAGOLD (Zhang, Cooper & De Sa 2020) for Keras: stochastic leapfrog
-  train steps, and an amortized Metropolis-Hastings test every T steps.
+  """AMAGOLD (Zhang, Cooper & De Sa 2020) for Keras: one stochastic
+  leapfrog step per train step, and the amortized Metropolis-Hastings test
+  every T steps.
 
-  Each outer step of `tfp_sgmcmc.AMAGOLD`, from (theta, r), with step size
-  eps, friction beta and momentum standard deviation sigma, is T train steps:
+  The steps are those of `tfp_sgmcmc.AMAGOLD.one_step`, one gradient at a
+  time, with the seeds derived as the kernel derives them from the outer
+  step's seed:
 
-      theta_0  = theta + 1/2 eps sigma^-2 r      (before the first step)
-      step t:  r'  = `dynamics.amagold_momentum`(r, grad U~(theta_t))
-               rho += `dynamics.energy_accumulator_increment`(grad, r, r')
-               theta_{t+1} = theta_t + eps sigma^-2 r'  (half of it at t = T-1)
+      start     `kernels.amagold.proposal_start`: r (redrawn if
+                `resample_momentum`), theta_0 = theta + 1/2 eps sigma^-2 r
+      step t    `kernels.amagold.leapfrog_step`: the momentum kick, the
+                energy accumulator rho, the drift (a half drift at t = T-1)
+      test      `kernels.amortized_mh.metropolis_hastings_test` on
+                U(theta) - U(theta*) + rho, then
+                `kernels.amortized_mh.momentum_after_test` (r* if accepted,
+                else the previous momentum negated)
 
-  then `SamplingCallback` computes U(theta*) (exactly, over the data set it
-  was given, in batches; or on one minibatch for both states,
-  `acceptance_energy="minibatch"`) and calls `metropolis_hastings`, which
-  accepts with probability min(1, exp(U(theta) - U(theta*) + rho)). On
-  rejection theta and the momentum the trajectory started from, negated,
-  are restored. With `resample_momentum=True` (reversible AMAGOLD) the
-  momentum is then drawn afresh from N(0, sigma^2 I); with False
-  (skew-reversible, the authors' BNN setting) it is carried. The next
-  trajectory's half drift follows, so the gradient of the next train step is
-  taken at theta_0.
+  `SamplingCallback` computes U(theta*) (exactly, over the data set it was
+  given, in batches; or on one minibatch for both states,
+  `acceptance_energy="minibatch"`) and calls `metropolis_hastings`. With
+  `resample_momentum=True` (reversible AMAGOLD) each trajectory starts from
+  a fresh N(0, sigma^2 I) momentum; with False (skew-reversible, the
+  authors' BNN setting) the momentum is carried.
 
-  The test is host-side: the train steps run compiled (any
-  `steps_per_execution` dividing T), and every T steps the callback runs one
-  full-data energy evaluation plus one small compiled function. The chain's
-  position between tests (`chain_state()`, the kept samples) is the last
-  accepted theta.
+  The train steps run compiled (any `steps_per_execution` dividing T), and
+  every T steps the callback runs one full-data energy evaluation plus one
+  small compiled function. The chain's position between tests
+  (`chain_state()`, the kept samples) is the last accepted theta.
 
   `AMAGOLD.from_sgd_parameters(learning_rate=h, momentum_decay=b,
   num_leapfrog_steps=T)` takes Appendix F's SGD units, as the kernel's
-  classmethod: eps = sqrt(h), beta = b / sqrt(h), sigma = 1, h applied to
+  classmethod (`kernels.amagold.sgd_parameters_to_amagold`), h applied to
   grad U (the authors' BNN: h = 5e-4 / N, b = 5e-6, T = 10).
 
   Args:
-    step_size: eps > 0 (constant).
+    step_size: eps > 0 (constant; `SamplingCallback(step_size_adaptation=
+      ...)` adapts it).
     num_leapfrog_steps: T >= 1, train steps per M-H test.
     friction: beta >= 0.
     momentum_std: sigma > 0.
@@ -778,19 +779,14 @@ class AMAGOLD(SamplerOptimizer):
                       "takes no `temperature`.")
     super().__init__(step_size, temperature=1., seed=seed, name=name,
                      **kwargs)
-    if (isinstance(num_leapfrog_steps, bool) or
-        not isinstance(num_leapfrog_steps, (int, np.integer)) or
-        num_leapfrog_steps < 1):
-      raise ValueError(f"`num_leapfrog_steps` (T) must be an integer >= 1; "
-                       f"got {num_leapfrog_steps!r}.")
-    _check_positive("friction", friction, allow_zero=True)
-    _check_positive("momentum_std", momentum_std)
-    if not isinstance(resample_momentum, bool):
-      raise TypeError("`resample_momentum` must be True (reversible) or "
-                      f"False (skew-reversible); got {resample_momentum!r}.")
-    if acceptance_energy not in ("exact", "minibatch"):
-      raise ValueError("`acceptance_energy` must be 'exact' or 'minibatch'; "
-                       f"got {acceptance_energy!r}.")
+    _common.check_number("friction", friction, allow_zero=True)
+    _common.check_number("momentum_std", momentum_std)
+    amagold_lib.check_parameters(num_leapfrog_steps, friction, momentum_std,
+                                 resample_momentum)
+    if acceptance_energy not in amortized_mh.ACCEPTANCE_ENERGIES:
+      raise ValueError(f"`acceptance_energy` must be one of "
+                       f"{amortized_mh.ACCEPTANCE_ENERGIES}; got "
+                       f"{acceptance_energy!r}.")
     self._parameters.pop("temperature")
     self._parameters.update(dict(
         num_leapfrog_steps=int(num_leapfrog_steps), friction=float(friction),
@@ -798,6 +794,18 @@ class AMAGOLD(SamplerOptimizer):
         resample_momentum=resample_momentum,
         acceptance_energy=acceptance_energy))
     self._mh_function = None
+    self._adaptation = None
+    self._adaptation_results = None
+    self._adaptation_structure = None
+    # The chain's state, Keras variables created by `build`.
+    self._start_position = None
+    self._start_momentum = None
+    self._rho = None
+    self._leapfrog_step = None
+    self._loop_seed = None
+    self._energy = None
+    self._num_tests = None
+    self._num_accepted = None
 
   @classmethod
   def from_sgd_parameters(cls, learning_rate, momentum_decay,
@@ -805,16 +813,12 @@ class AMAGOLD(SamplerOptimizer):
     """AMAGOLD in the SGD units of Appendix F (h, b), as
     `tfp_sgmcmc.AMAGOLD.from_sgd_parameters`: eps = sqrt(h),
     beta = b / sqrt(h), sigma = 1."""
-    _check_positive("learning_rate", learning_rate)
-    _check_positive("momentum_decay", momentum_decay, allow_zero=True)
-    for key in ("momentum_std", "step_size", "friction"):
-      if key in kwargs:
-        raise TypeError("`from_sgd_parameters` sets `step_size`, `friction` "
-                        "and `momentum_std`; do not pass them too.")
-    eps = math.sqrt(float(learning_rate))
+    _common.check_number("learning_rate", learning_rate)
+    _common.check_number("momentum_decay", momentum_decay, allow_zero=True)
+    eps, friction, sigma = amagold_lib.sgd_parameters_to_amagold(
+        learning_rate, momentum_decay, kwargs)
     return cls(step_size=eps, num_leapfrog_steps=num_leapfrog_steps,
-               friction=float(momentum_decay) / eps, momentum_std=1.,
-               **kwargs)
+               friction=friction, momentum_std=sigma, **kwargs)
 
   def get_config(self):
     return dict(self._parameters)
@@ -838,26 +842,59 @@ class AMAGOLD(SamplerOptimizer):
                                   name="energy_accumulator")
     self._leapfrog_step = self.add_variable((), dtype="int32",
                                             name="leapfrog_step")
+    self._loop_seed = self.add_variable((2,), dtype="int32",
+                                        name="loop_seed")
     self._energy = self.add_variable((), dtype="float64", name="energy")
     self._num_tests = self.add_variable((), dtype="int32", name="num_tests")
     self._num_accepted = self.add_variable((), dtype="int32",
                                            name="num_accepted")
+    if self._step_size_adaptation is not None:
+      self._adaptation, results = adaptation_lib.build_adaptation(
+          self._step_size_adaptation, self._parameters["step_size"],
+          variables[0].dtype)
+      self._adaptation_results = []
+      for i, value in enumerate(tf.nest.flatten(results)):
+        value = tf.convert_to_tensor(value)
+        variable = self.add_variable(tuple(value.shape), dtype=value.dtype,
+                                     name=f"step_size_adaptation_{i}")
+        variable.assign(value)
+        self._adaptation_results.append(variable)
+      self._adaptation_structure = results
 
-  def _drift_scale(self):
-    p = self._parameters
-    return p["step_size"] / p["momentum_std"] ** 2
+  def _current_step_size(self):
+    return tf.cast(_read(self._learning_rate), tf.float64)
 
   def _initialize(self, variables):
-    r = self._draw_momentum([_read(v) for v in variables],
-                            _seed(self.seed, _BEGIN, 0),
-                            self._parameters["momentum_std"])
-    for v, start, slot, r0, value in zip(
+    # The carried momentum the first trajectory starts from (used by the
+    # skew-reversible variant).
+    sigma = self._parameters["momentum_std"]
+    r = dynamics.standard_normal_like([_read(v) for v in variables],
+                                      _seed(self.seed, _BEGIN, 0))
+    for v, start, r0, z in zip(
         variables, self._slots(self._start_position, variables),
-        self._slots(self._momentum, variables),
         self._slots(self._start_momentum, variables), r):
       _write(start, _read(v))
-      _write(slot, value)
-      _write(r0, value)
+      _write(r0, sigma * z)
+
+  def _start_trajectory(self, variables):
+    """`proposal_start` from the last accepted theta and carried momentum,
+    with the seed of the next outer step."""
+    p = self._parameters
+    start = [_read(s) for s in self._slots(self._start_position, variables)]
+    carried = [_read(s) for s in self._slots(self._start_momentum, variables)]
+    proposal_seed, _, _ = amortized_mh.test_seeds(
+        self.step_seed(_read(self._num_tests)))
+    eps = tf.cast(_read(self._learning_rate), start[0].dtype)
+    momentum, position, loop_seed = amagold_lib.proposal_start(
+        start, carried, eps, p["momentum_std"], p["resample_momentum"],
+        proposal_seed)
+    for v, x in zip(variables, position):
+      _write(v, x)
+    for slot, r in zip(self._slots(self._momentum, variables), momentum):
+      _write(slot, r)
+    _write(self._loop_seed, loop_seed)
+    _write(self._rho, 0.)
+    _write(self._leapfrog_step, 0)
 
   def set_energy(self, energy):
     """Caches U(theta) of the chain's current position (exact test)."""
@@ -870,26 +907,14 @@ class AMAGOLD(SamplerOptimizer):
     return float(_read(self._energy))
 
   def _begin(self, variables):
-    # theta_0 = theta + 1/2 eps sigma^-2 r: the first gradient's position.
-    start = [_read(s) for s in self._slots(self._start_position, variables)]
-    r = [_read(s) for s in self._slots(self._start_momentum, variables)]
-    for v, x in zip(variables, dynamics.drift(start, r,
-                                              0.5 * self._drift_scale())):
-      _write(v, x)
-    for slot, value in zip(self._slots(self._momentum, variables), r):
-      _write(slot, value)
-    _write(self._rho, 0.)
-    _write(self._leapfrog_step, 0)
+    self._start_trajectory(variables)
 
   def _end(self, variables):
     # Back to the last accepted position; a partial trajectory is dropped
     # (a decision that depends only on the step count, so the chain stays
-    # exact) and the next one restarts from the same (theta, r).
+    # exact) and the next `fit` restarts it with the same seed.
     for v, s in zip(variables, self._slots(self._start_position, variables)):
       _write(v, _read(s))
-    for slot, r0 in zip(self._slots(self._momentum, variables),
-                        self._slots(self._start_momentum, variables)):
-      _write(slot, _read(r0))
     _write(self._rho, 0.)
     _write(self._leapfrog_step, 0)
 
@@ -910,22 +935,17 @@ class AMAGOLD(SamplerOptimizer):
                   seed):
     p = self._parameters
     slots = self._slots(self._momentum, variables)
-    momentum = [_read(s) for s in slots]
-    noise = dynamics.standard_normal_like(momentum, seed)
-    new_momentum = dynamics.amagold_momentum(
-        momentum, gradient, step_size, p["friction"], noise,
-        p["momentum_std"])
-    rho = _read(self._rho) + tf.cast(dynamics.energy_accumulator_increment(
-        gradient, momentum, new_momentum, step_size, p["momentum_std"]),
-                                     tf.float64)
+    next_seed, _, noise_seed = amagold_lib.leapfrog_seeds(
+        _read(self._loop_seed))
     t = _read(self._leapfrog_step)
-    scale = step_size / p["momentum_std"] ** 2
-    # Full position steps between the kicks, a half step after the last.
-    scale = tf.where(t < p["num_leapfrog_steps"] - 1, scale, 0.5 * scale)
-    new = dynamics.drift(position, new_momentum, scale)
+    new, new_momentum, rho = amagold_lib.leapfrog_step(
+        t, position, [_read(s) for s in slots], _read(self._rho), gradient,
+        step_size, p["friction"], p["momentum_std"], p["num_leapfrog_steps"],
+        noise_seed)
     for s, r in zip(slots, new_momentum):
       _write(s, r)
     _write(self._rho, rho)
+    _write(self._loop_seed, next_seed)
     _write(self._leapfrog_step, t + 1)
     return new, None
 
@@ -933,9 +953,8 @@ class AMAGOLD(SamplerOptimizer):
     """The amortized M-H test at the end of a trajectory (eq. (6)).
 
     log a = U(theta) - U(theta*) + rho. Accept: theta <- theta* (the model's
-    variables), r <- r*. Reject: theta and -r0 are restored. Then the
-    momentum is resampled (reversible variant), the running moments are
-    updated, and the next trajectory's half drift is applied.
+    variables), r <- r*. Reject: theta is kept and the momentum negated.
+    Then the running moments are updated and the next trajectory starts.
 
     Args:
       proposed_energy: U(theta*) (exact, or a minibatch estimate).
@@ -954,44 +973,55 @@ class AMAGOLD(SamplerOptimizer):
     return self._mh_function(proposed, current)
 
   def _metropolis_hastings(self, proposed_energy, current_energy):
-    p = self._parameters
     variables = self._trainable_variables
-    dtype = proposed_energy.dtype
+    dtype = _read(variables[0]).dtype
     count = _read(self._num_tests)
-    log_accept_ratio = current_energy - proposed_energy + _read(self._rho)
-    log_accept_ratio = tf.where(tf.math.is_finite(log_accept_ratio),
-                                log_accept_ratio,
-                                tf.constant(-np.inf, dtype))
-    uniform = tf.random.stateless_uniform(
-        [], seed=_seed(self.seed, _ACCEPT, count), dtype=dtype,
-        alg=dynamics.RNG_ALG)
-    accepted = tf.math.log(uniform) < log_accept_ratio
-
+    _, _, accept_seed = amortized_mh.test_seeds(self.step_seed(count))
+    # The energies are summed in float64; their difference (of order one)
+    # enters the test in the chain's dtype, as in the kernel.
+    accepted, log_accept_ratio = amortized_mh.metropolis_hastings_test(
+        tf.cast(current_energy - proposed_energy, dtype), tf.zeros([], dtype),
+        tf.cast(_read(self._rho), dtype), accept_seed)
     proposed = [_read(v) for v in variables]
     start = [_read(s) for s in self._start_position]
-    position = [tf.where(accepted, a, b) for a, b in zip(proposed, start)]
-    momentum = [tf.where(accepted, _read(r), -_read(r0))
-                for r, r0 in zip(self._momentum, self._start_momentum)]
-    if p["resample_momentum"]:
-      momentum = self._draw_momentum(
-          momentum, _seed(self.seed, _RESAMPLE, count), p["momentum_std"])
+    position = amortized_mh.choose(accepted, proposed, start)
+    carried = amortized_mh.momentum_after_test(
+        accepted, [_read(r) for r in self._momentum],
+        [_read(r0) for r0 in self._start_momentum])
     for s, x in zip(self._start_position, position):
       _write(s, x)
-    for r, r0, x in zip(self._momentum, self._start_momentum, momentum):
-      _write(r, x)
+    for r0, x in zip(self._start_momentum, carried):
       _write(r0, x)
     _write(self._energy,
            tf.where(accepted, proposed_energy, current_energy))
-    _write(self._rho, 0.)
-    _write(self._leapfrog_step, 0)
     _write(self._num_tests, count + 1)
     _write(self._num_accepted,
            _read(self._num_accepted) + tf.cast(accepted, tf.int32))
     self._update_moments(variables, position)
-    for v, x in zip(variables, dynamics.drift(position, momentum,
-                                              0.5 * self._drift_scale())):
-      _write(v, x)
+    if self._adaptation is not None:
+      self._adapt(log_accept_ratio)
+    self._start_trajectory(variables)
     return accepted, log_accept_ratio
+
+  def _adapt(self, log_accept_ratio):
+    """One step of the TFP adaptation kernel on this test's log ratio;
+    the next trajectory runs with its `new_step_size`."""
+    results = tf.nest.pack_sequence_as(
+        self._adaptation_structure,
+        [_read(v) for v in self._adaptation_results])
+    _, results = self._adaptation.one_step(log_accept_ratio, results)
+    for v, x in zip(self._adaptation_results, tf.nest.flatten(results)):
+      _write(v, x)
+    _write(self._learning_rate, results.new_step_size)
+
+  @property
+  def adapting(self):
+    """Whether the step size is still being adapted (False without an
+    adaptation, and after its `num_adaptation_steps` tests)."""
+    if self._adaptation is None:
+      return False
+    return int(_read(self._num_tests)) < int(
+        self._adaptation.num_adaptation_steps)
 
   @property
   def acceptance_rate(self):

@@ -20,22 +20,77 @@ BOOTSTRAP_SEED = (0, 0)
 
 def static_value(value):
   """The value of a Python number, array or constant tensor, else None."""
+  if isinstance(value, (str, bytes)):
+    return None
   if isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
-    return np.asarray(value, dtype=np.float64)
-  if tf.is_tensor(value):
+    try:
+      return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+      return None
+  if tf.is_tensor(value) and not isinstance(value, tf.Variable):
     v = tf.get_static_value(value)
     return None if v is None else np.asarray(v, dtype=np.float64)
   return None
 
 
+def _describe(value):
+  if isinstance(value, tf.Variable):
+    return f"tf.Variable {value.name!r} = {value.numpy()!r}"
+  return repr(value)
+
+
 def check_positive(name, value, allow_zero=False):
+  """Checks a numeric argument: its type always, its value where known.
+
+  Strings, booleans and other non-numbers are rejected; the value of a
+  Python number, array or constant tensor is checked now; a `tf.Variable`'s
+  current value is checked now (eagerly) and a non-constant tensor's is
+  asserted in the graph being built (once, where the kernel is built, not
+  per step).
+  """
+  want = ">= 0" if allow_zero else "> 0"
+  if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
+    raise TypeError(f"`{name}` must be a number (or a float tensor) "
+                    f"{want}; got {value!r} of type {type(value).__name__}. "
+                    f"Pass e.g. {name}=0.1.")
+  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+    dtype = tf.as_dtype(value.dtype)
+    if not (dtype.is_floating or dtype.is_integer):
+      raise TypeError(f"`{name}` must be a real number; got a {dtype.name} "
+                      f"tensor {value!r}.")
   v = static_value(value)
+  if v is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
+    v = np.asarray(value.numpy(), dtype=np.float64)
+  if v is None and not tf.is_tensor(value) and not isinstance(
+      value, tf.Variable):
+    raise TypeError(f"`{name}` must be a number (or a float tensor) {want};"
+                    f" got {value!r} of type {type(value).__name__}.")
   if v is None:
+    # A tensor whose value is not known while tracing: asserted once, in
+    # the graph that builds the kernel (not in every step).
+    x = tf.cast(value, tf.float64)
+    ok = (x >= 0) if allow_zero else (x > 0)
+    tf.debugging.Assert(
+        tf.reduce_all(ok & tf.math.is_finite(x)),
+        [f"`{name}` must be {want} and finite; got", x])
     return
   ok = np.all(v >= 0) if allow_zero else np.all(v > 0)
   if not ok or not np.all(np.isfinite(v)):
-    raise ValueError(f"`{name}` must be {'>= 0' if allow_zero else '> 0'} "
-                     f"and finite; got {value!r}.")
+    raise ValueError(f"`{name}` must be {want} and finite; got "
+                     f"{_describe(value)}.")
+  if np.any(np.abs(v) > np.finfo(np.float32).max):
+    raise ValueError(f"`{name}` = {_describe(value)} is beyond the float32 "
+                     "range (3.4e38), so it cannot be used with a float32 "
+                     "state; use a representable value.")
+
+
+def check_number(name, value, allow_zero=False):
+  """A Python number (not a bool, tensor or string), > 0 (or >= 0), finite:
+  the check of a hyperparameter that must be known when the sampler is
+  built (the Keras samplers' constructor arguments)."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise TypeError(f"`{name}` must be a number; got {value!r}.")
+  check_positive(name, value, allow_zero=allow_zero)
 
 
 def parameter_property(name):
@@ -195,16 +250,84 @@ def refuse_minibatch_under_tfp_mh(kernel, exact=None):
 
 
 def check_initial_state(state, target=None):
-  """Structure and float dtypes always; finite values when seen (eagerly)."""
+  """Checks a chain's initial state once, when the results are bootstrapped.
+
+  Structure and float dtypes always, and the shapes and dtypes of what the
+  target's user functions return (at trace time). Finite values: raised
+  eagerly; asserted in the graph under `tf.function` (one check per run, not
+  per step). XLA drops assertions: there a chain started at a non-finite
+  state is flagged `diverged` at its first step and stays where it is.
+  """
+  for i, part in enumerate(tf.nest.flatten(state)):
+    if not (tf.is_tensor(part) or isinstance(part, np.ndarray)):
+      raise TypeError(
+          f"`current_state` part {i} is a {type(part).__name__}, not a "
+          "tensor: convert it once, e.g. tf.constant(x, tf.float32), and "
+          "pass the same tensors to `bootstrap_results` and `one_step`.")
   if target is None:
     targets_lib._check_float_state(state)  # pylint: disable=protected-access
   else:
     target.check_state(state)
-  if tf.executing_eagerly():
-    for i, part in enumerate(tf.nest.flatten(state)):
-      if not bool(tf.reduce_all(tf.math.is_finite(part))):
-        raise ValueError(f"`current_state` part {i} has non-finite values; "
-                         "start the chain from a finite state.")
+    target.check_functions(state)
+  for i, part in enumerate(tf.nest.flatten(state)):
+    finite = tf.reduce_all(tf.math.is_finite(part))
+    message = (f"`current_state` part {i} has non-finite values; start the "
+               "chain from a finite state.")
+    if tf.executing_eagerly():
+      if not bool(finite):
+        raise ValueError(message)
+    else:
+      tf.debugging.Assert(finite, [message])
+
+
+def check_step(kernel, state, results, results_type):
+  """Static checks, at trace time (no cost per step), that `results` were
+  made for this kernel and this state: the results' type, the state's parts
+  (tensors; numpy arrays are converted), and the state's chain dimensions and
+  dtype against those of the results' `energy`. Returns the state."""
+  name = type(kernel).__name__
+  if not isinstance(results, results_type):
+    raise TypeError(
+        f"`previous_kernel_results` of {name}.one_step are "
+        f"{type(results).__name__}, not {results_type.__name__}: they come "
+        f"from another kernel. Start from {name}.bootstrap_results(state) "
+        "or pass the results this kernel returned.")
+  parts = []
+  for i, part in enumerate(tf.nest.flatten(state)):
+    if isinstance(part, np.ndarray):
+      part = tf.convert_to_tensor(part)
+    if not tf.is_tensor(part):
+      raise TypeError(
+          f"`current_state` part {i} of {name}.one_step is a "
+          f"{type(part).__name__}, not a tensor: convert it once, e.g. "
+          "tf.constant(x, tf.float32).")
+    parts.append(part)
+  state = tf.nest.pack_sequence_as(state, parts)
+  energy = None
+  for field in ("energy", "minibatch_energy", "target_log_prob"):
+    energy = getattr(results, field, None)
+    if tf.is_tensor(energy):
+      break
+  if not tf.is_tensor(energy):
+    return state
+  if parts and parts[0].dtype != energy.dtype:
+    raise TypeError(
+        f"`current_state` has dtype {parts[0].dtype.name} but "
+        f"`previous_kernel_results` hold {energy.dtype.name} values: pass the "
+        "state and results of one run (or bootstrap_results(state)).")
+  chains = energy.shape
+  if chains.rank is None:
+    return state
+  for i, part in enumerate(parts):
+    if part.shape.rank is not None and (
+        part.shape.rank < chains.rank or
+        not part.shape[:chains.rank].is_compatible_with(chains)):
+      raise ValueError(
+          f"`previous_kernel_results` are for chains of shape {list(chains)}"
+          f" (the shape of their `energy`), but `current_state` part {i} has"
+          f" shape {list(part.shape)}: pass the results returned with this "
+          "state, or bootstrap_results(state) for new chains.")
+  return state
 
 
 def as_dtype(x, dtype):

@@ -72,12 +72,8 @@ def _check_parameters(target, step_size, num_leapfrog_steps, friction,
                       momentum_std, resample_momentum):
   _common.check_target(target)
   _common.check_step_size(step_size)
-  _check_num_leapfrog_steps(num_leapfrog_steps)
-  _common.check_positive("friction", friction, allow_zero=True)
-  _common.check_positive("momentum_std", momentum_std)
-  if not isinstance(resample_momentum, bool):
-    raise TypeError(f"`resample_momentum` must be True (reversible AMAGOLD) "
-                    f"or False (skew-reversible); got {resample_momentum!r}.")
+  check_parameters(num_leapfrog_steps, friction, momentum_std,
+                   resample_momentum)
 
 
 class UncalibratedAMAGOLD(_common.UncalibratedKernel):
@@ -178,42 +174,28 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
         dynamics.standard_normal_like(structure, seed))
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, UncalibratedAMAGOLDResults)
     with tf.name_scope(self.name or "amagold_one_step"):
-      # The loop's seed is split (carried) at every leapfrog step; the
-      # draws within a step use cheap derived seeds.
-      momentum_seed, loop_seed = _common.step_seeds(seed, 2)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
       eps = _common.step_size_at(self.step_size, _common.step_count_of(prev),
                                  prev.step_size, dtype)
       sigma = _as_dtype(self.momentum_std, dtype)
       beta = _as_dtype(self.friction, dtype)
-      drift_scale = tf.nest.map_structure(lambda e: e / tf.square(sigma),
-                                          eps)
       batch_ndims = prev.log_acceptance_correction.shape.rank
       num_steps = self.num_leapfrog_steps
-
-      if self.resample_momentum:
-        momentum = self._draw_momentum(prev.momentum, momentum_seed)
-      else:
-        momentum = prev.momentum
-      position = dynamics.drift(current_state, momentum,
-                                _common.scale_step(0.5, drift_scale))
+      momentum, position, loop_seed = proposal_start(
+          current_state, prev.momentum, eps, sigma, self.resample_momentum,
+          seed)
 
       def body(t, position, momentum, rho, energy, seed):
-        next_seed, step_seed = _common.split(seed, 2)
-        batch_seed, noise_seed = _common.step_seeds(step_seed, 2)
+        next_seed, batch_seed, noise_seed = leapfrog_seeds(seed)
         energy, grad = self.target.energy_and_gradient(position, batch_seed)
-        noise = dynamics.standard_normal_like(momentum, noise_seed)
-        new_momentum = dynamics.amagold_momentum(
-            momentum, grad, eps, beta, noise, sigma)
-        rho = rho + dynamics.energy_accumulator_increment(
-            grad, momentum, new_momentum, eps, sigma, batch_ndims)
-        # Full position steps between the kicks, a half step after the last.
-        scale = tf.nest.map_structure(
-            lambda d: tf.where(t < num_steps - 1, d, 0.5 * d), drift_scale)
-        position = dynamics.drift(position, new_momentum, scale)
-        return (t + 1, position, new_momentum, rho,
+        position, momentum, rho = leapfrog_step(
+            t, position, momentum, rho, grad, eps, beta, sigma, num_steps,
+            noise_seed, batch_ndims)
+        return (t + 1, position, momentum, rho,
                 tf.cast(energy, rho.dtype), next_seed)
 
       rho = tf.zeros_like(prev.log_acceptance_correction)
@@ -406,17 +388,10 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
       num_leapfrog_steps: T.
       **kwargs: `resample_momentum`, `acceptance_energy`, `name`.
     """
-    _common.check_positive("learning_rate", learning_rate)
-    _common.check_positive("momentum_decay", momentum_decay, allow_zero=True)
-    if "momentum_std" in kwargs or "step_size" in kwargs or (
-        "friction" in kwargs):
-      raise TypeError("`from_sgd_parameters` sets `step_size`, `friction` and "
-                      "`momentum_std` from `learning_rate` and "
-                      "`momentum_decay`; do not pass them too.")
-    eps = math.sqrt(float(learning_rate))
+    eps, friction, sigma = sgd_parameters_to_amagold(
+        learning_rate, momentum_decay, kwargs)
     return cls(target, step_size=eps, num_leapfrog_steps=num_leapfrog_steps,
-               friction=float(momentum_decay) / eps, momentum_std=1.,
-               **kwargs)
+               friction=friction, momentum_std=sigma, **kwargs)
 
   @property
   def inner_kernel(self):
@@ -427,3 +402,93 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
   friction = _common.parameter_property("friction")
   momentum_std = _common.parameter_property("momentum_std")
   resample_momentum = _common.parameter_property("resample_momentum")
+
+
+# --- AMAGOLD's update, one gradient at a time --------------------------------
+#
+# `UncalibratedAMAGOLD.one_step` runs these in its loop; the Keras adapter runs
+# the same functions, one per train step, with the seeds derived the same way.
+
+
+def sgd_parameters_to_amagold(learning_rate, momentum_decay, kwargs=None):
+  """(eps, beta, sigma) from Appendix F's SGD units (h, b): eps = sqrt(h),
+  beta = b / sqrt(h), sigma = 1. `kwargs`, the other constructor arguments,
+  must not also set them."""
+  _common.check_positive("learning_rate", learning_rate)
+  _common.check_positive("momentum_decay", momentum_decay, allow_zero=True)
+  if kwargs and ("momentum_std" in kwargs or "step_size" in kwargs or
+                 "friction" in kwargs):
+    raise TypeError("`from_sgd_parameters` sets `step_size`, `friction` and "
+                    "`momentum_std` from `learning_rate` and "
+                    "`momentum_decay`; do not pass them too.")
+  eps = math.sqrt(float(learning_rate))
+  return eps, float(momentum_decay) / eps, 1.
+
+
+def check_parameters(num_leapfrog_steps, friction, momentum_std,
+                     resample_momentum):
+  """The argument checks of the proposal (other than target and step size)."""
+  _check_num_leapfrog_steps(num_leapfrog_steps)
+  _common.check_positive("friction", friction, allow_zero=True)
+  _common.check_positive("momentum_std", momentum_std)
+  if not isinstance(resample_momentum, bool):
+    raise TypeError(f"`resample_momentum` must be True (reversible AMAGOLD) "
+                    f"or False (skew-reversible); got {resample_momentum!r}.")
+
+
+def proposal_start(position, momentum, step_size, momentum_std,
+                   resample_momentum, seed):
+  """The start of a proposal from (theta, r) with the proposal's `seed`.
+
+  Returns (r_{-1/2}, theta_0, loop_seed): the momentum (redrawn from
+  N(0, sigma^2 I) if `resample_momentum`), the half-drifted position
+  theta_0 = theta + 1/2 eps sigma^-2 r_{-1/2} of the first gradient, and the
+  seed that `leapfrog_seeds` carries through the T steps.
+  """
+  momentum_seed, loop_seed = _common.step_seeds(seed, 2)
+  dtype = tf.nest.flatten(position)[0].dtype
+  sigma = _as_dtype(momentum_std, dtype)
+  if resample_momentum:
+    momentum = tf.nest.map_structure(
+        lambda z: sigma * z,
+        dynamics.standard_normal_like(momentum, momentum_seed))
+  # One step size, or one per state part.
+  drift_scale = tf.nest.map_structure(
+      lambda e: _as_dtype(e, dtype) / tf.square(sigma), step_size)
+  return momentum, dynamics.drift(
+      position, momentum, _common.scale_step(0.5, drift_scale)), loop_seed
+
+
+def leapfrog_seeds(loop_seed):
+  """(next loop seed, minibatch seed, noise seed) of one leapfrog step."""
+  next_seed, step_seed = _common.split(loop_seed, 2)
+  batch_seed, noise_seed = _common.step_seeds(step_seed, 2)
+  return next_seed, batch_seed, noise_seed
+
+
+def leapfrog_step(step, position, momentum, rho, gradient, step_size,
+                  friction, momentum_std, num_leapfrog_steps, noise_seed,
+                  batch_ndims=0):
+  """Leapfrog step `step` (0 <= step < T) of the proposal, given grad U~_t at
+  theta_t = `position`.
+
+      r_{t+1/2}   = `dynamics.amagold_momentum`(r_{t-1/2}, grad U~_t)
+      rho        += `dynamics.energy_accumulator_increment`(...)
+      theta_{t+1} = theta_t + eps sigma^-2 r_{t+1/2}   (half of it at t = T-1)
+
+  Returns (theta_{t+1}, r_{t+1/2}, rho) with rho in its own dtype (the Keras
+  adapter keeps it in float64).
+  """
+  dtype = tf.nest.flatten(position)[0].dtype
+  eps = tf.nest.map_structure(lambda e: _as_dtype(e, dtype), step_size)
+  sigma = _as_dtype(momentum_std, dtype)
+  noise = dynamics.standard_normal_like(momentum, noise_seed)
+  new_momentum = dynamics.amagold_momentum(momentum, gradient, eps, friction,
+                                           noise, sigma)
+  rho = rho + tf.cast(dynamics.energy_accumulator_increment(
+      gradient, momentum, new_momentum, eps, sigma, batch_ndims), rho.dtype)
+  # Full position steps between the kicks, a half step after the last.
+  scale = tf.nest.map_structure(
+      lambda e: tf.where(step < num_leapfrog_steps - 1, e / tf.square(sigma),
+                         0.5 * e / tf.square(sigma)), eps)
+  return dynamics.drift(position, new_momentum, scale), new_momentum, rho

@@ -225,7 +225,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     with tf.name_scope(self.name or "amortized_mh_one_step"):
-      proposal_seed, energy_seed, accept_seed = _common.split(seed, 3)
+      proposal_seed, energy_seed, accept_seed = test_seeds(seed)
       prev = previous_kernel_results
       proposed_state, proposed_results = self.inner_kernel.one_step(
           current_state, prev.accepted_results, seed=proposal_seed)
@@ -236,16 +236,9 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           current_state, proposed_state, prev.energy, energy_seed)
       proposed_results = _with_log_prob(proposed_results, proposed_energy,
                                         self.acceptance_energy)
-      correction = tf.convert_to_tensor(
-          proposed_results.log_acceptance_correction)
-      log_accept_ratio = energy - proposed_energy + correction
-      log_accept_ratio = tf.where(
-          tf.math.is_finite(log_accept_ratio), log_accept_ratio,
-          tf.constant(-float("inf"), log_accept_ratio.dtype))
-      log_uniform = tf.math.log(tf.random.stateless_uniform(
-          tf.shape(log_accept_ratio), seed=accept_seed,
-          dtype=log_accept_ratio.dtype, alg=dynamics.RNG_ALG))
-      is_accepted = log_uniform < log_accept_ratio
+      is_accepted, log_accept_ratio = metropolis_hastings_test(
+          energy, proposed_energy,
+          proposed_results.log_acceptance_correction, accept_seed)
 
       next_state = choose(is_accepted, proposed_state, current_state)
       accepted_results = _choose_results(is_accepted, proposed_results,
@@ -356,8 +349,7 @@ def _choose_results(is_accepted, proposed, previous):
     if name in CLOCK_FIELDS:
       fields[name] = new
     elif name == "momentum":
-      fields[name] = choose(is_accepted, new,
-                            tf.nest.map_structure(tf.negative, old))
+      fields[name] = momentum_after_test(is_accepted, new, old)
     elif all(tf.is_tensor(t) and t.shape.rank is not None and
              t.shape.rank >= is_accepted.shape.rank
              for t in tf.nest.flatten(new)):
@@ -367,3 +359,34 @@ def _choose_results(is_accepted, proposed, previous):
       # choose.
       fields[name] = new
   return type(proposed)(**fields)
+
+
+def test_seeds(seed):
+  """(proposal seed, energy seed, accept seed) of one outer step."""
+  return _common.split(seed, 3)
+
+
+def metropolis_hastings_test(energy, proposed_energy,
+                             log_acceptance_correction, seed):
+  """The amortized M-H decision, log a = U(theta) - U(theta*) + correction.
+
+  A non-finite log a rejects. Returns (is_accepted, log_accept_ratio), one
+  per chain; `seed` is the outer step's accept seed (`test_seeds`).
+  """
+  correction = tf.cast(log_acceptance_correction,
+                       tf.convert_to_tensor(energy).dtype)
+  log_accept_ratio = energy - proposed_energy + correction
+  log_accept_ratio = tf.where(
+      tf.math.is_finite(log_accept_ratio), log_accept_ratio,
+      tf.constant(-float("inf"), log_accept_ratio.dtype))
+  log_uniform = tf.math.log(tf.random.stateless_uniform(
+      tf.shape(log_accept_ratio), seed=seed, dtype=log_accept_ratio.dtype,
+      alg=dynamics.RNG_ALG))
+  return log_uniform < log_accept_ratio, log_accept_ratio
+
+
+def momentum_after_test(is_accepted, proposed_momentum, previous_momentum):
+  """The momentum the next proposal starts from: r* if accepted, else the
+  previous one negated (the involution r -> -r)."""
+  return choose(is_accepted, proposed_momentum,
+                tf.nest.map_structure(tf.negative, previous_momentum))

@@ -176,6 +176,8 @@ class UncalibratedBarker(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, UncalibratedBarkerResults)
     with tf.name_scope(self.name or "barker_one_step"):
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)

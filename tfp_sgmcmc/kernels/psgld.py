@@ -82,8 +82,10 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, PreconditionedSGLDResults)
     with tf.name_scope(self.name or "psgld_one_step"):
-      batch_seed, noise_seed = _common.step_seeds(seed, 2)
+      batch_seed, _ = _common.step_seeds(seed, 2)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
       h = _common.step_size_at(self.step_size, prev.step_count,
@@ -92,15 +94,9 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
                                  self.temperature, dtype)
       energy, grad = self.target.energy_and_gradient(current_state,
                                                      batch_seed)
-      # The first step has no history: start the average at g_bar^2.
-      decay = tf.where(tf.equal(prev.step_count, 0),
-                       tf.constant(0., dtype), tf.cast(self.decay, dtype))
-      second_moment, precond = dynamics.rmsprop_preconditioner(
-          prev.second_moment, grad, decay, self.target.num_examples,
-          self.regularizer)
-      noise = dynamics.standard_normal_like(current_state, noise_seed)
-      new_state = dynamics.preconditioned_langevin_step(
-          current_state, grad, precond, h, noise, t)
+      new_state, second_moment, precond = psgld_update(
+          current_state, prev.second_moment, grad, prev.step_count, h, t,
+          self.decay, self.regularizer, self.target.num_examples, seed)
       finite = _common.finite_per_chain(energy, new_state)
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       keep = lambda old, new: _common.keep_where_diverged(diverged, old, new)
@@ -130,3 +126,23 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
           diverged=tf.zeros(tf.shape(energy), tf.bool),
           seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
           target_log_prob=-energy)
+
+
+def psgld_update(position, second_moment, gradient, step_count, step_size,
+                 temperature, decay, regularizer, num_examples, seed):
+  """One pSGLD transition given grad U~ at `position` (the kernel's update).
+
+  Returns (new position, new second moment V, preconditioner G). The first
+  step (`step_count` 0) has no history and starts the average at g_bar^2.
+  `seed` is the step's seed, used as `one_step` uses it.
+  """
+  _, noise_seed = _common.step_seeds(seed, 2)
+  dtype = tf.nest.flatten(position)[0].dtype
+  decay = tf.where(tf.equal(step_count, 0), tf.constant(0., dtype),
+                   tf.cast(decay, dtype))
+  second_moment, precond = dynamics.rmsprop_preconditioner(
+      second_moment, gradient, decay, num_examples, regularizer)
+  noise = dynamics.standard_normal_like(position, noise_seed)
+  new_position = dynamics.preconditioned_langevin_step(
+      position, gradient, precond, step_size, noise, temperature)
+  return new_position, second_moment, precond

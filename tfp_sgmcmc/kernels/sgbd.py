@@ -197,6 +197,8 @@ class SGBD(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGBDResults)
     with tf.name_scope(self.name or "sgbd_one_step"):
       batch_seed, increment_seed, direction_seed = _common.step_seeds(
           seed, 3)

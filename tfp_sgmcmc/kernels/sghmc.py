@@ -151,12 +151,10 @@ class SGHMC(_common.UncalibratedKernel):
     so h = sqrt(eta), C = alpha / sqrt(eta), B-hat = beta-hat / sqrt(eta).
     The kernel's `momentum` is r = v / h.
     """
-    _common.check_positive("learning_rate", learning_rate)
-    _common.check_positive("momentum_decay", momentum_decay)
-    _common.check_positive("noise_estimate", noise_estimate, allow_zero=True)
-    h = math.sqrt(float(learning_rate))
-    return cls(target, step_size=h, friction=float(momentum_decay) / h,
-               noise_estimate=float(noise_estimate) / h, **kwargs)
+    h, friction, b_hat = sgd_momentum_to_sghmc(learning_rate, momentum_decay,
+                                               noise_estimate)
+    return cls(target, step_size=h, friction=friction, noise_estimate=b_hat,
+               **kwargs)
 
   target = _common.sampled_target_property()
   target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
@@ -168,11 +166,6 @@ class SGHMC(_common.UncalibratedKernel):
   temperature = _common.parameter_property("temperature")
   name = _common.parameter_property("name")
 
-  def _momentum_update(self):
-    if self.integrator == "euler":
-      return dynamics.sghmc_euler_momentum
-    return dynamics.sghmc_splitting_momentum
-
   def _noise_estimate(self, position, h, batch_seed):
     if isinstance(self.noise_estimate, str):
       variance = self.target.gradient_noise_variance(position, batch_seed)
@@ -182,43 +175,27 @@ class SGHMC(_common.UncalibratedKernel):
     return self.noise_estimate
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGHMCResults)
     with tf.name_scope(self.name or "sghmc_one_step"):
-      batch_seed, noise_seed, momentum_seed = _common.step_seeds(seed, 3)
+      batch_seed, _, _ = _common.step_seeds(seed, 3)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
       h = _common.step_size_at(self.step_size, prev.step_count,
                                prev.step_size, dtype)
       t = _common.temperature_at(self.step_size, prev.step_count,
                                  self.temperature, dtype)
-
-      period = self.momentum_resampling_period
-      if period is None:
-        resample = tf.equal(prev.step_count, 0)
-      else:
-        resample = tf.equal(prev.step_count % period, 0)
-      momentum_scale = tf.sqrt(tf.cast(self.temperature, dtype))
-      momentum = tf.cond(
-          resample,
-          lambda: tf.nest.map_structure(
-              lambda z: momentum_scale * z,
-              dynamics.standard_normal_like(prev.momentum, momentum_seed)),
-          lambda: prev.momentum)
-
-      if self.integrator == "euler":
-        grad_position = current_state
-      else:
-        grad_position = dynamics.drift(current_state, momentum,
-                                       _common.scale_step(0.5, h))
+      momentum = refresh_momentum(prev.momentum, prev.step_count,
+                                  self.momentum_resampling_period,
+                                  self.temperature, seed)
+      grad_position = gradient_position(current_state, momentum, h,
+                                        self.integrator)
       energy, grad = self.target.energy_and_gradient(grad_position,
                                                      batch_seed)
-      noise = dynamics.standard_normal_like(momentum, noise_seed)
-      new_momentum = self._momentum_update()(
-          momentum, grad, h, self.friction, noise,
-          self._noise_estimate(grad_position, h, batch_seed), t)
-      drift_size = (h if self.integrator == "euler" else
-                    _common.scale_step(0.5, h))
-      new_state = dynamics.drift(grad_position, new_momentum, drift_size)
-
+      new_state, new_momentum = sghmc_update(
+          grad_position, momentum, grad, h, self.friction,
+          self._noise_estimate(grad_position, h, batch_seed), t,
+          self.integrator, seed)
       finite = _common.finite_per_chain(energy, [new_state, new_momentum])
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       new_state = _common.keep_where_diverged(diverged, current_state,
@@ -291,3 +268,66 @@ class NaiveSGHMC(SGHMC):
   @property
   def temperature(self):
     return 1.
+
+
+def refresh_momentum(momentum, step_count, period, temperature, seed):
+  """The momentum SGHMC's step `step_count` starts from.
+
+  A fresh draw r ~ N(0, T I) at step 0 and, with a resampling period m, at
+  every multiple of m; otherwise `momentum` as carried. `seed` is the step's
+  seed (that of `one_step`); the draw depends on nothing else, so a caller
+  may make it ahead of the step (the Keras adapter does, to place the
+  splitting integrator's half drift before the gradient).
+  """
+  _, _, momentum_seed = _common.step_seeds(seed, 3)
+  dtype = tf.nest.flatten(momentum)[0].dtype
+  if period is None:
+    resample = tf.equal(step_count, 0)
+  else:
+    resample = tf.equal(step_count % period, 0)
+  momentum_scale = tf.sqrt(tf.cast(temperature, dtype))
+  return tf.cond(
+      resample,
+      lambda: tf.nest.map_structure(
+          lambda z: momentum_scale * z,
+          dynamics.standard_normal_like(momentum, momentum_seed)),
+      lambda: momentum)
+
+
+def gradient_position(position, momentum, step_size, integrator):
+  """Where SGHMC's step evaluates grad U~: theta (Euler) or the half-drifted
+  theta + r h/2 (splitting)."""
+  if integrator == "euler":
+    return position
+  return dynamics.drift(position, momentum,
+                        _common.scale_step(0.5, step_size))
+
+
+def sghmc_update(grad_position, momentum, gradient, step_size, friction,
+                 noise_estimate, temperature, integrator, seed):
+  """One SGHMC transition given grad U~ at `grad_position` (the kernel's
+  update, after `refresh_momentum` and `gradient_position`).
+
+  Returns (theta', r'). `seed` is the step's seed, used as `one_step` uses
+  it.
+  """
+  _, noise_seed, _ = _common.step_seeds(seed, 3)
+  update = (dynamics.sghmc_euler_momentum if integrator == "euler"
+            else dynamics.sghmc_splitting_momentum)
+  noise = dynamics.standard_normal_like(momentum, noise_seed)
+  new_momentum = update(momentum, gradient, step_size, friction, noise,
+                        noise_estimate, temperature)
+  drift_size = (step_size if integrator == "euler" else
+                _common.scale_step(0.5, step_size))
+  return dynamics.drift(grad_position, new_momentum, drift_size), new_momentum
+
+
+def sgd_momentum_to_sghmc(learning_rate, momentum_decay, noise_estimate=0.):
+  """(step_size h, friction C, noise_estimate B-hat) from the SGD-with-
+  momentum units (eta, alpha, beta-hat): h = sqrt(eta), C = alpha / h,
+  B-hat = beta-hat / h (Chen et al. 2014, Section 3.3)."""
+  _common.check_positive("learning_rate", learning_rate)
+  _common.check_positive("momentum_decay", momentum_decay)
+  _common.check_positive("noise_estimate", noise_estimate, allow_zero=True)
+  h = math.sqrt(float(learning_rate))
+  return h, float(momentum_decay) / h, float(noise_estimate) / h

@@ -102,8 +102,10 @@ class SGLD(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGLDResults)
     with tf.name_scope(self.name or "sgld_one_step"):
-      batch_seed, noise_seed = _common.step_seeds(seed, 2)
+      batch_seed, _ = _common.step_seeds(seed, 2)
       dtype = _common.state_dtype(current_state)
       prev = previous_kernel_results
       step_count = _common.step_count_of(prev)
@@ -116,10 +118,9 @@ class SGLD(_common.UncalibratedKernel):
       else:
         energy, grad = self.target.energy_and_gradient(current_state,
                                                        batch_seed)
-      noise = dynamics.standard_normal_like(current_state, noise_seed)
       t = _common.temperature_at(self.step_size, step_count,
                                  self.temperature, dtype)
-      proposed = dynamics.langevin_step(current_state, grad, h, noise, t)
+      proposed = sgld_update(current_state, grad, h, t, seed)
       if full_batch:
         new_energy, new_grad = self.target.energy_and_gradient(proposed,
                                                                batch_seed)
@@ -164,3 +165,16 @@ class SGLD(_common.UncalibratedKernel):
           target_log_prob=-energy,
           grads_target_log_prob=tf.nest.map_structure(tf.negative, grad),
           log_acceptance_correction=tf.zeros_like(energy))
+
+
+def sgld_update(position, gradient, step_size, temperature, seed):
+  """One SGLD transition given grad U~ at `position` (the kernel's update).
+
+  `seed` is the step's seed (the one `one_step` receives); the noise is drawn
+  from it exactly as the kernel draws it, so a caller that supplies the
+  gradient itself (the Keras adapter) runs the kernel's chain.
+  """
+  _, noise_seed = _common.step_seeds(seed, 2)
+  noise = dynamics.standard_normal_like(position, noise_seed)
+  return dynamics.langevin_step(position, gradient, step_size, noise,
+                                temperature)

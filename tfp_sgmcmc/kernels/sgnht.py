@@ -79,27 +79,21 @@ class SGNHT(_common.UncalibratedKernel):
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGNHTResults)
     with tf.name_scope(self.name or "sgnht_one_step"):
-      batch_seed, noise_seed, momentum_seed = _common.step_seeds(seed, 3)
+      batch_seed, _, _ = _common.step_seeds(seed, 3)
       prev = previous_kernel_results
       dtype = _common.state_dtype(current_state)
       h = _common.step_size_at(self.step_size, prev.step_count,
                                prev.step_size, dtype)
       t = _common.temperature_at(self.step_size, prev.step_count,
                                  self.temperature, dtype)
-      momentum_scale = tf.sqrt(tf.cast(self.temperature, dtype))
-      momentum = tf.cond(
-          tf.equal(prev.step_count, 0),
-          lambda: tf.nest.map_structure(
-              lambda z: momentum_scale * z,
-              dynamics.standard_normal_like(prev.momentum, momentum_seed)),
-          lambda: prev.momentum)
       energy, grad = self.target.energy_and_gradient(current_state,
                                                      batch_seed)
-      noise = dynamics.standard_normal_like(momentum, noise_seed)
-      new_state, new_momentum, new_thermostat = dynamics.sgnht_step(
-          current_state, momentum, prev.thermostat, grad, h, noise,
-          self.diffusion, t)
+      new_state, new_momentum, new_thermostat = sgnht_update(
+          current_state, prev.momentum, prev.thermostat, grad,
+          prev.step_count, h, self.diffusion, t, self.temperature, seed)
       finite = _common.finite_per_chain(
           energy, [new_state, new_momentum, new_thermostat])
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
@@ -130,3 +124,26 @@ class SGNHT(_common.UncalibratedKernel):
           diverged=tf.zeros(tf.shape(energy), tf.bool),
           seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
           target_log_prob=-energy)
+
+
+def sgnht_update(position, momentum, thermostat, gradient, step_count,
+                 step_size, diffusion, temperature, momentum_temperature,
+                 seed):
+  """One SGNHT transition given grad U~ at `position` (the kernel's update).
+
+  At `step_count` 0 the momentum is first drawn from N(0, T I) (T =
+  `momentum_temperature`, the kernel's temperature). `seed` is the step's
+  seed, used as `one_step` uses it. Returns (position, momentum, thermostat).
+  """
+  _, noise_seed, momentum_seed = _common.step_seeds(seed, 3)
+  dtype = tf.nest.flatten(position)[0].dtype
+  momentum_scale = tf.sqrt(tf.cast(momentum_temperature, dtype))
+  momentum = tf.cond(
+      tf.equal(step_count, 0),
+      lambda: tf.nest.map_structure(
+          lambda z: momentum_scale * z,
+          dynamics.standard_normal_like(momentum, momentum_seed)),
+      lambda: momentum)
+  noise = dynamics.standard_normal_like(momentum, noise_seed)
+  return dynamics.sgnht_step(position, momentum, thermostat, gradient,
+                             step_size, noise, diffusion, temperature)

@@ -188,6 +188,8 @@ class SGNUTS(_common.UncalibratedKernel):
     return tf.where(finite, log_w, tf.constant(-float("inf"), log_w.dtype))
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = _common.check_step(self, current_state,
+                                       previous_kernel_results, SGNUTSResults)
     with tf.name_scope(self.name or "sgnuts_one_step"):
       prev = previous_kernel_results
       momentum_seed, energy_seed, loop_seed = _common.split(seed, 3)

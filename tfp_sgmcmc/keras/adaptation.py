@@ -1,0 +1,79 @@
+"""TFP's step-size adaptation kernels, driven from Keras AMAGOLD's M-H tests.
+
+`tfp.mcmc.SimpleStepSizeAdaptation` and
+`tfp.mcmc.DualAveragingStepSizeAdaptation` wrap an inner kernel: before each
+inner step they set its `step_size` (found in its results), after it they
+read its `log_accept_ratio` and, while `step < num_adaptation_steps`, move
+the step size towards the target acceptance; then they freeze it. In `fit`,
+one outer step of AMAGOLD (T train steps and one M-H test) happens in Keras;
+`OuterStepProbe` stands for it as the inner kernel: its state is the log
+acceptance ratio that the test just computed, and its `one_step` reports it
+in its results. The adaptation kernel then runs unchanged, with TFP's own
+code, and its results live in the sampler's variables (saved by backups).
+"""
+
+import collections
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.mcmc.internal import util as mcmc_util
+
+__all__ = ["OuterStepProbe", "OuterStepResults", "build_adaptation"]
+
+
+class OuterStepResults(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("OuterStepResults",
+                           ["log_accept_ratio", "step_size"])):
+  """The fields TFP's adaptation kernels read and set."""
+  __slots__ = ()
+
+
+class OuterStepProbe(tfp.mcmc.TransitionKernel):
+  """The inner kernel of an adaptation kernel driven by Keras M-H tests.
+
+  Its state is the M-H log acceptance ratio of the outer step just made;
+  `one_step` returns it as the state and in `log_accept_ratio`, with the
+  step size the adaptation kernel set.
+  """
+
+  def __init__(self, step_size):
+    self._parameters = dict(step_size=step_size)
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return True
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    del seed
+    return current_state, previous_kernel_results._replace(
+        log_accept_ratio=current_state)
+
+  def bootstrap_results(self, init_state):
+    return OuterStepResults(
+        log_accept_ratio=tf.zeros_like(init_state),
+        step_size=tf.cast(self._parameters["step_size"], init_state.dtype))
+
+
+def build_adaptation(make_adaptation, step_size, dtype):
+  """`make_adaptation(OuterStepProbe(step_size))`, checked, and its
+  bootstrap results."""
+  kernel = make_adaptation(OuterStepProbe(step_size))
+  if not isinstance(kernel, tfp.mcmc.TransitionKernel):
+    raise TypeError(
+        "`step_size_adaptation` must be a function of the inner kernel "
+        "returning a TFP adaptation kernel, e.g. lambda inner: "
+        "tfp.mcmc.SimpleStepSizeAdaptation(inner, num_adaptation_steps=500, "
+        f"target_accept_prob=0.85); it returned {type(kernel).__name__}.")
+  results = kernel.bootstrap_results(tf.zeros([], dtype))
+  if not hasattr(results, "new_step_size"):
+    raise TypeError(
+        f"`step_size_adaptation` returned {type(kernel).__name__}, whose "
+        "results have no `new_step_size`: use "
+        "tfp.mcmc.SimpleStepSizeAdaptation or "
+        "tfp.mcmc.DualAveragingStepSizeAdaptation.")
+  return kernel, results

@@ -1,0 +1,167 @@
+"""The energies of AMAGOLD's M-H test in `fit`: U over the training set, or
+U~ of two positions on one minibatch.
+
+    U(theta) = sum over `energy_data` of -log p(y | x, theta) - log p(theta)
+
+(the minibatch estimate scales the batch's sum by N / n). In-memory arrays
+are summed in one compiled loop over batches (a single call per test, no
+host round trip); a `tf.data.Dataset` is iterated from Python.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["AcceptanceEnergies"]
+
+
+class AcceptanceEnergies:
+  """Compiled energy functions of a model, built at the first use.
+
+  Args:
+    data: the training set, (x, y) arrays or a finite `tf.data.Dataset` of
+      (x, y) batches.
+    batch_size: batch size for arrays (the exact sum runs in batches of it;
+      the minibatch test draws one batch of it).
+    num_examples: N.
+    log_prior: log p(theta), a function of the list of trainable weights.
+  """
+
+  def __init__(self, data, batch_size, num_examples, log_prior):
+    self._data = data
+    self._batch_size = int(batch_size)
+    self._num_examples = int(num_examples)
+    self._log_prior = log_prior
+    self._built = False
+    self._checked = False
+    self._batch_nll = None
+    self._current_log_prior = None
+    self._full_energy = None
+    self._minibatch_function = None
+    self._arrays = None
+    self._dataset = None
+    # The minibatch test's batch sampler: a numpy generator over arrays, or
+    # the position in the dataset's stream (both saved by backups).
+    self._rng = None
+    self._iterator = None
+    self.minibatches_drawn = 0
+
+  def _build(self, model, likelihood, exact):
+    n = float(self._num_examples)
+    log_prior = self._log_prior
+
+    def current_log_prior():
+      return tf.cast(log_prior([v.value for v in model.trainable_variables]),
+                     tf.float64)
+
+    def batch_nll(x, y):
+      return tf.cast(likelihood.batch_nll(y, model(x, training=False)),
+                     tf.float64)
+    self._batch_nll = tf.function(batch_nll, reduce_retracing=True,
+                                  autograph=False)
+    data = self._data
+    if isinstance(data, (tuple, list)):
+      if len(data) != 2:
+        raise ValueError("`energy_data` must be a pair (x, y); got "
+                         f"{len(data)} items.")
+      x, y = (tf.nest.map_structure(tf.convert_to_tensor, a) for a in data)
+      size = int(tf.shape(y)[0])
+      if size != self._num_examples and exact:
+        raise ValueError(
+            f"`energy_data` holds {size} examples but num_examples="
+            f"{self._num_examples}: the exact M-H test needs the whole "
+            "training set (and N must be its size).")
+      self._arrays = (x, y)
+      batch = self._batch_size
+      num_batches = -(-size // batch)
+
+      def full_energy(x, y):
+        def body(i, total):
+          xb = tf.nest.map_structure(lambda a: a[i * batch:(i + 1) * batch],
+                                     x)
+          return i + 1, total + batch_nll(xb, y[i * batch:(i + 1) * batch])
+        _, total = tf.while_loop(lambda i, _: i < num_batches, body,
+                                 (tf.constant(0), tf.constant(0., tf.float64)))
+        return total - current_log_prior()
+      self._full_energy = tf.function(lambda: full_energy(x, y),
+                                      autograph=False)
+    else:
+      self._dataset = data
+    self._current_log_prior = tf.function(current_log_prior, autograph=False)
+
+    def minibatch_energies(x, y, start):
+      # U~ at theta (the trajectory's start, through stateless_call, so the
+      # model's variables are untouched) and at theta* (the variables), on
+      # one minibatch.
+      non_trainable = [v.value for v in model.non_trainable_variables]
+      out, _ = model.stateless_call(start, non_trainable, x, training=False)
+      size = tf.cast(tf.shape(out)[0], tf.float64)
+      current = n / size * tf.cast(likelihood.batch_nll(y, out), tf.float64)
+      proposed = n / size * batch_nll(x, y)
+      current -= tf.cast(log_prior(start), tf.float64)
+      return current, proposed - current_log_prior()
+    self._minibatch_function = tf.function(
+        minibatch_energies, reduce_retracing=True, autograph=False)
+    self._built = True
+
+  def exact(self, model, likelihood):
+    """U(theta) at the model's weights, a float64 tensor."""
+    if not self._built:
+      self._build(model, likelihood, exact=True)
+    if self._full_energy is not None:
+      return self._full_energy()
+    total, count = tf.constant(0., tf.float64), 0
+    for batch in self._dataset:
+      if not isinstance(batch, (tuple, list)) or len(batch) < 2:
+        raise ValueError("`energy_data` must yield (x, y) batches.")
+      total += self._batch_nll(batch[0], batch[1])
+      if not self._checked:
+        count += int(tf.shape(batch[1])[0])
+    if not self._checked:
+      if count != self._num_examples:
+        raise ValueError(
+            f"`energy_data` holds {count} examples but num_examples="
+            f"{self._num_examples}: the exact M-H test needs the whole "
+            "training set (and N must be its size).")
+      self._checked = True
+    return total - self._current_log_prior()
+
+  def _next_batch(self, seed):
+    if self._arrays is not None:
+      if self._rng is None:
+        self._rng = np.random.default_rng(seed)
+      x, y = self._arrays
+      size = int(tf.shape(y)[0])
+      idx = self._rng.choice(size, size=min(self._batch_size, size),
+                             replace=False)
+      return tf.nest.map_structure(lambda a: tf.gather(a, idx), x), tf.gather(
+          y, idx)
+    if self._iterator is None:
+      # After a restore, skip the batches the run had already drawn.
+      self._iterator = iter(
+          self._dataset.repeat().skip(self.minibatches_drawn))
+    batch = next(self._iterator)
+    self.minibatches_drawn += 1
+    return batch[0], batch[1]
+
+  def minibatch(self, model, likelihood, start, seed):
+    """(U~(theta), U~(theta*)) on one minibatch: theta = `start` (a list of
+    tensors), theta* = the model's weights; `seed` seeds the batch sampler
+    over arrays."""
+    if not self._built:
+      self._build(model, likelihood, exact=False)
+    x, y = self._next_batch(seed)
+    return self._minibatch_function(x, y, start)
+
+  def state(self):
+    """The batch sampler's position, for a backup (JSON-able)."""
+    return dict(minibatches_drawn=self.minibatches_drawn,
+                minibatch_rng=(None if self._rng is None else
+                               self._rng.bit_generator.state))
+
+  def restore(self, state):
+    self.minibatches_drawn = state["minibatches_drawn"]
+    self._iterator = None
+    self._rng = None
+    if state["minibatch_rng"] is not None:
+      self._rng = np.random.default_rng()
+      self._rng.bit_generator.state = state["minibatch_rng"]

@@ -1,0 +1,93 @@
+"""The health check of a chain in `fit`: the loss, and whether the weights
+and the sampler's state are finite (and, with a bound, not too large)."""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["HealthCheck"]
+
+
+class HealthCheck:
+  """One small compiled reduction over the model's weights and the
+  sampler's floating state, rebuilt when the sampler changes.
+
+  Args:
+    max_abs_weight: None, or a bound on |theta| beyond which the chain
+      counts as diverged.
+  """
+
+  def __init__(self, max_abs_weight):
+    self.max_abs_weight = max_abs_weight
+    self._function = None
+    self._for = None
+    self._entries = None
+
+  def reset(self):
+    """Forget the compiled check (the sampler was rebuilt)."""
+    self._for = None
+
+  def _build(self, model, sampler, strategy):
+    entries = [(v.path, v, True) for v in model.trainable_variables]
+    for v in sampler.variables:
+      if tf.as_dtype(v.dtype).is_floating:
+        entries.append((getattr(v, "path", v.name), v, False))
+    self._entries = entries
+
+    def health():
+      finite = tf.stack([tf.reduce_all(tf.math.is_finite(v.value))
+                         for _, v, _ in entries])
+      biggest = tf.stack([tf.cast(tf.reduce_max(tf.abs(v.value)),
+                                  tf.float64)
+                          for _, v, weight in entries if weight])
+      return finite, biggest
+    with strategy.scope():
+      self._function = tf.function(health, autograph=False)
+    self._for = sampler
+
+  def problem(self, model, sampler, strategy, logs, full):
+    """What diverged, as a phrase for the message; "" if nothing did. The
+    loss in `logs` always, the state only with `full`."""
+    loss = None if logs is None else logs.get("loss")
+    loss_ok = loss is None or math.isfinite(float(loss))
+    if loss_ok and not full:
+      return ""
+    if self._for is not sampler:
+      self._build(model, sampler, strategy)
+    with strategy.scope():
+      finite, biggest = self._function()
+    finite, biggest = finite.numpy(), biggest.numpy()
+    problems = []
+    if not loss_ok:
+      problems.append(f"the loss (running mean over the epoch: "
+                      f"{float(loss)})")
+    bad = [(name, weight) for (name, _, weight), ok in
+           zip(self._entries, finite) if not ok]
+    weights = [n for n, weight in bad if weight]
+    if weights:
+      problems.append(f"the weights {_short_list(weights)}")
+    kinds = {}
+    for name, weight in bad:
+      if not weight:
+        short = name.rsplit("/", 1)[-1]
+        kind = ("the momentum" if "momentum" in short else
+                "the running moments" if "moment_" in short else
+                "the thermostat" if "thermostat" in short else
+                f"the sampler's {short!r}")
+        kinds.setdefault(kind, None)
+    problems.extend(kinds)
+    largest = float(np.max(biggest))
+    if problems:
+      return (", ".join(problems) + " became non-finite (largest "
+              f"|theta| {largest:.3g})" if math.isfinite(largest) else
+              ", ".join(problems) + " became non-finite")
+    if self.max_abs_weight is not None and largest > self.max_abs_weight:
+      return (f"the weights grew to |theta| = {largest:.3g}, beyond "
+              f"max_abs_weight={self.max_abs_weight:g}")
+    return ""
+
+def _short_list(names, limit=3):
+  shown = ", ".join(repr(n) for n in names[:limit])
+  more = len(names) - limit
+  return shown + (f" and {more} more" if more > 0 else "")
