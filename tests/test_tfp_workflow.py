@@ -147,7 +147,7 @@ def test_metropolis_hastings_and_replica_exchange_refuse_minibatch_targets():
       target_log_prob_fn=MVN.log_prob, inverse_temperatures=[1., 0.5],
       make_kernel_fn=lambda fn: sg.SGLD(target, 1e-3))
   with pytest.raises(ValueError, match="swap"):
-    remc.bootstrap_results(tf.ones([2, 1]))
+    remc.bootstrap_results(tf.ones([1]))  # Replicas become the chains.
   # The kernel's own minibatch function cannot be evaluated on its own.
   with pytest.raises(ValueError, match="ReplicaExchangeMC"):
     sg.SGLD(target, 1e-3).target_log_prob_fn(tf.ones([1]))

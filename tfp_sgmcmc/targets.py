@@ -593,6 +593,11 @@ class InMemoryTarget(_DataLikelihoodTarget):
     matches by coincidence, is caught at trace time (once, at bootstrap)."""
     if self._independent:
       return  # Per-chain batches check their shape against the chains.
+    if self._full_batch:
+      # Every step sees all N examples, in order: a model with its N
+      # observations built in (e.g. a JointDistribution) cannot take a
+      # probe batch of another size, and needs none.
+      return
     dims = {d for p in _as_list(state) for d in (p.shape.as_list()
                                                   if p.shape.rank else [])}
     m = self._batch_size + 1

@@ -151,9 +151,9 @@ class SGLD(_common.UncalibratedKernel):
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "sgld") + "_bootstrap_results"):
+      _common.refuse_minibatch_under_tfp_mh(self)
       _common.check_initial_state(init_state, self.target)
       dtype = _common.state_dtype(init_state)
-      _common.refuse_minibatch_under_tfp_mh(self)
       energy, grad = self.target.energy_and_gradient(init_state,
                                                      _common.BOOTSTRAP_SEED)
       return SGLDResults(
