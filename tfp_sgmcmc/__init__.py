@@ -7,6 +7,7 @@ from tfp_sgmcmc import synthetic
 from tfp_sgmcmc.checkpointing import (StepSeeded, StepSeededResults,
                                       load_chain, save_chain)
 from tfp_sgmcmc.diagnostics import UnhealthyChainWarning, summarize
+from tfp_sgmcmc.distributed import ShardedTarget
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -31,7 +32,7 @@ __all__ = [
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
     "NoisyGradientTarget", "ControlVariateTarget", "TemperedTarget",
-    "TargetCapabilityError",
+    "TargetCapabilityError", "ShardedTarget",
     "find_mode",
     # Kernels.
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",
