@@ -8,6 +8,7 @@ from tfp_sgmcmc.checkpointing import (StepSeeded, StepSeededResults,
                                       load_chain, save_chain)
 from tfp_sgmcmc.diagnostics import UnhealthyChainWarning, summarize
 from tfp_sgmcmc.distributed import ShardedTarget
+from tfp_sgmcmc.tfrecord import TFRecordTarget, write_tfrecord_shards
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -32,7 +33,8 @@ __all__ = [
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
     "NoisyGradientTarget", "ControlVariateTarget", "TemperedTarget",
-    "TargetCapabilityError", "ShardedTarget",
+    "TargetCapabilityError", "ShardedTarget", "TFRecordTarget",
+    "write_tfrecord_shards",
     "find_mode",
     # Kernels.
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",
