@@ -15,6 +15,9 @@ setup(
         "tensorflow-probability>=0.25,<0.26",
         "tf-keras>=2.21,<2.22",
         "tensorflow-datasets>=4.9",
+        # tensorflow-datasets 4.9 imports it when it loads a data set but
+        # does not declare it (ModuleNotFoundError at tfds.load otherwise).
+        "importlib_resources>=5",
         "numpy>=1.26",
     ],
     extras_require={
