@@ -35,6 +35,13 @@ energy U(theta) is one pass over every shard in chunks of
 `energy_chunk_size`, run on all replicas at once and summed: this is where
 AMAGOLD's cost at large N goes, and it divides by R.
 
+Chains batched along the state's leading dimensions share each step's
+minibatch (as with `InMemoryTarget`'s default); per-chain minibatches are not
+offered here. Tested with `MirroredStrategy` over two logical CPU devices
+(tests/test_distributed.py); with `MultiWorkerMirroredStrategy` every worker
+needs the same `data` (each keeps only its replicas' shards on its devices),
+which has not been run here.
+
 The target works eagerly and inside `tf.function` (the usual way to run
 `tfp.mcmc.sample_chain`), not under XLA (`jit_compile=True`): a
 `tf.distribute` step is not one XLA computation.
