@@ -337,7 +337,8 @@ def run_reproductions(args):
   out = {}
   if args.experiment in ("table2", "fig5", "all"):
     out["table2"] = bnn_table2.main(
-        common + ["--out", os.path.join(args.out, "table2")])
+        common + ([] if args.full else ["--small"]) +
+        ["--out", os.path.join(args.out, "table2")])
   if args.experiment in ("sghmc_paper", "all"):
     out["sghmc_paper"] = mnist_sghmc_paper.main(
         common + ["--out", os.path.join(args.out, "sghmc_paper")])
