@@ -110,9 +110,10 @@ def methods(problem, mode, quick, only=None):
     return sg.ControlVariateTarget(problem.target(batch_size), centre)
 
   def amagold(target, eps, t=10, accept=0.65, warmup=500, mh="exact",
-              friction=0.):
+              friction=0., resample=True):
     return dict(kernel=da(sg.AMAGOLD(target, eps, num_leapfrog_steps=t,
                                      friction=friction,
+                                     resample_momentum=resample,
                                      acceptance_energy=mh),
                           num_adaptation_steps=int(0.8 * warmup),
                           target_accept_prob=accept),
@@ -158,10 +159,34 @@ def methods(problem, mode, quick, only=None):
       "AMAGOLD T=20, CV b=1000": amagold(cv(1000), 1e-3, t=20),
       "AMAGOLD T=10, CV b=1000, minibatch M-H": amagold(cv(1000), 1e-3,
                                                         mh="minibatch"),
+      # Levers of issue 18 (not run by default; `--only NAME ...`): the
+      # skew-reversible variant (momentum carried across tests, refreshed
+      # only by the friction noise; beta = 10 keeps about 0.8 of it per
+      # outer step at eps = 1e-3, beta = 30 about 0.55), the acceptance
+      # target and T.
+      "AMAGOLD T=10, CV b=1000, skew-reversible beta=10": amagold(
+          cv(1000), 1e-3, friction=10., resample=False),
+      "AMAGOLD T=10, CV b=1000, skew-reversible beta=30": amagold(
+          cv(1000), 1e-3, friction=30., resample=False),
+      "AMAGOLD T=10, CV b=1000, accept 0.8": amagold(cv(1000), 1e-3,
+                                                    accept=0.8),
+      "AMAGOLD T=5, CV b=1000": amagold(cv(1000), 1e-3, t=5),
+      "AMAGOLD T=10, CV b=1000, accept 0.9": amagold(cv(1000), 1e-3,
+                                                    accept=0.9),
+      "AMAGOLD T=10, CV b=1000, accept 0.8, skew-reversible beta=10":
+          amagold(cv(1000), 1e-3, accept=0.8, friction=10., resample=False),
+      "AMAGOLD T=5, CV b=1000, accept 0.8": amagold(cv(1000), 1e-3, t=5,
+                                                   accept=0.8),
   }
   # Tried, not run by default (`--only NAME ...` runs them).
   extra = ["SGLD h=1e-7", "SGHMC h=1e-4 C=1e3", "SGLD-CV h=1e-5",
-           "AMAGOLD T=20, CV b=1000"]
+           "AMAGOLD T=20, CV b=1000",
+           "AMAGOLD T=10, CV b=1000, skew-reversible beta=10",
+           "AMAGOLD T=10, CV b=1000, skew-reversible beta=30",
+           "AMAGOLD T=10, CV b=1000, accept 0.8", "AMAGOLD T=5, CV b=1000",
+           "AMAGOLD T=10, CV b=1000, accept 0.9",
+           "AMAGOLD T=10, CV b=1000, accept 0.8, skew-reversible beta=10",
+           "AMAGOLD T=5, CV b=1000, accept 0.8"]
   if quick:
     keep = ["NUTS (TFP), fixed step 5e-3", "SGLD-CV h=3e-6",
             "AMAGOLD T=10, CV b=1000"]

@@ -7,6 +7,8 @@ from tfp_sgmcmc import synthetic
 from tfp_sgmcmc.checkpointing import (StepSeeded, StepSeededResults,
                                       load_chain, save_chain)
 from tfp_sgmcmc.diagnostics import UnhealthyChainWarning, summarize
+from tfp_sgmcmc.distributed import ShardedTarget
+from tfp_sgmcmc.tfrecord import TFRecordTarget, write_tfrecord_shards
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -34,6 +36,7 @@ __all__ = [
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
     "NoisyGradientTarget", "ControlVariateTarget", "TemperedTarget",
     "TargetCapabilityError", "JointDistributionTarget", "LogProbFnTarget",
+    "ShardedTarget", "TFRecordTarget", "write_tfrecord_shards",
     "find_mode",
     # Kernels.
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",
