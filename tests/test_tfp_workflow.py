@@ -386,3 +386,23 @@ def test_joint_distribution_example_amagold_matches_long_nuts(problem):
   rows, _ = _compare(problem, dict(amagold=20000, amagold_burnin=2000,
                                    nuts=5000, nuts_burnin=1000, chains=4))
   assert max(max(r[5], r[6]) for r in rows) < NUM_SE, rows
+
+
+@pytest.mark.parametrize("make_kernel", [
+    lambda t: sg.SGLD(t, step_size=1e-3),
+    lambda t: sg.SGHMC(t, step_size=1e-2, friction=5.),
+    lambda t: sg.AMAGOLD(t, step_size=1e-2, num_leapfrog_steps=3,
+                         friction=1.),
+], ids=["sgld", "sghmc", "amagold"])
+def test_copy_with_a_new_target_samples_the_new_target(make_kernel):
+  # `parameters` holds the old target's own `target_log_prob_fn`; a copy
+  # given only a new `target` must sample the new one, not the old one.
+  def target_at(centre):
+    return sg.NoisyGradientTarget(
+        lambda x: 0.5 * tf.reduce_sum((x - centre) ** 2, -1),
+        gradient_noise_variance=0.)
+  kernel = make_kernel(target_at(0.)).copy(target=target_at(3.))
+  assert kernel.target_log_prob_fn.target is kernel.target
+  state = tf.zeros([2, 1])
+  kernel.bootstrap_results(state)
+  np.testing.assert_allclose(kernel.target.energy(state), [4.5, 4.5])

@@ -143,17 +143,15 @@ def _with_estimated_gradient(target, state, seed):
   return value(*parts)
 
 
-_OWN_FNS = {}
-
 
 def minibatch_log_prob_fn(target):
   """The one `MinibatchLogProb` of `target` (the same object each time, so
-  a kernel can tell its own function from a wrapper's)."""
-  key = id(target)
-  entry = _OWN_FNS.get(key)
+  a kernel can tell its own function from a wrapper's). It is kept on the
+  target, so it lives exactly as long as the target and its data."""
+  entry = getattr(target, "_own_minibatch_log_prob", None)
   if entry is None or entry.target is not target:
     entry = MinibatchLogProb(target)
-    _OWN_FNS[key] = entry
+    target._own_minibatch_log_prob = entry  # pylint: disable=protected-access
   return entry
 
 

@@ -149,9 +149,10 @@ def resolve_target(target, target_log_prob_fn):
   """
   if target is None and target_log_prob_fn is None:
     raise TypeError(
-        "give `target` (a tfp_sgmcmc minibatch target such as "
-        "InMemoryTarget) or `target_log_prob_fn` (a full-batch log density "
-        "taking one argument per state part, as TFP's HMC does).")
+        "got `target`=None (NoneType) and no `target_log_prob_fn`: give "
+        "`target` (a tfp_sgmcmc minibatch target such as InMemoryTarget) or "
+        "`target_log_prob_fn` (a full-batch log density taking one argument "
+        "per state part, as TFP's HMC does).")
   if target is not None:
     check_target(target)
   if target_log_prob_fn is None:
@@ -164,6 +165,10 @@ def resolve_target(target, target_log_prob_fn):
             target_log_prob_fn)
   if target_log_prob_fn is log_prob_lib.minibatch_log_prob_fn(target):
     return target, target, target_log_prob_fn
+  if isinstance(target_log_prob_fn, log_prob_lib.MinibatchLogProb):
+    # Another target's own function: `kernel.copy(target=new)` carries the
+    # old target's function in `parameters`; the new target replaces both.
+    return target, target, log_prob_lib.minibatch_log_prob_fn(target)
   return (log_prob_lib.LogProbFnTarget(target_log_prob_fn, target), target,
           target_log_prob_fn)
 
@@ -350,7 +355,8 @@ def check_step_size(step_size, per_part=True):
   """A positive constant, a schedule, or (where `per_part`) one positive
   constant per state part."""
   if step_size is None:
-    raise TypeError("`step_size` is required.")
+    raise TypeError("`step_size` is required; got None. Give a positive "
+                    "float, a schedule, or a list with one per state part.")
   if is_schedule(step_size):
     return
   if is_per_part(step_size):
@@ -366,7 +372,11 @@ def check_step_size(step_size, per_part=True):
         raise ValueError(f"`step_size[{i}]` is a schedule; per-part step "
                          "sizes must be constants (use one schedule for all "
                          "parts).")
-      check_positive(f"step_size[{i}]", h)
+      try:
+        check_positive(f"step_size[{i}]", h)
+      except (TypeError, ValueError) as e:
+        raise type(e)(f"`step_size` (a list: one per state part): {e}"
+                      ) from None
     return
   check_positive("step_size", step_size)
 

@@ -100,7 +100,7 @@ class SGHMC(_common.UncalibratedKernel):
         target, target_log_prob_fn)
     _common.check_step_size(step_size)
     if friction is None:
-      raise TypeError("`friction` (C) is required.")
+      raise TypeError("`friction` (C) is required; got None.")
     self._check_friction(friction)
     if integrator not in INTEGRATORS:
       raise ValueError(f"`integrator` must be one of {INTEGRATORS}; got "

@@ -138,7 +138,7 @@ class SGNUTS(_common.UncalibratedKernel):
         target, target_log_prob_fn)
     _common.check_step_size(step_size)
     if friction is None:
-      raise TypeError("`friction` (C) is required.")
+      raise TypeError("`friction` (C) is required; got None.")
     _common.check_positive("friction", friction)
     _common.check_positive("noise_estimate", noise_estimate, allow_zero=True)
     _common.check_positive("temperature", temperature)
