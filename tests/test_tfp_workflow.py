@@ -402,6 +402,45 @@ def test_a_callable_passed_as_target_gets_a_clear_error():
     sg.SGLD(step_size=0.1)
 
 
+def _dataset_target(dataset, **kwargs):
+  return sg.DatasetTarget(lambda w, b: -(b[..., 0] - w) ** 2, dataset, 20,
+                          **kwargs)
+
+
+def test_a_dataset_target_under_xla_gets_a_clear_error():
+  ds = tf.data.Dataset.from_tensor_slices(np.zeros([20, 1], np.float32))
+  target = _dataset_target(ds.repeat().batch(5), full_dataset=ds.batch(5))
+  kernel = sg.SGLD(target, step_size=0.01)
+  # At trace time, in place of XLA's "unsupported operations:
+  # IteratorGetNextAsOptional" at run time.
+  with pytest.raises(ValueError, match=r"DatasetTarget(.|\n)*jit_compile=True"
+                     r"(.|\n)*without jit_compile(.|\n)*InMemoryTarget"):
+    sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=True)
+  with pytest.raises(ValueError, match=r"full_dataset(.|\n)*jit_compile=True"):
+    tf.function(target.energy, jit_compile=True)(tf.zeros([2, 1]))
+  # The fix the message names works: tf.function without XLA.
+  draws = sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=False)
+  assert draws.shape == (3, 2, 1)
+  np.testing.assert_allclose(
+      tf.function(target.energy)(tf.zeros([2, 1])), target.energy(
+          tf.zeros([2, 1])))
+
+
+def test_an_exhausted_dataset_gets_a_clear_error_eagerly_and_in_graphs():
+  ds = tf.data.Dataset.from_tensor_slices(np.zeros([20, 1], np.float32))
+  # 4 batches; a chain of 10 SGLD steps needs 11 gradient evaluations.
+  kernel = sg.SGLD(_dataset_target(ds.batch(5)), step_size=0.01)
+  with pytest.raises(ValueError, match=r"`dataset` is exhausted.*repeat\(\)"):
+    tfp.mcmc.sample_chain(10, tf.zeros([2, 1]), kernel=kernel,
+                          trace_fn=None, seed=[1, 2])
+  # In a graph the same message, not TF's "The given optional does not have
+  # a value".
+  kernel = sg.SGLD(_dataset_target(ds.batch(5)), step_size=0.01)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"`dataset` is exhausted.*repeat\(\)"):
+    sample(kernel, tf.zeros([2, 1]), 10, seed=[1, 2], jit=False)
+
+
 # --- JointDistribution targets -------------------------------------------------
 
 
