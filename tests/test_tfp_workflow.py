@@ -75,12 +75,12 @@ def test_mala_is_metropolis_hastings_around_full_batch_sgld():
   assert abs(plain_var[0] - 1.) > NUM_SE * plain_se[0], plain_var
 
 
-def _variance_problem(num_examples=10_000, batch_size=1000):
+def _variance_problem(num_examples=10_000, batch_size=1000, scale=1.5):
   """y_i ~ N(0, v) with v ~ InverseGamma(a, b): v | y ~ InvGamma(a + N/2,
   b + sum y^2 / 2), so log v has mean log(b') - digamma(a') and variance
   trigamma(a')."""
   rng = np.random.default_rng(3)
-  y = rng.normal(0., 1.5, size=num_examples).astype(np.float32)
+  y = rng.normal(0., scale, size=num_examples).astype(np.float32)
   a, b = 2., 2.
   target = sg.InMemoryTarget(
       lambda v, yb: tfd.Normal(0., tf.sqrt(v)).log_prob(yb[..., 0]),
@@ -136,6 +136,126 @@ def test_transformed_kernel_sgld_matches_its_predicted_bias():
                                                          log_var)
   mean, mean_se = mean_and_se(z)
   assert abs(mean[0] - log_mean) < NUM_SE * mean_se[0]
+
+
+def test_transformed_kernel_softplus_positive_parameter_exact_with_amagold():
+  # The same conjugate model through Softplus instead of Exp; moments of v
+  # itself: InvGamma(a', b') has mean b'/(a'-1), var b'^2/((a'-1)^2(a'-2)).
+  # Small N and v ~ 0.25, where Softplus is far from linear: there the
+  # log-det shifts the mean by ~0.2 posterior sd, which the check resolves
+  # (at N = 10,000 and v ~ 2 a missing log-det would go unnoticed).
+  target, _, _ = _variance_problem(num_examples=40, batch_size=10, scale=0.5)
+  y = target.data[:, 0].numpy().astype(np.float64)
+  a_post, b_post = 2. + len(y) / 2, 2. + np.sum(y**2) / 2
+  v_mean = b_post / (a_post - 1.)
+  v_var = b_post**2 / ((a_post - 1.)**2 * (a_post - 2.))
+  # Posterior sd in z = softplus^-1(v): sd(v) / (dv/dz), dv/dz = 1 - e^-v.
+  sd = np.sqrt(v_var) / (1. - np.exp(-v_mean))
+  kernel = tfp.mcmc.TransformedTransitionKernel(
+      sg.AMAGOLD(target, step_size=0.25 * sd, num_leapfrog_steps=5,
+                 friction=0.5 / sd), tfb.Softplus())
+  init = tf.fill([4, 1], np.float32(v_mean))
+  draws, accepted = sample(
+      kernel, init, 1500, seed=[4, 6],
+      trace_fn=lambda _, r: r.inner_results.is_accepted)
+  assert np.mean(accepted) > 0.15
+  assert np.all(draws > 0.)
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert abs(mean[0] - v_mean) < NUM_SE * mean_se[0], (mean, v_mean)
+  assert abs(var[0] - v_var) < NUM_SE * var_se[0], (var, v_var)
+
+
+def test_transformed_kernel_samples_a_simplex_exactly_with_amagold():
+  # Categorical observations with a Dirichlet prior: p | y ~
+  # Dirichlet(alpha + counts). Minibatches of one-hot rows; the simplex is
+  # sampled in R^{K-1} through IteratedSigmoidCentered. (SoftmaxCentered, the
+  # Dirichlet's default event-space bijector, cannot be built with TFP 0.25 on
+  # numpy >= 2.4: tfb.Pad calls np.reshape(newshape=...).)
+  rng = np.random.default_rng(5)
+  # Small N, so the posterior is wide and a missing log-det is visible.
+  num_examples, k = 20, 3
+  labels = rng.choice(k, size=num_examples, p=[0.2, 0.3, 0.5])
+  onehot = np.eye(k, dtype=np.float32)[labels]
+  alpha = np.array([2., 3., 4.])
+  target = sg.InMemoryTarget(
+      lambda p, yb: tf.einsum("...k,nk->...n", tf.math.log(p), yb),
+      onehot, batch_size=5,
+      log_prior_fn=lambda p: tfd.Dirichlet(alpha.astype(np.float32))
+      .log_prob(p))
+  post = alpha + onehot.sum(0)
+  a0 = post.sum()
+  p_mean = post / a0
+  p_var = post * (a0 - post) / (a0**2 * (a0 + 1.))
+  bijector = tfb.IteratedSigmoidCentered()
+  # Posterior sd in the unconstrained space, from exact Dirichlet draws (only
+  # to set the step size; the check below is against the exact moments).
+  exact = rng.dirichlet(post, size=4000).astype(np.float32)
+  sd = np.min(np.std(bijector.inverse(exact), axis=0))
+  kernel = tfp.mcmc.TransformedTransitionKernel(
+      sg.AMAGOLD(target, step_size=0.25 * sd, num_leapfrog_steps=5,
+                 friction=0.5 / sd), bijector)
+  init = tf.constant(np.tile(p_mean, [4, 1]), tf.float32)
+  draws, accepted = sample(
+      kernel, init, 1500, seed=[7, 8],
+      trace_fn=lambda _, r: r.inner_results.is_accepted)
+  assert np.mean(accepted) > 0.15, np.mean(accepted)
+  draws = np.asarray(draws)
+  assert np.all(draws > 0.)  # Draws come back on the simplex.
+  np.testing.assert_allclose(draws.sum(-1), 1., atol=1e-5)
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert np.all(np.abs(mean - p_mean) < NUM_SE * mean_se), (mean, p_mean)
+  assert np.all(np.abs(var - p_var) < NUM_SE * var_se), (var, p_var)
+
+
+def test_transformed_kernel_samples_a_correlation_exactly_with_amagold():
+  # y_i ~ N(0, C) with unit variances, C = [[1, rho], [rho, 1]] and an LKJ(c)
+  # prior on its Cholesky factor: p(rho | y) is proportional to
+  # (1 - rho^2)^(c-1) prod_i N(y_i; 0, C(rho)), whose moments come from 1-D
+  # quadrature. Sampled through CorrelationCholesky (its log-det is needed:
+  # without it the x-space density lacks (1 - rho^2)^(3/2)).
+  rng = np.random.default_rng(6)
+  num_examples, c, rho_true = 500, 2., 0.6
+  cov = np.array([[1., rho_true], [rho_true, 1.]])
+  y = rng.multivariate_normal([0., 0.], cov, size=num_examples)
+  target = sg.InMemoryTarget(
+      lambda chol, yb: tfd.MultivariateNormalTriL(
+          scale_tril=chol[..., None, :, :]).log_prob(yb),
+      y.astype(np.float32), batch_size=100,
+      log_prior_fn=lambda chol: tfd.CholeskyLKJ(2, c).log_prob(chol))
+  grid = np.linspace(-1., 1., 200_001)[1:-1]
+  s11, s22, s12 = np.sum(y[:, 0]**2), np.sum(y[:, 1]**2), np.sum(
+      y[:, 0] * y[:, 1])
+  one_minus = 1. - grid**2
+  log_post = ((c - 1.) * np.log(one_minus)
+              - 0.5 * num_examples * np.log(one_minus)
+              - (s11 + s22 - 2. * grid * s12) / (2. * one_minus))
+  weights = np.exp(log_post - log_post.max())
+  weights /= weights.sum()
+  rho_mean = np.sum(weights * grid)
+  rho_var = np.sum(weights * (grid - rho_mean)**2)
+  # Posterior sd in x = rho / sqrt(1 - rho^2): sd(rho) (1 - rho^2)^(-3/2).
+  sd = np.sqrt(rho_var) * (1. - rho_mean**2)**-1.5
+  kernel = tfp.mcmc.TransformedTransitionKernel(
+      sg.AMAGOLD(target, step_size=0.25 * sd, num_leapfrog_steps=5,
+                 friction=0.5 / sd), tfb.CorrelationCholesky())
+  init_chol = np.array([[1., 0.], [rho_mean, np.sqrt(1. - rho_mean**2)]])
+  init = tf.constant(np.tile(init_chol, [4, 1, 1]), tf.float32)
+  draws, accepted = sample(
+      kernel, init, 1500, seed=[9, 10],
+      trace_fn=lambda _, r: r.inner_results.is_accepted)
+  assert np.mean(accepted) > 0.15, np.mean(accepted)
+  draws = np.asarray(draws)
+  # Valid Cholesky factors of correlation matrices: lower triangular,
+  # positive diagonal, unit rows.
+  assert np.all(draws[..., 0, 1] == 0.) and np.all(draws[..., 1, 1] > 0.)
+  np.testing.assert_allclose(np.sum(draws**2, -1), 1., atol=1e-5)
+  rho = draws[..., 1, 0]
+  mean, mean_se = mean_and_se(rho)
+  var, var_se = variance_and_se(rho)
+  assert abs(mean - rho_mean) < NUM_SE * mean_se, (mean, rho_mean, mean_se)
+  assert abs(var - rho_var) < NUM_SE * var_se, (var, rho_var, var_se)
 
 
 def test_metropolis_hastings_and_replica_exchange_refuse_minibatch_targets():
@@ -280,6 +400,45 @@ def test_a_callable_passed_as_target_gets_a_clear_error():
     sg.SGLD(MVN.log_prob, step_size=0.1)
   with pytest.raises(TypeError, match="give `target`"):
     sg.SGLD(step_size=0.1)
+
+
+def _dataset_target(dataset, **kwargs):
+  return sg.DatasetTarget(lambda w, b: -(b[..., 0] - w) ** 2, dataset, 20,
+                          **kwargs)
+
+
+def test_a_dataset_target_under_xla_gets_a_clear_error():
+  ds = tf.data.Dataset.from_tensor_slices(np.zeros([20, 1], np.float32))
+  target = _dataset_target(ds.repeat().batch(5), full_dataset=ds.batch(5))
+  kernel = sg.SGLD(target, step_size=0.01)
+  # At trace time, in place of XLA's "unsupported operations:
+  # IteratorGetNextAsOptional" at run time.
+  with pytest.raises(ValueError, match=r"DatasetTarget(.|\n)*jit_compile=True"
+                     r"(.|\n)*without jit_compile(.|\n)*InMemoryTarget"):
+    sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=True)
+  with pytest.raises(ValueError, match=r"full_dataset(.|\n)*jit_compile=True"):
+    tf.function(target.energy, jit_compile=True)(tf.zeros([2, 1]))
+  # The fix the message names works: tf.function without XLA.
+  draws = sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=False)
+  assert draws.shape == (3, 2, 1)
+  np.testing.assert_allclose(
+      tf.function(target.energy)(tf.zeros([2, 1])), target.energy(
+          tf.zeros([2, 1])))
+
+
+def test_an_exhausted_dataset_gets_a_clear_error_eagerly_and_in_graphs():
+  ds = tf.data.Dataset.from_tensor_slices(np.zeros([20, 1], np.float32))
+  # 4 batches; a chain of 10 SGLD steps needs 11 gradient evaluations.
+  kernel = sg.SGLD(_dataset_target(ds.batch(5)), step_size=0.01)
+  with pytest.raises(ValueError, match=r"`dataset` is exhausted.*repeat\(\)"):
+    tfp.mcmc.sample_chain(10, tf.zeros([2, 1]), kernel=kernel,
+                          trace_fn=None, seed=[1, 2])
+  # In a graph the same message, not TF's "The given optional does not have
+  # a value".
+  kernel = sg.SGLD(_dataset_target(ds.batch(5)), step_size=0.01)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"`dataset` is exhausted.*repeat\(\)"):
+    sample(kernel, tf.zeros([2, 1]), 10, seed=[1, 2], jit=False)
 
 
 # --- JointDistribution targets -------------------------------------------------

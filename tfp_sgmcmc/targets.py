@@ -828,7 +828,9 @@ class DatasetTarget(_DataLikelihoodTarget):
   `InMemoryTarget`'s seed-drawn batches.
 
   The kernel's seed does not choose the batch here: the pipeline's own
-  shuffling does. Works eagerly and inside `tf.function` (without XLA).
+  shuffling does. Works eagerly and inside `tf.function` without XLA; under
+  `jit_compile=True` drawing a batch raises a `ValueError` at trace time
+  (XLA cannot compile a tf.data iterator; use `InMemoryTarget` there).
   """
 
   def __init__(self, log_likelihood_fn, dataset, num_examples,
@@ -860,16 +862,22 @@ class DatasetTarget(_DataLikelihoodTarget):
     return self._full_dataset is not None
 
   def _next_batch(self):
+    _refuse_under_xla("DatasetTarget draws a minibatch from its `dataset`")
     optional = self._iterator.get_next_as_optional()
     message = ("`dataset` is exhausted: DatasetTarget takes one batch per "
                "gradient evaluation, so a chain longer than the dataset needs "
                "it repeated (dataset.repeat()).")
+    checks = []
     if tf.executing_eagerly():
       if not bool(optional.has_value()):
         raise ValueError(message)
     else:
-      tf.debugging.Assert(optional.has_value(), [message])
-    batch = optional.get_value()
+      # An explicit dependency: OptionalGetValue is not ordered after the
+      # assertion otherwise, and fails first with TF's "The given optional
+      # does not have a value".
+      checks.append(tf.debugging.Assert(optional.has_value(), [message]))
+    with tf.control_dependencies(checks):
+      batch = optional.get_value()
     n = tf.shape(tf.nest.flatten(batch)[0])[0]
     return batch, n
 
@@ -891,12 +899,37 @@ class DatasetTarget(_DataLikelihoodTarget):
   def energy(self, state):
     if self._full_dataset is None:
       return super().energy(state)
+    _refuse_under_xla("DatasetTarget computes the exact energy from its "
+                      "`full_dataset`")
     first = self._full_dataset.take(1).get_single_element()
     init = tf.reduce_sum(self._log_likelihood(state, first, None), axis=-1)
     total = self._full_dataset.skip(1).reduce(
         init, lambda acc, batch: acc + tf.reduce_sum(
             self._log_likelihood(state, batch, None), axis=-1))
     return -total - tf.cast(self.log_prior(state), total.dtype)
+
+
+def _in_xla_context():
+  """Whether the graph being built (or one it is nested in) is compiled with
+  XLA, e.g. traced by `tf.function(jit_compile=True)`."""
+  if tf.executing_eagerly():
+    return False
+  from tensorflow.python.ops import control_flow_util  # pylint: disable=g-import-not-at-top
+  return control_flow_util.GraphOrParentsInXlaContext(
+      tf.compat.v1.get_default_graph())
+
+
+def _refuse_under_xla(what):
+  """A clear trace-time error in place of XLA's 'unsupported operations:
+  IteratorGetNextAsOptional' at run time."""
+  if _in_xla_context():
+    raise ValueError(
+        f"{what}, which XLA cannot compile: a tf.data iterator runs on the "
+        "host, outside the compiled function, so a DatasetTarget cannot be "
+        "used inside `tf.function(..., jit_compile=True)`. Use "
+        "`tf.function` without jit_compile, or put the data in an "
+        "`InMemoryTarget` (its batches are drawn by the seed inside the "
+        "compiled function).")
 
 
 def _check_batched_spec(name, dataset):
