@@ -220,28 +220,8 @@ def write_figure(path, problem, config, reference, results):
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   scales = config.scales
   fig, axes = plt.subplots(1, problem.dim, figsize=(16, 4), sharex=True)
-  order = np.argsort(reference["sd"])
-  offsets = np.linspace(-0.06, 0.06, len(results))
-  for ax, j in zip(axes, order):
-    m, s = reference["mean"][j], reference["sd"][j]
-    for k in (-2., 0., 2.):
-      ax.axhline(m + k * s, color="k", lw=1.2 if k else 0.6,
-                 ls="-" if k else ":")
-    lo, hi = m - 8 * s, m + 8 * s
-    for off, (method, (sweep, _)) in zip(offsets, results.items()):
-      means, sds, diverged, _ = sweep
-      x = scales * 10. ** off
-      y = np.clip(means[:, j], lo, hi)
-      clipped = (means[:, j] < lo) | (means[:, j] > hi) | diverged
-      err = np.where(clipped, 0., np.minimum(2. * sds[:, j], hi - lo))
-      ax.errorbar(x, y, yerr=err, fmt="o-", ms=3, lw=1, capsize=2,
-                  color=base.METHOD_COLORS[method],
-                  label=base.METHOD_LABELS[method])
-      ax.plot(x[clipped], y[clipped], "x", color=base.METHOD_COLORS[method],
-              ms=7)
-    ax.set_ylim(lo, hi)
-    ax.set_xscale("log")
-    ax.set_title(f"{problem.names[j]} (sd {s:.1e})", fontsize=9)
+  base.draw_coefficient_panels(axes, problem, scales, reference, results)
+  for ax in axes:
     ax.set_xlabel("s (SGBD sigma = s, SGLD h = s^2/2)", fontsize=8)
   axes[0].legend(fontsize=7)
   fig.suptitle("Synthetic logistic regression (N = 80,000, d = 4, n = 800, "

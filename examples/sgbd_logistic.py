@@ -370,15 +370,13 @@ def write_table(path, problem, config, reference, results):
   return "\n".join(lines)
 
 
-def write_figure(path, problem, config, reference, results):
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  scales = config.scales
-  fig, axes = plt.subplots(3, 5, figsize=(17, 9), sharex=True)
-  order = np.argsort(reference["sd"])  # Smallest posterior sd first.
+def draw_coefficient_panels(axes, problem, scales, reference, results):
+  """One panel per coefficient, smallest posterior sd first: each method's
+  estimated mean +- 2 sd against the step-size scale, beside the reference
+  mean +- 2 sd (x: a mean off the panel or a diverged run, clipped)."""
+  order = np.argsort(reference["sd"])
   offsets = np.linspace(-0.06, 0.06, len(results))
-  for ax, j in zip(axes.ravel(), order):
+  for ax, j in zip(axes, order):
     m, s = reference["mean"][j], reference["sd"][j]
     for k in (-2., 0., 2.):
       ax.axhline(m + k * s, color="k", lw=1.2 if k else 0.6,
@@ -397,6 +395,16 @@ def write_figure(path, problem, config, reference, results):
     ax.set_ylim(lo, hi)
     ax.set_xscale("log")
     ax.set_title(f"{problem.names[j]} (sd {s:.1e})", fontsize=9)
+
+
+def write_figure(path, problem, config, reference, results):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  scales = config.scales
+  fig, axes = plt.subplots(3, 5, figsize=(17, 9), sharex=True)
+  draw_coefficient_panels(axes.ravel(), problem, scales, reference, results)
+  for ax in axes.ravel():
     ax.tick_params(labelsize=7)
   for ax in axes[-1]:
     ax.set_xlabel("step-size scale s (SGBD sigma = s, SGLD h = s^2/2)",
