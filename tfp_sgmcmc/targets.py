@@ -692,11 +692,10 @@ class InMemoryTarget(_DataLikelihoodTarget):
       shape = chain_batch_shape + [self._batch_size]
     else:
       shape = tf.concat([chain_batch_shape, [self._batch_size]], axis=0)
-    # The shared draw's call with a larger shape: one seed fixes the batch
-    # of every chain.
-    return tf.random.stateless_uniform(
-        shape, seed=tfp.random.sanitize_seed(seed), minval=0,
-        maxval=self.num_examples, dtype=tf.int32, alg=dynamics.RNG_ALG)
+    # One draw for every chain's indices; SplitMix64 rather than the shared
+    # batch's Philox integers, which at [chains, n] cost more than the
+    # gather itself on XLA:CPU (`dynamics.uniform_indices`).
+    return dynamics.uniform_indices(seed, shape, self.num_examples)
 
   def _minibatch(self, state, seed):
     """(batch, n) for the step with this seed: a shared batch with its size,
