@@ -14,8 +14,9 @@ of one batching mode is timed in one interleaved sweep, each calibrated to
 about the same wall time, over several repeats; every ratio is taken within
 one repeat (sampler / floor at the same C, t(C) / t(1) for the same kernel)
 and reported as median [min, max] over repeats. Times are wall clock and,
-because the loops are single-threaded and the machine may be shared, also
-process CPU time (the steadier of the two under load).
+TensorFlow is limited to one thread (intra- and inter-op; `--threads 0` for
+its default) when run as a script, also process CPU time (the steadier of the two on a shared
+machine); the tables print CPU time.
 
 Two ways the chains get their minibatches:
 
@@ -63,6 +64,24 @@ import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc import dynamics  # noqa: E402
 
 T = 10
+
+
+def set_threads(threads):
+  """`threads` intra-op and inter-op threads (0: TensorFlow's default).
+  With one, every configuration runs on one core and process CPU time
+  counts only work (a thread pool's idle threads spin, which a loaded
+  machine turns into CPU time). Must run before TensorFlow executes
+  anything; a no-op afterwards."""
+  if not threads:
+    return False
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return True
+  except RuntimeError:
+    return False
+
+
 GOAL_OVER_FLOOR = 1.15
 GOAL_64_OVER_1 = 4.
 GOAL_PER_CHAIN_FLOOR = 2.
@@ -167,11 +186,26 @@ def _cpu_timed(fn, *args):
   return time.process_time() - start
 
 
+def _calibrate(fn, args, target_seconds, min_steps=1000):
+  """Compiles fn(*args, num_steps); returns a num_steps that takes about
+  `target_seconds` of process CPU time, at least `min_steps` (so that the
+  fixed cost of a call, and a loaded machine's scheduling, stay small next
+  to the steps)."""
+  steps = 100
+  _cpu_timed(fn, *args, tf.constant(steps))  # Compile.
+  while True:
+    t = _cpu_timed(fn, *args, tf.constant(steps))
+    if t > 0.2 * target_seconds or steps >= 10**7:
+      break
+    steps *= 4
+  return int(max(min_steps, steps * target_seconds / max(t, 1e-6)))
+
+
 def _interleaved(fns, target_seconds, repeats):
   """Like `_timing.interleaved_per_step`, timing each call in wall and
   process CPU time: returns (wall, cpu) dicts name -> seconds per step per
   repeat, and the steps used."""
-  steps = {name: _timing.calibrate(fn, args, target_seconds)
+  steps = {name: _calibrate(fn, args, target_seconds)
            for name, (fn, args) in fns.items()}
   wall = {name: [] for name in fns}
   cpu = {name: [] for name in fns}
@@ -356,7 +390,11 @@ if __name__ == "__main__":
                       " e.g. SGLD,shared,64 or 'gradient only,per-chain,64'")
   parser.add_argument("--profile-dir", default=os.path.join(
       _timing.RESULTS, "profile"))
+  parser.add_argument("--threads", type=int, default=1,
+                      help="TensorFlow intra/inter-op threads (default 1: "
+                      "one core per run; 0: TensorFlow's default)")
   a = parser.parse_args()
+  set_threads(a.threads)
   if a.profile:
     profile(common.synthetic_logistic(), a.profile, a.profile_dir)
   else:

@@ -115,9 +115,11 @@ def uniform_indices(seed, shape, maxval):
   has probability within maxval / 2^32 of 1 / maxval, as for TF's modulo
   reduction of 32 random bits).
 
-  Used for per-chain minibatches ([chains, n] indices in one draw): on
-  XLA:CPU, TF's Philox integers cost about 20 ns each there, more than the
-  gather of the rows they index (benchmarks/chains.py)."""
+  `InMemoryTarget`'s minibatch indices ([n] shared, or [chains, n] in one
+  draw): on XLA:CPU TF's Philox integers cost about 20 ns each, more than the
+  gather of the rows they index, and the Philox op's key setup was about a
+  fifth of a one-chain gradient step on the N = 1e5 logistic regression
+  (benchmarks/chains.py). Integer arithmetic only, so eager and XLA agree."""
   shape = tf.cast(shape, tf.int32) if tf.is_tensor(shape) else shape
   n = tf.reduce_prod(tf.cast(shape, tf.int64))
   words = _random_words(seed, n)
