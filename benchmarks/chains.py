@@ -167,8 +167,8 @@ def kernels(target, batching, quick=False, smoke=False):
     out["gather (fixed random indices)"] = (GatherOnly(target, fixed=True),
                                             1, True)
   out["SGLD"] = (sg.SGLD(target, 1e-5), 1, False)
-  out["SGHMC"] = (sg.SGHMC(target, 1e-5, 100.), 1, False)
   if batching == "shared":
+    out["SGHMC"] = (sg.SGHMC(target, 1e-5, 100.), 1, False)
     out["AMAGOLD T=10 minibatch M-H"] = (sg.AMAGOLD(
         target, 1e-5, num_leapfrog_steps=T, friction=50.,
         acceptance_energy="minibatch"), T, False)
@@ -186,7 +186,7 @@ def _cpu_timed(fn, *args):
   return time.process_time() - start
 
 
-def _calibrate(fn, args, target_seconds, min_steps=1000):
+def _calibrate(fn, args, target_seconds, min_steps=100):
   """Compiles fn(*args, num_steps); returns a num_steps that takes about
   `target_seconds` of process CPU time, at least `min_steps` (so that the
   fixed cost of a call, and a loaded machine's scheduling, stay small next
@@ -283,8 +283,7 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
   repeats = repeats or (1 if smoke else 3 if quick else 5)
   chains = chains or ([1, 4] if smoke else [1, 64] if quick
                       else [1, 8, 64, 256])
-  target_seconds = target_seconds or (0.02 if smoke else 0.1 if quick
-                                      else 0.15)
+  target_seconds = target_seconds or (0.02 if smoke else 0.1)
   problem = common.synthetic_logistic(n=n)
   targets = {"shared": problem.target(),
              "per-chain": _timing.PerChainLogistic(problem)}

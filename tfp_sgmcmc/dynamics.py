@@ -32,11 +32,13 @@ __all__ = [
 ]
 
 
-# One explicit counter-based generator rather than "auto_select", whose choice
-# may change between TF versions. Integer draws (minibatch indices) agree
-# between XLA and TF kernels; float draws do not (the two convert bits to
-# floats differently), so a chain is reproducible from its seed within one
-# compilation mode.
+# For TF's own stateless draws (a few scalars per step, the TFRecord and
+# distributed per-shard indices): one explicit counter-based generator rather
+# than "auto_select", whose choice may change between TF versions. The
+# injected noise and InMemoryTarget's minibatch indices come from SplitMix64
+# below. Integer draws (minibatch indices) agree between XLA and TF kernels;
+# float draws do not (erfinv is computed differently), so a chain is
+# reproducible from its seed within one compilation mode.
 RNG_ALG = "philox"
 
 
