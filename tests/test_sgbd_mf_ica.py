@@ -68,6 +68,7 @@ def test_ica_sgbd_is_robust_where_sgld_collapses(ex):
   assert np.all(sgld < truth - 5.), (sgld, truth)
 
 
+@pytest.mark.slow  # about 25 s on the shared cores (three samplers)
 def test_mf_sgbd_is_not_more_robust_than_sgld(ex):
   # Fig. 3's row ("does not hold") at CI size (one chain of 3,000 steps per
   # step size, N = 8,000 ratings, d = 1,000): at s = 10^-2 SGLD fits
