@@ -20,7 +20,8 @@ samples (the last half, thinned to 10).
 
     python examples/sbn_integrators.py [--steps 2000] [--out DIR]
 
-Writes sbn.md and sbn.json into --out (default out/sbn_integrators).
+Writes sbn.png (test NLL against step size), sbn.md and sbn.json into
+--out (default out/sbn_integrators).
 """
 
 import argparse
@@ -164,6 +165,27 @@ def write_table(config, results):
   return "\n".join(lines)
 
 
+def write_figure(results, path):
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 4))
+  colors = {"splitting": "tab:blue", "euler": "tab:red", "sgld": "tab:green"}
+  for m, r in results.items():
+    ax.plot(r["step_sizes"], r["nll"], "o-", color=colors[m],
+            label=LABELS[m] + (" (own h grid)" if m == "sgld" else ""))
+  ax.set_xscale("log")
+  ax.set_yscale("log")
+  ax.set_xlabel("step size h")
+  ax.set_ylabel("test NLL (nats per image)")
+  ax.set_title("SBN, 8 hidden units, binarised MNIST split (exact NLL)",
+               fontsize=9)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
 def run_experiment(config, methods=tuple(LABELS), log=print):
   train, test = load(config.num_train)
   results = {}
@@ -189,6 +211,7 @@ def main(argv=None):
   print(table)
   with open(os.path.join(args.out, "sbn.md"), "w") as f:
     f.write(table)
+  write_figure(results, os.path.join(args.out, "sbn.png"))
   with open(os.path.join(args.out, "sbn.json"), "w") as f:
     json.dump(dict(config=dataclasses.asdict(config), results={
         m: {k: (np.asarray(v).tolist() if isinstance(v, np.ndarray) else v)
