@@ -62,8 +62,14 @@ def save_backup(callback, fit_epoch):
         np.stack([s[j] for s in callback._samples]) if callback._samples else
         np.zeros((0,) + tuple(model.trainable_variables[j].shape),
                  np.dtype(model.trainable_variables[j].dtype)))
+  states = posterior_lib.stack_states(
+      callback._sample_states, len(callback._samples),
+      model.non_trainable_variables)
+  for j, state in enumerate(states or []):
+    arrays[f"sample_states_{j}"] = state
   header = dict(
       format_version=_BACKUP_FORMAT_VERSION, fit_epoch=int(fit_epoch),
+      num_sample_states=None if states is None else len(states),
       sampler=type(callback._spec).__name__, seed=int(callback._spec.seed),
       sampler_config=(jsonable(callback.sampler.get_config())
                       if callback._sampling else None),
@@ -162,10 +168,15 @@ def restore_backup(callback):
       for i, v in enumerate(burnin.variables):
         v.assign(arrays[f"burnin_optimizer_{i}"])
   callback._samples.clear()
+  callback._sample_states.clear()
   num_samples = arrays["samples_0"].shape[0]
+  num_states = header.get("num_sample_states")
   for k in range(num_samples):
     callback._samples.append([arrays[f"samples_{j}"][k]
                           for j in range(len(model.trainable_variables))])
+    if num_states is not None:
+      callback._sample_states.append([arrays[f"sample_states_{j}"][k]
+                                      for j in range(num_states)])
   callback._epochs_seen = header["epochs_seen"]
   callback._steps_seen = header["steps_seen"]
   callback._sampler_steps = header["sampler_steps"]

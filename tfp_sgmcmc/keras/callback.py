@@ -222,6 +222,8 @@ class SamplingCallback(keras.callbacks.Callback):
         energy_data, energy_batch_size, num_examples, self._log_prior)
     self._track_moments = bool(track_moments)
     self._samples = collections.deque(maxlen=self.max_samples)
+    # The model's non-trainable variables at each kept sample (batch norm).
+    self._sample_states = collections.deque(maxlen=self.max_samples)
     self._sampling = False
     self._epochs_seen = 0
     self._steps_seen = 0
@@ -396,6 +398,8 @@ class SamplingCallback(keras.callbacks.Callback):
     # the last guard, e.g. for a chain state derived from a NaN momentum).
     if all(np.all(np.isfinite(s)) for s in state):
       self._samples.append(state)
+      self._sample_states.append(
+          posterior_lib.non_trainable_state(self.model))
 
   def _metropolis_hastings(self, batch=None):
     sampler = self.sampler
@@ -544,6 +548,9 @@ class SamplingCallback(keras.callbacks.Callback):
                  for j in range(len(variables))]
     else:
       samples = [np.zeros((0,) + tuple(v.shape), v.dtype) for v in variables]
+    non_trainable = posterior_lib.stack_states(
+        self._sample_states, len(self._samples),
+        self.model.non_trainable_variables)
     count, mean, variance = 0, None, None
     if self.sampler is not None:
       with self.model.distribute_strategy.scope():
@@ -561,10 +568,13 @@ class SamplingCallback(keras.callbacks.Callback):
         max_samples=self.max_samples, burnin_epochs=self.burnin_epochs,
         burnin_steps=self.burnin_steps, num_tests=self.num_tests,
         num_accepted=self.num_accepted)
+    metadata.update(posterior_lib.likelihood_metadata(likelihood))
     return posterior_lib.Posterior(
         samples, posterior_lib.variable_paths(self.model),
         predictive=predictive, mean=mean, variance=variance,
-        num_transitions=int(count), metadata=metadata, model=self.model)
+        num_transitions=int(count), metadata=metadata, model=self.model,
+        non_trainable_samples=non_trainable,
+        non_trainable_paths=posterior_lib.non_trainable_paths(self.model))
 
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see
