@@ -249,9 +249,10 @@ def test_install_cell_installs_from_what_the_user_uploaded(monkeypatch,
 def test_keras_mnist_tfds_path_offline(monkeypatch):
   # The notebook's tensorflow-datasets path under tfds.testing.mock_data
   # (random images of the right shapes and dtypes, no download).
-  tfds = pytest.importorskip("tensorflow_datasets")
+  pytest.importorskip("tensorflow_datasets")
+  tfds_testing = pytest.importorskip("tensorflow_datasets.testing")
   monkeypatch.setenv("NOTEBOOK_DATA", "tfds")
-  with tfds.testing.mock_data(num_examples=600):
+  with tfds_testing.mock_data(num_examples=600):
     printed, ns = run_notebook("keras_mnist.ipynb", monkeypatch,
                                stop_after="def from_tfds")
   assert re.search(r"^MNIST from tensorflow-datasets: 600 train, 500 test, "
