@@ -21,6 +21,8 @@ setup(
         "tensorflow-probability>=0.24",
         "tf-keras>=2.16",
         "keras>=3",
+        # With TF 2.16 (protobuf < 5) add "tensorflow-metadata<1.21" by hand
+        # (README, "Versions"): 1.21 needs a newer protobuf than it declares.
         "tensorflow-datasets>=4.9",
         # tensorflow-datasets 4.9 imports it when it loads a data set but
         # does not declare it (ModuleNotFoundError at tfds.load otherwise).
