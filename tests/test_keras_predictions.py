@@ -7,14 +7,15 @@ way round; predictions after save/load equal to those before, BatchNorm
 statistics included.
 """
 
+import json
 import math
-import os
 
 import keras
 import numpy as np
 import pytest
 
 import tfp_sgmcmc.keras as sgk
+from tfp_sgmcmc.keras import backup as backup_lib
 from tfp_sgmcmc.keras import evaluation
 
 
@@ -218,6 +219,16 @@ def test_batchnorm_statistics_are_kept_per_sample_and_saved(tmp_path):
   probs = posterior.predict(x)
   assert scores["nll"] == pytest.approx(
       sgk.negative_log_likelihood(probs, y))
+
+  # The backup beside BackupAndRestore carries them too.
+  sampling.backup_dir = str(tmp_path / "backup")
+  backup_lib.save_backup(sampling, 7)
+  with open(tmp_path / "backup" / "training_metadata.json", "w") as f:
+    json.dump({"epoch": 7}, f)   # what BackupAndRestore would have written
+  sampling._sample_states.clear()  # pylint: disable=protected-access
+  assert backup_lib.restore_backup(sampling)
+  np.testing.assert_array_equal(
+      sampling.posterior.non_trainable_samples[moving[0]], means)
 
   path = posterior.save(tmp_path / "bn.npz")
   fresh = bn_model()   # moving statistics 0 and 1
