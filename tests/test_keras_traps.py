@@ -75,10 +75,17 @@ def test_num_examples_is_checked_against_what_the_first_epoch_saw():
   assert not callback._sampling  # Refused before the sampler ran.
   # Sampling starts mid-epoch (burnin_steps=1): refused then, from the
   # steps so far and the epoch's 3 steps.
-  with pytest.raises(ValueError, match=r"num_examples=600, but the first "
-                     r"epoch \(3 steps of about 20 examples.*about 60"):
-    fit(classifier(), [sampling(num_examples=600, burnin_epochs=None,
-                                burnin_steps=1)], batched)
+  callback = sampling(num_examples=3, burnin_epochs=None, burnin_steps=1)
+  with pytest.raises(ValueError, match=r"num_examples=3, but the first "
+                     r"epoch \(3 steps of about 20 examples\) holds about 60"):
+    fit(classifier(), [callback], batched)
+  assert not callback._sampling and callback._steps_seen == 1
+  # N = 600 on a pipeline of 60: warned at the end of the first epoch (a
+  # tf.data epoch may legitimately draw batches with replacement).
+  with pytest.warns(UserWarning, match=r"num_examples=600, but the first "
+                    r"epoch of fit saw 60 examples in 3 steps.*Pass "
+                    r"num_examples=60"):
+    fit(classifier(), [sampling(num_examples=600)], batched, epochs=1)
   # Arrays: known at fit start, before any step.
   with pytest.raises(ValueError, match=r"num_examples=60, but fit got 30 "
                      r"training examples \(after validation_split=0.5.*"

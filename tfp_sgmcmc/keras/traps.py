@@ -323,13 +323,12 @@ class FitTraps:
     if not count or not done or done >= steps:
       return
     per_step = count / done
-    estimate = per_step * steps
+    estimate = round(per_step * steps)
     if abs(estimate - callback.num_examples) > per_step:
-      raise ValueError(self._examples_message(
-          callback, f"the first epoch ({steps} steps of about "
-          f"{per_step:.0f} examples, steps_per_epoch not given, so one pass "
-          f"over the data) holds about {estimate:.0f} examples",
-          round(estimate), steps))
+      self._judge(callback, estimate, steps, per_step,
+                  f"the first epoch ({steps} steps of about {per_step:.0f} "
+                  "examples) holds about "
+                  f"{estimate} examples")
 
   def test_begin(self, callback):
     # Validation inside fit resets the loss tracker: count before it.
@@ -362,19 +361,28 @@ class FitTraps:
     if seen == n:
       return
     steps = callback._steps_seen - self._epoch_start_steps  # pylint: disable=protected-access
-    per_step = seen / max(steps, 1)
+    self._judge(callback, seen, steps, seen / max(steps, 1),
+                f"the first epoch of fit saw {seen} examples in {steps} steps")
+
+  def _judge(self, callback, seen, steps, per_step, phrase):
+    """An error for the unmistakable slips (N is the number of batches, or
+    smaller than one batch) in an epoch that is one pass over the data; a
+    warning otherwise: a tf.data pipeline may draw its batches with
+    replacement or repeat, so its epoch need not be the training set.
+    With steps_per_epoch (a part of the data, or several passes, per
+    epoch by design), only the slips are warned."""
+    n = callback.num_examples
+    slip = n < per_step or (n == steps and per_step > 1)
     if self._one_pass:
-      raise ValueError(self._examples_message(
-          callback, f"the first epoch of fit saw {seen} examples in "
-          f"{steps} steps (steps_per_epoch not given, so one pass over the "
-          "training data)", seen, steps))
-    # steps_per_epoch given: a subset or several passes per epoch are
-    # legitimate; only the unmistakable slips are flagged.
-    if n < per_step or (n == steps and per_step > 1):
-      warnings.warn(self._examples_message(
-          callback, f"the first epoch of fit saw {seen} examples in "
-          f"{steps} steps (about {per_step:.0f} per step)", None, steps),
-          UserWarning, stacklevel=3)
+      phrase += " (steps_per_epoch not given, so one pass over the data)"
+    else:
+      phrase += f" (about {per_step:.0f} per step, steps_per_epoch given)"
+    message = self._examples_message(
+        callback, phrase, seen if self._one_pass else None, steps)
+    if self._one_pass and slip:
+      raise ValueError(message)
+    if self._one_pass or slip:
+      warnings.warn(message, UserWarning, stacklevel=4)
 
   def _examples_message(self, callback, seen_phrase, seen, steps):
     n = callback.num_examples
@@ -391,8 +399,12 @@ class FitTraps:
             "training examples the likelihood sums over (the energy is N "
             "times the mean loss); a wrong N samples a posterior tempered "
             f"by {n}/(true N). " + ("; ".join(hints) + ". " if hints else "")
-            + fix + ". If each epoch deliberately covers part of the data "
-            "or several passes over it, pass steps_per_epoch to fit.")
+            + fix + (". If each epoch deliberately covers part of the data, "
+                     "several passes over it or batches drawn with "
+                     "replacement, pass steps_per_epoch to fit (then only "
+                     "the slips above are warned)." if self._one_pass else
+                     " (with steps_per_epoch N is still the size of the "
+                     "whole training set)."))
 
   def _check_energy(self, callback, epoch, logs):
     energy = None if logs is None else logs.get("energy")
