@@ -39,7 +39,7 @@ _CROSSENTROPIES = ("sparse_categorical_crossentropy",
 
 # A chain at equilibrium sits about d/2 above the energy's minimum (d the
 # number of weights; exactly so for a Gaussian posterior). A rise beyond
-# this many times d is a blow-up, not sampling.
+# this many times d, and this many times the lowest energy, is a blow-up.
 BLOW_UP_FACTOR = 10.
 
 
@@ -372,6 +372,8 @@ class FitTraps:
     With steps_per_epoch (a part of the data, or several passes, per
     epoch by design), only the slips are warned."""
     n = callback.num_examples
+    if abs(seen - n) < per_step:
+      return  # drop_remainder=True drops less than one batch per epoch.
     slip = n < per_step or (n == steps and per_step > 1)
     if self._one_pass:
       phrase += " (steps_per_epoch not given, so one pass over the data)"
@@ -417,7 +419,10 @@ class FitTraps:
       d = sum(int(np.prod(v.shape))
               for v in callback.model.trainable_variables)
       rise = energy - lowest
-      if rise > BLOW_UP_FACTOR * d:
+      # Beyond both d and the lowest energy itself, by an order of
+      # magnitude: the epoch's N * mean loss is a noisy estimate (its
+      # spread grows like N / sqrt(examples seen)), a blow-up is not.
+      if rise > BLOW_UP_FACTOR * max(d, abs(lowest)):
         self._blow_up_warned = True
         spec = callback._spec  # pylint: disable=protected-access
         config = spec.get_config()
@@ -431,7 +436,9 @@ class FitTraps:
             f"chain at equilibrium sits about d/2 = {d / 2:g} (0.5 per "
             f"weight, d = {d} weights) above the minimum. The step size "
             f"(now {config.get('step_size')!r}) is most likely too large: "
-            "try a smaller one (or a larger friction); "
+            "try a smaller one"
+            + (" (or a larger friction)" if "friction" in config else "")
+            + "; "
             "max_abs_weight= stops such a chain.", RuntimeWarning,
             stacklevel=3)
     if self._lowest_energy is None or energy < self._lowest_energy[0]:
