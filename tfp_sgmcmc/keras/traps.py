@@ -345,7 +345,31 @@ class FitTraps:
       self._count_epoch = None
       if counted and not callback.model.stop_training:
         self._check_counted(callback, int(round(counted)))
+    self._check_step_size(callback, epoch, logs)
     self._check_energy(callback, epoch, logs)
+
+  @staticmethod
+  def _check_step_size(callback, epoch, logs):
+    """Another callback (a custom schedule) changed the sampler's step
+    size, which the sampler keeps in its `learning_rate`."""
+    if (not callback._sampling or logs is None or  # pylint: disable=protected-access
+        callback._step_size_adaptation is not None):  # pylint: disable=protected-access
+      return
+    configured = callback.sampler.get_config().get("step_size")
+    seen = logs.get("step_size")
+    if (isinstance(configured, bool) or
+        not isinstance(configured, (int, float, np.floating)) or
+        seen is None or not math.isfinite(seen)):
+      return  # A LearningRateSchedule on the sampler is its own business.
+    if abs(seen - configured) > 1e-5 * abs(configured):
+      raise ValueError(
+          f"the sampler's step size is {seen:.6g} at the end of epoch "
+          f"{epoch}, but {type(callback.sampler).__name__} was built with "
+          f"step_size={configured!r}: something in fit (a callback setting "
+          "model.optimizer.learning_rate, a learning-rate schedule) changed "
+          "the chain's step size mid-run. Remove it; give the sampler a "
+          "keras.optimizers.schedules.LearningRateSchedule as step_size if "
+          "a decreasing step size is meant.")
 
   @staticmethod
   def _read_count(model):
