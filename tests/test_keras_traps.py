@@ -246,9 +246,26 @@ def test_logits_read_as_probabilities_are_refused():
                      r"first training examples range from -"):
     fit(classifier([keras.layers.Dense(3), keras.layers.Rescaling(2.)],
                    from_logits=False), [sampling()])
-  # A Softmax layer gives probabilities: accepted.
+  # A tf.data pipeline is not iterated at fit start (that would advance
+  # its reshuffling): caught at predict, on the averaged outputs.
+  x, y = data()
+  callback = sampling()
+  fit(classifier([keras.layers.Dense(3), keras.layers.Rescaling(2.)],
+                 from_logits=False), [callback],
+      tf.data.Dataset.from_tensor_slices((x, y)).batch(20))
+  with pytest.raises(ValueError, match=r"from_logits=False.*the averaged "
+                     r"predictions range from -"):
+    callback.predict(x)
+  # A Softmax layer gives probabilities: accepted, and so are its averages.
+  callback = sampling()
   fit(classifier([keras.layers.Dense(3), keras.layers.Softmax()],
-                 from_logits=False), [sampling()], epochs=1)
+                 from_logits=False), [callback])
+  assert callback.predict(x).shape == (N, 3)
+  # And the other way round: softmax applied twice.
+  with pytest.raises(ValueError, match="from_logits=True, but the output "
+                     "layer .* activation='softmax'"):
+    fit(classifier([keras.layers.Dense(3, activation="softmax")]),
+        [sampling()])
 
 
 def test_class_and_sample_weights_are_refused():

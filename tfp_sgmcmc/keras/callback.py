@@ -580,7 +580,9 @@ class SamplingCallback(keras.callbacks.Callback):
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see
     `Posterior.predict`)."""
-    return self.posterior.predict(x, batch_size=batch_size)
+    predictions = self.posterior.predict(x, batch_size=batch_size)
+    self._traps.check_predictions(self, predictions)
+    return predictions
 
   def save(self, path):
     """Saves the kept samples and moments (`Posterior.load(path, model)`)."""

@@ -37,6 +37,15 @@ __all__ = ["FitTraps"]
 _CROSSENTROPIES = ("sparse_categorical_crossentropy",
                    "categorical_crossentropy", "binary_crossentropy")
 
+# Keras activations whose outputs are not probabilities (negative, or
+# unbounded, or rows not summing to 1).
+_NOT_PROBABILITIES = frozenset([
+    "linear", "relu", "relu6", "tanh", "elu", "selu", "gelu", "silu",
+    "swish", "leaky_relu", "softplus", "softsign", "exponential", "mish",
+    "log_softmax", "log_sigmoid", "hard_silu", "hard_swish", "celu", "glu",
+    "sparse_plus", "squareplus", "soft_shrink", "hard_shrink",
+    "tanh_shrink", "hard_tanh", "sparsemax", "threshold"])
+
 # A chain at equilibrium sits about d/2 above the energy's minimum (d the
 # number of weights; exactly so for a Gaussian posterior). A rise beyond
 # this many times d, and this many times the lowest energy, is a blow-up.
@@ -220,28 +229,32 @@ class FitTraps:
     layer = _output_layer(callback.model)
     activation = getattr(layer, "activation", None)
     act = getattr(activation, "__name__", None)
-    if act is not None:
-      if not from_logits and act in ("linear", "relu", "tanh", "elu",
-                                     "selu", "gelu", "leaky_relu"):
-        raise ValueError(
-            f"the loss {name} has from_logits=False, so it reads the "
-            "model's outputs as probabilities, but the output layer "
-            f"{layer.name!r} has activation={act!r}: its outputs are not "
-            "probabilities (Keras clips and renormalises them, so the "
-            "likelihood and the averaged predictions are wrong). Use "
-            f"from_logits=True, or activation={squash!r} on the output "
-            "layer.")
-      if from_logits and act in ("softmax", "sigmoid"):
-        raise ValueError(
-            f"the loss {name} has from_logits=True, but the output layer "
-            f"{layer.name!r} has activation={act!r}: it would apply "
-            f"{squash} twice. Use from_logits=False, or a linear output "
-            "layer.")
+    probabilities = (("sigmoid", "hard_sigmoid")
+                     if name == "binary_crossentropy" else ("softmax",))
+    if act is not None and not from_logits and (
+        act in _NOT_PROBABILITIES or (
+            act in ("sigmoid", "hard_sigmoid") and act not in probabilities)):
+      raise ValueError(
+          f"the loss {name} has from_logits=False, so it reads the "
+          "model's outputs as probabilities, but the output layer "
+          f"{layer.name!r} has activation={act!r}: its outputs are not "
+          + ("probabilities" if act not in ("sigmoid", "hard_sigmoid") else
+             "a distribution over the classes (rows do not sum to 1)")
+          + " (Keras clips and renormalises them, so the likelihood and "
+          "the averaged predictions are wrong). Use from_logits=True with a "
+          f"linear output, or activation={squash!r} on the output layer.")
+    if act is not None and from_logits and act in ("softmax", "sigmoid"):
+      raise ValueError(
+          f"the loss {name} has from_logits=True, but the output layer "
+          f"{layer.name!r} has activation={act!r}: it would apply "
+          f"{squash} twice. Use from_logits=False, or a linear output "
+          "layer.")
+    if act in probabilities or act in _NOT_PROBABILITIES:
       return
     if from_logits:
       return
-    # No activation to read (a Softmax layer, a subclassed model): look at
-    # the outputs on a few training examples.
+    # No activation to read (a Softmax layer, a subclassed model) or a
+    # custom one: look at the outputs on a few training examples.
     x = frame.get("x")
     sample = None
     if isinstance(x, tf.data.Dataset):
@@ -468,7 +481,11 @@ class FitTraps:
     if self._lowest_energy is None or energy < self._lowest_energy[0]:
       self._lowest_energy = (float(energy), epoch)
 
-  # --- fit end -------------------------------------------------------------
+  # --- fit end and predict ------------------------------------------------
+
+  @staticmethod
+  def check_predictions(callback, predictions):
+    check_predictions(callback, predictions)
 
   def train_end(self, callback):
     if (callback._sampling and  # pylint: disable=protected-access
@@ -484,6 +501,17 @@ class FitTraps:
           f"than thinning={callback.thinning}. predict() needs at least "
           "one: fit longer (the same callback continues the chain) or "
           "use a smaller thinning.", UserWarning, stacklevel=3)
+
+
+def check_predictions(callback, predictions):
+  """`SamplingCallback.predict`: with a cross-entropy on probabilities
+  (from_logits=False), the averaged outputs must be probabilities."""
+  likelihood = callback._likelihood  # pylint: disable=protected-access
+  ce = None if likelihood is None else _crossentropy(likelihood)
+  if ce is None or ce[1]:
+    return
+  check_probabilities(predictions, ce[0],
+                      where="the averaged predictions")
 
 
 def check_probabilities(outputs, loss_name, where):
