@@ -411,7 +411,9 @@ class FitTraps:
     n = callback.num_examples
     if abs(seen - n) < per_step:
       return  # drop_remainder=True drops less than one batch per epoch.
-    slip = n < per_step or (n == steps and per_step > 1)
+    # N = steps is a slip only for one pass: with steps_per_epoch it is
+    # as likely a coincidence (an epoch of N batches by design).
+    slip = n < per_step or (self._one_pass and n == steps and per_step > 1)
     if self._one_pass:
       phrase += " (steps_per_epoch not given, so one pass over the data)"
     else:
