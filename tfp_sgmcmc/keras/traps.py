@@ -25,6 +25,7 @@ count), nothing per step.
 """
 
 import math
+import os
 import sys
 import warnings
 
@@ -82,6 +83,14 @@ def _examples_in(x):
         return int(shape[0])
     return None
   return None
+
+
+def _same_path(a, b):
+  try:
+    return (os.path.abspath(os.fspath(a)) ==
+            os.path.abspath(os.fspath(b)))
+  except TypeError:
+    return None  # Not local paths (e.g. a remote URL object): not judged.
 
 
 def _output_layer(model):
@@ -201,7 +210,7 @@ class FitTraps:
               "resumed fit would restore the weights only and redo the "
               "burn-in, losing the kept samples and the sampler's state. "
               f"Pass SamplingCallback(..., backup_dir={cb.backup_dir!r}).")
-        if str(cb.backup_dir) != callback.backup_dir:
+        if _same_path(cb.backup_dir, callback.backup_dir) is False:
           raise ValueError(
               f"SamplingCallback(backup_dir={callback.backup_dir!r}) and "
               f"BackupAndRestore({cb.backup_dir!r}) name different "
@@ -263,8 +272,11 @@ class FitTraps:
       sample = keras.tree.map_structure(lambda a: a[:16], x)
     if sample is None:
       return
-    outputs = np.asarray(callback.model(sample, training=False),
-                         dtype=np.float64)
+    try:
+      outputs = np.asarray(callback.model(sample, training=False),
+                           dtype=np.float64)
+    except Exception:  # pylint: disable=broad-except
+      return  # Not this check's business; fit itself will say.
     check_probabilities(outputs, name, where="the model's outputs on the "
                         "first training examples")
 
