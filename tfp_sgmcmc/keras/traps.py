@@ -33,7 +33,10 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["FitTraps"]
+# The checks read the callback's counters (its private state) by design.
+# pylint: disable=protected-access
+
+__all__ = ["FitTraps", "check_predictions", "check_probabilities"]
 
 _CROSSENTROPIES = ("sparse_categorical_crossentropy",
                    "categorical_crossentropy", "binary_crossentropy")
@@ -56,7 +59,7 @@ BLOW_UP_FACTOR = 10.
 def fit_frame_locals(model):
   """The local variables of the `fit` call of `model` on the stack (a
   copy), or None."""
-  frame = sys._getframe(1)  # pylint: disable=protected-access
+  frame = sys._getframe(1)
   while frame is not None:
     if frame.f_code.co_name == "fit" and frame.f_locals.get(
         "self") is model:
@@ -95,7 +98,7 @@ def _same_path(a, b):
 
 def _output_layer(model):
   try:
-    history = model.outputs[0]._keras_history  # pylint: disable=protected-access
+    history = model.outputs[0]._keras_history
     return history[0]
   except (AttributeError, IndexError, TypeError, ValueError):
     pass
@@ -142,7 +145,7 @@ class FitTraps:
     self._count_pending = False
     self._frame = None
     self._counted = None
-    self._steps_at_start = callback._sampler_steps  # pylint: disable=protected-access
+    self._steps_at_start = callback._sampler_steps
     if frame is None:
       self._fit_uses_arrays = self._one_pass = False
       return
@@ -230,7 +233,7 @@ class FitTraps:
 
   def _check_outputs(self, callback, frame):
     """A cross-entropy whose `from_logits` disagrees with the outputs."""
-    ce = _crossentropy(callback._likelihood)  # pylint: disable=protected-access
+    ce = _crossentropy(callback._likelihood)
     if ce is None:
       return
     name, from_logits = ce
@@ -292,21 +295,21 @@ class FitTraps:
     epochs_left = epochs - int(frame.get("initial_epoch") or 0)
     total = epochs_left * steps
     burnin = 0
-    if not callback._sampling:  # pylint: disable=protected-access
+    if not callback._sampling:
       if callback.burnin_epochs is not None:
         burnin = max(0, callback.burnin_epochs -
-                     callback._epochs_seen) * steps  # pylint: disable=protected-access
+                     callback._epochs_seen) * steps
       elif callback.burnin_steps is not None:
         burnin = max(0, callback.burnin_steps -
-                     callback._steps_seen)  # pylint: disable=protected-access
+                     callback._steps_seen)
     sampling_steps = max(0, total - burnin)
     if sampling_steps == 0:
       return  # A burn-in-only fit: deliberate; nothing to keep.
-    done = callback._transitions if callback._sampling else 0  # pylint: disable=protected-access
-    if callback._amagold:  # pylint: disable=protected-access
-      t = callback._spec.num_leapfrog_steps  # pylint: disable=protected-access
-      carried = (callback._trajectory_steps  # pylint: disable=protected-access
-                 if callback._sampling else 0)  # pylint: disable=protected-access
+    done = callback._transitions if callback._sampling else 0
+    if callback._amagold:
+      t = callback._spec.num_leapfrog_steps
+      carried = (callback._trajectory_steps
+                 if callback._sampling else 0)
       transitions = (carried + sampling_steps) // t
       unit = (f"{transitions} M-H test(s) (one every num_leapfrog_steps="
               f"T={t} steps; for AMAGOLD `thinning` counts M-H tests, not "
@@ -316,7 +319,7 @@ class FitTraps:
       unit = f"{transitions} transition(s) (one per train step)"
     kept = (done + transitions) // callback.thinning - (
         done // callback.thinning)
-    if kept == 0 and not callback._samples:  # pylint: disable=protected-access
+    if kept == 0 and not callback._samples:
       warnings.warn(
           f"this fit will keep no sample: {epochs_left} epoch(s) of "
           f"{steps} steps, {total - sampling_steps} of them burn-in, leave "
@@ -333,8 +336,8 @@ class FitTraps:
     if self._count_pending:
       self._count_pending = False
       self._count_epoch = epoch
-    self._epoch_start_steps = callback._steps_seen  # pylint: disable=protected-access
-    self._sampled_whole_epoch = callback._sampling  # pylint: disable=protected-access
+    self._epoch_start_steps = callback._steps_seen
+    self._sampled_whole_epoch = callback._sampling
 
   def sampling_started(self, callback):
     """Sampling started mid-epoch: estimate the first epoch's examples."""
@@ -344,7 +347,7 @@ class FitTraps:
         not self._one_pass or not steps or not self._in_epoch):
       return
     count = self._read_count(callback.model)
-    done = callback._steps_seen - self._epoch_start_steps  # pylint: disable=protected-access
+    done = callback._steps_seen - self._epoch_start_steps
     if not count or not done or done >= steps:
       return
     per_step = count / done
@@ -377,8 +380,8 @@ class FitTraps:
   def _check_step_size(callback, epoch, logs):
     """Another callback (a custom schedule) changed the sampler's step
     size, which the sampler keeps in its `learning_rate`."""
-    if (not callback._sampling or logs is None or  # pylint: disable=protected-access
-        callback._step_size_adaptation is not None):  # pylint: disable=protected-access
+    if (not callback._sampling or logs is None or
+        callback._step_size_adaptation is not None):
       return
     configured = callback.sampler.get_config().get("step_size")
     seen = logs.get("step_size")
@@ -409,7 +412,7 @@ class FitTraps:
     n = callback.num_examples
     if seen == n:
       return
-    steps = callback._steps_seen - self._epoch_start_steps  # pylint: disable=protected-access
+    steps = callback._steps_seen - self._epoch_start_steps
     self._judge(callback, seen, steps, seen / max(steps, 1),
                 f"the first epoch of fit saw {seen} examples in {steps} steps")
 
@@ -463,7 +466,7 @@ class FitTraps:
     energy = None if logs is None else logs.get("energy")
     if energy is None or not math.isfinite(energy):
       return
-    full_sampling_epoch = callback._sampling and self._sampled_whole_epoch  # pylint: disable=protected-access
+    full_sampling_epoch = callback._sampling and self._sampled_whole_epoch
     if (full_sampling_epoch and self._lowest_energy is not None and
         not self._blow_up_warned):
       lowest, lowest_epoch = self._lowest_energy
@@ -475,7 +478,7 @@ class FitTraps:
       # spread grows like N / sqrt(examples seen)), a blow-up is not.
       if rise > BLOW_UP_FACTOR * max(d, abs(lowest)):
         self._blow_up_warned = True
-        spec = callback._spec  # pylint: disable=protected-access
+        spec = callback._spec
         config = spec.get_config()
         loss = logs.get("loss")
         warnings.warn(
@@ -502,14 +505,14 @@ class FitTraps:
     check_predictions(callback, predictions)
 
   def train_end(self, callback):
-    if (callback._sampling and  # pylint: disable=protected-access
-        callback._sampler_steps > self._steps_at_start and  # pylint: disable=protected-access
-        not callback._samples and callback.divergence is None):  # pylint: disable=protected-access
+    if (callback._sampling and
+        callback._sampler_steps > self._steps_at_start and
+        not callback._samples and callback.divergence is None):
       what = (f"{callback.num_tests} M-H test(s) (for AMAGOLD `thinning` "
               "counts M-H tests, one every num_leapfrog_steps="
-              f"{callback._spec.num_leapfrog_steps} steps)"  # pylint: disable=protected-access
-              if callback._amagold else  # pylint: disable=protected-access
-              f"{callback._transitions} transition(s)")  # pylint: disable=protected-access
+              f"{callback._spec.num_leapfrog_steps} steps)"
+              if callback._amagold else
+              f"{callback._transitions} transition(s)")
       warnings.warn(
           f"fit ended with no sample kept: the chain made {what}, fewer "
           f"than thinning={callback.thinning}. predict() needs at least "
@@ -520,7 +523,7 @@ class FitTraps:
 def check_predictions(callback, predictions):
   """`SamplingCallback.predict`: with a cross-entropy on probabilities
   (from_logits=False), the averaged outputs must be probabilities."""
-  likelihood = callback._likelihood  # pylint: disable=protected-access
+  likelihood = callback._likelihood
   ce = None if likelihood is None else _crossentropy(likelihood)
   if ce is None or ce[1]:
     return
