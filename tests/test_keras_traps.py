@@ -65,21 +65,26 @@ def our_warnings(record):
 def test_num_examples_is_checked_against_what_the_first_epoch_saw():
   x, y = data()
   batched = tf.data.Dataset.from_tensor_slices((x, y)).batch(20)
-  # len(batched) = 3 batches given as N: the epoch (one pass, no
-  # steps_per_epoch) saw 60 examples; refused at its end, during burn-in.
-  callback = sampling(num_examples=len(batched))
+  # len(batched) = 3 batches given as N, with a one-pass epoch (no
+  # steps_per_epoch): refused after the first step, from the batch size
+  # seen, during burn-in or, without one, after one sampler step.
+  for burnin_epochs in (1, None):
+    callback = sampling(num_examples=len(batched),
+                        burnin_epochs=burnin_epochs)
+    with pytest.raises(ValueError, match=r"num_examples=3, but the first "
+                       r"epoch \(3 steps of about 20 examples\) holds about "
+                       r"60 examples.*number of batches.*Pass "
+                       r"num_examples=60"):
+      fit(classifier(), [callback], batched)
+    assert callback._steps_seen == 1
+    assert (callback.sampler.step_count if callback.sampler else 0) == (
+        0 if burnin_epochs else 1)
+  # A pipeline of unknown length (filter): refused at the first epoch's
+  # end, from the examples it saw (Keras' loss tracker counts them).
+  unknown = batched.filter(lambda x, y: True)
   with pytest.raises(ValueError, match=r"num_examples=3, but the first epoch "
-                     r"of fit saw 60 examples in 3 steps.*number of batches"
-                     r".*Pass num_examples=60"):
-    fit(classifier(), [callback], batched)
-  assert not callback._sampling  # Refused before the sampler ran.
-  # Sampling starts mid-epoch (burnin_steps=1): refused then, from the
-  # steps so far and the epoch's 3 steps.
-  callback = sampling(num_examples=3, burnin_epochs=None, burnin_steps=1)
-  with pytest.raises(ValueError, match=r"num_examples=3, but the first "
-                     r"epoch \(3 steps of about 20 examples\) holds about 60"):
-    fit(classifier(), [callback], batched)
-  assert not callback._sampling and callback._steps_seen == 1
+                     r"of fit saw 60 examples in 3 steps.*number of batches"):
+    fit(classifier(), [sampling(num_examples=3)], unknown)
   # N = 600 on a pipeline of 60: warned at the end of the first epoch (a
   # tf.data epoch may legitimately draw batches with replacement).
   with pytest.warns(UserWarning, match=r"num_examples=600, but the first "

@@ -305,6 +305,7 @@ class SamplingCallback(keras.callbacks.Callback):
       return
     steps = batch - self._batch_begin + 1
     self._steps_seen += steps
+    self._traps.batch_end(self)
     if not self._sampling:
       if (self.burnin_steps is not None and
           self._steps_seen >= self.burnin_steps):
@@ -379,7 +380,6 @@ class SamplingCallback(keras.callbacks.Callback):
     return spec
 
   def _start_sampling(self):
-    self._traps.sampling_started(self)
     self.sampler = self._build_sampler(self._spec)
     self._sampling = True
     self._transitions = 0

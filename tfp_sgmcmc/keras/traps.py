@@ -7,8 +7,9 @@ Each check runs at the earliest point where what it needs is known:
   the number of training examples when `fit` got arrays, a classifier's
   output activation against the loss' `from_logits`, and whether the fit
   is long enough to keep one sample at the given `thinning`;
-* when sampling starts in the middle of the first epoch: the number of
-  examples the epoch will see, from the steps so far;
+* after the first train step(s) of a fit whose first epoch is one pass
+  over a pipeline of known length: the slips in the number of examples
+  (N = the number of batches, N < one batch), from the batch size seen;
 * at the end of the first epoch of each `fit`: the number of examples the
   epoch saw (Keras' loss tracker counts them), against `num_examples`;
 * at every epoch end: a chain whose energy rose far beyond what a chain
@@ -135,6 +136,7 @@ class FitTraps:
     self._in_epoch = False
     self._epoch_start_steps = 0
     self._sampled_whole_epoch = False
+    self._probe = False
 
   # --- fit start -----------------------------------------------------------
 
@@ -143,6 +145,7 @@ class FitTraps:
     frame = fit_frame_locals(model)
     self._count_epoch = None
     self._count_pending = False
+    self._probe = False
     self._frame = None
     self._counted = None
     self._steps_at_start = callback._sampler_steps
@@ -336,27 +339,29 @@ class FitTraps:
     if self._count_pending:
       self._count_pending = False
       self._count_epoch = epoch
+      self._probe = self._one_pass and bool((callback.params or {}).get(
+          "steps"))
     self._epoch_start_steps = callback._steps_seen
     self._sampled_whole_epoch = callback._sampling
 
-  def sampling_started(self, callback):
-    """Sampling started mid-epoch: estimate the first epoch's examples."""
-    params = callback.params or {}
-    steps = params.get("steps")
-    if (self._count_epoch is None or self._counted is not None or
-        not self._one_pass or not steps or not self._in_epoch):
+  def batch_end(self, callback):
+    """After the first execution of a fit's first epoch (one pass over a
+    pipeline of known length): the slips, from the batch size seen, before
+    the sampler runs on (burn-in) or much beyond (no burn-in) a wrong N."""
+    if not self._probe:
       return
+    self._probe = False
+    steps = (callback.params or {}).get("steps")
     count = self._read_count(callback.model)
     done = callback._steps_seen - self._epoch_start_steps
-    if not count or not done or done >= steps:
+    if not steps or not count or not done or done >= steps:
       return
     per_step = count / done
     estimate = round(per_step * steps)
-    if abs(estimate - callback.num_examples) > per_step:
-      self._judge(callback, estimate, steps, per_step,
-                  f"the first epoch ({steps} steps of about {per_step:.0f} "
-                  "examples) holds about "
-                  f"{estimate} examples")
+    self._judge(callback, estimate, steps, per_step,
+                f"the first epoch ({steps} steps of about {per_step:.0f} "
+                f"examples) holds about {estimate} examples",
+                slips_only=True)
 
   def test_begin(self, callback):
     # Validation inside fit resets the loss tracker: count before it.
@@ -416,7 +421,8 @@ class FitTraps:
     self._judge(callback, seen, steps, seen / max(steps, 1),
                 f"the first epoch of fit saw {seen} examples in {steps} steps")
 
-  def _judge(self, callback, seen, steps, per_step, phrase):
+  def _judge(self, callback, seen, steps, per_step, phrase,
+             slips_only=False):
     """An error for the unmistakable slips (N is the number of batches, or
     smaller than one batch) in an epoch that is one pass over the data; a
     warning otherwise: a tf.data pipeline may draw its batches with
@@ -437,7 +443,7 @@ class FitTraps:
         callback, phrase, seen if self._one_pass else None, steps)
     if self._one_pass and slip:
       raise ValueError(message)
-    if self._one_pass or slip:
+    if (self._one_pass or slip) and not slips_only:
       warnings.warn(message, UserWarning, stacklevel=4)
 
   def _examples_message(self, callback, seen_phrase, seen, steps):
