@@ -140,7 +140,8 @@ def restore_backup(callback):
   path = backup_path(callback, fit_epoch)
   weights_path = os.path.join(callback.backup_dir, "latest.weights.h5")
   if os.path.exists(path) and not _readable_npz(path):
-    return _recover(callback, fit_epoch, f"our state for epoch {fit_epoch}, "
+    return _recover(callback, fit_epoch, f"SamplingCallback's state for epoch "
+                    f"{fit_epoch}, "
                     f"{path!r}, is unreadable")
   if os.path.exists(weights_path) and not _readable_h5(weights_path):
     if not os.path.exists(path):
