@@ -66,12 +66,17 @@ def check_paper_000(out):
 def check_paper_002(out):
   # Per coefficient, the number of the 5 step sizes at which the mean lies
   # within the reference +- 2 sd: summed over the 15 coefficients, SGLD 27,
-  # v-SGBD 34, e-SGBD 40 printed. Claim: SGBD is the more robust.
+  # v-SGBD 34 and 35 (two runs), e-SGBD 40 printed. Claim: SGBD is the more
+  # robust. At this size no sampler has all 15 means within at any step
+  # size (the row's e-SGBD decade needs the default run's longer chains);
+  # SGLD's "none" is the row's claim and is checked.
   rows = re.findall(r"^\S+\*?\s+[\d.e+-]+\s+(\d+)\s+(\d+)\s+(\d+)\s*$", out,
                     re.M)
   assert len(rows) == 15, out
   sgld, vanilla, extreme = (sum(int(r[k]) for r in rows) for k in range(3))
   assert vanilla > sgld and extreme > sgld, (sgld, vanilla, extreme)
+  assert re.search(r"^SGLD .*all 15 means within \+-2 sd at s = \[\]$", out,
+                   re.M), out
 
 
 def check_paper_003(out):
