@@ -42,6 +42,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import energy as energy_lib
 
 __all__ = [
     "MinibatchTarget",
@@ -358,10 +359,9 @@ class _DataLikelihoodTarget(MinibatchTarget):
 
   def _energy_from_batch(self, state, batch, n):
     ll = self._log_likelihood(state, batch, n)
-    n_float = tf.cast(tf.shape(ll)[-1], ll.dtype)
-    scale = tf.cast(self.num_examples, ll.dtype) / n_float
     prior = self._checked_log_prior(state, ll.shape[:-1])
-    return -scale * tf.reduce_sum(ll, axis=-1) - tf.cast(prior, ll.dtype)
+    return energy_lib.minibatch_energy(-tf.reduce_mean(ll, axis=-1), prior,
+                                       self.num_examples)
 
   def _noise_variance_from_batch(self, state, batch, n):
     parts = _as_list(state)

@@ -3,13 +3,16 @@ U~ of two positions on one minibatch.
 
     U(theta) = sum over `energy_data` of -log p(y | x, theta) - log p(theta)
 
-(the minibatch estimate scales the batch's sum by N / n). In-memory arrays
+(the minibatch estimate is `tfp_sgmcmc.energy.minibatch_energy`, N times
+the batch's mean NLL minus the log prior). In-memory arrays
 are summed in one compiled loop over batches (a single call per test, no
 host round trip); a `tf.data.Dataset` is iterated from Python.
 """
 
 import numpy as np
 import tensorflow as tf
+
+from tfp_sgmcmc import energy as energy_lib
 
 __all__ = ["AcceptanceEnergies"]
 
@@ -95,10 +98,12 @@ class AcceptanceEnergies:
       non_trainable = [v.value for v in model.non_trainable_variables]
       out, _ = model.stateless_call(start, non_trainable, x, training=False)
       size = tf.cast(tf.shape(out)[0], tf.float64)
-      current = n / size * tf.cast(likelihood.batch_nll(y, out), tf.float64)
-      proposed = n / size * batch_nll(x, y)
-      current -= tf.cast(log_prior(start), tf.float64)
-      return current, proposed - current_log_prior()
+      current = energy_lib.minibatch_energy(
+          tf.cast(likelihood.batch_nll(y, out), tf.float64) / size,
+          log_prior(start), n)
+      proposed = energy_lib.minibatch_energy(
+          batch_nll(x, y) / size, current_log_prior(), n)
+      return current, proposed
     self._minibatch_function = tf.function(
         minibatch_energies, reduce_retracing=True, autograph=False)
     self._built = True

@@ -316,11 +316,14 @@ def _calibration_note(acceptance_energy, target):
   return ""
 
 
-def check_acceptance_energy(acceptance_energy, target):
+def check_acceptance_energy(acceptance_energy, target=None):
+  """`acceptance_energy` is known, and with a target, one it can give
+  (the Keras adapter, which owns the data, passes none)."""
   if acceptance_energy not in ACCEPTANCE_ENERGIES:
     raise ValueError(f"`acceptance_energy` must be one of "
                      f"{ACCEPTANCE_ENERGIES}; got {acceptance_energy!r}.")
-  if acceptance_energy == "exact" and not target.has_exact_energy:
+  if (target is not None and acceptance_energy == "exact" and
+      not target.has_exact_energy):
     raise targets_lib.TargetCapabilityError(
         f"`acceptance_energy='exact'` needs the full-data energy U(theta), "
         f"but `target` ({type(target).__name__}) has none "
