@@ -294,6 +294,37 @@ def test_a_second_fit_continues_the_chain_from_its_position(problem):
   assert not np.array_equal(momentum[0], sampling.sampler.momentum[0])
 
 
+def test_later_fits_retrace_no_train_step(problem):
+  # Each optimizer's train step is traced once per compile: the burn-in
+  # optimizer's and the sampler's train functions are swapped in with their
+  # optimizers, not rebuilt, so a second and third `fit` trace nothing. A
+  # new `compile` (possibly a new loss) makes them anew (here only the
+  # sampler's runs: the burn-in is over).
+  model = regression_model(problem.posterior_mean)
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  traces = []
+  train_step = model.train_step
+
+  def counting_train_step(data):
+    traces.append(type(model.optimizer).__name__)  # Runs while tracing.
+    return train_step(data)
+  model.train_step = counting_train_step
+  sampling = sgk.SamplingCallback(
+      sgk.SGHMC(step_size=3e-3, friction=30., seed=9),
+      num_examples=problem.num_examples, prior=1., burnin_steps=5)
+  data = iid_batches(problem, 20, seed=3)
+  for _ in range(3):
+    model.fit(data, epochs=1, verbose=0, callbacks=[sampling])
+    assert traces == ["SGD", "SGHMC"]
+  assert sampling.sampler.step_count == 55
+  model.compile(optimizer=model.optimizer,
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  model.fit(data, epochs=1, verbose=0, callbacks=[sampling])
+  assert traces == ["SGD", "SGHMC", "SGHMC"]
+  assert sampling.sampler.step_count == 75
+
+
 def test_minibatch_acceptance_on_the_whole_data_is_the_exact_test(problem):
   # acceptance_energy="minibatch" estimates U(theta) (via stateless_call,
   # the weights untouched) and U(theta*) on one batch; with a "batch" of

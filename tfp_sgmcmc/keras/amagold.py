@@ -63,7 +63,7 @@ class AMAGOLD(base.SamplerOptimizer):
   """
 
   _uses_momentum = True
-  _has_acceptance_test = True
+  has_acceptance_test = True
 
   def __init__(self, step_size, num_leapfrog_steps, friction,
                momentum_std=1., resample_momentum=True,
@@ -238,6 +238,20 @@ class AMAGOLD(base.SamplerOptimizer):
     base.write(self._leapfrog_step, t + 1)
     return new, None
 
+  def log_keys(self):
+    keys = super().log_keys() + ["accept_rate"]
+    if self.acceptance_energy == "exact":
+      keys.append("exact_energy")
+    return keys
+
+  def log_diagnostics(self):
+    """The step size and, for the exact test, U at the chain's position;
+    the callback adds this epoch's `accept_rate`."""
+    logs = super().log_diagnostics()
+    if self.acceptance_energy == "exact":
+      logs["exact_energy"] = self.energy
+    return logs
+
   def metropolis_hastings(self, proposed_energy, current_energy=None):
     """The amortized M-H test at the end of a trajectory (eq. (6)).
 
@@ -253,6 +267,11 @@ class AMAGOLD(base.SamplerOptimizer):
     Returns:
       (is_accepted, log_accept_ratio) as tensors.
     """
+    if self.leapfrog_step != self.num_leapfrog_steps:
+      raise RuntimeError(
+          f"AMAGOLD's M-H test is due after T={self.num_leapfrog_steps} "
+          f"steps but {self.leapfrog_step} steps ran: steps_per_execution "
+          "or a partial execution skipped the test.")
     if self._mh_function is None:
       self._mh_function = tf.function(self._metropolis_hastings,
                                       autograph=False)

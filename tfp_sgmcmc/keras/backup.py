@@ -184,8 +184,7 @@ def restore_backup(callback):
     callback._spec = type(callback._spec).from_config(config)
   if not callback._sampling:
     callback.sampler = None
-    callback.model.optimizer = callback._burnin_optimizer
-    callback.model.make_train_function(force=True)
+    callback._use_burnin_optimizer()
     return True
   callback.sampler = callback._build_sampler(callback._spec)
   with callback._strategy.scope():

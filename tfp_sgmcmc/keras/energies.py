@@ -157,6 +157,23 @@ class AcceptanceEnergies:
     x, y = self._next_batch(seed)
     return self._minibatch_function(x, y, start)
 
+  def start(self, sampler, model, likelihood):
+    """Before the first trajectory: U at the chain's start (exact test)."""
+    if sampler.acceptance_energy == "exact":
+      sampler.set_energy(self.exact(model, likelihood))
+
+  def run_test(self, sampler, model, likelihood):
+    """AMAGOLD's M-H test at the end of a trajectory, with the energies it
+    asks for; returns whether the proposal was accepted."""
+    if sampler.acceptance_energy == "exact":
+      accepted, _ = sampler.metropolis_hastings(self.exact(model, likelihood))
+    else:
+      current, proposed = self.minibatch(
+          model, likelihood, [s.value for s in sampler.start_position],
+          sampler.seed)
+      accepted, _ = sampler.metropolis_hastings(proposed, current)
+    return bool(accepted)
+
   def state(self):
     """The batch sampler's position, for a backup (JSON-able)."""
     return dict(minibatches_drawn=self.minibatches_drawn,

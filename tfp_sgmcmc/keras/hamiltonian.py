@@ -184,6 +184,9 @@ class SGNHT(base.SamplerOptimizer):
     base.write(self._thermostat, thermostat)
     return new, new
 
+  def log_keys(self):
+    return super().log_keys() + ["thermostat"]
+
   def log_diagnostics(self):
     logs = super().log_diagnostics()
     logs["thermostat"] = float(base.read(self._thermostat))

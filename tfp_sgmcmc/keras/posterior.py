@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.keras import losses as losses_lib
 
-__all__ = ["Posterior"]
+__all__ = ["Posterior", "from_kept_samples", "variable_paths"]
 
 _FORMAT_VERSION = 1
 
@@ -70,6 +70,7 @@ class Posterior:
     self._predictive = predictive
     self.model = model
     self._predict_function = None
+    self._predict_model = None
 
   @property
   def num_samples(self):
@@ -210,3 +211,23 @@ class Posterior:
 def variable_paths(model):
   return [getattr(v, "path", v.name) for v in model.trainable_variables]
 
+
+def from_kept_samples(model, kept, likelihood, num_transitions, mean,
+                      variance, metadata):
+  """A `Posterior` of `model` from kept samples (a sequence, oldest first, of
+  lists of arrays, one per trainable variable), the running moments and the
+  likelihood that gives the predictive (None: identity)."""
+  variables = model.trainable_variables
+  if kept:
+    samples = [np.stack([s[j] for s in kept]) for j in range(len(variables))]
+  else:
+    samples = [np.zeros((0,) + tuple(v.shape), v.dtype) for v in variables]
+  predictive = "identity"
+  if likelihood is not None:
+    predictive = (likelihood.predictive_name
+                  if likelihood.predictive_name != "custom"
+                  else likelihood.predictive)
+  return Posterior(samples, variable_paths(model), predictive=predictive,
+                   mean=mean, variance=variance,
+                   num_transitions=int(num_transitions), metadata=metadata,
+                   model=model)
