@@ -170,7 +170,8 @@ class AMAGOLD(base.SamplerOptimizer):
     with the seed of the next outer step."""
     p = self._parameters
     start = [base.read(s) for s in self._slots(self._start_position, variables)]
-    carried = [base.read(s) for s in self._slots(self._start_momentum, variables)]
+    carried = [base.read(s)
+               for s in self._slots(self._start_momentum, variables)]
     proposal_seed, _, _ = amortized_mh.test_seeds(
         self.step_seed(base.read(self._num_tests)))
     eps = tf.cast(base.read(self._learning_rate), start[0].dtype)
@@ -228,9 +229,9 @@ class AMAGOLD(base.SamplerOptimizer):
         base.read(self._loop_seed))
     t = base.read(self._leapfrog_step)
     new, new_momentum, rho = amagold_lib.leapfrog_step(
-        t, position, [base.read(s) for s in slots], base.read(self._rho), gradient,
-        step_size, p["friction"], p["momentum_std"], p["num_leapfrog_steps"],
-        noise_seed)
+        t, position, [base.read(s) for s in slots], base.read(self._rho),
+        gradient, step_size, p["friction"], p["momentum_std"],
+        p["num_leapfrog_steps"], noise_seed)
     for s, r in zip(slots, new_momentum):
       base.write(s, r)
     base.write(self._rho, rho)
