@@ -228,6 +228,35 @@ def test_burnin_is_sgd_then_each_step_is_a_langevin_step_with_fresh_noise():
   assert len(sampling.samples) == 10  # max_samples bounds the buffer.
 
 
+def test_a_cold_sgld_step_is_minus_h_times_n_over_n_batch_gradient():
+  # At temperature 1e-30 the noise (sd sqrt(2 h T) ~ 1e-17) vanishes in
+  # float32, so each Keras SGLD step is theta - h grad U~ exactly, with
+  # grad U~ = N / n sum over the batch of g_i + theta / prior_scale^2: a
+  # scale error in the minibatch energy (N, n, the prior) of 1e-3 fails.
+  problem = LinearRegression(num_examples=100, dim=2, prior_scale=0.5, seed=5)
+  x, y = problem.data
+  h, n = 1e-4, 20
+  idx = np.random.default_rng(0).integers(0, 100, size=(5, n)).astype(
+      np.int32)
+  model = regression_model(problem.posterior_mean + [1., -1.])
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale))
+  sampling = sgk.SamplingCallback(
+      sgk.SGLD(step_size=h, temperature=1e-30, seed=1),
+      num_examples=problem.num_examples, prior=problem.prior_scale)
+  recorder = Recorder(sampling)
+  data = tf.data.Dataset.from_tensor_slices(idx).map(
+      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+  model.fit(data, epochs=1, shuffle=False, verbose=0,
+            callbacks=[sampling, recorder])
+  w = np.array([r[0][:, 0] for r in recorder.weights], np.float64)
+  for k in range(len(idx)):
+    grad = (problem.num_examples / n *
+            problem.per_example_gradients(w[k])[idx[k]].sum(0) +
+            w[k] / problem.prior_scale ** 2)
+    np.testing.assert_allclose(w[k + 1] - w[k], -h * grad, rtol=1e-4)
+
+
 def test_amagold_rejection_restores_weights_and_negates_the_momentum():
   # A step size far too large: every trajectory wanders off and is rejected.
   problem = LinearRegression(num_examples=100, dim=2, seed=6)
