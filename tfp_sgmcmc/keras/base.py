@@ -38,6 +38,7 @@ def seed_for(base, salt, counter):
   return tf.random.experimental.stateless_fold_in(
       seed, tf.cast(counter, tf.int32), alg=dynamics.RNG_ALG)
 
+
 class SamplerOptimizer(keras.optimizers.Optimizer):
   """Base class: grad U from the Keras gradient, then a `dynamics` update.
 
