@@ -18,7 +18,8 @@ kept samples; AMAGOLD's M-H test every T steps; the swap back at the end of
 `fit`, after which another `fit` continues the chain). The other jobs live
 beside it: `checks` (what is refused, before anything runs), `energies`
 (U and U~ for the M-H test), `health` (divergence), `backup` (resume with
-`BackupAndRestore`), `logs` (epoch logs), `posterior` (the kept samples).
+`BackupAndRestore`), `logs` (epoch logs), `posterior` (the kept samples),
+`phases` (the optimizer and train function of each phase).
 docs/keras.md describes the whole.
 """
 
@@ -37,13 +38,13 @@ from tfp_sgmcmc.keras import energies as energies_lib
 from tfp_sgmcmc.keras import health as health_lib
 from tfp_sgmcmc.keras import logs as logs_lib
 from tfp_sgmcmc.keras import options as options_lib
+from tfp_sgmcmc.keras import phases as phases_lib
 from tfp_sgmcmc.keras import posterior as posterior_lib
 from tfp_sgmcmc.keras import priors as priors_lib
 
 __all__ = ["SamplingCallback", "SamplerDivergenceError"]
 
 SamplerDivergenceError = health_lib.SamplerDivergenceError
-
 
 
 class SamplingCallback(keras.callbacks.Callback):
@@ -129,12 +130,7 @@ class SamplingCallback(keras.callbacks.Callback):
     self._steps_seen = 0
     self._sampler_steps = 0
     self._transitions = 0
-    self._burnin_optimizer = None
-    # The train functions of the burn-in optimizer and of the sampler, each
-    # traced once and swapped in with its optimizer, so that a later `fit`
-    # retraces neither.
-    self._burnin_train_function = None
-    self._sampler_train_function = None
+    self._phases = phases_lib.OptimizerPhases()
     self._likelihood = None
     self.mh_seconds = 0.
     self.num_tests = 0
@@ -168,13 +164,7 @@ class SamplingCallback(keras.callbacks.Callback):
           "this SamplingCallback's chain diverged in an earlier fit ("
           f"{self.divergence['message']}); start a new SamplingCallback.")
     self._strategy = model.distribute_strategy
-    if self.sampler is None or model.optimizer is not self.sampler:
-      self._burnin_optimizer = model.optimizer
-      if model.train_function is not self._burnin_train_function:
-        # A new train function (the first fit, or the model was compiled
-        # again): the sampler's must be traced for it too.
-        self._burnin_train_function = model.train_function
-        self._sampler_train_function = None
+    self._phases.begin_fit(model, self.sampler)
     self._spe = int(model.steps_per_execution)
     self._logs.build(model, self._strategy)
     if self._restore_backup():
@@ -268,7 +258,7 @@ class SamplingCallback(keras.callbacks.Callback):
                      step_size_adaptation=self._step_size_adaptation)
       spec.build(self.model.trainable_variables)
     options_lib.check_sampler_options(spec)
-    self._sampler_train_function = None
+    self._phases.new_sampler()
     return spec
 
   def _start_sampling(self):
@@ -278,22 +268,14 @@ class SamplingCallback(keras.callbacks.Callback):
     self._install()
 
   def _use_burnin_optimizer(self):
-    """The burn-in optimizer and its train function back in the model."""
-    model = self.model
-    model.optimizer = self._burnin_optimizer
-    if self._burnin_train_function is None:
-      model.make_train_function(force=True)
-      self._burnin_train_function = model.train_function
-    model.train_function = self._burnin_train_function
+    self._phases.use_burnin(self.model)
+
+  @property
+  def _burnin_optimizer(self):
+    return self._phases.burnin_optimizer
 
   def _install(self, begin=True):
-    model = self.model
-    model.optimizer = self.sampler
-    if self._sampler_train_function is None:
-      # The traced train step is bound to the optimizer it was traced with.
-      model.make_train_function(force=True)
-      self._sampler_train_function = model.train_function
-    model.train_function = self._sampler_train_function
+    self._phases.use_sampler(self.model, self.sampler)
     self._last_iterations = self.sampler.step_count
     if not begin:  # Restored mid-run: the state is already the running one.
       return
