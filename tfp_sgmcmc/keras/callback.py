@@ -40,7 +40,9 @@ from tfp_sgmcmc.keras import logs as logs_lib
 from tfp_sgmcmc.keras import options as options_lib
 from tfp_sgmcmc.keras import phases as phases_lib
 from tfp_sgmcmc.keras import posterior as posterior_lib
+from tfp_sgmcmc.keras import posterior_io
 from tfp_sgmcmc.keras import priors as priors_lib
+from tfp_sgmcmc.keras import traps as traps_lib
 
 __all__ = ["SamplingCallback", "SamplerDivergenceError"]
 
@@ -125,6 +127,8 @@ class SamplingCallback(keras.callbacks.Callback):
         energy_data, energy_batch_size, num_examples, self._log_prior)
     self._track_moments = bool(track_moments)
     self._samples = collections.deque(maxlen=self.max_samples)
+    # The model's non-trainable variables at each kept sample (batch norm).
+    self._sample_states = collections.deque(maxlen=self.max_samples)
     self._sampling = False
     self._epochs_seen = 0
     self._steps_seen = 0
@@ -141,6 +145,7 @@ class SamplingCallback(keras.callbacks.Callback):
                            else float(max_abs_weight))
     self.divergence = None
     self._health = health_lib.HealthCheck(self.max_abs_weight)
+    self._traps = traps_lib.FitTraps()  # Misuses of fit (docs/keras.md).
     # Set when `fit` starts (the model's strategy and steps per execution).
     self._strategy = None
     self._spe = 1
@@ -163,12 +168,14 @@ class SamplingCallback(keras.callbacks.Callback):
       raise SamplerDivergenceError(
           "this SamplingCallback's chain diverged in an earlier fit ("
           f"{self.divergence['message']}); start a new SamplingCallback.")
+    self._traps.train_begin(self)
     self._strategy = model.distribute_strategy
     self._phases.begin_fit(model, self.sampler)
     self._spe = int(model.steps_per_execution)
     self._logs.build(model, self._strategy)
     if self._restore_backup():
       return
+    self._traps.check_thinning(self)
     if self._sampling:
       self._install()
     elif (self.burnin_epochs is not None and
@@ -181,6 +188,10 @@ class SamplingCallback(keras.callbacks.Callback):
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
     self._logs.start_epoch()
+    self._traps.epoch_begin(self, epoch)
+
+  def on_test_begin(self, logs=None):
+    self._traps.test_begin(self)
 
   def on_train_batch_begin(self, batch, logs=None):
     self._batch_begin = batch
@@ -190,6 +201,7 @@ class SamplingCallback(keras.callbacks.Callback):
       return
     steps = batch - self._batch_begin + 1
     self._steps_seen += steps
+    self._traps.batch_end(self)
     if not self._sampling:
       if (self.burnin_steps is not None and
           self._steps_seen >= self.burnin_steps):
@@ -224,6 +236,7 @@ class SamplingCallback(keras.callbacks.Callback):
     self._add_logs(logs)  # The epoch that ran, before a swap.
     if self.divergence is not None:
       return
+    self._traps.epoch_end(self, epoch, logs)
     if self._sampling and not self._amagold and self._check_health(
         None, logs, full=True):
       return  # Nothing diverged is backed up.
@@ -235,6 +248,7 @@ class SamplingCallback(keras.callbacks.Callback):
       self._save_backup(epoch + 1)
 
   def on_train_end(self, logs=None):
+    self._traps.train_end(self)
     if not self._sampling:
       return
     if self.divergence is not None:
@@ -292,6 +306,8 @@ class SamplingCallback(keras.callbacks.Callback):
     # the last guard, e.g. for a chain state derived from a NaN momentum).
     if all(np.all(np.isfinite(s)) for s in state):
       self._samples.append(state)
+      self._sample_states.append(
+          posterior_io.non_trainable_state(self.model))
 
   def _metropolis_hastings(self, batch=None):
     self._trajectory_steps = 0
@@ -380,14 +396,16 @@ class SamplingCallback(keras.callbacks.Callback):
         max_samples=self.max_samples, burnin_epochs=self.burnin_epochs,
         burnin_steps=self.burnin_steps, num_tests=self.num_tests,
         num_accepted=self.num_accepted)
-    return posterior_lib.from_kept_samples(
-        self.model, self._samples, self._likelihood, count, mean, variance,
-        metadata)
+    return posterior_lib.Posterior.from_kept_samples(
+        self.model, self._samples, self._sample_states, self._likelihood,
+        count, mean, variance, metadata)
 
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see
     `Posterior.predict`)."""
-    return self.posterior.predict(x, batch_size=batch_size)
+    predictions = self.posterior.predict(x, batch_size=batch_size)
+    self._traps.check_predictions(self, predictions)
+    return predictions
 
   def save(self, path):
     """Saves the kept samples and moments (`Posterior.load(path, model)`)."""
