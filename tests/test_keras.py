@@ -619,11 +619,9 @@ def test_keras_modules_are_small_and_create_attributes_in_init():
   import pathlib  # pylint: disable=import-outside-toplevel
   folder = pathlib.Path(sgk.__file__).parent
   trees = {p.name: ast.parse(p.read_text()) for p in folder.glob("*.py")}
-  # traps.py (issue 14's checks of fit's misuses) is not split yet.
-  not_yet_split = {"traps.py"}
   for name, tree in trees.items():
     lines = len((folder / name).read_text().splitlines())
-    assert lines <= 420 or name in not_yet_split, f"{name}: {lines} lines"
+    assert lines <= 420, f"{name}: {lines} lines"
 
   def self_targets(node):
     for n in ast.walk(node):
