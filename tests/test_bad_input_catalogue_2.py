@@ -707,7 +707,7 @@ def _energy_calls(make_kernel, trust_all, monkeypatch, n=4):
   from tfp_sgmcmc.kernels import _common  # pylint: disable=g-import-not-at-top
   if trust_all:  # As if no results were ever checked.
     monkeypatch.setattr(_common._ResultsGuard, "known",  # pylint: disable=protected-access
-                        lambda self, values, keys: True)
+                        lambda self, values, parts: (True, None))
   calls = [0]
 
   def counted(x):

@@ -108,32 +108,57 @@ class StepSizeFromResultsWarning(UserWarning):
   convention, through which adaptation kernels set it)."""
 
 
+class _Known:
+  """Cached values known to be right, per chain, and the state they belong
+  to (its tensors, and its per-chain keys once computed)."""
+
+  def __init__(self, values, parts, keys=None):
+    self.values, self.parts, self._keys = values, parts, keys
+
+  def keys(self):
+    if self._keys is None:
+      self._keys = _state_key(self.parts, self.values.shape)
+    return self._keys
+
+
 class _ResultsGuard:
   """What a kernel remembers, in eager mode only, about the results it
   returned, so that results it made itself are not checked again.
 
   Per chain, the values of the kernel's cached target-dependent field
-  (`cached_value_field`) known to be right, each with a key of the state
-  they belong to (`_state_key`): those it returned last and those it last
-  checked or accepted. Results coming back from the kernel's own steps (also
-  chosen per chain by `tfp.mcmc.MetropolisHastings`) with their own state
-  match them, at the cost of one weighted sum over the state; anything else
+  (`cached_value_field`) known to be right, with the state they belong to:
+  those it returned last and those it last checked or accepted. Results
+  coming back from the kernel's own last step with the state it returned
+  (the same tensors) cost one comparison of a few numbers; results chosen
+  per chain (e.g. by `tfp.mcmc.MetropolisHastings`) are matched chain by
+  chain through a weighted sum of the state (`_state_key`). Anything else
   (results of another kernel object, loaded from a file or edited, or given
   with another state) is checked against the target once.
   """
 
   def __init__(self):
-    self.returned = None  # (cached values, state keys)
+    self.returned = None  # _Known
     self.accepted = None
     self.step_size_warned = False
 
-  def known(self, values, keys):
+  def known(self, values, parts):
+    """Whether `values` with state `parts` are known; returns (known, the
+    `_Known` of them)."""
+    same_values = lambda k: (k is not None and k.values.shape == values.shape
+                             and np.array_equal(k.values, values,
+                                                equal_nan=True))
+    for k in (self.returned, self.accepted):
+      if same_values(k) and len(k.parts) == len(parts) and all(
+          a is b for a, b in zip(k.parts, parts)):
+        return True, k
+    entry = _Known(values, parts)
     ok = np.zeros(values.shape, bool)
-    for known in (self.returned, self.accepted):
-      if known is not None and known[0].shape == values.shape:
-        same = (known[0] == values) | (np.isnan(known[0]) & np.isnan(values))
-        ok |= same & (known[1] == keys)
-    return bool(ok.all())
+    for k in (self.returned, self.accepted):
+      if k is not None and k.values.shape == values.shape:
+        same = (k.values == values) | (np.isnan(k.values) & np.isnan(values))
+        if same.any():
+          ok |= same & (k.keys() == entry.keys())
+    return bool(ok.all()), entry
 
 
 def _guard(kernel):
@@ -145,18 +170,17 @@ def _eager_values(x):
   return tf.executing_eagerly() and tf.is_tensor(x) and hasattr(x, "numpy")
 
 
-def _state_key(state, chain_shape):
+def _state_key(parts, chain_shape):
   """Per chain, a weighted sum over the state's values (weights 1 + i/n on
   the i-th of n values per chain): equal for the same state, different
-  (almost surely) for another one, permutations included."""
+  (almost surely) for another one, permutations included. In numpy (eager
+  tensors on the CPU are read without a copy)."""
   n_chains = int(np.prod(chain_shape, dtype=np.int64))
-  key = tf.zeros([n_chains], tf.float64)
-  for part in tf.nest.flatten(state):
-    x = tf.reshape(tf.cast(part, tf.float64), [n_chains, -1])
-    n = tf.shape(x)[1]
-    w = 1. + tf.cast(tf.range(n), tf.float64) / tf.cast(n, tf.float64)
-    key += tf.reduce_sum(x * w, axis=1)
-  return np.reshape(np.asarray(key), chain_shape)
+  key = np.zeros([n_chains])
+  for part in parts:
+    x = np.asarray(part, np.float64).reshape(n_chains, -1)
+    key += x @ (1. + np.arange(x.shape[1]) / max(x.shape[1], 1))
+  return key.reshape(chain_shape)
 
 
 def _as_tensors(state):
@@ -171,12 +195,8 @@ def record_results(kernel, state, results):
   field = cached_value_field(kernel, results)
   if field is None or not _eager_values(field[1]):
     return
-  values = np.asarray(field[1])
-  try:
-    keys = _state_key(_as_tensors(state), values.shape)
-  except (ValueError, TypeError, tf.errors.InvalidArgumentError):
-    return
-  _guard(kernel).returned = (values, keys)
+  _guard(kernel).returned = _Known(np.asarray(field[1]),
+                                   tf.nest.flatten(_as_tensors(state)))
 
 
 def _with_recording(method, returns_state):
@@ -225,11 +245,11 @@ def check_cached_values(kernel, state, results, argument, path=""):
   cached = np.asarray(cached)
   state = _as_tensors(state)
   try:
-    keys = _state_key(state, cached.shape)
+    known, entry = guard.known(cached, tf.nest.flatten(state))
   except (ValueError, TypeError, tf.errors.InvalidArgumentError):
     return  # Shapes that do not fit: `check_step` reports those.
-  if guard.known(cached, keys):
-    guard.accepted = (cached, keys)
+  if known:
+    guard.accepted = entry
     return
   expected = np.asarray(tf.cast(expected_fn(state), cached.dtype))
   expected = np.broadcast_to(expected, cached.shape)
@@ -257,7 +277,7 @@ def check_cached_values(kernel, state, results, argument, path=""):
         "target with `kernel.bootstrap_results(current_state)` (keep the "
         "old momentum or step size with `results._replace(...)` if you "
         "want them), or pass the state these results were returned with.")
-  guard.accepted = (cached, keys)
+  guard.accepted = entry
 
 
 def _format(x):
