@@ -327,6 +327,16 @@ def _checkpoint_of_other_temperature(tmp_path):
   return sg.check_kernel_results(kernel, s, r)
 
 
+def _transformed_results_on_other_density():
+  import tensorflow_probability as tfp  # pylint: disable=g-import-not-at-top
+  make = lambda shift: tfp.mcmc.TransformedTransitionKernel(sg.AMAGOLD(
+      target_log_prob_fn=lambda x: -quadratic(x - shift), step_size=0.1,
+      num_leapfrog_steps=2, friction=0.5), tfp.bijectors.Exp())
+  state = tf.ones([2, D])
+  return sg.check_kernel_results(make(1.), state,
+                                 make(0.).bootstrap_results(state))
+
+
 # --- the catalogue ------------------------------------------------------------
 
 Case = collections.namedtuple("Case", ["name", "call", "outcome", "arg",
@@ -583,6 +593,9 @@ CATALOGUE = [
     clear("checkpoint of a chain at another temperature",
           _checkpoint_of_other_temperature, "kernel_results",
           r"\.inner_results.*cached `energy`.*temperature"),
+    clear("transformed AMAGOLD results checked against another density",
+          _transformed_results_on_other_density, "kernel_results",
+          r"\.inner_results.*1.5 in the results, -0 now"),
     correct("AMAGOLD checkpoint resumed on a rebuilt identical target",
             amagold_resumed_on_rebuilt_target),
     correct("results with another step size continue with theirs, reported",

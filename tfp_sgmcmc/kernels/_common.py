@@ -296,6 +296,9 @@ def _inner(kernel, results, state):
     return None
   if hasattr(results, "transformed_state") and hasattr(results,
                                                        "inner_results"):
+    # TransformedTransitionKernel steps a copy of `inner_kernel` rebuilt on
+    # the transformed log density (`inner_kernel` is the one it was given).
+    inner_kernel = getattr(kernel, "_inner_kernel", inner_kernel)
     return inner_kernel, results.inner_results, results.transformed_state
   if hasattr(results, "accepted_results"):
     return inner_kernel, results.accepted_results, state
@@ -457,8 +460,7 @@ def warn_if_step_size_differs(kernel, results, argument, path="",
     return
   if adapted is None:
     adapted = _under_step_size_adaptation()
-  if adapted:
-    guard.step_size_warned = True  # Driven by an adaptation: never warn.
+  if adapted:  # An adaptation kernel sets it: by design.
     return
   guard.step_size_warned = True
   seen_text = ", ".join(_format(x) for x in seen_parts)
