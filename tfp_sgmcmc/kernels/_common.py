@@ -342,7 +342,8 @@ def check_kernel_results(kernel, current_state, kernel_results,
     if getattr(k, "_cached_value_field", None) is not None:
       check_cached_values(k, s, results, argument, path)
     if isinstance(k, UncalibratedKernel):
-      warn_if_step_size_differs(k, results, argument, path, adapted=adapted)
+      warn_if_step_size_differs(k, results, argument, path, adapted=adapted,
+                                stacklevel=3)
     level = _inner(k, results, s)
     if level is not None:
       path += "." + ("accepted_results" if hasattr(results, "accepted_results")
@@ -438,7 +439,7 @@ def _static_step_size(step_size):
 
 
 def warn_if_step_size_differs(kernel, results, argument, path="",
-                              adapted=None):
+                              adapted=None, stacklevel=5):
   """Warns once per kernel (eagerly) when the results' `step_size` differs
   from the kernel's own constant `step_size`, unless a TFP step-size
   adaptation kernel is driving the step (it sets the step size through the
@@ -474,7 +475,7 @@ def warn_if_step_size_differs(kernel, results, argument, path="",
       "`kernel.bootstrap_results(state)` or replace it in the results: "
       "`results = tfp_sgmcmc.with_step_size(results, new)` (docs/"
       "long_runs.md, 'Continue a chain: same target, chosen step size').",
-      StepSizeFromResultsWarning, stacklevel=4)
+      StepSizeFromResultsWarning, stacklevel=stacklevel)
 
 
 class UncalibratedKernel(tfp.mcmc.TransitionKernel):
