@@ -23,6 +23,14 @@ median ratio over repeats and its [min, max]. Goal: SGHMC <= 1.10.
 
     python benchmarks/keras_epoch.py            # ~2-3 minutes on 2 cores
     python benchmarks/keras_epoch.py --quick    # < 1 minute
+
+`--jit-compile false` (or `auto`, Keras' default, which is False on a
+machine without an accelerator) times the same fits without XLA, and the
+table adds each method's first (tracing and compiling) epoch, to compare
+`compile(jit_compile=True)` with the default on a CPU:
+
+    python benchmarks/keras_epoch.py --quick --jit-compile true --out /tmp/a
+    python benchmarks/keras_epoch.py --quick --jit-compile false --out /tmp/b
 """
 
 import argparse
@@ -129,7 +137,7 @@ def summarize(epoch_times, extra=None, epochs_run=None):
 
 def main(quick=False, smoke=False, repeats=None, epochs=None,
          batch_size=500, num_train=8000, steps_per_execution=1,
-         methods=None, out=None):
+         methods=None, out=None, jit_compile=True):
   if smoke:  # The CI smoke test: tiny sizes, SGD and SGHMC only.
     num_train, batch_size, methods = 1000, 250, methods or ["SGHMC"]
   repeats = repeats or (1 if smoke else 2 if quick else 5)
@@ -149,7 +157,7 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
   for name in ["SGD"] + list(specs):
     model = make_model()
     model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
-                  loss=loss, jit_compile=True,
+                  loss=loss, jit_compile=jit_compile,
                   steps_per_execution=steps_per_execution)
     callbacks = []
     if name != "SGD":
@@ -160,16 +168,19 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
     fits[name] = (model, callbacks)
 
   print(f"MNIST MLP 784-100-10, N={n}, batch {batch_size} ({steps} steps per "
-        f"epoch), jit_compile=True, steps_per_execution="
+        f"epoch), jit_compile={jit_compile!r}, steps_per_execution="
         f"{steps_per_execution}; {repeats} interleaved repeats x {epochs} "
         "timed epochs", flush=True)
   epoch_times = {name: [] for name in fits}   # One list per repeat.
+  first_fit_epoch = {}   # The first epoch of the first fit: trace + compile.
   extra = {name: {} for name in fits}
   for r in range(repeats):
     for name, (model, callbacks) in fits.items():
       clock = EpochClock()
+      start = time.perf_counter()
       model.fit(data, epochs=epochs + 1, verbose=0,
                 callbacks=callbacks + [clock])
+      first_fit_epoch.setdefault(name, clock.marks[0] - start)
       epoch_times[name].append(clock.steady_epochs())
       if callbacks and "AMAGOLD" in name:
         cb = callbacks[0]
@@ -180,13 +191,17 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
         for k, v in epoch_times.items()), flush=True)
 
   rows = summarize(epoch_times, extra, repeats * (epochs + 1))
+  for row in rows:
+    row["first_epoch_s"] = first_fit_epoch[row["method"]]
+  print("first epoch of the first fit (tracing and compiling), s: " +
+        ", ".join(f"{k} {v:.1f}" for k, v in first_fit_epoch.items()))
   if smoke and not out:
     return rows
   common.write_json(os.path.join(out or _timing.RESULTS,
                                  "keras_epoch.json"), dict(
       rows=rows, num_train=n, batch_size=batch_size, steps_per_epoch=steps,
       steps_per_execution=steps_per_execution, repeats=repeats,
-      timed_epochs_per_fit=epochs, quick=quick,
+      timed_epochs_per_fit=epochs, quick=quick, jit_compile=jit_compile,
       epoch_times_s={k: v for k, v in epoch_times.items()}))
   return rows
 
@@ -201,7 +216,11 @@ if __name__ == "__main__":
   parser.add_argument("--steps-per-execution", type=int, default=1)
   parser.add_argument("--out", default=None,
                       help="JSON directory (default benchmarks/results)")
+  parser.add_argument("--jit-compile", default="true",
+                      choices=["true", "false", "auto"],
+                      help="model.compile(jit_compile=...); default true")
   a = parser.parse_args()
   main(quick=a.quick, repeats=a.repeats, epochs=a.epochs,
        batch_size=a.batch_size, steps_per_execution=a.steps_per_execution,
-       out=a.out)
+       out=a.out, jit_compile={"true": True, "false": False,
+                               "auto": "auto"}[a.jit_compile])

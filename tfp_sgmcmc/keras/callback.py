@@ -78,6 +78,7 @@ from tfp_sgmcmc.keras import health as health_lib
 from tfp_sgmcmc.keras import optimizers as optimizers_lib
 from tfp_sgmcmc.keras import posterior as posterior_lib
 from tfp_sgmcmc.keras import priors as priors_lib
+from tfp_sgmcmc.keras import traps as traps_lib
 
 __all__ = ["SamplingCallback", "SamplerDivergenceError"]
 
@@ -222,6 +223,8 @@ class SamplingCallback(keras.callbacks.Callback):
         energy_data, energy_batch_size, num_examples, self._log_prior)
     self._track_moments = bool(track_moments)
     self._samples = collections.deque(maxlen=self.max_samples)
+    # The model's non-trainable variables at each kept sample (batch norm).
+    self._sample_states = collections.deque(maxlen=self.max_samples)
     self._sampling = False
     self._epochs_seen = 0
     self._steps_seen = 0
@@ -240,6 +243,7 @@ class SamplingCallback(keras.callbacks.Callback):
                            else float(max_abs_weight))
     self.divergence = None
     self._health = health_lib.HealthCheck(self.max_abs_weight)
+    self._traps = traps_lib.FitTraps()  # Misuses of fit (docs/keras.md).
     # Set when `fit` starts (the model's strategy and steps per execution).
     self._strategy = None
     self._spe = 1
@@ -263,6 +267,7 @@ class SamplingCallback(keras.callbacks.Callback):
       raise SamplerDivergenceError(
           "this SamplingCallback's chain diverged in an earlier fit ("
           f"{self.divergence['message']}); start a new SamplingCallback.")
+    self._traps.train_begin(self)
     self._strategy = model.distribute_strategy
     if self.sampler is None or model.optimizer is not self.sampler:
       self._burnin_optimizer = model.optimizer
@@ -275,6 +280,7 @@ class SamplingCallback(keras.callbacks.Callback):
             autograph=False)
     if self._restore_backup():
       return
+    self._traps.check_thinning(self)
     if self._sampling:
       self._install()
     elif (self.burnin_epochs is not None and
@@ -288,6 +294,10 @@ class SamplingCallback(keras.callbacks.Callback):
     self._epoch = epoch
     self._epoch_tests = 0
     self._epoch_accepted = 0
+    self._traps.epoch_begin(self, epoch)
+
+  def on_test_begin(self, logs=None):
+    self._traps.test_begin(self)
 
   def on_train_batch_begin(self, batch, logs=None):
     self._batch_begin = batch
@@ -297,6 +307,7 @@ class SamplingCallback(keras.callbacks.Callback):
       return
     steps = batch - self._batch_begin + 1
     self._steps_seen += steps
+    self._traps.batch_end(self)
     if not self._sampling:
       if (self.burnin_steps is not None and
           self._steps_seen >= self.burnin_steps):
@@ -331,6 +342,7 @@ class SamplingCallback(keras.callbacks.Callback):
     self._add_logs(logs)  # The epoch that ran, before a swap.
     if self.divergence is not None:
       return
+    self._traps.epoch_end(self, epoch, logs)
     if self._sampling and not self._amagold and self._check_health(
         None, logs, full=True):
       return  # Nothing diverged is backed up.
@@ -342,6 +354,7 @@ class SamplingCallback(keras.callbacks.Callback):
       self._save_backup(epoch + 1)
 
   def on_train_end(self, logs=None):
+    self._traps.train_end(self)
     if not self._sampling:
       return
     if self.divergence is not None:
@@ -396,6 +409,8 @@ class SamplingCallback(keras.callbacks.Callback):
     # the last guard, e.g. for a chain state derived from a NaN momentum).
     if all(np.all(np.isfinite(s)) for s in state):
       self._samples.append(state)
+      self._sample_states.append(
+          posterior_lib.non_trainable_state(self.model))
 
   def _metropolis_hastings(self, batch=None):
     sampler = self.sampler
@@ -544,6 +559,9 @@ class SamplingCallback(keras.callbacks.Callback):
                  for j in range(len(variables))]
     else:
       samples = [np.zeros((0,) + tuple(v.shape), v.dtype) for v in variables]
+    non_trainable = posterior_lib.stack_states(
+        self._sample_states, len(self._samples),
+        self.model.non_trainable_variables)
     count, mean, variance = 0, None, None
     if self.sampler is not None:
       with self.model.distribute_strategy.scope():
@@ -561,15 +579,20 @@ class SamplingCallback(keras.callbacks.Callback):
         max_samples=self.max_samples, burnin_epochs=self.burnin_epochs,
         burnin_steps=self.burnin_steps, num_tests=self.num_tests,
         num_accepted=self.num_accepted)
+    metadata.update(posterior_lib.likelihood_metadata(likelihood))
     return posterior_lib.Posterior(
         samples, posterior_lib.variable_paths(self.model),
         predictive=predictive, mean=mean, variance=variance,
-        num_transitions=int(count), metadata=metadata, model=self.model)
+        num_transitions=int(count), metadata=metadata, model=self.model,
+        non_trainable_samples=non_trainable,
+        non_trainable_paths=posterior_lib.non_trainable_paths(self.model))
 
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see
     `Posterior.predict`)."""
-    return self.posterior.predict(x, batch_size=batch_size)
+    predictions = self.posterior.predict(x, batch_size=batch_size)
+    self._traps.check_predictions(self, predictions)
+    return predictions
 
   def save(self, path):
     """Saves the kept samples and moments (`Posterior.load(path, model)`)."""

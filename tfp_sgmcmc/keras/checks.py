@@ -73,7 +73,15 @@ def check_model(model):
           "float32 or float64. Use 'mixed_float16' / 'mixed_bfloat16' "
           "(float32 variables, low-precision compute), not 'float16'.")
   if not model.trainable_variables:
-    raise ValueError("the model has no trainable variables.")
+    if not model.variables or not model.built:
+      raise ValueError(
+          f"the model {model.name!r} has no variables yet: a subclassed "
+          "model creates them on its first call, which `fit` makes only "
+          "after the callbacks start, too late for the sampler. Build it "
+          "before `fit`, e.g. `model(x[:1])` on a batch of inputs or "
+          "`model.build(input_shape)`.")
+    raise ValueError(f"the model {model.name!r} has no trainable "
+                     "variables: nothing to sample.")
   return likelihood
 
 def check_steps_per_execution(model, steps, burnin_steps, thinning,
