@@ -10,7 +10,7 @@ import zipfile
 
 import numpy as np
 
-from tfp_sgmcmc.keras import posterior as posterior_lib
+from tfp_sgmcmc.keras import posterior_io
 
 __all__ = ["backup_path", "save_backup", "restore_backup", "jsonable"]
 
@@ -84,7 +84,7 @@ def save_backup(callback, fit_epoch):
         np.stack([s[j] for s in callback._samples]) if callback._samples else
         np.zeros((0,) + tuple(model.trainable_variables[j].shape),
                  np.dtype(model.trainable_variables[j].dtype)))
-  states = posterior_lib.stack_states(
+  states = posterior_io.stack_states(
       callback._sample_states, len(callback._samples),
       model.non_trainable_variables)
   for j, state in enumerate(states or []):
@@ -106,7 +106,7 @@ def save_backup(callback, fit_epoch):
       len(model.non_trainable_variables),
       num_burnin_optimizer_variables=len(burnin_vars),
       num_sampler_variables=len(sampler_vars),
-      variable_paths=posterior_lib.variable_paths(model))
+      variable_paths=posterior_io.variable_paths(model))
   arrays["header"] = np.array(json.dumps(header))
   directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
   os.makedirs(directory, exist_ok=True)
@@ -311,8 +311,7 @@ def _restore_epoch(callback, fit_epoch):
     callback._spec = type(callback._spec).from_config(config)
   if not callback._sampling:
     callback.sampler = None
-    callback.model.optimizer = callback._burnin_optimizer
-    callback.model.make_train_function(force=True)
+    callback._use_burnin_optimizer()
     return True
   callback.sampler = callback._build_sampler(callback._spec)
   with callback._strategy.scope():

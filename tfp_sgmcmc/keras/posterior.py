@@ -19,8 +19,6 @@ own variables are not touched, so it is safe in the middle of `fit`):
 """
 
 import collections
-import json
-import os
 import warnings
 
 import numpy as np
@@ -28,11 +26,9 @@ import tensorflow as tf
 
 from tfp_sgmcmc.keras import evaluation
 from tfp_sgmcmc.keras import losses as losses_lib
+from tfp_sgmcmc.keras import posterior_io
 
 __all__ = ["Posterior", "RegressionPrediction"]
-
-_FORMAT_VERSION = 2
-
 
 class RegressionPrediction(collections.namedtuple(
     "RegressionPrediction",
@@ -354,28 +350,7 @@ class Posterior:
   def save(self, path):
     """Writes the samples (trainable and non-trainable variables), moments
     and metadata to one `.npz` file."""
-    path = os.fspath(path)
-    arrays = {f"sample_{j}": s for j, s in enumerate(self.samples)}
-    if self.non_trainable_samples is not None:
-      arrays.update({f"non_trainable_{j}": s
-                     for j, s in enumerate(self.non_trainable_samples)})
-    if self.mean is not None:
-      arrays.update({f"mean_{j}": m for j, m in enumerate(self.mean)})
-      arrays.update({f"variance_{j}": v for j, v in enumerate(self.variance)})
-    header = dict(format_version=_FORMAT_VERSION,
-                  variable_paths=self.variable_paths,
-                  non_trainable_paths=self.non_trainable_paths,
-                  predictive=self._predictive_name,
-                  num_transitions=self.num_transitions,
-                  has_moments=self.mean is not None,
-                  metadata=self.metadata)
-    arrays["header"] = np.array(json.dumps(header))
-    directory = os.path.dirname(path)
-    if directory:
-      os.makedirs(directory, exist_ok=True)
-    with open(path, "wb") as f:
-      np.savez(f, **arrays)
-    return path
+    return posterior_io.save(self, path)
 
   @classmethod
   def load(cls, path, model=None, predictive=None):
@@ -386,82 +361,18 @@ class Posterior:
       model: the Keras model (same architecture) for `predict`.
       predictive: needed only if the saved predictive was a custom callable.
     """
-    with np.load(os.fspath(path), allow_pickle=False) as data:
-      header = json.loads(str(data["header"]))
-      version = header.get("format_version")
-      if version not in (1, _FORMAT_VERSION):
-        raise ValueError(f"{path!r}: unknown format version {version!r}.")
-      n = len(header["variable_paths"])
-      samples = [data[f"sample_{j}"] for j in range(n)]
-      non_trainable_paths = header.get("non_trainable_paths")
-      non_trainable = None
-      if non_trainable_paths is not None:
-        non_trainable = [data[f"non_trainable_{j}"]
-                         for j in range(len(non_trainable_paths))]
-      mean = variance = None
-      if header["has_moments"]:
-        mean = [data[f"mean_{j}"] for j in range(n)]
-        variance = [data[f"variance_{j}"] for j in range(n)]
-    saved = header["predictive"]
-    if saved == "custom":
-      if predictive is None:
-        raise ValueError(f"{path!r} was saved with a custom predictive "
-                         "function; pass it as `predictive=`.")
-    else:
-      predictive = saved if predictive is None else predictive
-    posterior = cls(samples, header["variable_paths"], predictive=predictive,
-                    mean=mean, variance=variance,
-                    num_transitions=header["num_transitions"],
-                    metadata=header["metadata"], model=model,
-                    non_trainable_samples=non_trainable,
-                    non_trainable_paths=non_trainable_paths)
-    if model is not None:
-      posterior._check_model(model)
-      if non_trainable is None and model.non_trainable_variables:
-        warnings.warn(
-            f"{path!r} was written without the non-trainable variables "
-            "(format version 1): predictions use the model's current "
-            f"values of {len(model.non_trainable_variables)} non-trainable "
-            "variable(s) (e.g. BatchNormalization statistics) for every "
-            "sample.", UserWarning, stacklevel=2)
-    return posterior
+    return posterior_io.load(cls, path, model=model, predictive=predictive)
+
+  @classmethod
+  def from_kept_samples(cls, model, kept, kept_states, likelihood,
+                        num_transitions, mean, variance, metadata):
+    """The posterior of `SamplingCallback`'s kept samples (see
+    `posterior_io.kept_samples_arguments`)."""
+    return cls(**posterior_io.kept_samples_arguments(
+        model, kept, kept_states, likelihood, num_transitions, mean,
+        variance, metadata))
 
   def __repr__(self):
     return (f"Posterior(num_samples={self.num_samples}, "
             f"variables={len(self.samples)}, "
             f"num_transitions={self.num_transitions})")
-
-
-def variable_paths(model):
-  return [getattr(v, "path", v.name) for v in model.trainable_variables]
-
-
-def non_trainable_paths(model):
-  return [getattr(v, "path", v.name) for v in model.non_trainable_variables]
-
-
-def non_trainable_state(model):
-  """The model's non-trainable variables now: what a kept sample needs
-  besides its weights (BatchNormalization statistics, ...)."""
-  return [np.array(v.numpy()) for v in model.non_trainable_variables]
-
-
-
-def stack_states(states, num_samples, variables):
-  """Per non-trainable variable, the kept samples' values stacked
-  [num_samples, ...]; None if `states` does not hold one per sample."""
-  states = list(states)
-  if len(states) != num_samples:
-    return None
-  return [np.stack([s[j] for s in states]) if states
-          else np.zeros((0,) + tuple(v.shape), np.dtype(v.dtype))
-          for j, v in enumerate(variables)]
-
-
-def likelihood_metadata(likelihood):
-  """What predictions need to know of the likelihood: the noise scale of a
-  `GaussianNegativeLogLikelihood`."""
-  loss = getattr(likelihood, "loss", None)
-  if isinstance(loss, losses_lib.GaussianNegativeLogLikelihood):
-    return dict(noise_scale=float(loss.scale))
-  return {}
