@@ -9,11 +9,20 @@ setup(
     packages=find_packages(include=["tfp_sgmcmc", "tfp_sgmcmc.*"]),
     python_requires=">=3.10",
     install_requires=[
-        # Versions known to work together: TFP 0.25 is built against TF 2.21
-        # (checked on this project's machines); TFP imports tf-keras.
-        "tensorflow>=2.21,<2.22",
-        "tensorflow-probability>=0.25,<0.26",
-        "tf-keras>=2.21,<2.22",
+        # The lowest versions checked to work: TensorFlow 2.16 with TFP 0.24
+        # and tf-keras 2.16 (with Keras 3.15), in a fresh virtual environment
+        # (README, "Versions"; 2.15 and older not tried: they predate Keras 3
+        # as TensorFlow's Keras). The project's machines run 2.21 / 0.25 /
+        # 2.21. No upper bounds: a cap below a runtime's TensorFlow (Colab's)
+        # would make pip replace it. Each TFP release targets one TensorFlow
+        # (0.24: 2.16; 0.25: 2.18, and it runs on 2.21 here); TFP checks at
+        # import that TensorFlow is new enough.
+        "tensorflow>=2.16",
+        "tensorflow-probability>=0.24",
+        "tf-keras>=2.16",
+        "keras>=3",
+        # With TF 2.16 (protobuf < 5) add "tensorflow-metadata<1.21" by hand
+        # (README, "Versions"): 1.21 needs a newer protobuf than it declares.
         "tensorflow-datasets>=4.9",
         # tensorflow-datasets 4.9 imports it when it loads a data set but
         # does not declare it (ModuleNotFoundError at tfds.load otherwise).

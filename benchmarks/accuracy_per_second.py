@@ -177,6 +177,10 @@ def methods(problem, mode, quick, only=None):
           amagold(cv(1000), 1e-3, accept=0.8, friction=10., resample=False),
       "AMAGOLD T=5, CV b=1000, accept 0.8": amagold(cv(1000), 1e-3, t=5,
                                                    accept=0.8),
+      "AMAGOLD T=20, CV b=1000, accept 0.8": amagold(cv(1000), 1e-3, t=20,
+                                                    accept=0.8),
+      "AMAGOLD T=10, CV b=500, accept 0.8": amagold(cv(500), 1e-3,
+                                                   accept=0.8),
   }
   # Tried, not run by default (`--only NAME ...` runs them).
   extra = ["SGLD h=1e-7", "SGHMC h=1e-4 C=1e3", "SGLD-CV h=1e-5",
@@ -186,7 +190,9 @@ def methods(problem, mode, quick, only=None):
            "AMAGOLD T=10, CV b=1000, accept 0.8", "AMAGOLD T=5, CV b=1000",
            "AMAGOLD T=10, CV b=1000, accept 0.9",
            "AMAGOLD T=10, CV b=1000, accept 0.8, skew-reversible beta=10",
-           "AMAGOLD T=5, CV b=1000, accept 0.8"]
+           "AMAGOLD T=5, CV b=1000, accept 0.8",
+           "AMAGOLD T=20, CV b=1000, accept 0.8",
+           "AMAGOLD T=10, CV b=500, accept 0.8"]
   if quick:
     keep = ["NUTS (TFP), fixed step 5e-3", "SGLD-CV h=3e-6",
             "AMAGOLD T=10, CV b=1000"]

@@ -140,23 +140,16 @@ def softmax(logits):
 
 
 def entropy(probs):
-  p = np.clip(probs, 1e-12, 1.)
-  return -np.sum(p * np.log(p), axis=1)
+  return sgk.predictive_entropy(probs)
 
 
 def metrics(probs, labels):
   """Test error, mean negative log-likelihood and expected calibration error
-  (ECE_BINS equal-width bins of the top-class confidence)."""
-  p = np.clip(probs, 1e-12, 1.)
-  confidence, correct = p.max(1), p.argmax(1) == labels
-  edges = np.linspace(0., 1., ECE_BINS + 1)
-  ece = sum(
-      np.mean(b) * abs(correct[b].mean() - confidence[b].mean())
-      for b in ((confidence > lo) & (confidence <= hi)
-                for lo, hi in zip(edges[:-1], edges[1:])) if b.any())
-  return dict(error=float(1. - correct.mean()),
-              nll=float(-np.mean(np.log(p[np.arange(len(labels)), labels]))),
-              ece=float(ece))
+  (ECE_BINS equal-width bins of the top-class confidence), from
+  `tfp_sgmcmc.keras.evaluation`."""
+  return dict(error=1. - sgk.accuracy(probs, labels),
+              nll=sgk.negative_log_likelihood(probs, labels),
+              ece=sgk.expected_calibration_error(probs, labels, ECE_BINS))
 
 
 def fit_point_estimates(data, epochs, seed):

@@ -1,5 +1,8 @@
 """SGHMC paper (Chen, Fox & Guestrin 2014), Figures 1-3: the toy experiments.
 
+Figure numbers below are Chen et al.'s; papers/003 numbers the same
+figures 1, 3 and 4 and adds its own Figure 2, part (g).
+
 Reproduced as in papers/003 (Section 4.1), with the settings of the authors'
 MATLAB code (tqchen/ML-SGHMC, matlab/figure1-3) where the text is silent.
 
@@ -36,7 +39,7 @@ MATLAB code (tqchen/ML-SGHMC, matlab/figure1-3) where the text is silent.
     `--parts g`; the table adds each sampler's variance. Not in the default
     `--parts abc`.
 
-(b) Figure 2. U = theta^2 / 2, grad U~ = theta + N(0, 4) (papers/003; the
+(b) Figure 2 (papers/003 Figure 3). U = theta^2 / 2, grad U~ = theta + N(0, 4) (papers/003; the
     authors' figure2.m used N(0, 0.25) and plotted every 50th of 15000 steps;
     papers/003 plots 360 steps, which we follow, one point per step).
     From (theta, r) = (1, 0), eps = 0.1: Hamiltonian dynamics with the exact
@@ -51,7 +54,7 @@ MATLAB code (tqchen/ML-SGHMC, matlab/figure1-3) where the text is silent.
     dynamics in its own panel (points coloured by step, the exact orbit in
     grey), the table the mean of theta^2 + r^2 over the chains.
 
-(c) Figure 3. U = theta^T Sigma^-1 theta / 2, Sigma = [[1, .9], [.9, 1]],
+(c) Figure 3 (papers/003 Figure 4). U = theta^T Sigma^-1 theta / 2, Sigma = [[1, .9], [.9, 1]],
     grad U~ = Sigma^-1 theta + N(0, I). As the authors' figure3a/3b.m, in the
     SGD-with-momentum units: SGLD with eta_k = 0.18 * 0.8^k and SGHMC with
     eta_k = 0.05 * 0.36^k, alpha_k = 0.05 * 0.6^k (so C = alpha / sqrt(eta)
@@ -164,7 +167,7 @@ FULL = dict(
 
 
 def _half_square(x):
-  """U(x) = x^2 / 2 for x of shape [..., 1] (papers/003, Figure 2)."""
+  """U(x) = x^2 / 2 for x of shape [..., 1] (papers/003, Figures 2 and 3)."""
   return 0.5 * x[..., 0] ** 2
 
 

@@ -228,6 +228,35 @@ def test_burnin_is_sgd_then_each_step_is_a_langevin_step_with_fresh_noise():
   assert len(sampling.samples) == 10  # max_samples bounds the buffer.
 
 
+def test_a_cold_sgld_step_is_minus_h_times_n_over_n_batch_gradient():
+  # At temperature 1e-30 the noise (sd sqrt(2 h T) ~ 1e-17) vanishes in
+  # float32, so each Keras SGLD step is theta - h grad U~ exactly, with
+  # grad U~ = N / n sum over the batch of g_i + theta / prior_scale^2: a
+  # scale error in the minibatch energy (N, n, the prior) of 1e-3 fails.
+  problem = LinearRegression(num_examples=100, dim=2, prior_scale=0.5, seed=5)
+  x, y = problem.data
+  h, n = 1e-4, 20
+  idx = np.random.default_rng(0).integers(0, 100, size=(5, n)).astype(
+      np.int32)
+  model = regression_model(problem.posterior_mean + [1., -1.])
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale))
+  sampling = sgk.SamplingCallback(
+      sgk.SGLD(step_size=h, temperature=1e-30, seed=1),
+      num_examples=problem.num_examples, prior=problem.prior_scale)
+  recorder = Recorder(sampling)
+  data = tf.data.Dataset.from_tensor_slices(idx).map(
+      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+  model.fit(data, epochs=1, shuffle=False, verbose=0,
+            callbacks=[sampling, recorder])
+  w = np.array([r[0][:, 0] for r in recorder.weights], np.float64)
+  for k in range(len(idx)):
+    grad = (problem.num_examples / n *
+            problem.per_example_gradients(w[k])[idx[k]].sum(0) +
+            w[k] / problem.prior_scale ** 2)
+    np.testing.assert_allclose(w[k + 1] - w[k], -h * grad, rtol=1e-4)
+
+
 def test_amagold_rejection_restores_weights_and_negates_the_momentum():
   # A step size far too large: every trajectory wanders off and is rejected.
   problem = LinearRegression(num_examples=100, dim=2, seed=6)
@@ -292,6 +321,37 @@ def test_a_second_fit_continues_the_chain_from_its_position(problem):
                                 sampling.samples[-1][0])
   assert not np.array_equal(sampling.samples[-1][0], sampling.samples[9][0])
   assert not np.array_equal(momentum[0], sampling.sampler.momentum[0])
+
+
+def test_later_fits_retrace_no_train_step(problem):
+  # Each optimizer's train step is traced once per compile: the burn-in
+  # optimizer's and the sampler's train functions are swapped in with their
+  # optimizers, not rebuilt, so a second and third `fit` trace nothing. A
+  # new `compile` (possibly a new loss) makes them anew (here only the
+  # sampler's runs: the burn-in is over).
+  model = regression_model(problem.posterior_mean)
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  traces = []
+  train_step = model.train_step
+
+  def counting_train_step(data):
+    traces.append(type(model.optimizer).__name__)  # Runs while tracing.
+    return train_step(data)
+  model.train_step = counting_train_step
+  sampling = sgk.SamplingCallback(
+      sgk.SGHMC(step_size=3e-3, friction=30., seed=9),
+      num_examples=problem.num_examples, prior=1., burnin_steps=5)
+  data = iid_batches(problem, 20, seed=3)
+  for _ in range(3):
+    model.fit(data, epochs=1, verbose=0, callbacks=[sampling])
+    assert traces == ["SGD", "SGHMC"]
+  assert sampling.sampler.step_count == 55
+  model.compile(optimizer=model.optimizer,
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  model.fit(data, epochs=1, verbose=0, callbacks=[sampling])
+  assert traces == ["SGD", "SGHMC", "SGHMC"]
+  assert sampling.sampler.step_count == 75
 
 
 def test_minibatch_acceptance_on_the_whole_data_is_the_exact_test(problem):
@@ -549,3 +609,36 @@ def test_mnist_and_fashion_loaders_read_the_original_files(shared_data):
   assert ood.shape == (900, 28, 28) and ood.max() > 200
   with pytest.raises(FileNotFoundError, match="t10k-images"):
     sg.datasets.load_mnist(os.path.join(shared_data, "statlog"), "test")
+
+
+def test_keras_modules_are_small_and_create_attributes_in_init():
+  # One job per module: none over about 400 lines, and every attribute a
+  # class sets is created in an `__init__` of the adapter (no state that
+  # appears later, half-initialised).
+  import ast  # pylint: disable=import-outside-toplevel
+  import pathlib  # pylint: disable=import-outside-toplevel
+  folder = pathlib.Path(sgk.__file__).parent
+  trees = {p.name: ast.parse(p.read_text()) for p in folder.glob("*.py")}
+  for name, tree in trees.items():
+    lines = len((folder / name).read_text().splitlines())
+    assert lines <= 420, f"{name}: {lines} lines"
+
+  def self_targets(node):
+    for n in ast.walk(node):
+      targets = (n.targets if isinstance(n, ast.Assign) else
+                 [n.target] if isinstance(n, (ast.AugAssign, ast.AnnAssign))
+                 else [])
+      for t in targets:
+        for e in (t.elts if isinstance(t, ast.Tuple) else [t]):
+          if (isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name)
+              and e.value.id == "self"):
+            yield e.attr
+  methods = [(c.name, m) for tree in trees.values() for c in ast.walk(tree)
+             if isinstance(c, ast.ClassDef) for m in c.body
+             if isinstance(m, ast.FunctionDef)]
+  created = {a for _, m in methods if m.name == "__init__"
+             for a in self_targets(m)}
+  late = sorted(f"{c}.{m.name}: self.{a}" for c, m in methods
+                if m.name != "__init__" for a in self_targets(m)
+                if a not in created)
+  assert not late, late

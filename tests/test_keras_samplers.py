@@ -25,6 +25,7 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 import tfp_sgmcmc.keras as sgk
+from tfp_sgmcmc.keras import base as keras_base
 from helpers import NUM_SE, mean_and_se, stationary_covariance
 from helpers import variance_and_se
 from linear_regression import LinearRegression
@@ -163,8 +164,8 @@ def test_keras_amagold_is_the_kernel_chain(problem, resample_momentum):
   sampler = callback.sampler
   # The carried momentum the Keras chain starts from (skew-reversible).
   r0 = sigma * sg.dynamics.standard_normal_like(
-      [tf.zeros([2, 1])], sgk.optimizers._seed(sampler.seed,
-                                               sgk.optimizers._BEGIN, 0))[0]
+      [tf.zeros([2, 1])], keras_base.seed_for(sampler.seed, keras_base.BEGIN,
+                                              0))[0]
 
   def start_from_keras_momentum(results):
     inner = results.accepted_results._replace(momentum=r0)

@@ -66,12 +66,17 @@ def check_paper_000(out):
 def check_paper_002(out):
   # Per coefficient, the number of the 5 step sizes at which the mean lies
   # within the reference +- 2 sd: summed over the 15 coefficients, SGLD 27,
-  # v-SGBD 34, e-SGBD 40 printed. Claim: SGBD is the more robust.
+  # v-SGBD 34 and 35 (two runs), e-SGBD 40 printed. Claim: SGBD is the more
+  # robust. At this size no sampler has all 15 means within at any step
+  # size (the row's e-SGBD decade needs the default run's longer chains);
+  # SGLD's "none" is the row's claim and is checked.
   rows = re.findall(r"^\S+\*?\s+[\d.e+-]+\s+(\d+)\s+(\d+)\s+(\d+)\s*$", out,
                     re.M)
   assert len(rows) == 15, out
   sgld, vanilla, extreme = (sum(int(r[k]) for r in rows) for k in range(3))
   assert vanilla > sgld and extreme > sgld, (sgld, vanilla, extreme)
+  assert re.search(r"^SGLD .*all 15 means within \+-2 sd at s = \[\]$", out,
+                   re.M), out
 
 
 def check_paper_003(out):
@@ -119,13 +124,14 @@ def check_paper_004(out):
 def check_keras_mnist(out):
   # The Bayesian averages are less confident out of distribution than SGD's
   # point estimate (median entropy 1.42 and 1.72 nats against 0.90 printed)
-  # and all three classify far better than chance (16-25% error).
+  # and all three classify far better than chance (90% error): 16-25% error
+  # printed on 2,000 training images, 3 epochs.
   rows = re.findall(r"^(SGHMC|AMAGOLD|SGD)\s+test error ([\d.]+)% .*median "
                     r"OOD entropy ([\d.]+) nats", out, re.M)
   rows = {name: (float(err), float(ent)) for name, err, ent in rows}
   assert set(rows) == {"SGHMC", "AMAGOLD", "SGD"}, out
   for name, (err, _) in rows.items():
-    assert err < 40., (name, rows)
+    assert err < 30., (name, rows)
   assert rows["SGHMC"][1] > rows["SGD"][1], rows
   assert rows["AMAGOLD"][1] > rows["SGD"][1], rows
 
@@ -144,22 +150,20 @@ def test_every_notebook_has_a_check():
   assert set(NOTEBOOKS) == set(CHECKS)
 
 
-@pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_executes(name, monkeypatch):
+def run_notebook(name, monkeypatch, stop_after=None):
+  """Executes the code cells of `name` in order in one namespace (up to the
+  first containing `stop_after`); returns (printed text, namespace)."""
   for key, value in SMALL.items():
     monkeypatch.setenv(key, value)
   # The notebooks look for the data beside the repository; point them at
   # the same folder as the tests (TFP_SGMCMC_SHARED_DATA may move it).
   if os.path.isdir(SHARED_DATA):
     monkeypatch.setenv("STATLOG_DATA_DIR", SHARED_DATA)
-  with open(os.path.join(COLAB, name)) as f:
-    notebook = json.load(f)
   namespace = {"__name__": "__main__"}
-  cells = [c for c in notebook["cells"] if c["cell_type"] == "code"]
+  cells = code_cells(name)
   assert cells, f"{name} has no code"
   printed = io.StringIO()
-  for i, cell in enumerate(cells):
-    source = "".join(cell["source"])
+  for i, source in enumerate(cells):
     lines = [l for l in source.splitlines()
              if not l.lstrip().startswith(("!", "%"))]
     try:
@@ -168,4 +172,97 @@ def test_notebook_executes(name, monkeypatch):
              namespace)
     except Exception as e:  # pylint: disable=broad-except
       pytest.fail(f"{name}, code cell {i} failed: {type(e).__name__}: {e}")
-  CHECKS[name](printed.getvalue())
+    if stop_after is not None and stop_after in source:
+      break
+  return printed.getvalue(), namespace
+
+
+def code_cells(name):
+  with open(os.path.join(COLAB, name)) as f:
+    notebook = json.load(f)
+  return ["".join(c["source"]) for c in notebook["cells"]
+          if c["cell_type"] == "code"]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_executes(name, monkeypatch):
+  printed, _ = run_notebook(name, monkeypatch)
+  CHECKS[name](printed)
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_install_cell_names_no_missing_package_or_placeholder(name):
+  # tfp_sgmcmc is not on PyPI and the project has no public URL: the
+  # install cell must not fall back to `pip install tfp_sgmcmc`, nor show
+  # a URL with a placeholder host.
+  source = "\n".join(code_cells(name))
+  assert not re.search(r"<(host|org|repository|user|owner)>", source), name
+  install = [c for c in code_cells(name) if "def tfp_sgmcmc_source" in c]
+  assert len(install) == 1 and not re.search(r"https?://", install[0]), name
+  assert not re.search(r"pip\s+install[^\n]*\btfp_sgmcmc\b", source), name
+  assert not re.search(r"get\([^)]*,\s*[\"']tfp_sgmcmc[\"']\)", source), name
+  assert "def tfp_sgmcmc_source" in source, name
+
+
+def install_cell_namespace(monkeypatch, tmp_path, source=""):
+  """The shared install cell run as on a runtime without tfp_sgmcmc, in
+  `tmp_path`, with pip replaced by a recorder."""
+  import importlib.util
+  import subprocess
+  monkeypatch.chdir(tmp_path)
+  monkeypatch.setenv("TFP_SGMCMC_SOURCE", source)
+  calls = []
+  monkeypatch.setattr(subprocess, "check_call", calls.append)
+  real = importlib.util.find_spec
+  monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: (
+      None if n == "tfp_sgmcmc" else real(n, *a)))
+  cell = code_cells("quickstart.ipynb")[0]
+  namespace = {}
+  exec(compile(cell, "install cell", "exec"), namespace)
+  return calls, namespace
+
+
+def test_install_cell_installs_from_what_the_user_uploaded(monkeypatch,
+                                                           tmp_path):
+  import zipfile
+  # Nothing uploaded: a clear error, no pip call.
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  with pytest.raises(RuntimeError, match="not on PyPI: upload a wheel"):
+    install_cell_namespace(monkeypatch, empty)
+  # A wheel in the working folder.
+  wheel = tmp_path / "wheel"
+  wheel.mkdir()
+  (wheel / "tfp_sgmcmc-0.1.0-py3-none-any.whl").write_bytes(b"")
+  calls, _ = install_cell_namespace(monkeypatch, wheel)
+  assert calls[0][-1].endswith("tfp_sgmcmc-0.1.0-py3-none-any.whl")
+  assert calls[0][1:4] == ["-m", "pip", "install"]
+  # A zip of the repository (one top-level folder, as a download has).
+  archive = tmp_path / "zip"
+  archive.mkdir()
+  with zipfile.ZipFile(archive / "tfp_sgmcmc-main.zip", "w") as z:
+    z.writestr("tfp_sgmcmc-main/setup.py", "")
+    z.writestr("tfp_sgmcmc-main/examples/integrators.py", "")
+  calls, _ = install_cell_namespace(monkeypatch, archive)
+  assert calls[0][-1] == str(archive / "tfp_sgmcmc-main_unpacked" /
+                             "tfp_sgmcmc-main")
+  # TFP_SGMCMC_SOURCE wins and is passed to pip as given.
+  calls, _ = install_cell_namespace(monkeypatch, archive, "/x/y.whl")
+  assert calls[0][-1] == "/x/y.whl"
+
+
+def test_keras_mnist_tfds_path_offline(monkeypatch):
+  # The notebook's tensorflow-datasets path under tfds.testing.mock_data
+  # (random images of the right shapes and dtypes, no download).
+  pytest.importorskip("tensorflow_datasets")
+  tfds_testing = pytest.importorskip("tensorflow_datasets.testing")
+  monkeypatch.setenv("NOTEBOOK_DATA", "tfds")
+  with tfds_testing.mock_data(num_examples=600):
+    printed, ns = run_notebook("keras_mnist.ipynb", monkeypatch,
+                               stop_after="def from_tfds")
+  assert re.search(r"^MNIST from tensorflow-datasets: 600 train, 500 test, "
+                   r"600 out-of-distribution images$", printed, re.M), printed
+  assert ns["xtr"].shape == (600, 784) and ns["xood"].shape == (600, 784)
+  assert ns["xtr"].dtype.name == "float32" and ns["ytr"].dtype.name == "int32"
+  assert 0. <= ns["xtr"].min() and ns["xtr"].max() <= 1.
+  assert set(ns["ytr"]) <= set(range(10))

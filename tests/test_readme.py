@@ -39,3 +39,30 @@ def test_every_readme_python_block_runs_in_order():
   # The quickstart's claim: the step size is tuned to 85% acceptance.
   accepted = np.asarray(namespace["accepted"], dtype=float)
   assert abs(accepted.mean() - 0.85) < 0.1, accepted.mean()
+
+
+def test_setup_py_lower_bounds_are_the_readme_versions_and_hold_here():
+  # setup.py's lowest versions are the ones README states as checked, it
+  # caps no TensorFlow (a cap below Colab's would make pip replace it), and
+  # the installed versions satisfy the ranges.
+  from importlib import metadata  # pylint: disable=import-outside-toplevel
+  with open(os.path.join(os.path.dirname(README), "setup.py")) as f:
+    setup = f.read()
+  with open(README) as f:
+    readme = f.read()
+  names = {"tensorflow": "TensorFlow", "tensorflow-probability":
+           "TensorFlow Probability", "tf-keras": "tf-keras"}
+  for name, label in names.items():
+    found = re.findall(rf'"{name}(>=[\d.]+[^"]*)"', setup)
+    assert len(found) == 1 and "<" not in found[0], (name, found)
+    lowest = found[0][2:]
+    assert re.search(rf"{label}\s+>=\s+{re.escape(lowest)}\b", readme), (
+        label, lowest)
+    assert re.search(rf"\| {re.escape(lowest)}[.\d]* ", readme), (
+            f"README's table shows no check of {name} {lowest}")
+    try:
+      installed = metadata.version(name)
+    except metadata.PackageNotFoundError:
+      continue
+    as_tuple = lambda v: tuple(int(p) for p in re.findall(r"\d+", v)[:2])
+    assert as_tuple(installed) >= as_tuple(lowest), (name, installed)

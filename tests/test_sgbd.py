@@ -302,7 +302,9 @@ def test_step_size_is_read_from_the_results():
   state = tf.zeros([1000, 2])
   results = kernel.bootstrap_results(state)._replace(
       step_size=tf.constant(5.))
-  new_state, results = kernel.one_step(state, results, seed=[1, 2])
+  # Outside an adaptation kernel, eagerly, it says so.
+  with pytest.warns(sg.StepSizeFromResultsWarning, match=r"5\. differs"):
+    new_state, results = kernel.one_step(state, results, seed=[1, 2])
   assert float(results.step_size) == 5.
   moves = np.abs(np.asarray(new_state))
   # 2000 draws of N(5, 0.5^2): mean within 4 standard errors (0.011).

@@ -15,7 +15,8 @@ from tfp_sgmcmc.kernels import (
     NaiveSGHMC, PreconditionedSGLD, PreconditionedSGLDResults, SGBDResults,
     SGHMCResults, SGLDResults, SGNHTResults, SGNUTSResults,
     UncalibratedAMAGOLD, UncalibratedAMAGOLDResults, UncalibratedBarker,
-    UncalibratedBarkerResults)
+    UncalibratedBarkerResults, StepSizeFromResultsWarning,
+    check_kernel_results, with_step_size)
 from tfp_sgmcmc.joint import JointDistributionTarget
 from tfp_sgmcmc.log_prob import LogProbFnTarget
 from tfp_sgmcmc.optimize import find_mode
@@ -52,4 +53,5 @@ __all__ = [
     "diagnostics", "StepSeeded", "StepSeededResults", "save_chain",
     "load_chain", "summarize", "UnhealthyChainWarning", "sample_moments",
     "Moments", "sample_chain_with_progress", "ChainRun",
+    "check_kernel_results", "StepSizeFromResultsWarning", "with_step_size",
 ]

@@ -23,6 +23,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc import checkpointing
 from tfp_sgmcmc import diagnostics
+from tfp_sgmcmc import kernels
 
 __all__ = ["sample_moments", "Moments", "sample_chain_with_progress",
            "ChainRun"]
@@ -43,7 +44,9 @@ def sample_moments(kernel, current_state, num_steps, seed,
     num_steps: number of draws folded into the moments (after burn-in).
     seed: stateless int32[2] seed.
     num_burnin_steps: steps run first and not counted.
-    previous_kernel_results: to continue a chain.
+    previous_kernel_results: to continue a chain (checked once before the
+      run by `tfp_sgmcmc.check_kernel_results`: results of a kernel on
+      another target are refused; the run uses their step size).
     jit_compile: compile the loop with XLA.
 
   Returns:
@@ -57,6 +60,13 @@ def sample_moments(kernel, current_state, num_steps, seed,
   num_burnin_steps = _count("num_burnin_steps", num_burnin_steps)
   current_state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
   _check_start(current_state, previous_kernel_results)
+  if previous_kernel_results is not None:
+    # Once, before the compiled loop (which cannot check values without a
+    # cost per step): results of another target or state are refused, and
+    # another step size than the kernel's is reported.
+    kernels.check_kernel_results(kernel, current_state,
+                                 previous_kernel_results,
+                                 "previous_kernel_results")
   fn = _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
                          previous_kernel_results is not None)
   mean, variance, final_state, final_results = fn(

@@ -25,11 +25,18 @@ from tfp_sgmcmc.keras.losses import (GaussianNegativeLogLikelihood,
 from tfp_sgmcmc.keras.optimizers import (AMAGOLD, SGHMC, SGLD, SGNHT,
                                          PreconditionedSGLD,
                                          SamplerOptimizer)
-from tfp_sgmcmc.keras.posterior import Posterior
+from tfp_sgmcmc.keras import evaluation
+from tfp_sgmcmc.keras.evaluation import (accuracy,
+                                         expected_calibration_error,
+                                         negative_log_likelihood,
+                                         predictive_entropy)
+from tfp_sgmcmc.keras.posterior import Posterior, RegressionPrediction
 from tfp_sgmcmc.keras.priors import FlatPrior, GaussianPrior
 
 __all__ = [
     "SamplingCallback", "SamplerDivergenceError", "Posterior",
+    "RegressionPrediction", "evaluation", "predictive_entropy",
+    "negative_log_likelihood", "expected_calibration_error", "accuracy",
     "SamplerOptimizer", "SGLD", "SGHMC", "SGNHT", "PreconditionedSGLD",
     "AMAGOLD",
     "GaussianPrior", "FlatPrior",

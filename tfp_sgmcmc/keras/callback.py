@@ -12,82 +12,41 @@
     probs = sampling.predict(x_test)        # Bayesian model average
     sampling.save("posterior.npz")          # Posterior.load(path, model)
 
-What happens during `fit`:
-
-* burn-in: the compiled optimizer trains for `burnin_epochs` epochs or
-  `burnin_steps` steps;
-* then the callback builds the sampler under the model's distribution
-  strategy, installs it as `model.optimizer` and rebuilds the train function
-  (replacing the optimizer alone does nothing to a traced train step). Each
-  train step is now one sampler step on grad U~ = N grad(mean loss) -
-  grad log p(theta);
-* every `thinning` transitions (for AMAGOLD: M-H tests) the chain's position
-  is kept, at most `max_samples` of them (the most recent); running means
-  and variances of the position over every transition are kept by the
-  sampler (`tfp.experimental.stats.RunningVariance`);
-* AMAGOLD: every T steps the callback evaluates U(theta*) over
-  `energy_data` in batches (or two minibatch estimates on one batch) and
-  runs the M-H test; its cost is one full-data forward pass per T steps
-  (`mh_seconds` reports the time spent);
-* logs (progress bar, History): `energy` = N * loss - log p(theta) (the
-  loss being Keras' running average over the epoch), `step_size`, and for
-  AMAGOLD `accept_rate` (this epoch) and `exact_energy` (U at the chain's
-  position); NaN during burn-in;
-* at the end of `fit` the model's variables hold the chain's position and
-  `model.optimizer` is the compiled optimizer again; another `fit` with the
-  same callback continues the chain.
-
-Checked before anything runs: a supported negative log-likelihood loss
-(`tfp_sgmcmc.keras.losses`), N given, no regularizers or constraints (the
-prior is given here, once), no clipping / weight decay / EMA / gradient
-accumulation on the sampler, float32 or float64 variables (mixed precision
-computes in float16 but keeps float32 variables, and the sampler's state,
-noise and energies stay float32 / float64), and a `steps_per_execution`
-that divides every step count at which the callback must act.
-
-Reliability (docs/keras.md, docs/long_runs.md):
-
-* `backup_dir`: with `keras.callbacks.BackupAndRestore(backup_dir)` after
-  this callback, an interrupted `fit` restarted with the same call resumes
-  the same chain bit-identically: the callback writes its own state (the
-  model's variables, the sampler's variables, the burn-in optimizer's,
-  its counters and the kept samples) next to the backup at every epoch end
-  and restores it at the start of `fit`.
-* Divergence: a non-finite loss or sampler state (or weights beyond
-  `max_abs_weight`) stops sampling with a message naming the sampler, the
-  epoch and step and what went non-finite; the finite samples kept so far
-  stay (`on_divergence="stop"`, the default) or `SamplerDivergenceError` is
-  raised (`on_divergence="raise"`).
+This module holds the phases (burn-in; the swap to the sampler, whose
+train step is one step on grad U~ = N grad(mean loss) - grad log p(theta);
+kept samples; AMAGOLD's M-H test every T steps; the swap back at the end of
+`fit`, after which another `fit` continues the chain). The other jobs live
+beside it: `checks` (what is refused, before anything runs), `energies`
+(U and U~ for the M-H test), `health` (divergence), `backup` (resume with
+`BackupAndRestore`), `logs` (epoch logs), `posterior` (the kept samples),
+`phases` (the optimizer and train function of each phase).
+docs/keras.md describes the whole.
 """
 
 import collections
 import math
-import numbers
 import os
 import time
 import warnings
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from tfp_sgmcmc.keras import backup as backup_lib
 from tfp_sgmcmc.keras import checks as checks_lib
 from tfp_sgmcmc.keras import energies as energies_lib
 from tfp_sgmcmc.keras import health as health_lib
-from tfp_sgmcmc.keras import optimizers as optimizers_lib
+from tfp_sgmcmc.keras import logs as logs_lib
+from tfp_sgmcmc.keras import options as options_lib
+from tfp_sgmcmc.keras import phases as phases_lib
 from tfp_sgmcmc.keras import posterior as posterior_lib
+from tfp_sgmcmc.keras import posterior_io
 from tfp_sgmcmc.keras import priors as priors_lib
+from tfp_sgmcmc.keras import traps as traps_lib
 
 __all__ = ["SamplingCallback", "SamplerDivergenceError"]
 
-
-
-class SamplerDivergenceError(RuntimeError):
-  """Raised by `SamplingCallback(on_divergence="raise")` when the chain's
-  state or loss becomes non-finite (or exceeds `max_abs_weight`)."""
-
-
+SamplerDivergenceError = health_lib.SamplerDivergenceError
 
 
 class SamplingCallback(keras.callbacks.Callback):
@@ -149,55 +108,12 @@ class SamplingCallback(keras.callbacks.Callback):
                backup_dir=None, on_divergence="stop", max_abs_weight=None,
                step_size_adaptation=None):
     super().__init__()
-    if isinstance(sampler, keras.optimizers.LossScaleOptimizer):
-      raise TypeError(
-          "do not wrap the sampler in keras.optimizers.LossScaleOptimizer: "
-          "dynamic loss scaling skips the steps whose gradient overflows, a "
-          "state-dependent skip that biases the chain. Pass the sampler "
-          "itself; under mixed precision give it a static scale "
-          "(e.g. SGHMC(..., loss_scale_factor=128.)) if small gradients "
-          "underflow in float16.")
-    if on_divergence not in ("stop", "raise"):
-      raise ValueError("`on_divergence` must be 'stop' or 'raise'; got "
-                       f"{on_divergence!r}.")
-    if max_abs_weight is not None and (
-        isinstance(max_abs_weight, bool) or
-        not isinstance(max_abs_weight, numbers.Real) or
-        not max_abs_weight > 0 or not math.isfinite(max_abs_weight)):
-      raise ValueError("`max_abs_weight` must be None or a positive finite "
-                       f"number; got {max_abs_weight!r}.")
-    if not isinstance(sampler, optimizers_lib.SamplerOptimizer):
-      raise TypeError(
-          "`sampler` must be a tfp_sgmcmc.keras sampler (SGLD, SGHMC, SGNHT, "
-          f"PreconditionedSGLD, AMAGOLD); got {type(sampler).__name__}. "
-          "Keras optimizers do not sample: the compiled optimizer serves "
-          "for burn-in.")
-    if num_examples is None:
-      raise ValueError(
-          "`num_examples` (N, the training-set size) is required: the "
-          "loss is a mean over a batch, and the posterior's energy is N "
-          "times it.")
-    checks_lib.check_count("num_examples", num_examples, 1)
+    checks_lib.check_callback_arguments(
+        sampler, num_examples, burnin_epochs, burnin_steps, thinning,
+        max_samples, energy_data, energy_batch_size, on_divergence,
+        max_abs_weight, step_size_adaptation)
+    self._amagold = sampler.has_acceptance_test
     self._log_prior = priors_lib.as_log_prior(prior)
-    if burnin_epochs is not None and burnin_steps is not None:
-      raise ValueError(f"give `burnin_epochs` ({burnin_epochs!r}) or "
-                       f"`burnin_steps` ({burnin_steps!r}), not both.")
-    checks_lib.check_count("burnin_epochs", burnin_epochs, 0, allow_none=True)
-    checks_lib.check_count("burnin_steps", burnin_steps, 0, allow_none=True)
-    checks_lib.check_count("thinning", thinning, 1)
-    checks_lib.check_count("max_samples", max_samples, 1)
-    checks_lib.check_count("energy_batch_size", energy_batch_size, 1)
-    optimizers_lib.check_sampler_options(sampler)
-    self._amagold = isinstance(sampler, optimizers_lib.AMAGOLD)
-    if self._amagold and energy_data is None:
-      raise ValueError(
-          "AMAGOLD needs `energy_data`, the training set as (x, y) arrays or "
-          "a finite tf.data.Dataset of (x, y) batches, for its "
-          "Metropolis-Hastings test.")
-    if energy_data is not None and not isinstance(
-        energy_data, (tuple, list, tf.data.Dataset)):
-      raise TypeError("`energy_data` must be (x, y) arrays or a "
-                      f"tf.data.Dataset; got {type(energy_data).__name__}.")
     self._spec = sampler
     self.sampler = None
     self.num_examples = int(num_examples)
@@ -205,45 +121,34 @@ class SamplingCallback(keras.callbacks.Callback):
     self.burnin_steps = burnin_steps
     self.thinning = int(thinning)
     self.max_samples = int(max_samples)
-    if step_size_adaptation is not None and not self._amagold:
-      raise ValueError(
-          "`step_size_adaptation` targets an acceptance rate, which only "
-          f"AMAGOLD has (an M-H test); got the sampler "
-          f"{type(sampler).__name__}.")
-    if step_size_adaptation is not None and not callable(
-        step_size_adaptation):
-      raise TypeError(
-          "`step_size_adaptation` must be a function of the inner kernel, "
-          "e.g. lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(inner, "
-          "num_adaptation_steps=500, target_accept_prob=0.85); got "
-          f"{step_size_adaptation!r}.")
     self._step_size_adaptation = step_size_adaptation
+    self._logs = logs_lib.EpochLogs(sampler, num_examples, self._log_prior)
     self._energies = energies_lib.AcceptanceEnergies(
         energy_data, energy_batch_size, num_examples, self._log_prior)
     self._track_moments = bool(track_moments)
     self._samples = collections.deque(maxlen=self.max_samples)
+    # The model's non-trainable variables at each kept sample (batch norm).
+    self._sample_states = collections.deque(maxlen=self.max_samples)
     self._sampling = False
     self._epochs_seen = 0
     self._steps_seen = 0
     self._sampler_steps = 0
     self._transitions = 0
-    self._burnin_optimizer = None
+    self._phases = phases_lib.OptimizerPhases()
     self._likelihood = None
     self.mh_seconds = 0.
     self.num_tests = 0
     self.num_accepted = 0
-    self._epoch_tests = 0
-    self._epoch_accepted = 0
     self.backup_dir = None if backup_dir is None else os.fspath(backup_dir)
     self.on_divergence = on_divergence
     self.max_abs_weight = (None if max_abs_weight is None
                            else float(max_abs_weight))
     self.divergence = None
     self._health = health_lib.HealthCheck(self.max_abs_weight)
+    self._traps = traps_lib.FitTraps()  # Misuses of fit (docs/keras.md).
     # Set when `fit` starts (the model's strategy and steps per execution).
     self._strategy = None
     self._spe = 1
-    self._log_prior_function = None
     # Where the current epoch and execution are.
     self._epoch = 0
     self._batch_begin = 0
@@ -263,18 +168,14 @@ class SamplingCallback(keras.callbacks.Callback):
       raise SamplerDivergenceError(
           "this SamplingCallback's chain diverged in an earlier fit ("
           f"{self.divergence['message']}); start a new SamplingCallback.")
+    self._traps.train_begin(self)
     self._strategy = model.distribute_strategy
-    if self.sampler is None or model.optimizer is not self.sampler:
-      self._burnin_optimizer = model.optimizer
+    self._phases.begin_fit(model, self.sampler)
     self._spe = int(model.steps_per_execution)
-    if self._log_prior_function is None:
-      with self._strategy.scope():
-        self._log_prior_function = tf.function(
-            lambda: self._log_prior(
-                [v.value for v in model.trainable_variables]),
-            autograph=False)
+    self._logs.build(model, self._strategy)
     if self._restore_backup():
       return
+    self._traps.check_thinning(self)
     if self._sampling:
       self._install()
     elif (self.burnin_epochs is not None and
@@ -286,8 +187,11 @@ class SamplingCallback(keras.callbacks.Callback):
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
-    self._epoch_tests = 0
-    self._epoch_accepted = 0
+    self._logs.start_epoch()
+    self._traps.epoch_begin(self, epoch)
+
+  def on_test_begin(self, logs=None):
+    self._traps.test_begin(self)
 
   def on_train_batch_begin(self, batch, logs=None):
     self._batch_begin = batch
@@ -297,6 +201,7 @@ class SamplingCallback(keras.callbacks.Callback):
       return
     steps = batch - self._batch_begin + 1
     self._steps_seen += steps
+    self._traps.batch_end(self)
     if not self._sampling:
       if (self.burnin_steps is not None and
           self._steps_seen >= self.burnin_steps):
@@ -331,6 +236,7 @@ class SamplingCallback(keras.callbacks.Callback):
     self._add_logs(logs)  # The epoch that ran, before a swap.
     if self.divergence is not None:
       return
+    self._traps.epoch_end(self, epoch, logs)
     if self._sampling and not self._amagold and self._check_health(
         None, logs, full=True):
       return  # Nothing diverged is backed up.
@@ -342,6 +248,7 @@ class SamplingCallback(keras.callbacks.Callback):
       self._save_backup(epoch + 1)
 
   def on_train_end(self, logs=None):
+    self._traps.train_end(self)
     if not self._sampling:
       return
     if self.divergence is not None:
@@ -349,8 +256,7 @@ class SamplingCallback(keras.callbacks.Callback):
       return
     with self._strategy.scope():
       self.sampler.end_sampling()
-    self.model.optimizer = self._burnin_optimizer
-    self.model.make_train_function(force=True)
+    self._use_burnin_optimizer()
 
   # --- sampling ------------------------------------------------------------
 
@@ -365,7 +271,8 @@ class SamplingCallback(keras.callbacks.Callback):
                      track_moments=self._track_moments,
                      step_size_adaptation=self._step_size_adaptation)
       spec.build(self.model.trainable_variables)
-    optimizers_lib.check_sampler_options(spec)
+    options_lib.check_sampler_options(spec)
+    self._phases.new_sampler()
     return spec
 
   def _start_sampling(self):
@@ -374,19 +281,22 @@ class SamplingCallback(keras.callbacks.Callback):
     self._transitions = 0
     self._install()
 
+  def _use_burnin_optimizer(self):
+    self._phases.use_burnin(self.model)
+
+  @property
+  def _burnin_optimizer(self):
+    return self._phases.burnin_optimizer
+
   def _install(self, begin=True):
-    model = self.model
-    model.optimizer = self.sampler
-    model.make_train_function(force=True)
+    self._phases.use_sampler(self.model, self.sampler)
     self._last_iterations = self.sampler.step_count
     if not begin:  # Restored mid-run: the state is already the running one.
       return
     self._trajectory_steps = 0
     with self._strategy.scope():
       if self._amagold and not self.sampler.initialized:
-        if self.sampler.acceptance_energy == "exact":
-          self.sampler.set_energy(self._energies.exact(self.model,
-                                                       self._likelihood))
+        self._energies.start(self.sampler, self.model, self._likelihood)
       self.sampler.begin_sampling()
 
   def _keep_sample(self):
@@ -396,32 +306,19 @@ class SamplingCallback(keras.callbacks.Callback):
     # the last guard, e.g. for a chain state derived from a NaN momentum).
     if all(np.all(np.isfinite(s)) for s in state):
       self._samples.append(state)
+      self._sample_states.append(
+          posterior_io.non_trainable_state(self.model))
 
   def _metropolis_hastings(self, batch=None):
-    sampler = self.sampler
-    t = sampler.leapfrog_step
-    if t != sampler.num_leapfrog_steps:
-      raise RuntimeError(
-          f"AMAGOLD's M-H test is due after T={sampler.num_leapfrog_steps} "
-          f"steps but {t} steps ran: steps_per_execution or a partial "
-          "execution skipped the test.")
     self._trajectory_steps = 0
     start = time.perf_counter()
     with self._strategy.scope():
-      if sampler.acceptance_energy == "exact":
-        accepted, _ = sampler.metropolis_hastings(
-            self._energies.exact(self.model, self._likelihood))
-      else:
-        current, proposed = self._energies.minibatch(
-            self.model, self._likelihood,
-            [s.value for s in sampler.start_position], sampler.seed)
-        accepted, _ = sampler.metropolis_hastings(proposed, current)
-      accepted = bool(accepted)
+      accepted = self._energies.run_test(self.sampler, self.model,
+                                         self._likelihood)
     self.mh_seconds += time.perf_counter() - start
     self.num_tests += 1
-    self._epoch_tests += 1
     self.num_accepted += int(accepted)
-    self._epoch_accepted += int(accepted)
+    self._logs.count_test(accepted)
     self._transitions += 1
     if self._check_health(batch, None, full=True):
       return
@@ -441,45 +338,20 @@ class SamplingCallback(keras.callbacks.Callback):
     return True
 
   def _diverge(self, batch, what):
-    spec = self.sampler
-    name = type(spec).__name__
-    config = spec.get_config()
-    hints = [f"a smaller step_size (now {config.get('step_size')!r})"]
-    if "friction" in config:
-      hints.append(f"a larger friction (now {config['friction']!r})")
-    if "diffusion" in config:
-      hints.append(f"a larger diffusion (now {config['diffusion']!r})")
-    if config.get("loss_scale_factor") is not None:
-      hints.append("a smaller loss_scale_factor (now "
-                   f"{config['loss_scale_factor']!r}; the float16 loss may "
-                   "overflow)")
-    where = f"epoch {self._epoch}"
-    if batch is not None:
-      where += f", batch {batch}"
-    kept = len(self._samples)
-    message = (
-        f"{name} diverged at {where} (sampler step {spec.step_count}): "
-        f"{what}. Sampling stopped; the {kept} sample(s) kept before it are "
-        "finite and stay in the callback (.samples, .posterior), and the "
-        "model's weights are set to the last of them"
-        f"{'' if kept else ' (none kept: the weights are left as they are)'}"
-        f". Try {' or '.join(hints)}.")
-    self.divergence = dict(sampler=name, epoch=self._epoch,
-                           batch=batch, step=spec.step_count, what=what,
-                           num_samples=kept, message=message)
+    self.divergence = health_lib.divergence_report(
+        self.sampler, self._epoch, batch, len(self._samples), what)
     self.model.stop_training = True
     if self.on_divergence == "raise":
       self._leave_diverged_chain()
-      raise SamplerDivergenceError(message)
-    warnings.warn(message, RuntimeWarning, stacklevel=2)
+      raise SamplerDivergenceError(self.divergence["message"])
+    warnings.warn(self.divergence["message"], RuntimeWarning, stacklevel=2)
 
   def _leave_diverged_chain(self):
     if self._samples:
       with self._strategy.scope():
         for v, x in zip(self.model.trainable_variables, self._samples[-1]):
           v.assign(x)
-    self.model.optimizer = self._burnin_optimizer
-    self.model.make_train_function(force=True)
+    self._use_burnin_optimizer()
 
   # --- backup and restore ----------------------------------------------------
 
@@ -491,34 +363,9 @@ class SamplingCallback(keras.callbacks.Callback):
 
   # --- logs ----------------------------------------------------------------
 
-  def _log_keys(self):
-    keys = ["energy", "step_size"]
-    if self._amagold:
-      keys += ["accept_rate"]
-      if self._spec.acceptance_energy == "exact":
-        keys += ["exact_energy"]
-    if isinstance(self._spec, optimizers_lib.SGNHT):
-      keys += ["thermostat"]
-    return keys
-
   def _add_logs(self, logs):
-    if logs is None:
-      return
-    values = dict.fromkeys(self._log_keys(), math.nan)
-    if "loss" in logs:
-      with self._strategy.scope():
-        values["energy"] = (self.num_examples * float(logs["loss"]) -
-                            float(self._log_prior_function()))
-    if self._sampling:
-      with self._strategy.scope():
-        values.update(self.sampler.log_diagnostics())
-        if self._amagold:
-          values["accept_rate"] = (
-              self._epoch_accepted / self._epoch_tests if self._epoch_tests
-              else math.nan)
-          if "exact_energy" in values:
-            values["exact_energy"] = self.sampler.energy
-    logs.update(values)
+    self._logs.add(logs, self._strategy,
+                   self.sampler if self._sampling else None)
 
   # --- results -------------------------------------------------------------
 
@@ -538,22 +385,10 @@ class SamplingCallback(keras.callbacks.Callback):
     """A `Posterior` of the kept samples and the running moments."""
     if self.model is None:
       raise ValueError("the callback has not run yet.")
-    variables = self.model.trainable_variables
-    if self._samples:
-      samples = [np.stack([s[j] for s in self._samples])
-                 for j in range(len(variables))]
-    else:
-      samples = [np.zeros((0,) + tuple(v.shape), v.dtype) for v in variables]
     count, mean, variance = 0, None, None
     if self.sampler is not None:
       with self.model.distribute_strategy.scope():
         count, mean, variance = self.sampler.moments()
-    likelihood = self._likelihood
-    predictive = "identity"
-    if likelihood is not None:
-      predictive = (likelihood.predictive_name
-                    if likelihood.predictive_name != "custom"
-                    else likelihood.predictive)
     metadata = dict(
         sampler=type(self._spec).__name__, seed=int(self._spec.seed),
         sampler_config=backup_lib.jsonable(self._spec.get_config()),
@@ -561,15 +396,16 @@ class SamplingCallback(keras.callbacks.Callback):
         max_samples=self.max_samples, burnin_epochs=self.burnin_epochs,
         burnin_steps=self.burnin_steps, num_tests=self.num_tests,
         num_accepted=self.num_accepted)
-    return posterior_lib.Posterior(
-        samples, posterior_lib.variable_paths(self.model),
-        predictive=predictive, mean=mean, variance=variance,
-        num_transitions=int(count), metadata=metadata, model=self.model)
+    return posterior_lib.Posterior.from_kept_samples(
+        self.model, self._samples, self._sample_states, self._likelihood,
+        count, mean, variance, metadata)
 
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see
     `Posterior.predict`)."""
-    return self.posterior.predict(x, batch_size=batch_size)
+    predictions = self.posterior.predict(x, batch_size=batch_size)
+    self._traps.check_predictions(self, predictions)
+    return predictions
 
   def save(self, path):
     """Saves the kept samples and moments (`Posterior.load(path, model)`)."""

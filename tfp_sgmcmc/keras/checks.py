@@ -1,15 +1,19 @@
 """What `SamplingCallback` refuses: models, losses and execution settings
 under which a chain would be wrong, with errors naming the fix."""
 
+import math
 import numbers
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras import base
 from tfp_sgmcmc.keras import losses as losses_lib
+from tfp_sgmcmc.keras import options as options_lib
 
-__all__ = ["check_count", "check_model", "check_steps_per_execution"]
+__all__ = ["check_callback_arguments", "check_count", "check_model",
+           "check_steps_per_execution"]
 
 def check_count(name, value, minimum, allow_none=False):
   if value is None and allow_none:
@@ -73,7 +77,15 @@ def check_model(model):
           "float32 or float64. Use 'mixed_float16' / 'mixed_bfloat16' "
           "(float32 variables, low-precision compute), not 'float16'.")
   if not model.trainable_variables:
-    raise ValueError("the model has no trainable variables.")
+    if not model.variables or not model.built:
+      raise ValueError(
+          f"the model {model.name!r} has no variables yet: a subclassed "
+          "model creates them on its first call, which `fit` makes only "
+          "after the callbacks start, too late for the sampler. Build it "
+          "before `fit`, e.g. `model(x[:1])` on a batch of inputs or "
+          "`model.build(input_shape)`.")
+    raise ValueError(f"the model {model.name!r} has no trainable "
+                     "variables: nothing to sample.")
   return likelihood
 
 def check_steps_per_execution(model, steps, burnin_steps, thinning,
@@ -106,3 +118,70 @@ def check_steps_per_execution(model, steps, burnin_steps, thinning,
         "callbacks, so the callback would skip the steps where it must "
         "act (swap the optimizer, keep a sample, run AMAGOLD's M-H test);"
         f" make these multiples of {spe}: {', '.join(problems)}.")
+
+
+def check_callback_arguments(sampler, num_examples, burnin_epochs,
+                             burnin_steps, thinning, max_samples, energy_data,
+                             energy_batch_size, on_divergence, max_abs_weight,
+                             step_size_adaptation):
+  """The checks of `SamplingCallback`'s arguments, before anything runs."""
+  if isinstance(sampler, keras.optimizers.LossScaleOptimizer):
+    raise TypeError(
+        "do not wrap the sampler in keras.optimizers.LossScaleOptimizer: "
+        "dynamic loss scaling skips the steps whose gradient overflows, a "
+        "state-dependent skip that biases the chain. Pass the sampler "
+        "itself; under mixed precision give it a static scale "
+        "(e.g. SGHMC(..., loss_scale_factor=128.)) if small gradients "
+        "underflow in float16.")
+  if on_divergence not in ("stop", "raise"):
+    raise ValueError("`on_divergence` must be 'stop' or 'raise'; got "
+                     f"{on_divergence!r}.")
+  if max_abs_weight is not None and (
+      isinstance(max_abs_weight, bool) or
+      not isinstance(max_abs_weight, numbers.Real) or
+      not max_abs_weight > 0 or not math.isfinite(max_abs_weight)):
+    raise ValueError("`max_abs_weight` must be None or a positive finite "
+                     f"number; got {max_abs_weight!r}.")
+  if not isinstance(sampler, base.SamplerOptimizer):
+    raise TypeError(
+        "`sampler` must be a tfp_sgmcmc.keras sampler (SGLD, SGHMC, SGNHT, "
+        f"PreconditionedSGLD, AMAGOLD); got {type(sampler).__name__}. "
+        "Keras optimizers do not sample: the compiled optimizer serves "
+        "for burn-in.")
+  if num_examples is None:
+    raise ValueError(
+        "`num_examples` (N, the training-set size) is required: the "
+        "loss is a mean over a batch, and the posterior's energy is N "
+        "times it.")
+  check_count("num_examples", num_examples, 1)
+  if burnin_epochs is not None and burnin_steps is not None:
+    raise ValueError(f"give `burnin_epochs` ({burnin_epochs!r}) or "
+                     f"`burnin_steps` ({burnin_steps!r}), not both.")
+  check_count("burnin_epochs", burnin_epochs, 0, allow_none=True)
+  check_count("burnin_steps", burnin_steps, 0, allow_none=True)
+  check_count("thinning", thinning, 1)
+  check_count("max_samples", max_samples, 1)
+  check_count("energy_batch_size", energy_batch_size, 1)
+  options_lib.check_sampler_options(sampler)
+  amagold = sampler.has_acceptance_test
+  if amagold and energy_data is None:
+    raise ValueError(
+        "AMAGOLD needs `energy_data`, the training set as (x, y) arrays or "
+        "a finite tf.data.Dataset of (x, y) batches, for its "
+        "Metropolis-Hastings test.")
+  if energy_data is not None and not isinstance(
+      energy_data, (tuple, list, tf.data.Dataset)):
+    raise TypeError("`energy_data` must be (x, y) arrays or a "
+                    f"tf.data.Dataset; got {type(energy_data).__name__}.")
+  if step_size_adaptation is not None and not amagold:
+    raise ValueError(
+        "`step_size_adaptation` targets an acceptance rate, which only "
+        f"AMAGOLD has (an M-H test); got the sampler "
+        f"{type(sampler).__name__}.")
+  if step_size_adaptation is not None and not callable(
+      step_size_adaptation):
+    raise TypeError(
+        "`step_size_adaptation` must be a function of the inner kernel, "
+        "e.g. lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(inner, "
+        "num_adaptation_steps=500, target_accept_prob=0.85); got "
+        f"{step_size_adaptation!r}.")

@@ -3,13 +3,16 @@ U~ of two positions on one minibatch.
 
     U(theta) = sum over `energy_data` of -log p(y | x, theta) - log p(theta)
 
-(the minibatch estimate scales the batch's sum by N / n). In-memory arrays
+(the minibatch estimate is `tfp_sgmcmc.energy.minibatch_energy`, N times
+the batch's mean NLL minus the log prior). In-memory arrays
 are summed in one compiled loop over batches (a single call per test, no
 host round trip); a `tf.data.Dataset` is iterated from Python.
 """
 
 import numpy as np
 import tensorflow as tf
+
+from tfp_sgmcmc import energy as energy_lib
 
 __all__ = ["AcceptanceEnergies"]
 
@@ -95,10 +98,12 @@ class AcceptanceEnergies:
       non_trainable = [v.value for v in model.non_trainable_variables]
       out, _ = model.stateless_call(start, non_trainable, x, training=False)
       size = tf.cast(tf.shape(out)[0], tf.float64)
-      current = n / size * tf.cast(likelihood.batch_nll(y, out), tf.float64)
-      proposed = n / size * batch_nll(x, y)
-      current -= tf.cast(log_prior(start), tf.float64)
-      return current, proposed - current_log_prior()
+      current = energy_lib.minibatch_energy(
+          tf.cast(likelihood.batch_nll(y, out), tf.float64) / size,
+          log_prior(start), n)
+      proposed = energy_lib.minibatch_energy(
+          batch_nll(x, y) / size, current_log_prior(), n)
+      return current, proposed
     self._minibatch_function = tf.function(
         minibatch_energies, reduce_retracing=True, autograph=False)
     self._built = True
@@ -151,6 +156,23 @@ class AcceptanceEnergies:
       self._build(model, likelihood, exact=False)
     x, y = self._next_batch(seed)
     return self._minibatch_function(x, y, start)
+
+  def start(self, sampler, model, likelihood):
+    """Before the first trajectory: U at the chain's start (exact test)."""
+    if sampler.acceptance_energy == "exact":
+      sampler.set_energy(self.exact(model, likelihood))
+
+  def run_test(self, sampler, model, likelihood):
+    """AMAGOLD's M-H test at the end of a trajectory, with the energies it
+    asks for; returns whether the proposal was accepted."""
+    if sampler.acceptance_energy == "exact":
+      accepted, _ = sampler.metropolis_hastings(self.exact(model, likelihood))
+    else:
+      current, proposed = self.minibatch(
+          model, likelihood, [s.value for s in sampler.start_position],
+          sampler.seed)
+      accepted, _ = sampler.metropolis_hastings(proposed, current)
+    return bool(accepted)
 
   def state(self):
     """The batch sampler's position, for a backup (JSON-able)."""

@@ -6,7 +6,12 @@ import math
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["HealthCheck"]
+__all__ = ["HealthCheck", "SamplerDivergenceError", "divergence_report"]
+
+
+class SamplerDivergenceError(RuntimeError):
+  """Raised by `SamplingCallback(on_divergence="raise")` when the chain's
+  state or loss becomes non-finite (or exceeds `max_abs_weight`)."""
 
 
 class HealthCheck:
@@ -87,7 +92,38 @@ class HealthCheck:
               f"max_abs_weight={self.max_abs_weight:g}")
     return ""
 
+
 def _short_list(names, limit=3):
   shown = ", ".join(repr(n) for n in names[:limit])
   more = len(names) - limit
   return shown + (f" and {more} more" if more > 0 else "")
+
+
+def divergence_report(sampler, epoch, batch, num_kept, what):
+  """The record of a divergence (`SamplingCallback.divergence`), with a
+  message naming the sampler, where it happened, what diverged and the
+  settings to change."""
+  name = type(sampler).__name__
+  config = sampler.get_config()
+  hints = [f"a smaller step_size (now {config.get('step_size')!r})"]
+  if "friction" in config:
+    hints.append(f"a larger friction (now {config['friction']!r})")
+  if "diffusion" in config:
+    hints.append(f"a larger diffusion (now {config['diffusion']!r})")
+  if config.get("loss_scale_factor") is not None:
+    hints.append("a smaller loss_scale_factor (now "
+                 f"{config['loss_scale_factor']!r}; the float16 loss may "
+                 "overflow)")
+  where = f"epoch {epoch}"
+  if batch is not None:
+    where += f", batch {batch}"
+  message = (
+      f"{name} diverged at {where} (sampler step {sampler.step_count}): "
+      f"{what}. Sampling stopped; the {num_kept} sample(s) kept before it "
+      "are finite and stay in the callback (.samples, .posterior), and the "
+      "model's weights are set to the last of them"
+      f"{'' if num_kept else ' (none kept: the weights are left as they are)'}"
+      f". Try {' or '.join(hints)}.")
+  return dict(sampler=name, epoch=epoch, batch=batch,
+              step=sampler.step_count, what=what, num_samples=num_kept,
+              message=message)

@@ -1,5 +1,7 @@
 """One `tfp.mcmc.TransitionKernel` per module."""
 
+from tfp_sgmcmc.kernels._common import (StepSizeFromResultsWarning,
+                                        check_kernel_results, with_step_size)
 from tfp_sgmcmc.kernels.amagold import (AMAGOLD, UncalibratedAMAGOLD,
                                         UncalibratedAMAGOLDResults)
 from tfp_sgmcmc.kernels.amortized_mh import (
@@ -21,4 +23,5 @@ __all__ = [
     "AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults",
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     "AmortizedBarker", "UncalibratedBarker", "UncalibratedBarkerResults",
+    "check_kernel_results", "StepSizeFromResultsWarning", "with_step_size",
 ]

@@ -296,6 +296,11 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
   `tfp.mcmc.DualAveragingStepSizeAdaptation` (the paper tunes eps to 85%
   acceptance during burn-in, Section 5.2), and discard the adaptation steps.
 
+  Continuing a chain: the results cache U(theta) and hold the step size;
+  see "Continuing a chain" in `AmortizedMetropolisHastings` and
+  docs/long_runs.md (results of another target are refused; the step size
+  is the results', changed with `tfp_sgmcmc.with_step_size`).
+
   #### Examples
 
   ```python

@@ -141,6 +141,18 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
 
   `tfp_sgmcmc.AMAGOLD` is this composition in one line.
 
+  #### Continuing a chain
+
+  The results cache U(theta) of the chain's state (exact test), so they
+  continue a chain only on the same target: results made on another target
+  or for another state are refused with a `ValueError` (eagerly in
+  `one_step`, once per results this kernel did not return; in
+  `sample_moments`; and by `tfp_sgmcmc.check_kernel_results`, which you call
+  before your own compiled `sample_chain`: inside a compiled function
+  nothing is checked). The step size, as in TFP, comes from the results
+  (`accepted_results.step_size`); change it with
+  `tfp_sgmcmc.with_step_size(results, new)` together with the kernel's.
+
   #### References
 
   [1] Zhang, R., Cooper, A. F. and De Sa, C. AMAGOLD: Amortized Metropolis
@@ -223,7 +235,36 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
         [current_state, proposed_state], seed)
     return energy, proposed_energy
 
+  def _cached_value_field(self, results):
+    """The cached U(theta) of the chain's state (exact test only): see
+    `_common.cached_value_field`."""
+    if self.acceptance_energy != "exact" or not tf.is_tensor(
+        getattr(results, "energy", None)):
+      return None
+    return "energy", results.energy, self.target.energy
+
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    if not isinstance(previous_kernel_results,
+                      AmortizedMetropolisHastingsResults):
+      raise TypeError(
+          f"`previous_kernel_results` of {type(self).__name__}.one_step are "
+          f"{type(previous_kernel_results).__name__}, not "
+          "AmortizedMetropolisHastingsResults: they come from another "
+          f"kernel. Start from {type(self).__name__}.bootstrap_results(state)"
+          " or pass the results this kernel returned.")
+    if tf.executing_eagerly():
+      # Once per results this kernel did not return (a checkpoint, another
+      # kernel object): the cached U(theta) must be this target's.
+      _common.check_cached_values(self, current_state,
+                                  previous_kernel_results,
+                                  "previous_kernel_results")
+    next_state, results = self._one_step(current_state,
+                                         previous_kernel_results, seed)
+    if tf.executing_eagerly():
+      _common.record_results(self, next_state, results)
+    return next_state, results
+
+  def _one_step(self, current_state, previous_kernel_results, seed):
     with tf.name_scope(self.name or "amortized_mh_one_step"):
       proposal_seed, energy_seed, accept_seed = test_seeds(seed)
       prev = previous_kernel_results
@@ -272,7 +313,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
         energy = self.target.minibatch_energy(init_state,
                                               _common.BOOTSTRAP_SEED)
       inner = _with_log_prob(inner, energy, self.acceptance_energy)
-      return AmortizedMetropolisHastingsResults(
+      results = AmortizedMetropolisHastingsResults(
           accepted_results=inner,
           is_accepted=tf.ones(tf.shape(energy), tf.bool),
           log_accept_ratio=tf.zeros_like(energy),
@@ -282,6 +323,9 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           proposed_energy=energy,
           seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
           target_log_prob=-energy)
+      if tf.executing_eagerly():
+        _common.record_results(self, init_state, results)
+      return results
 
 
 def _with_log_prob(results, energy, acceptance_energy):
@@ -316,11 +360,14 @@ def _calibration_note(acceptance_energy, target):
   return ""
 
 
-def check_acceptance_energy(acceptance_energy, target):
+def check_acceptance_energy(acceptance_energy, target=None):
+  """`acceptance_energy` is known, and with a target, one it can give
+  (the Keras adapter, which owns the data, passes none)."""
   if acceptance_energy not in ACCEPTANCE_ENERGIES:
     raise ValueError(f"`acceptance_energy` must be one of "
                      f"{ACCEPTANCE_ENERGIES}; got {acceptance_energy!r}.")
-  if acceptance_energy == "exact" and not target.has_exact_energy:
+  if (target is not None and acceptance_energy == "exact" and
+      not target.has_exact_energy):
     raise targets_lib.TargetCapabilityError(
         f"`acceptance_energy='exact'` needs the full-data energy U(theta), "
         f"but `target` ({type(target).__name__}) has none "

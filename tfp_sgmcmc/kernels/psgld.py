@@ -64,10 +64,7 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
     self._target, target, target_log_prob_fn = _common.resolve_target(
         target, target_log_prob_fn)
     _common.check_step_size(step_size)
-    d = _common.static_value(decay)
-    if d is not None and not (0. <= float(d) < 1.):
-      raise ValueError(f"`decay` (alpha) must be in [0, 1); got {decay!r}.")
-    _common.check_positive("regularizer", regularizer)
+    check_parameters(decay, regularizer)
     _common.check_positive("temperature", temperature)
     self._parameters = dict(target=target, step_size=step_size, decay=decay,
                             regularizer=regularizer, temperature=temperature,
@@ -126,6 +123,15 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
           diverged=tf.zeros(tf.shape(energy), tf.bool),
           seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
           target_log_prob=-energy)
+
+
+def check_parameters(decay, regularizer):
+  """The argument checks of pSGLD's preconditioner (the kernel's and the
+  Keras sampler's)."""
+  d = _common.static_value(decay)
+  if d is not None and not 0. <= float(d) < 1.:
+    raise ValueError(f"`decay` (alpha) must be in [0, 1); got {decay!r}.")
+  _common.check_positive("regularizer", regularizer)
 
 
 def psgld_update(position, second_moment, gradient, step_count, step_size,

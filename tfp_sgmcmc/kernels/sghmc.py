@@ -3,6 +3,7 @@
 import collections
 import math
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
@@ -102,33 +103,8 @@ class SGHMC(_common.UncalibratedKernel):
     if friction is None:
       raise TypeError("`friction` (C) is required; got None.")
     self._check_friction(friction)
-    if integrator not in INTEGRATORS:
-      raise ValueError(f"`integrator` must be one of {INTEGRATORS}; got "
-                       f"{integrator!r}.")
-    _common.check_positive("temperature", temperature)
-    if isinstance(noise_estimate, str):
-      if noise_estimate != "empirical_fisher":
-        raise ValueError("`noise_estimate` must be a number, a structure of "
-                         "per-coordinate values, or 'empirical_fisher'; got "
-                         f"{noise_estimate!r}.")
-    else:
-      for value in tf.nest.flatten(noise_estimate):
-        _common.check_positive("noise_estimate", value, allow_zero=True)
-        b = _common.static_value(value)
-        c = _common.static_value(friction)
-        t = _common.static_value(temperature)
-        if b is not None and c is not None and t is not None and (
-            b > c * t).any():
-          raise ValueError(
-              f"`friction` C = {friction!r} must be >= `noise_estimate` "
-              f"B-hat = {value!r} (times the temperature): the injected "
-              "noise has variance 2 (C T - B-hat) h.")
-    if momentum_resampling_period is not None:
-      if (not isinstance(momentum_resampling_period, int) or
-          momentum_resampling_period < 1):
-        raise ValueError("`momentum_resampling_period` must be None or an "
-                         "integer >= 1; got "
-                         f"{momentum_resampling_period!r}.")
+    check_parameters(friction, noise_estimate, integrator,
+                     momentum_resampling_period, temperature)
     self._parameters = dict(
         target=target, step_size=step_size, friction=friction,
         noise_estimate=noise_estimate, integrator=integrator,
@@ -268,6 +244,39 @@ class NaiveSGHMC(SGHMC):
   @property
   def temperature(self):
     return 1.
+
+
+def check_parameters(friction, noise_estimate, integrator,
+                     momentum_resampling_period, temperature):
+  """The argument checks of SGHMC other than target, step size and the sign
+  of the friction (the kernel's and the Keras sampler's)."""
+  if integrator not in INTEGRATORS:
+    raise ValueError(f"`integrator` must be one of {INTEGRATORS}; got "
+                     f"{integrator!r}.")
+  _common.check_positive("temperature", temperature)
+  if isinstance(noise_estimate, str):
+    if noise_estimate != "empirical_fisher":
+      raise ValueError("`noise_estimate` must be a number, a structure of "
+                       "per-coordinate values, or 'empirical_fisher'; got "
+                       f"{noise_estimate!r}.")
+  else:
+    for value in tf.nest.flatten(noise_estimate):
+      _common.check_positive("noise_estimate", value, allow_zero=True)
+      b = _common.static_value(value)
+      c = _common.static_value(friction)
+      t = _common.static_value(temperature)
+      if b is not None and c is not None and t is not None and (
+          b > c * t).any():
+        raise ValueError(
+            f"`friction` C = {friction!r} must be >= `noise_estimate` "
+            f"B-hat = {value!r} (times the temperature): the injected "
+            "noise has variance 2 (C T - B-hat) h.")
+  period = momentum_resampling_period
+  if period is not None and (
+      isinstance(period, bool) or not isinstance(period, (int, np.integer))
+      or period < 1):
+    raise ValueError("`momentum_resampling_period` must be None or an "
+                     f"integer >= 1; got {period!r}.")
 
 
 def refresh_momentum(momentum, step_count, period, temperature, seed):

@@ -1,0 +1,108 @@
+"""Scores of predicted class probabilities (numpy, no model needed).
+
+Probabilities are either [n, k] (one row per input, k >= 2 classes, rows
+summing to 1: a softmax or the Bayesian average of softmaxes) or, for a
+binary classifier with one sigmoid output, [n] or [n, 1] holding p(y = 1).
+Labels are integer classes [n] (or one-hot [n, k]).
+
+* `predictive_entropy`: H[p] = -sum_c p_c log p_c per input, in nats;
+* `negative_log_likelihood`: the mean of -log p(y_i | x_i);
+* `expected_calibration_error`: sum over equal-width bins b of the top-class
+  confidence of (n_b / n) |accuracy_b - mean confidence_b| (Guo et al.
+  2017); the bins are (0, 1/B], (1/B, 2/B], ..., ((B-1)/B, 1];
+* `accuracy`.
+
+Values that are not probabilities (logits, say) raise a ValueError: pass the
+averaged probabilities (`Posterior.predict` of a model compiled with
+`from_logits=True` applies the softmax itself).
+"""
+
+import numpy as np
+
+__all__ = ["predictive_entropy", "negative_log_likelihood",
+           "expected_calibration_error", "accuracy"]
+
+_TOLERANCE = 1e-4
+
+
+def _as_probabilities(probs):
+  """[n, k] class probabilities (a binary [n] or [n, 1] becomes [n, 2])."""
+  p = np.asarray(probs, np.float64)
+  if p.ndim == 2 and p.shape[1] == 1:
+    p = p[:, 0]
+  if p.ndim == 1:
+    p = np.stack([1. - p, p], axis=1)
+  if p.ndim != 2:
+    raise ValueError(f"`probs` must be [n, k] class probabilities or [n] "
+                     f"binary probabilities; got shape {np.shape(probs)}.")
+  if not np.all(np.isfinite(p)):
+    raise ValueError("`probs` holds non-finite values.")
+  low, high = float(p.min(initial=0.)), float(p.max(initial=0.))
+  sums = p.sum(axis=1)
+  if low < -_TOLERANCE or high > 1. + _TOLERANCE or (
+      len(sums) and np.max(np.abs(sums - 1.)) > _TOLERANCE * p.shape[1]):
+    raise ValueError(
+        f"`probs` are not probabilities (values from {low:.4g} to "
+        f"{high:.4g}, row sums up to {np.max(np.abs(sums - 1.)):.3g} away "
+        "from 1): pass probabilities, not logits (Posterior.predict of a "
+        "model compiled with from_logits=True returns probabilities).")
+  return np.clip(p, 0., 1.)
+
+
+def _as_labels(labels, num_classes, n):
+  y = np.asarray(labels)
+  if y.ndim == 2 and y.shape[1] == num_classes and num_classes > 1 and (
+      y.shape[0] == n) and not (num_classes == 2 and y.shape[1] == 1):
+    y = np.argmax(y, axis=1)  # one-hot
+  y = y.reshape(-1)
+  if y.shape[0] != n:
+    raise ValueError(f"{y.shape[0]} labels for {n} predictions.")
+  if not np.all(np.equal(np.mod(y, 1), 0)) or (
+      len(y) and (y.min() < 0 or y.max() >= num_classes)):
+    raise ValueError(f"labels must be integer classes in [0, {num_classes})"
+                     f"; got values from {y.min()} to {y.max()}.")
+  return y.astype(np.int64)
+
+
+def predictive_entropy(probs):
+  """-sum_c p_c log p_c per input (nats; 0 log 0 = 0): [n]."""
+  p = _as_probabilities(probs)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    terms = np.where(p > 0., -p * np.log(p), 0.)
+  return terms.sum(axis=1)
+
+
+def negative_log_likelihood(probs, labels, eps=1e-12):
+  """Mean -log p(y_i) over inputs (p clipped below at `eps`)."""
+  p = _as_probabilities(probs)
+  y = _as_labels(labels, p.shape[1], p.shape[0])
+  picked = p[np.arange(len(y)), y]
+  return float(-np.mean(np.log(np.maximum(picked, eps))))
+
+
+def accuracy(probs, labels):
+  """Fraction of inputs whose most probable class is the label."""
+  p = _as_probabilities(probs)
+  y = _as_labels(labels, p.shape[1], p.shape[0])
+  return float(np.mean(np.argmax(p, axis=1) == y))
+
+
+def expected_calibration_error(probs, labels, num_bins=15):
+  """sum_b (n_b / n) |accuracy_b - confidence_b| over `num_bins` equal-width
+  bins of the top-class confidence (bin b holds confidences in
+  (b/B, (b+1)/B]; a confidence of 0 falls in the first)."""
+  if isinstance(num_bins, bool) or int(num_bins) != num_bins or num_bins < 1:
+    raise ValueError(f"`num_bins` must be an integer >= 1; got "
+                     f"{num_bins!r}.")
+  p = _as_probabilities(probs)
+  y = _as_labels(labels, p.shape[1], p.shape[0])
+  confidence = p.max(axis=1)
+  correct = (np.argmax(p, axis=1) == y).astype(np.float64)
+  bins = np.clip(np.ceil(confidence * num_bins).astype(np.int64) - 1, 0,
+                 num_bins - 1)
+  ece = 0.
+  for b in np.unique(bins):
+    members = bins == b
+    ece += members.mean() * abs(correct[members].mean() -
+                                confidence[members].mean())
+  return float(ece)
