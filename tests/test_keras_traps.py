@@ -9,6 +9,7 @@ examples) and 1-3 epochs; each fails if its check is removed.
 
 import json
 import os
+import tempfile
 import warnings
 
 import keras
@@ -261,6 +262,15 @@ def test_logits_read_as_probabilities_are_refused():
   with pytest.raises(ValueError, match=r"from_logits=False.*the averaged "
                      r"predictions range from -"):
     callback.predict(x)
+  # The same check travels with the Posterior, also through save / load.
+  with pytest.raises(ValueError, match=r"from_logits=False.*the averaged "
+                     r"predictions range from -"):
+    callback.posterior.predict(x)
+  path = os.path.join(tempfile.mkdtemp(), "posterior.npz")
+  callback.posterior.save(path)
+  with pytest.raises(ValueError, match=r"from_logits=False.*the averaged "
+                     r"predictions range from -"):
+    sgk.Posterior.load(path, model=callback.model).predict(x)
   # A Softmax layer gives probabilities: accepted, and so are its averages.
   callback = sampling()
   fit(classifier([keras.layers.Dense(3), keras.layers.Softmax()],

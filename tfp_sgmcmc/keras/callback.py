@@ -35,6 +35,7 @@ import numpy as np
 from tfp_sgmcmc.keras import backup as backup_lib
 from tfp_sgmcmc.keras import checks as checks_lib
 from tfp_sgmcmc.keras import energies as energies_lib
+from tfp_sgmcmc.keras import fit_checks
 from tfp_sgmcmc.keras import health as health_lib
 from tfp_sgmcmc.keras import logs as logs_lib
 from tfp_sgmcmc.keras import options as options_lib
@@ -396,6 +397,9 @@ class SamplingCallback(keras.callbacks.Callback):
         max_samples=self.max_samples, burnin_epochs=self.burnin_epochs,
         burnin_steps=self.burnin_steps, num_tests=self.num_tests,
         num_accepted=self.num_accepted)
+    probabilities_loss = fit_checks.probabilities_loss(self._likelihood)
+    if probabilities_loss:
+      metadata["probabilities_loss"] = probabilities_loss
     return posterior_lib.Posterior.from_kept_samples(
         self.model, self._samples, self._sample_states, self._likelihood,
         count, mean, variance, metadata)
@@ -403,9 +407,7 @@ class SamplingCallback(keras.callbacks.Callback):
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see
     `Posterior.predict`)."""
-    predictions = self.posterior.predict(x, batch_size=batch_size)
-    self._traps.check_predictions(self, predictions)
-    return predictions
+    return self.posterior.predict(x, batch_size=batch_size)
 
   def save(self, path):
     """Saves the kept samples and moments (`Posterior.load(path, model)`)."""

@@ -13,7 +13,7 @@ import tensorflow as tf
 # The checks read the callback's likelihood (its private state) by design.
 # pylint: disable=protected-access
 
-__all__ = ["check_callbacks", "check_outputs", "check_predictions",
+__all__ = ["check_callbacks", "check_outputs", "probabilities_loss",
            "check_probabilities", "examples_in"]
 
 _CROSSENTROPIES = ("sparse_categorical_crossentropy",
@@ -190,15 +190,12 @@ def check_outputs(callback, frame):
                       "first training examples")
 
 
-def check_predictions(callback, predictions):
-  """`SamplingCallback.predict`: with a cross-entropy on probabilities
-  (from_logits=False), the averaged outputs must be probabilities."""
-  likelihood = callback._likelihood
+def probabilities_loss(likelihood):
+  """The name of the loss if it is a cross-entropy on probabilities
+  (from_logits=False), whose averaged predictions `Posterior.predict` then
+  checks; else None."""
   ce = None if likelihood is None else _crossentropy(likelihood)
-  if ce is None or ce[1]:
-    return
-  check_probabilities(predictions, ce[0],
-                      where="the averaged predictions")
+  return ce[0] if ce is not None and not ce[1] else None
 
 
 def check_probabilities(outputs, loss_name, where):

@@ -253,7 +253,13 @@ class Posterior:
     for out in self._per_sample(x, batch_size, model):
       total = out if total is None else tf.nest.map_structure(
           np.add, total, out)
-    return tf.nest.map_structure(lambda t: t / self.num_samples, total)
+    average = tf.nest.map_structure(lambda t: t / self.num_samples, total)
+    loss_name = self.metadata.get("probabilities_loss")
+    if loss_name:  # fitted with a cross-entropy on probabilities
+      from tfp_sgmcmc.keras import fit_checks  # pylint: disable=g-import-not-at-top
+      fit_checks.check_probabilities(average, loss_name,
+                                     where="the averaged predictions")
+    return average
 
   def predict_mean_and_variance(self, x, noise_scale=None, head=None,
                                 batch_size=256, model=None):

@@ -33,12 +33,12 @@ import warnings
 import numpy as np
 
 from tfp_sgmcmc.keras import fit_checks
-from tfp_sgmcmc.keras.fit_checks import check_predictions, check_probabilities
+from tfp_sgmcmc.keras.fit_checks import check_probabilities
 
 # The checks read the callback's counters (its private state) by design.
 # pylint: disable=protected-access
 
-__all__ = ["FitTraps", "check_predictions", "check_probabilities"]
+__all__ = ["FitTraps", "check_probabilities"]
 
 # A chain at equilibrium sits about d/2 above the energy's minimum (d the
 # number of weights; exactly so for a Gaussian posterior). A rise beyond
@@ -336,10 +336,6 @@ class FitTraps:
       self._lowest_energy = (float(energy), epoch)
 
   # --- fit end and predict ------------------------------------------------
-
-  @staticmethod
-  def check_predictions(callback, predictions):
-    fit_checks.check_predictions(callback, predictions)
 
   def train_end(self, callback):
     if (callback._sampling and
