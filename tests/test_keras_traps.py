@@ -292,3 +292,9 @@ def test_class_and_sample_weights_are_refused():
   with pytest.raises(ValueError, match="`sample_weight` was passed to fit"):
     fit(classifier(), [sampling()], x, y, batch_size=20,
         sample_weight=np.ones(N, np.float32))
+  # Weights yielded by a dataset, as (x, y, w) triples, the same.
+  weighted = tf.data.Dataset.from_tensor_slices(
+      (x, y, np.ones(N, np.float32))).batch(20)
+  with pytest.raises(ValueError, match=r"yields \(x, y, sample_weight\) "
+                     r"triples.*dataset.map\(lambda x, y, w: \(x, y\)\)"):
+    fit(classifier(), [sampling()], weighted)

@@ -31,6 +31,7 @@ import sys
 import warnings
 
 import numpy as np
+import tensorflow as tf
 
 from tfp_sgmcmc.keras import fit_checks
 from tfp_sgmcmc.keras.fit_checks import check_probabilities
@@ -102,6 +103,16 @@ class FitTraps:
             "tempered likelihood) than the model's. SamplingCallback does "
             f"not support it; remove `{name}` (for imbalanced classes, "
             "resample the data or put the class prior in the model).")
+    x = frame.get("x")
+    if isinstance(x, tf.data.Dataset) and isinstance(
+        x.element_spec, tuple) and len(x.element_spec) == 3:
+      raise ValueError(
+          "the dataset passed to fit yields (x, y, sample_weight) "
+          f"triples (element_spec with 3 parts: {x.element_spec}): the "
+          "weights scale each example's log-likelihood, which samples "
+          "another posterior than the model's. SamplingCallback does not "
+          "support it; yield (x, y) pairs, e.g. "
+          "dataset.map(lambda x, y, w: (x, y)).")
     steps_per_epoch = frame.get("steps_per_epoch")
     self._validation_split = float(frame.get("validation_split") or 0.)
     examples = fit_checks.examples_in(frame.get("x"))
