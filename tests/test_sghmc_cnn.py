@@ -32,8 +32,8 @@ def test_sghmc_trains_a_bayesian_cnn_with_batch_norm():
   assert np.all(np.isfinite(errors)), errors
   # Seen (seed 0 three times, seeds 1-2; 2,000 images, batch 100, 1 warm-up
   # + 3 epochs, the averaged error over 1,000 test images): 0.226 -> 0.120,
-  # 0.157 -> 0.115 (the same seed: Keras' training is not bit-reproducible
-  # across runs here), 0.209 -> 0.113, 0.246 -> 0.136; chance is 0.9.
+  # 0.157 -> 0.115 (the same seed, in a later full-suite run; why it differs
+  # was not investigated), 0.209 -> 0.113, 0.246 -> 0.136; chance is 0.9.
   # Asserted: the average improves, and ends below 0.17 (seen at most 0.136;
   # the binomial sd of a 13% error on 1,000 images is 0.011). A chain that
   # does not move stays near its random start's error, about 0.9.
