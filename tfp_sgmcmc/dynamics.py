@@ -171,8 +171,25 @@ _GROUP_SALTS = (0x27D4EB2F, 0x165667B1)
 
 
 def _normal(seed, n, dtype):
+  """sqrt(2) erfinv(u), computed as sqrt(2) erfinv(|u|) with u's sign bit
+  set by integer ops. The same values as the plain product (erfinv is odd),
+  but the last floating-point op of a draw is no longer a product with a
+  scalar: XLA's simplifier reassociates (z * sqrt(2)) * c into
+  z * (sqrt(2) * c) when a consumer scales the draw by a scalar that is a
+  constant in one compilation and a loop value in another, so the same
+  seed gave draws 1 ulp apart in differently compiled loops (progress
+  chunks against one `sample_chain`). The sign is applied through a
+  bitcast, which no float rewrite crosses; every stage before erfinv is
+  exact (integers, and a uniform grid whose arithmetic is exact)."""
   u = _symmetric_uniform(seed, n, dtype)
-  return np.sqrt(2.).astype(u.dtype.as_numpy_dtype) * tf.math.erfinv(u)
+  magnitude = np.sqrt(2.).astype(u.dtype.as_numpy_dtype) * tf.math.erfinv(
+      tf.abs(u))
+  bits, sign = ((tf.int64, -2**63) if u.dtype == tf.float64
+                else (tf.int32, -2**31))
+  signed = tf.bitwise.bitwise_or(
+      tf.bitcast(magnitude, bits),
+      tf.bitwise.bitwise_and(tf.bitcast(u, bits), tf.constant(sign, bits)))
+  return tf.bitcast(signed, u.dtype)
 
 
 def standard_normal_like(structure, seed):
