@@ -36,7 +36,9 @@ the exact M-H test and dual averaging to a target acceptance, on plain
 minibatches, with control variates around the mode
 (`tfp_sgmcmc.ControlVariateTarget`), with larger minibatches, and with the
 minibatch M-H test. Goal: AMAGOLD's sds within 10% of the reference and
-ESS/s >= 5x NUTS's.
+ESS/s >= 5x NUTS's (the best NUTS run: with `--only "NAME [C chains]"`
+each method can run with its own number of chains, e.g. NUTS with 4, 8 and
+16 in the same run).
 
     python benchmarks/accuracy_per_second.py          # ~5 min (+ reference once)
     python benchmarks/accuracy_per_second.py --quick  # < 1 min (reference cached)
@@ -78,14 +80,22 @@ def full_log_prob(problem):
   return log_prob
 
 
-def _accepted(results):
+def _accepted(results, state):
   """is_accepted of an (adapted) M-H kernel's results, else ones."""
   r = results
   while r is not None:
     if hasattr(r, "is_accepted"):
       return tf.cast(r.is_accepted, tf.float32)
     r = getattr(r, "inner_results", None)
-  return tf.ones([CHAINS])
+  return tf.ones(tf.shape(state)[:1])
+
+
+def split_chains(name):
+  """'METHOD [16 chains]' -> ('METHOD', 16); a plain name -> (name, None)."""
+  if name.endswith(" chains]") and " [" in name:
+    base, count = name[:-len(" chains]")].rsplit(" [", 1)
+    return base, int(count)
+  return name, None
 
 
 def _step_size(results):
@@ -181,6 +191,12 @@ def methods(problem, mode, quick, only=None):
                                                     accept=0.8),
       "AMAGOLD T=10, CV b=500, accept 0.8": amagold(cv(500), 1e-3,
                                                    accept=0.8),
+      "AMAGOLD T=8, CV b=1000, accept 0.8": amagold(cv(1000), 1e-3, t=8,
+                                                   accept=0.8),
+      "AMAGOLD T=10, CV b=250, accept 0.8": amagold(cv(250), 1e-3,
+                                                   accept=0.8),
+      "AMAGOLD T=10, CV b=500, accept 0.8, skew-reversible beta=10":
+          amagold(cv(500), 1e-3, accept=0.8, friction=10., resample=False),
   }
   # Tried, not run by default (`--only NAME ...` runs them).
   extra = ["SGLD h=1e-7", "SGHMC h=1e-4 C=1e3", "SGLD-CV h=1e-5",
@@ -192,7 +208,10 @@ def methods(problem, mode, quick, only=None):
            "AMAGOLD T=10, CV b=1000, accept 0.8, skew-reversible beta=10",
            "AMAGOLD T=5, CV b=1000, accept 0.8",
            "AMAGOLD T=20, CV b=1000, accept 0.8",
-           "AMAGOLD T=10, CV b=500, accept 0.8"]
+           "AMAGOLD T=10, CV b=500, accept 0.8",
+           "AMAGOLD T=8, CV b=1000, accept 0.8",
+           "AMAGOLD T=10, CV b=250, accept 0.8",
+           "AMAGOLD T=10, CV b=500, accept 0.8, skew-reversible beta=10"]
   if quick:
     keep = ["NUTS (TFP), fixed step 5e-3", "SGLD-CV h=3e-6",
             "AMAGOLD T=10, CV b=1000"]
@@ -200,7 +219,12 @@ def methods(problem, mode, quick, only=None):
     keep = only
   else:
     keep = [k for k in out if k not in extra]
-  return {k: out[k] for k in keep}
+  # "NAME [C chains]" runs NAME with C chains instead of the default.
+  specs = {}
+  for k in keep:
+    base, chains = split_chains(k)
+    specs[k] = dict(out[base], chains=chains)
+  return specs
 
 
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
@@ -209,8 +233,16 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 def run_method(spec, init, seed, budget_seconds, ref, max_chunks=10**6,
                clock="wall"):
   """Runs one method in compiled chunks until `budget_seconds` on `clock`
-  (compile excluded); returns the error curve and summaries."""
+  (compile excluded); returns the error curve and summaries. `init` is one
+  chain's start, or the chains' ([chains, d]); a spec's `chains` (if set)
+  tiles one chain's start that many times."""
   now = CLOCKS[clock]
+  init = np.asarray(init, np.float32)
+  if init.ndim == 2 and spec.get("chains"):
+    init = init[0]
+  if init.ndim == 1:
+    init = np.tile(init, (spec.get("chains") or CHAINS, 1))
+  init = tf.constant(init)
   kernel, thin, chunk = spec["kernel"], spec["thin"], spec["chunk"]
   num_results = chunk // thin
 
@@ -219,7 +251,7 @@ def run_method(spec, init, seed, budget_seconds, ref, max_chunks=10**6,
     out = tfp.mcmc.sample_chain(
         num_results, state, previous_kernel_results=results, kernel=kernel,
         num_steps_between_results=thin - 1,
-        trace_fn=lambda _, r: (_accepted(r), _step_size(r)),
+        trace_fn=lambda s, r: (_accepted(r, s), _step_size(r)),
         return_final_kernel_results=True, seed=seed)
     return out.all_states, out.trace, out.final_kernel_results
 
@@ -255,6 +287,7 @@ def run_method(spec, init, seed, budget_seconds, ref, max_chunks=10**6,
         sd_ratio_median=float(np.median(sd / ref_sd))))
   warmup_time = warmup_time or 0.
   out = dict(steps=steps, seconds=elapsed, clock=clock,
+             chains=int(init.shape[0]),
              warmup_steps=spec["warmup"],
              warmup_seconds=warmup_time, thin=thin,
              gradients_per_step=spec["grads"], curve=curve,
@@ -264,6 +297,7 @@ def run_method(spec, init, seed, budget_seconds, ref, max_chunks=10**6,
     ess = tfp.mcmc.effective_sample_size(
         tf.constant(all_samples, tf.float64)).numpy().sum(0)  # Per coord.
     sampling = elapsed - warmup_time
+    out.update(cross_chain_correlation(all_samples))
     out.update(
         ess_min=float(ess.min()), ess_per_second=float(ess.min() / sampling),
         ess_per_second_incl_warmup=float(ess.min() / elapsed),
@@ -274,6 +308,23 @@ def run_method(spec, init, seed, budget_seconds, ref, max_chunks=10**6,
             all_samples.reshape(-1, all_samples.shape[-1]).std(0) /
             ref_sd, [0, 100])])
   return out
+
+
+def cross_chain_correlation(samples):
+  """Summing ESS over chains assumes independent chains; chains that share
+  minibatches (the default of InMemoryTarget) share gradient noise. Returns
+  the mean over coordinates and chain pairs of the correlation of two
+  chains' draws at the same step, and its standard error under independence
+  (about 1 / sqrt(steps x pairs x d), ignoring autocorrelation)."""
+  s, c, d = samples.shape
+  if c < 2 or s < 3:
+    return {}
+  z = (samples - samples.mean(0)) / (samples.std(0) + 1e-30)
+  corr = np.einsum("sid,sjd->dij", z, z) / s        # [d, c, c]
+  off = corr[:, ~np.eye(c, dtype=bool)]             # [d, c (c - 1)]
+  return dict(cross_chain_correlation=float(off.mean()),
+              cross_chain_correlation_se=float(
+                  1 / np.sqrt(s * c * (c - 1) / 2 * d)))
 
 
 def reference(problem, mode, cov, refresh=False, path=None,
@@ -360,7 +411,10 @@ def report(results, clock):
             f"{r['acceptance']:6.2f} {r['mean_error']:8.3f} "
             f"{r['sd_error']:7.3f} "
             f"{r['sd_ratio_min_max'][0]:7.3f}-{r['sd_ratio_min_max'][1]:.3f}"
-            f" {r['ess_min']:7.0f} {r['ess_per_second']:8.1f}")
+            f" {r['ess_min']:7.0f} {r['ess_per_second']:8.1f}"
+            + (f"  (cross-chain corr {r['cross_chain_correlation']:+.4f} "
+               f"+- {r['cross_chain_correlation_se']:.4f})"
+               if "cross_chain_correlation" in r else ""))
     else:
       print(f"{name:40s} {r['steps']:8d} {r['seconds']:6.1f} "
             "(budget spent in warm-up)")
@@ -428,7 +482,7 @@ def main(quick=False, smoke=False, budget=None, only=None, out=None,
     specs = {k: dict(v, warmup=0, chunk=v["chunk"] // 10 or 1,
                      thin=1) for k, v in specs.items()
              if k == "AMAGOLD T=10, CV b=1000"}
-  init = tf.constant(np.tile(mode, (CHAINS, 1)), tf.float32)
+  init = np.asarray(mode, np.float32)
   results = {}
   for i, (name, spec) in enumerate(specs.items()):
     print(f"running {name} ...", flush=True)
@@ -449,7 +503,9 @@ if __name__ == "__main__":
                       help="wall (default) or this process's CPU time "
                       "(on a machine shared with other jobs)")
   parser.add_argument("--only", nargs="*", default=None,
-                      help="method names to run (see METHODS)")
+                      help="method names to run (see `methods`); "
+                      "'NAME [C chains]' runs NAME with C chains "
+                      f"(default {CHAINS})")
   parser.add_argument("--json-name", default=None,
                       help="file name of the JSON (for --only runs)")
   parser.add_argument("--merge", nargs="*", default=None,

@@ -45,6 +45,19 @@ def test_exact_energy_in_chunks_equals_direct_sum(problem, chunk):
   np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+def test_default_energy_chunk_is_a_data_budget():
+  spec = lambda *shape: tf.TensorSpec(shape, tf.float32)
+  chunk = sg.targets.default_energy_chunk_size
+  # Small examples: all N in one pass (N = 1e5 logistic regression).
+  assert chunk((spec(100_000, 20), spec(100_000)), 100_000) == 100_000
+  # Large examples: 16 MiB of data per chunk (MNIST-sized rows) ...
+  assert chunk((spec(60_000, 784), spec(60_000)), 60_000) == (
+      16 * 2**20 // (785 * 4))
+  # ... but never below 4096 examples, nor above N.
+  assert chunk(spec(10**6, 3000), 10**6) == 4096
+  assert chunk(spec(100, 3000), 100) == 100
+
+
 def test_exact_energy_compiles_under_xla(problem):
   target = problem.in_memory_target(batch_size=10, energy_chunk_size=20)
   w = tf.constant([0.3, -0.2, 0.5])
