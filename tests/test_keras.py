@@ -391,6 +391,26 @@ def test_amagold_test_is_one_call_traced_once_over_fits(problem,
   assert sampling.num_tests == 12
 
 
+def test_amagold_energy_data_as_a_dataset_gives_the_chain_of_arrays(problem):
+  # The exact test's U over a tf.data.Dataset (summed from Python, then
+  # handed to the compiled test) equals U over the same arrays in the same
+  # batches (summed inside the compiled test): the same chain.
+  x, y = problem.data
+  chains = []
+  for energy_data in ((x, y), tf.data.Dataset.from_tensor_slices(
+      (x, y)).batch(128)):
+    _, callback = fit_regression(
+        problem, sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5,
+                             friction=1., momentum_std=20., seed=3),
+        num_steps=100, thinning=1, energy_data=energy_data,
+        energy_batch_size=128)
+    chains.append((kept_draws(callback), callback.num_accepted))
+  (a, accepted_a), (b, accepted_b) = chains
+  assert len(a) == 20 and 0 < accepted_a < 20
+  assert accepted_a == accepted_b
+  np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
 def test_minibatch_acceptance_on_the_whole_data_is_the_exact_test(problem):
   # acceptance_energy="minibatch" estimates U(theta) (via stateless_call,
   # the weights untouched) and U(theta*) on one batch; with a "batch" of
