@@ -10,8 +10,9 @@ fits, `model.compile(jit_compile=True)`:
 * SGHMC, SGLD: `tfp_sgmcmc.keras` samplers through `SamplingCallback`
   (sampling from the first step, `burnin_epochs=0`); SGHMC also without
   the running moments (`track_moments=False`), the update alone;
-* AMAGOLD, T = 10, exact M-H: every 10 steps the callback evaluates U over
-  the 8,000 training images (batches of 2,000) and runs the test;
+* AMAGOLD, T = 10 (the paper's T for its BNN), exact M-H: every 10 steps
+  the callback evaluates U over the 8,000 training images (batches of
+  2,000) and runs the test, one compiled call;
 * AMAGOLD, T = 10, minibatch M-H (`acceptance_energy="minibatch"`).
 
 An epoch's time is the wall time between consecutive `on_epoch_end`

@@ -354,6 +354,63 @@ def test_later_fits_retrace_no_train_step(problem):
   assert sampling.sampler.step_count == 75
 
 
+def test_amagold_test_is_one_call_traced_once_over_fits(problem,
+                                                        monkeypatch):
+  # AMAGOLD's M-H test (full-data energy, test, health check) is one
+  # compiled function, under XLA here as the train step is, traced once:
+  # later fits with the same callback retrace neither it nor the train step.
+  x, y = problem.data
+  model = regression_model(problem.posterior_mean)
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
+                jit_compile=True)
+  traces = []
+  train_step = model.train_step
+
+  def counting_train_step(data):
+    traces.append(type(model.optimizer).__name__)  # Runs while tracing.
+    return train_step(data)
+  model.train_step = counting_train_step
+  test_function = sgk.AMAGOLD.test_function
+
+  def counting_test_function(self, energy_fn, after_fn, jit_compile=False):
+    def counting_energy_fn(*args):
+      traces.append("M-H test")  # Runs while tracing.
+      return energy_fn(*args)
+    return test_function(self, counting_energy_fn, after_fn, jit_compile)
+  monkeypatch.setattr(sgk.AMAGOLD, "test_function", counting_test_function)
+  sampling = sgk.SamplingCallback(
+      sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5, friction=1.,
+                  momentum_std=20., seed=4),
+      num_examples=problem.num_examples, prior=problem.prior_scale,
+      energy_data=(x, y), energy_batch_size=128)
+  for _ in range(3):
+    model.fit(iid_batches(problem, 20, seed=5), epochs=1, verbose=0,
+              callbacks=[sampling])
+  assert traces == ["AMAGOLD", "M-H test"]
+  assert sampling.num_tests == 12
+
+
+def test_amagold_energy_data_as_a_dataset_gives_the_chain_of_arrays(problem):
+  # The exact test's U over a tf.data.Dataset (summed from Python, then
+  # handed to the compiled test) equals U over the same arrays in the same
+  # batches (summed inside the compiled test): the same chain.
+  x, y = problem.data
+  chains = []
+  for energy_data in ((x, y), tf.data.Dataset.from_tensor_slices(
+      (x, y)).batch(128)):
+    _, callback = fit_regression(
+        problem, sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5,
+                             friction=1., momentum_std=20., seed=3),
+        num_steps=100, thinning=1, energy_data=energy_data,
+        energy_batch_size=128)
+    chains.append((kept_draws(callback), callback.num_accepted))
+  (a, accepted_a), (b, accepted_b) = chains
+  assert len(a) == 20 and 0 < accepted_a < 20
+  assert accepted_a == accepted_b
+  np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
 def test_minibatch_acceptance_on_the_whole_data_is_the_exact_test(problem):
   # acceptance_energy="minibatch" estimates U(theta) (via stateless_call,
   # the weights untouched) and U(theta*) on one batch; with a "batch" of

@@ -268,11 +268,7 @@ class AMAGOLD(base.SamplerOptimizer):
     Returns:
       (is_accepted, log_accept_ratio) as tensors.
     """
-    if self.leapfrog_step != self.num_leapfrog_steps:
-      raise RuntimeError(
-          f"AMAGOLD's M-H test is due after T={self.num_leapfrog_steps} "
-          f"steps but {self.leapfrog_step} steps ran: steps_per_execution "
-          "or a partial execution skipped the test.")
+    self.check_test_due()
     if self._mh_function is None:
       self._mh_function = tf.function(self._metropolis_hastings,
                                       autograph=False)
@@ -280,6 +276,33 @@ class AMAGOLD(base.SamplerOptimizer):
     current = (tf.cast(current_energy, tf.float64)
                if current_energy is not None else base.read(self._energy))
     return self._mh_function(proposed, current)
+
+  def check_test_due(self):
+    """Raises unless the trajectory has run its T steps."""
+    if self.leapfrog_step != self.num_leapfrog_steps:
+      raise RuntimeError(
+          f"AMAGOLD's M-H test is due after T={self.num_leapfrog_steps} "
+          f"steps but {self.leapfrog_step} steps ran: steps_per_execution "
+          "or a partial execution skipped the test.")
+
+  def test_function(self, energy_fn, after_fn, jit_compile=False):
+    """`metropolis_hastings` and what goes with it as one compiled call.
+
+    Returns a `tf.function` f(*args) -> (is_accepted, after_fn()):
+    `energy_fn(*args)` gives (U(theta*), U~(theta) or None for the cached
+    exact U(theta)) at the current state, the test runs on them, then
+    `after_fn()` (e.g. a health check) sees the state after the test. Call
+    `check_test_due()` first.
+    """
+    def run(*args):
+      proposed, current = energy_fn(*args)
+      proposed = tf.cast(proposed, tf.float64)
+      current = (base.read(self._energy) if current is None
+                 else tf.cast(current, tf.float64))
+      accepted, _ = self._metropolis_hastings(proposed, current)
+      return accepted, after_fn()
+    return tf.function(run, autograph=False, jit_compile=jit_compile,
+                       reduce_retracing=True)
 
   def _metropolis_hastings(self, proposed_energy, current_energy):
     variables = self._trainable_variables

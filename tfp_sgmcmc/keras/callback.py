@@ -314,25 +314,25 @@ class SamplingCallback(keras.callbacks.Callback):
     self._trajectory_steps = 0
     start = time.perf_counter()
     with self._strategy.scope():
-      accepted = self._energies.run_test(self.sampler, self.model,
-                                         self._likelihood)
+      accepted, health = self._energies.run_test(
+          self.sampler, self.model, self._likelihood, self._health)
     self.mh_seconds += time.perf_counter() - start
     self.num_tests += 1
     self.num_accepted += int(accepted)
     self._logs.count_test(accepted)
     self._transitions += 1
-    if self._check_health(batch, None, full=True):
+    if self._check_health(batch, None, full=True, values=health):
       return
     if self._transitions % self.thinning == 0:
       self._keep_sample()
 
   # --- divergence ----------------------------------------------------------
 
-  def _check_health(self, batch, logs, full):
+  def _check_health(self, batch, logs, full, values=None):
     """Returns True (and stops or raises) if the chain diverged: the loss
     in `logs`, and with `full` the weights and the sampler's state."""
     what = self._health.problem(self.model, self.sampler, self._strategy,
-                                logs, full)
+                                logs, full, values)
     if not what:
       return False
     self._diverge(batch, what)

@@ -4,9 +4,12 @@ U~ of two positions on one minibatch.
     U(theta) = sum over `energy_data` of -log p(y | x, theta) - log p(theta)
 
 (the minibatch estimate is `tfp_sgmcmc.energy.minibatch_energy`, N times
-the batch's mean NLL minus the log prior). In-memory arrays
-are summed in one compiled loop over batches (a single call per test, no
-host round trip); a `tf.data.Dataset` is iterated from Python.
+the batch's mean NLL minus the log prior). Each test is one compiled call
+(`run_test`): the energies, the sampler's test and the health check of the
+state after it, under XLA where the model's train step is. In-memory arrays
+are summed inside that call over batches of `batch_size` (static slices;
+a loop beyond `MAX_UNROLLED_BATCHES`); a `tf.data.Dataset` is iterated
+from Python first.
 """
 
 import numpy as np
@@ -14,7 +17,14 @@ import tensorflow as tf
 
 from tfp_sgmcmc import energy as energy_lib
 
+from tfp_sgmcmc.keras import health as health_lib
+
 __all__ = ["AcceptanceEnergies"]
+
+# Up to this many batches the exact sum is written out with static slices
+# (XLA then compiles it; a loop with dynamic slices is several times slower
+# under XLA on CPU); beyond, a `tf.while_loop`.
+MAX_UNROLLED_BATCHES = 32
 
 
 class AcceptanceEnergies:
@@ -40,6 +50,12 @@ class AcceptanceEnergies:
     self._current_log_prior = None
     self._full_energy = None
     self._minibatch_function = None
+    self._exact_body = None
+    self._minibatch_body = None
+    self._jit = False
+    # The compiled test (`run_test`) and what it was built for.
+    self._test_function = None
+    self._test_for = None
     self._arrays = None
     self._dataset = None
     # The minibatch test's batch sampler: a numpy generator over arrays, or
@@ -51,6 +67,7 @@ class AcceptanceEnergies:
   def _build(self, model, likelihood, exact):
     n = float(self._num_examples)
     log_prior = self._log_prior
+    self._jit = health_lib.use_xla(model)
 
     def current_log_prior():
       return tf.cast(log_prior([v.value for v in model.trainable_variables]),
@@ -73,20 +90,35 @@ class AcceptanceEnergies:
             f"`energy_data` holds {size} examples but num_examples="
             f"{self._num_examples}: the exact M-H test needs the whole "
             "training set (and N must be its size).")
-      self._arrays = (x, y)
       batch = self._batch_size
       num_batches = -(-size // batch)
 
+      def part(a, i):
+        return tf.nest.map_structure(lambda t: t[i * batch:(i + 1) * batch],
+                                     a)
+      parts = None
+      if exact and num_batches <= MAX_UNROLLED_BATCHES:
+        # The batches as separate tensors (not slices taken in the compiled
+        # function, which XLA copies at each call).
+        parts = [(part(x, i), part(y, i)) for i in range(num_batches)]
+        x = y = None
+      else:
+        self._arrays = (x, y)
+        # XLA runs a loop over dynamic slices several times slower.
+        self._jit = self._jit and not exact
+
       def full_energy(x, y):
-        def body(i, total):
-          xb = tf.nest.map_structure(lambda a: a[i * batch:(i + 1) * batch],
-                                     x)
-          return i + 1, total + batch_nll(xb, y[i * batch:(i + 1) * batch])
-        _, total = tf.while_loop(lambda i, _: i < num_batches, body,
-                                 (tf.constant(0), tf.constant(0., tf.float64)))
+        if x is None:
+          total = tf.add_n([batch_nll(xb, yb) for xb, yb in parts])
+        else:
+          _, total = tf.while_loop(
+              lambda i, _: i < num_batches,
+              lambda i, t: (i + 1, t + batch_nll(part(x, i), part(y, i))),
+              (tf.constant(0), tf.constant(0., tf.float64)))
         return total - current_log_prior()
+      self._exact_body = lambda: (full_energy(x, y), None)
       self._full_energy = tf.function(lambda: full_energy(x, y),
-                                      autograph=False)
+                                      autograph=False, jit_compile=self._jit)
     else:
       self._dataset = data
     self._current_log_prior = tf.function(current_log_prior, autograph=False)
@@ -106,6 +138,7 @@ class AcceptanceEnergies:
       return current, proposed
     self._minibatch_function = tf.function(
         minibatch_energies, reduce_retracing=True, autograph=False)
+    self._minibatch_body = minibatch_energies
     self._built = True
 
   def exact(self, model, likelihood):
@@ -162,17 +195,33 @@ class AcceptanceEnergies:
     if sampler.acceptance_energy == "exact":
       sampler.set_energy(self.exact(model, likelihood))
 
-  def run_test(self, sampler, model, likelihood):
+  def run_test(self, sampler, model, likelihood, health):
     """AMAGOLD's M-H test at the end of a trajectory, with the energies it
-    asks for; returns whether the proposal was accepted."""
-    if sampler.acceptance_energy == "exact":
-      accepted, _ = sampler.metropolis_hastings(self.exact(model, likelihood))
+    asks for, in one compiled call that also runs `health`'s check on the
+    state after it; returns (accepted, the check's values)."""
+    exact = sampler.acceptance_energy == "exact"
+    if not self._built:
+      self._build(model, likelihood, exact=exact)
+    sampler.check_test_due()
+    after = health.ensure_built(model, sampler, tf.distribute.get_strategy())
+    if self._test_for != (sampler, health.version):
+      if exact and self._exact_body is not None:
+        energy_fn = self._exact_body   # The sum over arrays, in the call.
+      elif exact:
+        energy_fn = lambda energy: (energy, None)  # noqa: E731
+      else:
+        energy_fn = lambda x, y: self._minibatch_body(  # noqa: E731
+            x, y, [s.value for s in sampler.start_position])[::-1]
+      self._test_function = sampler.test_function(energy_fn, after,
+                                                  jit_compile=self._jit)
+      self._test_for = (sampler, health.version)
+    if exact:
+      args = () if self._exact_body is not None else (
+          self.exact(model, likelihood),)
     else:
-      current, proposed = self.minibatch(
-          model, likelihood, [s.value for s in sampler.start_position],
-          sampler.seed)
-      accepted, _ = sampler.metropolis_hastings(proposed, current)
-    return bool(accepted)
+      args = self._next_batch(sampler.seed)
+    accepted, values = self._test_function(*args)
+    return bool(accepted), values
 
   def state(self):
     """The batch sampler's position, for a backup (JSON-able)."""

@@ -6,7 +6,21 @@ import math
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["HealthCheck", "SamplerDivergenceError", "divergence_report"]
+__all__ = ["HealthCheck", "SamplerDivergenceError", "divergence_report",
+           "use_xla"]
+
+
+def use_xla(model):
+  """Whether the callback's own compiled functions use XLA: as the model's
+  train step does (`compile(jit_compile=True)`), and not under a
+  distribution strategy (whose variables they read in cross-replica
+  context)."""
+  return bool(getattr(model, "jit_compile", False) is True and
+              not tf.distribute.has_strategy())
+
+
+def _at_least_float32(x):
+  return tf.cast(x, tf.float32) if x.dtype.size < 4 else x
 
 
 class SamplerDivergenceError(RuntimeError):
@@ -16,7 +30,9 @@ class SamplerDivergenceError(RuntimeError):
 
 class HealthCheck:
   """One small compiled reduction over the model's weights and the
-  sampler's floating state, rebuilt when the sampler changes.
+  sampler's floating state, rebuilt when the sampler changes. AMAGOLD's
+  M-H test runs its `body` inside the test's own compiled call (`values`
+  then come from there).
 
   Args:
     max_abs_weight: None, or a bound on |theta| beyond which the chain
@@ -28,6 +44,8 @@ class HealthCheck:
     self._function = None
     self._for = None
     self._entries = None
+    self.body = None  # The check's Python function, for composition.
+    self.version = 0  # Counts the builds (a composed function is rebuilt).
 
   def reset(self):
     """Forget the compiled check (the sampler was rebuilt)."""
@@ -41,28 +59,47 @@ class HealthCheck:
     self._entries = entries
 
     def health():
-      finite = tf.stack([tf.reduce_all(tf.math.is_finite(v.value))
-                         for _, v, _ in entries])
+      # A sum is finite iff every term is (or it overflowed: `problem`
+      # then checks the terms), one pass per variable.
+      sums = tf.stack([tf.cast(tf.reduce_sum(_at_least_float32(v.value)),
+                               tf.float64) for _, v, _ in entries])
       biggest = tf.stack([tf.cast(tf.reduce_max(tf.abs(v.value)),
                                   tf.float64)
                           for _, v, weight in entries if weight])
-      return finite, biggest
+      return sums, biggest
     with strategy.scope():
+      # Not XLA: its reductions are slower than TensorFlow's on CPU.
       self._function = tf.function(health, autograph=False)
+    self.body = health
     self._for = sampler
+    self.version += 1
 
-  def problem(self, model, sampler, strategy, logs, full):
+  def ensure_built(self, model, sampler, strategy):
+    """Builds the check for `sampler` if needed; returns its `body` (a
+    function of nothing returning (sums, biggest) tensors: each variable's
+    sum, the largest |theta| of each weight)."""
+    if self._for is not sampler:
+      self._build(model, sampler, strategy)
+    return self.body
+
+  def problem(self, model, sampler, strategy, logs, full, values=None):
     """What diverged, as a phrase for the message; "" if nothing did. The
-    loss in `logs` always, the state only with `full`."""
+    loss in `logs` always, the state only with `full` (from `values`, the
+    output of `body` computed elsewhere, if given)."""
     loss = None if logs is None else logs.get("loss")
     loss_ok = loss is None or math.isfinite(float(loss))
     if loss_ok and not full:
       return ""
-    if self._for is not sampler:
-      self._build(model, sampler, strategy)
-    with strategy.scope():
-      finite, biggest = self._function()
-    finite, biggest = finite.numpy(), biggest.numpy()
+    self.ensure_built(model, sampler, strategy)
+    if values is None:
+      with strategy.scope():
+        values = self._function()
+    sums, biggest = (np.asarray(v) for v in values)
+    finite = np.isfinite(sums)
+    if not finite.all():
+      with strategy.scope():
+        finite = [bool(tf.reduce_all(tf.math.is_finite(v.value))) if not ok
+                  else True for (_, v, _), ok in zip(self._entries, finite)]
     problems = []
     if not loss_ok:
       problems.append(f"the loss (running mean over the epoch: "
