@@ -1,12 +1,22 @@
 """Chains: time per step of C independent chains batched in one kernel,
-relative to one chain (goal: 64 chains <= 4x one chain).
+relative to one chain and relative to the kernel's own gradient floor.
+
+Goals (issue 19): sampler / gradient floor <= 1.15 at every chain count for
+SGLD, SGHMC and AMAGOLD (minibatch M-H) with shared minibatches; 64 shared-
+batch chains <= 4x one chain; the per-chain-minibatch floor within 2x of the
+shared one at 64 chains.
 
 Problem: the Bayesian logistic regression of common.py (N = 100,000,
 d = 20, minibatch 100). The state is [C, 20]; one compiled `while_loop`
 runs the kernel; times per step (per gradient evaluation for AMAGOLD) are
-measured for C = 1, 8, 64, 256 interleaved, each calibrated to about the
-same wall time, over several repeats; ratio = t(C) / t(1) per repeat,
-median [min, max] over repeats.
+measured for C = 1, 8, 64, 256. Every kernel and floor at every chain count
+of one batching mode is timed in one interleaved sweep, each calibrated to
+about the same wall time, over several repeats; every ratio is taken within
+one repeat (sampler / floor at the same C, t(C) / t(1) for the same kernel)
+and reported as median [min, max] over repeats. Times are wall clock and,
+TensorFlow is limited to one thread (intra- and inter-op; `--threads 0` for
+its default) when run as a script, also process CPU time (the steadier of the two on a shared
+machine); the tables print CPU time.
 
 Two ways the chains get their minibatches:
 
@@ -15,21 +25,32 @@ Two ways the chains get their minibatches:
   (common random numbers; the chains' injected noise is independent). The
   gradient is then one [n, d] x [d, C] matrix product.
 * per-chain: `InMemoryTarget(..., independent_minibatches=True)`
-  (`_timing.PerChainLogistic`), which draws [C, n] indices, so each chain
-  sees its own minibatch (independent gradient noise, C times the gathered
-  data per step).
+  (`_timing.PerChainLogistic`), which draws [C, n] indices in one draw, so
+  each chain sees its own minibatch (C times the gathered data per step).
 
-Kernels: SGLD (h = 1e-5), SGHMC Euler (h = 1e-5, C = 100), AMAGOLD T = 10
-with the exact M-H test (one full-data energy of all C chains per 10
-gradients) and with the minibatch M-H test.
+Floors (what any sampler of this kind must do per step):
 
-    python benchmarks/chains.py            # ~3 minutes on 2 cores
-    python benchmarks/chains.py --quick    # < 1 minute
+* gradient only (floor): draw the minibatch and compute its gradient.
+* gradient + energy: also the per-chain minibatch energy U~, which every
+  kernel reports (`energy`, `target_log_prob`) and its divergence flag reads.
+* gradient + energy + noise: also d x C standard normals (SGLD's minimum).
+* noise only: the d x C standard normals alone.
+* per-chain, indices + gather: draw [C, n] indices and gather the rows.
+* per-chain, gather (fixed random indices): the gather alone, from random
+  indices drawn once outside the loop (the memory floor).
+
+    python benchmarks/chains.py            # ~4 minutes on 2 quiet cores
+    python benchmarks/chains.py --quick    # ~1 minute (1 and 64 chains)
+    python benchmarks/chains.py --profile SGLD,shared,64 [--profile-dir D]
+        # optimized HLO of that configuration's compiled loop, a listing of
+        # its while body (what one step computes) and a TF profiler trace
 """
 
 import argparse
 import os
+import re
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,49 +61,229 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc import dynamics  # noqa: E402
 
 T = 10
 
 
-class GradientOnly:
-  """The floor: draw the minibatch and compute its gradient, nothing else
-  (the gradient is fed back so XLA cannot drop it). Shows how much of the
-  growth with chains is the likelihood arithmetic itself."""
+def set_threads(threads):
+  """`threads` intra-op and inter-op threads (0: TensorFlow's default).
+  With one, every configuration runs on one core and process CPU time
+  counts only work (a thread pool's idle threads spin, which a loaded
+  machine turns into CPU time). Must run before TensorFlow executes
+  anything; a no-op afterwards."""
+  if not threads:
+    return False
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+    return True
+  except RuntimeError:
+    return False
 
-  def __init__(self, target):
+
+GOAL_OVER_FLOOR = 1.15
+GOAL_64_OVER_1 = 4.
+GOAL_PER_CHAIN_FLOOR = 2.
+
+
+class GradientOnly:
+  """The floor: draw the minibatch and compute its gradient (and, with
+  `energy` / `noise`, the per-chain energy / d x C normals), nothing else;
+  everything is fed back so XLA cannot drop it."""
+
+  def __init__(self, target, energy=False, noise=False):
     self.target = target
+    self.energy = energy
+    self.noise = noise
 
   def bootstrap_results(self, state):
     del state
     return ()
 
   def one_step(self, state, results, seed):
-    _, grad = self.target.energy_and_gradient(state, seed)
-    return state - 1e-12 * grad, results
+    energy, grad = self.target.energy_and_gradient(state, seed)
+    new = state - 1e-12 * grad
+    if self.energy:
+      new = new + 1e-30 * energy[..., None]
+    if self.noise:
+      new = new + 1e-9 * dynamics.standard_normal_like(
+          state, dynamics.derive_seeds(seed, 2)[1])
+    return new, results
 
 
-def kernels(target, quick):
-  out = {
-      "gradient only (floor)": (GradientOnly(target), 1),
-      "SGLD": (sg.SGLD(target, 1e-5), 1),
-      "SGHMC": (sg.SGHMC(target, 1e-5, 100.), 1),
-      "AMAGOLD T=10 exact M-H": (sg.AMAGOLD(
-          target, 1e-5, num_leapfrog_steps=T, friction=50.), T),
-  }
-  if not quick:
+class NoiseOnly:
+  """d x C standard normals per step (the injected noise), nothing else."""
+
+  def bootstrap_results(self, state):
+    del state
+    return ()
+
+  def one_step(self, state, results, seed):
+    return state + 1e-9 * dynamics.standard_normal_like(state, seed), results
+
+
+class GatherOnly:
+  """Per-chain minibatches without arithmetic: draw the [C, n] indices
+  (`fixed=False`) or cycle through 16 sets drawn once outside the loop
+  (`fixed=True`: the gather alone), and gather the rows."""
+
+  def __init__(self, target, fixed=False):
+    self.target = target
+    self.fixed = fixed
+
+  def bootstrap_results(self, state):
+    if not self.fixed:
+      return ()
+    return tf.stack([self.target.minibatch_indices([i, 7], state)
+                     for i in range(16)]), tf.constant(0)
+
+  def one_step(self, state, results, seed):
+    if self.fixed:
+      table, i = results
+      indices = tf.gather(table, i % 16)
+      results = (table, i + 1)
+    else:
+      indices = self.target.minibatch_indices(seed, state)
+    x, y = tf.nest.map_structure(lambda d: tf.gather(d, indices),
+                                 self.target.data)
+    touch = tf.reduce_sum(x, -2) + tf.reduce_sum(y, -1)[..., None]
+    return state + 1e-30 * touch, results
+
+
+def kernels(target, batching, quick=False, smoke=False):
+  """name -> (kernel, gradients per step, is a floor)."""
+  out = {"gradient only (floor)": (GradientOnly(target), 1, True)}
+  if smoke:
+    out["SGLD"] = (sg.SGLD(target, 1e-5), 1, False)
+    return out
+  if batching == "shared":
+    out["gradient + energy"] = (GradientOnly(target, energy=True), 1, True)
+    out["gradient + energy + noise"] = (
+        GradientOnly(target, energy=True, noise=True), 1, True)
+    out["noise only"] = (NoiseOnly(), 1, True)
+  else:
+    out["indices + gather"] = (GatherOnly(target), 1, True)
+    out["gather (fixed random indices)"] = (GatherOnly(target, fixed=True),
+                                            1, True)
+  out["SGLD"] = (sg.SGLD(target, 1e-5), 1, False)
+  if batching == "shared":
+    out["SGHMC"] = (sg.SGHMC(target, 1e-5, 100.), 1, False)
     out["AMAGOLD T=10 minibatch M-H"] = (sg.AMAGOLD(
         target, 1e-5, num_leapfrog_steps=T, friction=50.,
-        acceptance_energy="minibatch"), T)
+        acceptance_energy="minibatch"), T, False)
+    if not quick:
+      out["AMAGOLD T=10 exact M-H"] = (sg.AMAGOLD(
+          target, 1e-5, num_leapfrog_steps=T, friction=50.), T, False)
   return out
+
+
+def _cpu_timed(fn, *args):
+  start = time.process_time()
+  out = fn(*args)
+  tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t,
+                        out)
+  return time.process_time() - start
+
+
+def _calibrate(fn, args, target_seconds, min_steps=100):
+  """Compiles fn(*args, num_steps); returns a num_steps that takes about
+  `target_seconds` of process CPU time, at least `min_steps` (so that the
+  fixed cost of a call, and a loaded machine's scheduling, stay small next
+  to the steps)."""
+  steps = 100
+  _cpu_timed(fn, *args, tf.constant(steps))  # Compile.
+  while True:
+    t = _cpu_timed(fn, *args, tf.constant(steps))
+    if t > 0.2 * target_seconds or steps >= 10**7:
+      break
+    steps *= 4
+  return int(max(min_steps, steps * target_seconds / max(t, 1e-6)))
+
+
+def _interleaved(fns, target_seconds, repeats):
+  """Like `_timing.interleaved_per_step`, timing each call in wall and
+  process CPU time: returns (wall, cpu) dicts name -> seconds per step per
+  repeat, and the steps used."""
+  steps = {name: _calibrate(fn, args, target_seconds)
+           for name, (fn, args) in fns.items()}
+  wall = {name: [] for name in fns}
+  cpu = {name: [] for name in fns}
+  for _ in range(repeats):
+    for name, (fn, args) in fns.items():
+      n = tf.constant(steps[name])
+      c0, w0 = time.process_time(), time.perf_counter()
+      out = fn(*args, n)
+      tf.nest.map_structure(lambda t: t.numpy(), out)
+      wall[name].append((time.perf_counter() - w0) / steps[name])
+      cpu[name].append((time.process_time() - c0) / steps[name])
+  return wall, cpu, steps
+
+
+def _ratios(a, b):
+  return _timing.spread([x / y for x, y in zip(a, b)])
+
+
+def profile(problem, spec, out_dir, steps=2000):
+  """Writes the optimized HLO of one configuration's compiled loop, a
+  listing of its while body, and a TF profiler trace of `steps` steps."""
+  name, batching, chains = spec.split(",")
+  chains = int(chains)
+  target = (problem.target() if batching == "shared" else
+            _timing.PerChainLogistic(problem))
+  table = kernels(target, batching)
+  matches = [k for k in table if k.lower().startswith(name.lower())]
+  if not matches:
+    raise ValueError(f"--profile: no kernel named {name!r} for "
+                     f"{batching!r}; choose from {list(table)}")
+  kernel = table[matches[0]][0]
+  loop = _timing.kernel_loop(kernel)
+  args = (tf.zeros([chains, problem.d]), tf.constant([1, 2]))
+  os.makedirs(out_dir, exist_ok=True)
+  stem = os.path.join(out_dir, re.sub(r"\W+", "_", f"{matches[0]}_{batching}"
+                                      f"_{chains}"))
+  hlo = loop.experimental_get_compiler_ir(*args, tf.constant(steps))(
+      stage="optimized_hlo")
+  with open(stem + ".hlo.txt", "w") as f:
+    f.write(hlo)
+  body = while_body_listing(hlo)
+  with open(stem + ".body.txt", "w") as f:
+    f.write(body)
+  loop(*args, tf.constant(10)).numpy()  # Compile outside the trace.
+  logdir = stem + "_trace"
+  tf.profiler.experimental.start(logdir)
+  loop(*args, tf.constant(steps)).numpy()
+  tf.profiler.experimental.stop()
+  print(f"{matches[0]} ({batching}, {chains} chains): while body of the "
+        f"compiled loop (optimized HLO, one line per top-level "
+        f"instruction):\n{body}\nwrote {stem}.hlo.txt, {stem}.body.txt and "
+        f"the profiler trace {logdir} (TensorBoard's profile plugin)")
+
+
+def while_body_listing(hlo):
+  """The top-level instructions of the largest while body in an optimized
+  HLO module: shape, opcode, name (fusions say what they fuse)."""
+  blocks = re.split(r"\n(?=\S)", hlo)
+  bodies = [b for b in blocks if re.match(r"%\S*body", b)]
+  if not bodies:
+    return "(no while body found)"
+  body = max(bodies, key=len)
+  lines = []
+  for line in body.split("\n")[1:]:
+    m = re.match(r"\s*(?:ROOT )?%(\S+) = (\S+) ([a-z-]+)\(", line)
+    if not m or m.group(3) in ("get-tuple-element", "constant", "parameter",
+                               "tuple", "bitcast"):
+      continue
+    lines.append(f"  {m.group(2):28s} {m.group(3):12s} {m.group(1)}")
+  return "\n".join(lines)
 
 
 def main(quick=False, smoke=False, repeats=None, chains=None,
          target_seconds=None, out=None, n=100_000):
   repeats = repeats or (1 if smoke else 3 if quick else 5)
-  chains = chains or ([1, 4] if smoke else [1, 8, 64] if quick
+  chains = chains or ([1, 4] if smoke else [1, 64] if quick
                       else [1, 8, 64, 256])
-  target_seconds = target_seconds or (0.02 if smoke else 0.1 if quick
-                                      else 0.3)
+  target_seconds = target_seconds or (0.02 if smoke else 0.1)
   problem = common.synthetic_logistic(n=n)
   targets = {"shared": problem.target(),
              "per-chain": _timing.PerChainLogistic(problem)}
@@ -91,60 +292,109 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
   seed = tf.constant([1, 2])
   rows = []
   print(f"{problem.name}, minibatch {problem.batch_size}; {repeats} "
-        f"interleaved repeats; time per gradient evaluation; "
-        f"ratio to 1 chain median [min, max]", flush=True)
-  header = (f"{'kernel':28s} {'batches':10s} " +
-            " ".join(f"{f'{c} chains':>22s}" for c in chains))
-  print(header)
+        f"interleaved repeats; time per gradient evaluation (CPU time); "
+        f"x = ratio to 1 chain, median [min, max]", flush=True)
+  cpu_all = {}
   for batching, target in targets.items():
-    for name, (kernel, grads_per_step) in kernels(target, quick or smoke
-                                                  ).items():
-      if smoke and name != "SGLD":
-        continue
+    table = kernels(target, batching, quick, smoke)
+    fns = {}
+    for name, (kernel, _, _) in table.items():
       loop = _timing.kernel_loop(kernel)
-      fns = {c: (loop, (tf.zeros([c, problem.d]), seed)) for c in chains}
-      per_step, steps = _timing.interleaved_per_step(fns, target_seconds,
-                                                     repeats)
+      for c in chains:
+        fns[(name, c)] = (loop, (tf.zeros([c, problem.d]), seed))
+    wall, cpu, steps = _interleaved(fns, target_seconds, repeats)
+    cpu_all[batching] = cpu
+    print(f"\n{batching} minibatches\n{'kernel':32s} " +
+          " ".join(f"{f'{c} chains':>24s}" for c in chains))
+    for name, (_, grads, is_floor) in table.items():
       cells = []
       for c in chains:
-        ratios = [a / b for a, b in zip(per_step[c], per_step[chains[0]])]
-        us = [1e6 * t / grads_per_step for t in per_step[c]]
-        row = dict(kernel=name, batches=batching, chains=c,
-                   us_per_gradient=_timing.spread(us),
-                   ratio_to_one_chain=_timing.spread(ratios),
-                   # Least disturbed by other processes on a shared machine.
-                   ratio_of_minima=min(per_step[c]) / min(
-                       per_step[chains[0]]),
-                   us_per_chain_gradient=float(np.median(us)) / c,
-                   steps_timed=steps[c])
+        key, one = (name, c), (name, chains[0])
+        us = [1e6 * t / grads for t in cpu[key]]
+        floor = cpu[("gradient only (floor)", c)]
+        row = dict(
+            kernel=name, batches=batching, chains=c, floor=is_floor,
+            us_per_gradient=_timing.spread(us),
+            wall_us_per_gradient=_timing.spread(
+                [1e6 * t / grads for t in wall[key]]),
+            ratio_to_one_chain=_ratios(cpu[key], cpu[one]),
+            wall_ratio_to_one_chain=_ratios(wall[key], wall[one]),
+            over_gradient_floor=_ratios([t / grads for t in cpu[key]], floor),
+            wall_over_gradient_floor=_ratios(
+                [t / grads for t in wall[key]],
+                wall[("gradient only (floor)", c)]),
+            us_per_chain_gradient=float(np.median(us)) / c,
+            steps_timed=steps[key])
+        if batching == "shared" and not smoke:
+          row["over_energy_noise_floor"] = _ratios(
+              [t / grads for t in cpu[key]],
+              cpu[("gradient + energy + noise", c)])
         rows.append(row)
         cells.append(f"{row['us_per_gradient']['median']:8.1f}us "
                      f"x{_timing.fmt(row['ratio_to_one_chain'], digits=1)}")
-      print(f"{name:28s} {batching:10s} " +
-            " ".join(f"{c:>22s}" for c in cells), flush=True)
-  summary = {}
-  for r in rows:
-    if r["chains"] == 64:
-      summary[f"{r['kernel']} ({r['batches']})"] = (
-          r["ratio_to_one_chain"]["median"], r["ratio_of_minima"])
-  if summary:
-    print("\n64 chains / 1 chain (goal <= 4), median ratio / ratio of "
-          "minima:\n" + "\n".join(f"  {k:42s} {a:5.2f} / {b:5.2f}"
-                                  for k, (a, b) in summary.items()))
+      print(f"{name:32s} " + " ".join(f"{c:>24s}" for c in cells),
+            flush=True)
+  by = {(r["kernel"], r["batches"], r["chains"]): r for r in rows}
+  if not smoke:
+    print("\nsampler / gradient floor at the same chain count (goal <= "
+          f"{GOAL_OVER_FLOOR}), shared minibatches; [ / gradient + energy + "
+          "noise floor]")
+    for name, (_, _, is_floor) in kernels(targets["shared"], "shared",
+                                          quick).items():
+      if name == "gradient only (floor)":
+        continue
+      cells = []
+      for c in chains:
+        r = by[(name, "shared", c)]
+        cell = f"{r['over_gradient_floor']['median']:5.2f}"
+        if not is_floor:
+          cell += f" [{r['over_energy_noise_floor']['median']:4.2f}]"
+        cells.append(cell)
+      print(f"  {name:30s} " + " ".join(f"{c:>14s}" for c in cells))
+    if 64 in chains:
+      print(f"\n64 chains / 1 chain (goal <= {GOAL_64_OVER_1:g}), shared:")
+      for name in kernels(targets["shared"], "shared", quick):
+        r = by[(name, "shared", 64)]
+        print(f"  {name:32s} {_timing.fmt(r['ratio_to_one_chain'])}")
+      pc = cpu_all["per-chain"][("gradient only (floor)", 64)]
+      sh = cpu_all["shared"][("gradient only (floor)", 64)]
+      print(f"\nper-chain / shared gradient floor at 64 chains (goal <= "
+            f"{GOAL_PER_CHAIN_FLOOR:g}): {_timing.fmt(_ratios(pc, sh))}")
+      for name in ("indices + gather", "gather (fixed random indices)"):
+        g = cpu_all["per-chain"][(name, 64)]
+        print(f"  {name} alone / shared gradient floor: "
+              f"{_timing.fmt(_ratios(g, sh))}")
   if not smoke or out:
     common.write_json(os.path.join(out or _timing.RESULTS, "chains.json"),
                       dict(rows=rows, problem=problem.name,
                            batch_size=problem.batch_size, repeats=repeats,
                            target_seconds=target_seconds, quick=quick,
-                           goal="64 chains <= 4x one chain"))
+                           timing="process CPU time (wall in wall_*)",
+                           goals=dict(over_gradient_floor=GOAL_OVER_FLOOR,
+                                      chains64_over_1=GOAL_64_OVER_1,
+                                      per_chain_floor_over_shared=(
+                                          GOAL_PER_CHAIN_FLOOR))))
   return rows
 
 
 if __name__ == "__main__":
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--quick", action="store_true")
+  parser.add_argument("--quick", action="store_true",
+                      help="1 and 64 chains, 3 repeats, no exact-M-H AMAGOLD")
   parser.add_argument("--repeats", type=int, default=None)
   parser.add_argument("--out", default=None,
                       help="JSON directory (default benchmarks/results)")
+  parser.add_argument("--profile", default=None, metavar="KERNEL,BATCHES,C",
+                      help="instead of the table, profile one configuration,"
+                      " e.g. SGLD,shared,64 or 'gradient only,per-chain,64'")
+  parser.add_argument("--profile-dir", default=os.path.join(
+      _timing.RESULTS, "profile"))
+  parser.add_argument("--threads", type=int, default=1,
+                      help="TensorFlow intra/inter-op threads (default 1: "
+                      "one core per run; 0: TensorFlow's default)")
   a = parser.parse_args()
-  main(quick=a.quick, repeats=a.repeats, out=a.out)
+  set_threads(a.threads)
+  if a.profile:
+    profile(common.synthetic_logistic(), a.profile, a.profile_dir)
+  else:
+    main(quick=a.quick, repeats=a.repeats, out=a.out)

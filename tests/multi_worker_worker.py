@@ -79,8 +79,13 @@ def make_sampler(name):
   if name == "sghmc":
     return sgk.SGHMC(step_size=0.01, friction=10., integrator="splitting",
                      momentum_resampling_period=7, seed=5)
-  # Exact test (energy_data below); eps = 0.05 gives some rejections.
-  return sgk.AMAGOLD(step_size=0.05, num_leapfrog_steps=4, friction=1.,
+  # Exact test (energy_data below) with both outcomes. The test needs the
+  # single-process chain to move over its 8 M-H tests (4 kept): at eps =
+  # 0.05 about 20% of tests accept, and for 5 of seeds 1-16 (with either
+  # noise generator) every kept test rejected, so whether the reference
+  # moved was luck of the stream. At eps = 0.03 about 63% accept and 15 of
+  # 16 seeds both moved and rejected at least once.
+  return sgk.AMAGOLD(step_size=0.03, num_leapfrog_steps=4, friction=1.,
                      resample_momentum=False, seed=5)
 
 

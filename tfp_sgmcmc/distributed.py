@@ -208,9 +208,8 @@ class ShardedTarget(targets_lib.MinibatchTarget):
 
   def _global_indices(self, seed):
     # InMemoryTarget's draw for the same seed (InMemoryTarget._shared_indices).
-    return tf.random.stateless_uniform(
-        [self._batch_size], seed=tfp.random.sanitize_seed(seed), minval=0,
-        maxval=self.num_examples, dtype=tf.int32, alg=dynamics.RNG_ALG)
+    return dynamics.uniform_indices(seed, [self._batch_size],
+                                    self.num_examples)
 
   def minibatch_indices(self, seed):
     """The global example indices (into `data`) of the step with `seed`,

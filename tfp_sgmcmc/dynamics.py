@@ -32,11 +32,13 @@ __all__ = [
 ]
 
 
-# One explicit counter-based generator rather than "auto_select", whose choice
-# may change between TF versions. Integer draws (minibatch indices) agree
-# between XLA and TF kernels; float draws do not (the two convert bits to
-# floats differently), so a chain is reproducible from its seed within one
-# compilation mode.
+# For TF's own stateless draws (a few scalars per step, the TFRecord and
+# distributed per-shard indices): one explicit counter-based generator rather
+# than "auto_select", whose choice may change between TF versions. The
+# injected noise and InMemoryTarget's minibatch indices come from SplitMix64
+# below. Integer draws (minibatch indices) agree between XLA and TF kernels;
+# float draws do not (erfinv is computed differently), so a chain is
+# reproducible from its seed within one compilation mode.
 RNG_ALG = "philox"
 
 
@@ -54,7 +56,7 @@ def derive_seeds(seed, n):
   seed_i = seed XOR (i + 1) * salt, word by word: the integer fold-in that
   TFP uses to salt seeds (`samplers.fold_in`). Distinct seeds give unrelated
   streams (`tf.random.stateless_*` scramble a seed through Philox before
-  use; `standard_normal_like` uses it as a Philox key), while
+  use; `standard_normal_like` mixes it with SplitMix64's finaliser), while
   `tfp.random.split_seed` costs a random-number op of its own, which next to
   a small minibatch gradient is a visible part of a step (about 0.1-0.3 us of
   a 2 us step on Statlog Australian; benchmarks/overhead.py).
@@ -80,36 +82,140 @@ def _salted(seed, n, family):
   return [tf.bitwise.bitwise_xor(seed, tf.constant(v)) for v in salts]
 
 
-def _philox_key(seed):
-  """The Philox key of a draw: the 64 bits of the int32[2] seed."""
-  seed = tfp.random.sanitize_seed(seed)
-  return tf.reshape(tf.bitcast(seed, tf.uint64), [1])
+# The injected noise (every kernel's Gaussian draws) comes from SplitMix64
+# (Steele, Lea & Flood 2014; passes BigCrush), used as a counter-based
+# generator: word i of a draw is mix64(mix64(seed) + i * gamma), i = 1..n.
+# On XLA:CPU, TF's Philox normals cost about 17 ns each (9 ns for the Philox
+# bits, 8 for their conversion) and are the largest cost of a batched step
+# beyond the gradient; SplitMix64 words plus the same inverse-CDF transform
+# (sqrt(2) erfinv of a symmetric uniform) cost about 7 ns per normal, and all
+# parts of a structure come from one flat draw (benchmarks/chains.py).
+_GAMMA = 0x9E3779B97F4A7C15
+_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
 
 
-def _philox_counter(part):
-  # Counter (low, high): each part of a structure has its own high word, so
-  # the parts' streams never overlap (a part would need 2^64 blocks).
-  return tf.constant([0, part], tf.uint64)
+def _mix64(z):
+  shift = lambda x, k: tf.bitwise.right_shift(x, tf.constant(k, tf.uint64))
+  z = tf.bitwise.bitwise_xor(z, shift(z, 30)) * tf.constant(_MIX[0], tf.uint64)
+  z = tf.bitwise.bitwise_xor(z, shift(z, 27)) * tf.constant(_MIX[1], tf.uint64)
+  return tf.bitwise.bitwise_xor(z, shift(z, 31))
 
 
-# `tf.random.stateless_normal(..., alg="philox")` first scrambles the seed
-# into a key and counter with a Philox call of its own; the raw op below uses
-# the seed as the key directly (Philox's key is the stream's identity, and
-# the seeds here come from `split_seed` or `derive_seeds`). This removes that
-# extra call: on this CPU about 0.25 us of a 2 us step at d = 15, and a
-# quarter of the time of the draws themselves at 79,510 coordinates, where
-# XLA also folds the constant counter. (benchmarks/overhead.py)
-_PHILOX = 1  # tf.random.Algorithm.PHILOX
+def _random_words(seed, n):
+  """`n` uint64 words of the SplitMix64 stream keyed by the int32[2] seed
+  (`n` a scalar int64 tensor). The key is mixed first, so seeds that differ
+  in a few bits (`derive_seeds`) start unrelated streams."""
+  key = tf.bitcast(tfp.random.sanitize_seed(seed), tf.uint64)
+  i = tf.bitcast(tf.range(1, n + 1, dtype=tf.int64), tf.uint64)
+  return _mix64(_mix64(key) + i * tf.constant(_GAMMA, tf.uint64))
+
+
+def uniform_indices(seed, shape, maxval):
+  """int32 indices uniform on [0, maxval), of `shape` (a list or an int32
+  tensor), from one flat SplitMix64 draw: index = (w_hi * maxval) >> 32 for
+  the high 32 bits w_hi of each word (Lemire's multiply-shift; each index
+  has probability within maxval / 2^32 of 1 / maxval, as for TF's modulo
+  reduction of 32 random bits).
+
+  `InMemoryTarget`'s minibatch indices ([n] shared, or [chains, n] in one
+  draw): on XLA:CPU TF's Philox integers cost about 20 ns each, more than the
+  gather of the rows they index, and the Philox op's key setup was about a
+  fifth of a one-chain gradient step on the N = 1e5 logistic regression
+  (benchmarks/chains.py). Integer arithmetic only, so eager and XLA agree."""
+  shape = tf.cast(shape, tf.int32) if tf.is_tensor(shape) else shape
+  n = tf.reduce_prod(tf.cast(shape, tf.int64))
+  words = _random_words(seed, n)
+  hi = tf.bitwise.right_shift(words, tf.constant(32, tf.uint64))
+  index = tf.bitwise.right_shift(hi * tf.constant(int(maxval), tf.uint64),
+                                 tf.constant(32, tf.uint64))
+  return tf.reshape(tf.cast(index, tf.int32), shape)
+
+
+def _symmetric_grid(seed, n, dtype):
+  """`n` odd integers j uniform in (-2^b, 2^b), and b: the draw
+  u = j 2^-b is uniform on a grid symmetric about 0 in (-1, 1). float64
+  (int64 j, b = 52) from 52 bits of a word; float32 and narrower types
+  (int32 j, b = 23) from 23 bits of each half of a word."""
+  n = tf.cast(n, tf.int64)
+  if dtype == tf.float64:
+    words = _random_words(seed, n)
+    k = tf.bitcast(tf.bitwise.right_shift(words, tf.constant(12, tf.uint64)),
+                   tf.int64)
+    return 2 * k + (1 - 2**52), 52
+  words = _random_words(seed, (n + 1) // 2)
+  halves = tf.reshape(tf.bitcast(words, tf.uint32), [-1])[:n]
+  k = tf.cast(tf.bitwise.right_shift(halves, tf.constant(9, tf.uint32)),
+              tf.int32)
+  return 2 * k + (1 - 2**23), 23
+
+
+def _to_unit(j, b):
+  """j 2^-b, exactly (|j| < 2^b fits the significand)."""
+  return tf.cast(j, tf.float64 if b == 52 else tf.float32) * 2.**-b
+
+
+def _symmetric_uniform(seed, n, dtype):
+  """`n` draws, uniform on a grid symmetric about 0 in (-1, 1)
+  (`_symmetric_grid`)."""
+  return _to_unit(*_symmetric_grid(seed, n, dtype))
+
+
+def _flat_draws(structure, seed, draw):
+  """One flat draw per dtype for all parts of `structure`, split and
+  reshaped into the parts. `draw(seed, n, dtype)` -> n values."""
+  parts = tf.nest.flatten(structure)
+  out = [None] * len(parts)
+  dtypes = []
+  for p in parts:
+    if p.dtype not in dtypes:
+      dtypes.append(p.dtype)
+  for j, dtype in enumerate(dtypes):
+    idx = [i for i, p in enumerate(parts) if p.dtype == dtype]
+    sizes = [tf.size(parts[i], out_type=tf.int64) for i in idx]
+    group_seed = seed if j == 0 else _salted(seed, j, _GROUP_SALTS)[-1]
+    flat = tf.cast(draw(group_seed, tf.add_n(sizes), dtype), dtype)
+    pieces = [flat] if len(idx) == 1 else tf.split(flat, tf.stack(sizes))
+    for i, piece in zip(idx, pieces):
+      out[i] = tf.reshape(piece, tf.shape(parts[i]))
+  return tf.nest.pack_sequence_as(structure, out)
+
+
+# Salts for the seeds of a structure's second, third... dtype.
+_GROUP_SALTS = (0x27D4EB2F, 0x165667B1)
+
+
+def _normal(seed, n, dtype):
+  """sqrt(2) erfinv(u) for the symmetric uniform u = j 2^-b, computed as
+  sqrt(2) erfinv(|j| 2^-b) with the sign bit of the integer j set into the
+  result by integer ops: the same values as the plain product (erfinv is
+  odd), but the last floating-point op of a draw is no longer a product
+  with a scalar. XLA's simplifier reassociates (z * sqrt(2)) * c into
+  z * (sqrt(2) * c) when a consumer scales the draw by a scalar that is a
+  constant in one compilation and a loop value in another, so the same seed
+  gave draws 1 ulp apart in differently compiled loops (progress chunks
+  against one `sample_chain`); no float rewrite crosses the bitcast. Every
+  stage before erfinv is exact (integers, and j 2^-b). Taking the sign
+  from j rather than from the float u keeps the cost at about 0.3 ns per
+  normal over the plain product (u's two uses cost 0.9 ns)."""
+  j, b = _symmetric_grid(seed, n, dtype)
+  magnitude = _to_unit(tf.abs(j), b)
+  magnitude = np.sqrt(2.).astype(magnitude.dtype.as_numpy_dtype) * (
+      tf.math.erfinv(magnitude))
+  signed = tf.bitwise.bitwise_or(
+      tf.bitcast(magnitude, j.dtype),
+      tf.bitwise.bitwise_and(j, tf.constant(-2**63 if b == 52 else -2**31,
+                                            j.dtype)))
+  return tf.bitcast(signed, magnitude.dtype)
 
 
 def standard_normal_like(structure, seed):
-  """Independent N(0, 1) draws shaped like `structure`, from a stateless seed."""
-  parts = tf.nest.flatten(structure)
-  key = _philox_key(seed)
-  draws = [tf.raw_ops.StatelessRandomNormalV2(
-      shape=tf.shape(p), key=key, counter=_philox_counter(i), alg=_PHILOX,
-      dtype=p.dtype) for i, p in enumerate(parts)]
-  return tf.nest.pack_sequence_as(structure, draws)
+  """Independent N(0, 1) draws shaped like `structure`, from a stateless seed.
+
+  All parts of the same dtype come from one flat draw: SplitMix64 words
+  keyed by `seed`, each turned into a uniform u on a symmetric grid in
+  (-1, 1) and then into sqrt(2) erfinv(u) (the inverse-CDF transform XLA
+  uses for its own normals; |z| <= 5.3 in float32, 8.1 in float64)."""
+  return _flat_draws(structure, seed, _normal)
 
 
 def _scale(x, dtype):
@@ -446,13 +552,11 @@ def barker_increment_like(structure, step_size, seed,
 
 def uniform_like(structure, seed):
   """Independent U(0, 1) draws shaped like `structure`, from a stateless
-  seed (the raw Philox op, as `standard_normal_like`)."""
-  parts = tf.nest.flatten(structure)
-  key = _philox_key(seed)
-  draws = [tf.raw_ops.StatelessRandomUniformV2(
-      shape=tf.shape(p), key=key, counter=_philox_counter(i), alg=_PHILOX,
-      dtype=p.dtype) for i, p in enumerate(parts)]
-  return tf.nest.pack_sequence_as(structure, draws)
+  seed (one flat SplitMix64 draw per dtype, as `standard_normal_like`),
+  on a grid symmetric about 1/2, never 0 or 1."""
+  return _flat_draws(structure, seed,
+                     lambda s, n, dtype: 0.5 + 0.5 * _symmetric_uniform(
+                         s, n, dtype))
 
 
 def barker_probability(gradient, increment):

@@ -703,21 +703,18 @@ class InMemoryTarget(_DataLikelihoodTarget):
   def _shared_indices(self, seed):
     if self._full_batch:
       return tf.range(self.num_examples)
-    return tf.random.stateless_uniform(
-        [self._batch_size], seed=tfp.random.sanitize_seed(seed),
-        minval=0, maxval=self.num_examples, dtype=tf.int32,
-        alg=dynamics.RNG_ALG)
+    return dynamics.uniform_indices(seed, [self._batch_size],
+                                    self.num_examples)
 
   def _per_chain_indices(self, seed, chain_batch_shape):
     if isinstance(chain_batch_shape, list):
       shape = chain_batch_shape + [self._batch_size]
     else:
       shape = tf.concat([chain_batch_shape, [self._batch_size]], axis=0)
-    # The shared draw's call with a larger shape: one seed fixes the batch
-    # of every chain.
-    return tf.random.stateless_uniform(
-        shape, seed=tfp.random.sanitize_seed(seed), minval=0,
-        maxval=self.num_examples, dtype=tf.int32, alg=dynamics.RNG_ALG)
+    # The shared draw's call with a larger shape: one draw for every chain's
+    # indices (`dynamics.uniform_indices`; TF's Philox integers cost more
+    # than the gather itself on XLA:CPU at [chains, n]).
+    return dynamics.uniform_indices(seed, shape, self.num_examples)
 
   def _minibatch(self, state, seed):
     """(batch, n) for the step with this seed: a shared batch with its size,

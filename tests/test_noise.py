@@ -1,0 +1,96 @@
+"""The injected noise and minibatch indices (dynamics.standard_normal_like,
+dynamics.uniform_indices): N(0, 1) i.i.d. across steps, chains and state
+parts; uniform indices; the same bits whatever compilation they sit in."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc import dynamics
+
+STEPS = 4000
+
+
+def _structure():
+  # 8 chains: a [8, 5] and a [8] float32 part (one flat draw) and a [8, 2]
+  # float64 part (a second draw with its own seed).
+  return [tf.zeros([8, 5]), tf.zeros([8]), tf.zeros([8, 2], tf.float64)]
+
+
+@tf.function(jit_compile=True, autograph=False)
+def _draws(seed):
+  """[STEPS, 64] draws: row t is the structure's draw for the seed of step
+  t (`fold_in(seed, t)`, as `StepSeeded`), chains and parts side by side."""
+  def step(_, t):
+    s = tf.random.experimental.stateless_fold_in(seed, t)
+    parts = dynamics.standard_normal_like(_structure(), s)
+    return tf.concat([tf.reshape(tf.cast(p, tf.float64), [-1])
+                      for p in parts], 0)
+  return tf.scan(step, tf.range(STEPS), tf.zeros([64], tf.float64))
+
+
+def test_noise_is_iid_standard_normal_across_steps_chains_and_parts():
+  z = _draws(tf.constant([5, 6])).numpy()
+  n = z.size
+  # Each coordinate (chain x part element) has mean 0 ...
+  assert np.max(np.abs(z.mean(0))) * np.sqrt(STEPS) < 4.5
+  # ... variance 1 (a 1.1 variance would be 35 standard errors off) and
+  # normal tails.
+  assert abs(z.var() - 1.) / np.sqrt(2. / n) < 4.5, z.var()
+  for q, p in ((1., 0.31731), (2., 0.04550), (3., 0.0026998)):
+    frac = np.mean(np.abs(z) > q)
+    assert abs(frac - p) < 4.5 * np.sqrt(p * (1 - p) / n), (q, frac)
+  # No two coordinates are correlated (chains or parts sharing a stream,
+  # or overlapping pieces of one flat draw, give r = 1) ...
+  r = np.corrcoef(z, rowvar=False)
+  off = r[~np.eye(64, dtype=bool)]
+  assert np.max(np.abs(off)) * np.sqrt(STEPS) < 5., np.max(np.abs(off))
+  # ... and consecutive steps are uncorrelated.
+  lag1 = np.mean((z[1:] - z.mean(0)) * (z[:-1] - z.mean(0)), 0) / z.var(0)
+  assert np.max(np.abs(lag1)) * np.sqrt(STEPS) < 4.5, lag1
+  # Another seed gives other draws.
+  assert not np.array_equal(z[:10], _draws(tf.constant([5, 7])).numpy()[:10])
+
+
+def test_minibatch_indices_are_uniform_and_independent_across_chains():
+  maxval, steps = 270, 500
+  draw = tf.function(lambda s: dynamics.uniform_indices(s, [steps, 8, 16],
+                                                        maxval),
+                     jit_compile=True)
+  idx = draw(tf.constant([3, 4])).numpy()
+  assert idx.min() >= 0 and idx.max() < maxval
+  counts = np.bincount(idx.ravel(), minlength=maxval)
+  expected = idx.size / maxval
+  chi2 = np.sum((counts - expected) ** 2 / expected)
+  # chi-square with 269 degrees of freedom: mean 269, sd 23.
+  assert abs(chi2 - (maxval - 1)) < 5 * np.sqrt(2 * (maxval - 1)), chi2
+  # Chains' batches are independent: the same index in the same slot of
+  # two chains with probability 1 / maxval.
+  same = np.mean(idx[:, 0, :] == idx[:, 1, :])
+  assert abs(same - 1. / maxval) < 5 * np.sqrt(1. / maxval / (steps * 16))
+  # Eager (TF kernels) and XLA agree: integer arithmetic only.
+  np.testing.assert_array_equal(
+      idx, dynamics.uniform_indices(tf.constant([3, 4]), [steps, 8, 16],
+                                    maxval).numpy())
+
+
+def test_draws_do_not_depend_on_how_the_consumer_is_compiled():
+  # A kernel scales the noise by a scalar that is a compile-time constant
+  # in one compiled loop and a loop value in another (progress chunks
+  # against one sample_chain). With the draw computed as sqrt(2) * erfinv(u)
+  # XLA's simplifier folded sqrt(2) into the constant scale in one of them
+  # only, and about a third of the draws differed by an ulp.
+  for dtype in (tf.float32, tf.float64):
+    x = tf.zeros([256], dtype)
+    scale = 0.4472136
+    seed = tf.constant([3, 4])
+    by_constant = tf.function(
+        lambda s: dynamics.standard_normal_like(x, s) * scale,
+        jit_compile=True)(seed)
+    by_argument = tf.function(
+        lambda s, c: dynamics.standard_normal_like(x, s) * c,
+        jit_compile=True)(seed, tf.constant(scale, dtype))
+    bare = tf.function(lambda s: dynamics.standard_normal_like(x, s),
+                       jit_compile=True)(seed)
+    np.testing.assert_array_equal(by_constant, by_argument)
+    np.testing.assert_array_equal(by_argument,
+                                  bare * tf.constant(scale, dtype))
