@@ -30,8 +30,8 @@ setup(
         "numpy>=1.26",
     ],
     extras_require={
-        "test": ["pytest>=8", "scipy>=1.11", "matplotlib>=3.8",
-                 "hypothesis>=6"],
+        "test": ["pytest>=8", "pytest-xdist>=3", "scipy>=1.11",
+                 "matplotlib>=3.8", "hypothesis>=6"],
         "examples": ["matplotlib>=3.8"],
         # Side-by-side benchmarks against BlackJAX (benchmarks/vs_blackjax.py).
         "bench": ["jax>=0.4", "blackjax>=1.2"],
