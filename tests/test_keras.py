@@ -323,6 +323,19 @@ def test_a_second_fit_continues_the_chain_from_its_position(problem):
   assert not np.array_equal(momentum[0], sampling.sampler.momentum[0])
 
 
+def count_train_step_traces(model):
+  """A list that gets the optimizer's class name each time `model`'s train
+  step is traced (the appending runs only while tracing)."""
+  traces = []
+  train_step = model.train_step
+
+  def counting_train_step(data):
+    traces.append(type(model.optimizer).__name__)
+    return train_step(data)
+  model.train_step = counting_train_step
+  return traces
+
+
 def test_later_fits_retrace_no_train_step(problem):
   # Each optimizer's train step is traced once per compile: the burn-in
   # optimizer's and the sampler's train functions are swapped in with their
@@ -332,13 +345,7 @@ def test_later_fits_retrace_no_train_step(problem):
   model = regression_model(problem.posterior_mean)
   model.compile(optimizer=keras.optimizers.SGD(1e-3),
                 loss=sgk.GaussianNegativeLogLikelihood(1.))
-  traces = []
-  train_step = model.train_step
-
-  def counting_train_step(data):
-    traces.append(type(model.optimizer).__name__)  # Runs while tracing.
-    return train_step(data)
-  model.train_step = counting_train_step
+  traces = count_train_step_traces(model)
   sampling = sgk.SamplingCallback(
       sgk.SGHMC(step_size=3e-3, friction=30., seed=9),
       num_examples=problem.num_examples, prior=1., burnin_steps=5)
@@ -364,13 +371,7 @@ def test_amagold_test_is_one_call_traced_once_over_fits(problem,
   model.compile(optimizer=keras.optimizers.SGD(1e-3),
                 loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
                 jit_compile=True)
-  traces = []
-  train_step = model.train_step
-
-  def counting_train_step(data):
-    traces.append(type(model.optimizer).__name__)  # Runs while tracing.
-    return train_step(data)
-  model.train_step = counting_train_step
+  traces = count_train_step_traces(model)
   test_function = sgk.AMAGOLD.test_function
 
   def counting_test_function(self, energy_fn, after_fn, jit_compile=False):
