@@ -175,3 +175,64 @@ def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
   # Once diverged the chain stays flagged and stays put.
   assert diverged[first:, 0].all()
   assert np.all(draws[first:, 0] == draws[first, 0])
+
+
+# --- compute_energy=False (issue 19, third round) ----------------------------
+
+_ENERGY_FREE_KERNELS = {
+    "SGLD": lambda t, **kw: sg.SGLD(t, 0.1, **kw),
+    "SGHMC": lambda t, **kw: sg.SGHMC(t, 0.1, friction=1., **kw),
+    "PreconditionedSGLD": lambda t, **kw: sg.PreconditionedSGLD(t, 0.1, **kw),
+    "SGNHT": lambda t, **kw: sg.SGNHT(t, 0.1, **kw),
+    "SGBD": lambda t, **kw: sg.SGBD(t, 0.5, variant="extreme", **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ENERGY_FREE_KERNELS))
+def test_compute_energy_must_be_a_python_bool_and_minibatch_only(target,
+                                                                  name):
+  make = _ENERGY_FREE_KERNELS[name]
+  for bad in ("no", 0, None, np.bool_(False), tf.constant(False)):
+    with pytest.raises(TypeError, match=r"`compute_energy` must be a Python "
+                       r"bool \(True or False\); got .* of type"):
+      make(target, compute_energy=bad)
+  # A full-batch target needs its exact log density: refused, not ignored.
+  with pytest.raises(ValueError, match=r"`compute_energy=False`.*full-batch "
+                     r"target.*Drop `compute_energy=False`"):
+    make(None, target_log_prob_fn=lambda x: -quadratic(x),
+         compute_energy=False)
+  full = sg.InMemoryTarget(lambda w, b: -0.5 * tf.reduce_sum(
+      (b - w[..., None, :]) ** 2, -1), np.zeros((10, 2), np.float32),
+                           full_batch=True)
+  with pytest.raises(ValueError, match="full-batch target"):
+    make(full, compute_energy=False)
+  make(full, compute_energy=True)  # The default is accepted everywhere.
+
+
+@pytest.mark.parametrize("name", sorted(_ENERGY_FREE_KERNELS))
+def test_diverging_chain_is_flagged_without_the_energy(name):
+  # U = -10 x, finite everywhere, with a NaN gradient from x = 3 on: every
+  # kernel climbs from x = 0 and meets the NaN gradient; a chain at -1000
+  # cannot reach it in 60 steps. With compute_energy=False the flag reads the
+  # gradient (SGBD's move stays finite with a NaN gradient: without that
+  # check its chain 0 is not flagged and this test fails).
+  @tf.custom_gradient
+  def energy_nan_gradient(x):
+    def gradient(upstream):
+      return upstream[..., None] * tf.where(
+          x < 3., tf.fill(tf.shape(x), -10.), tf.fill(tf.shape(x), np.nan))
+    return -10. * x[..., 0], gradient
+  target = sg.NoisyGradientTarget(energy_nan_gradient,
+                                  gradient_noise_variance=0.)
+  kernel = _ENERGY_FREE_KERNELS[name](target, compute_energy=False)
+  draws, (diverged, reported) = sample(
+      kernel, tf.constant([[0.], [-1000.]]), 60, seed=[1, 2],
+      trace_fn=lambda _, r: (r.diverged, r.energy))
+  draws, diverged = np.asarray(draws), np.asarray(diverged)
+  assert np.all(np.isnan(reported))
+  assert diverged[-1, 0] and not diverged[:, 1].any()
+  assert np.all(np.isfinite(draws))
+  first = np.argmax(diverged[:, 0])
+  assert diverged[first:, 0].all()
+  assert np.all(draws[first:, 0] == draws[first, 0])
+  assert draws[first, 0, 0] >= 3.  # The state whose gradient was NaN.

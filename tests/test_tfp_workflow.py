@@ -604,3 +604,79 @@ def test_transformed_kernel_works_around_every_kernel(name):
   assert np.all(draws > 0.)  # The draws come back constrained.
   mean, mean_se = mean_and_se(np.log(draws))
   assert abs(mean[0] - log_mean) < NUM_SE * mean_se[0], (mean, log_mean)
+
+
+def _logistic_target(batch_size=20):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 3)).astype(np.float32)
+  y = (rng.uniform(size=200) < 0.5).astype(np.float32)
+
+  def log_likelihood(w, batch):
+    xb, yb = batch
+    logits = tf.einsum("nd,...d->...n", xb, w)
+    return -tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.broadcast_to(yb, tf.shape(logits)), logits=logits)
+  return sg.InMemoryTarget(log_likelihood, (x, y), batch_size,
+                           log_prior_fn=lambda w: -0.5 * tf.reduce_sum(
+                               w ** 2, -1))
+
+
+# The kernels whose update uses only the gradient (issue 19, third round).
+_ENERGY_FREE = {
+    "sgld": lambda t, **kw: sg.SGLD(t, step_size=1e-3, **kw),
+    "sghmc_fisher": lambda t, **kw: sg.SGHMC(
+        t, step_size=1e-2, friction=5., noise_estimate="empirical_fisher",
+        **kw),
+    "sghmc_splitting": lambda t, **kw: sg.SGHMC(
+        t, step_size=1e-2, friction=5., integrator="splitting",
+        momentum_resampling_period=7, **kw),
+    "psgld": lambda t, **kw: sg.PreconditionedSGLD(t, step_size=1e-3, **kw),
+    "sgnht": lambda t, **kw: sg.SGNHT(t, step_size=1e-2, **kw),
+    "sgbd_tempered": lambda t, **kw: sg.SGBD(
+        t, step_size=0.1, variant="corrected", temperature=2., **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ENERGY_FREE))
+def test_compute_energy_false_is_the_same_chain_with_nan_energies(name):
+  # TFP's UncalibratedLangevin(compute_acceptance=False) precedent: the
+  # energy does not feed the update, so skipping it must leave the chain
+  # bit for bit as it was (compiled with XLA, which then drops the energy's
+  # log1p), and the fields it would fill hold NaN.
+  make = _ENERGY_FREE[name]
+  target = _logistic_target()
+  init = tf.constant(np.random.default_rng(1).normal(
+      size=(4, 3)).astype(np.float32))
+  trace = lambda _, r: (r.energy, r.target_log_prob, r.diverged)
+  draws, (energy, _, _) = sample(make(target), init, 25, seed=[3, 4],
+                                 trace_fn=trace)
+  kernel = make(target, compute_energy=False)
+  same, (nan_energy, nan_tlp, diverged) = sample(kernel, init, 25,
+                                                 seed=[3, 4], trace_fn=trace)
+  np.testing.assert_array_equal(np.asarray(same), np.asarray(draws))
+  assert np.all(np.isfinite(energy))
+  assert np.all(np.isnan(nan_energy)) and np.all(np.isnan(nan_tlp))
+  assert nan_energy.shape == energy.shape and not np.any(diverged)
+  results = kernel.bootstrap_results(init)
+  assert np.all(np.isnan(results.energy)) and results.energy.shape == [4]
+  # Kept in `parameters`, so TFP's copy (and its wrappers) keep it.
+  assert kernel.parameters["compute_energy"] is False
+  assert kernel.copy(target=target).compute_energy is False
+  assert make(target).compute_energy is True
+
+
+def test_compute_energy_false_under_transformed_transition_kernel():
+  # TransformedTransitionKernel rebuilds the kernel with `copy`: the flag
+  # is kept and the step needs only the gradient through the bijector.
+  kernel = tfp.mcmc.TransformedTransitionKernel(
+      sg.SGLD(_logistic_target(), 1e-3, compute_energy=False), tfb.Exp())
+  state = tf.ones([2, 3])
+  results = kernel.bootstrap_results(state)
+  assert results.inner_results is not None
+  new_state, results = kernel.one_step(state, results, seed=[1, 2])
+  assert kernel.inner_kernel.compute_energy is False
+  assert np.all(np.isnan(results.inner_results.energy))
+  assert np.all(np.isfinite(new_state)) and not np.any(
+      results.inner_results.diverged)
+  naive = sg.NaiveSGHMC(_logistic_target(), 1e-2, compute_energy=False)
+  assert naive.copy().parameters["compute_energy"] is False

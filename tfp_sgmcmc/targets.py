@@ -258,6 +258,15 @@ class MinibatchTarget:
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return energy, _like(state, grads)
 
+  def gradient(self, state, seed):
+    """grad U~(state) on the minibatch chosen by `seed`, without the energy:
+    what a kernel built with `compute_energy=False` evaluates. The same
+    values as `energy_and_gradient(state, seed)[1]` (it is that, here);
+    under `tf.function(jit_compile=True)` XLA then drops the work only the
+    energy needs (e.g. the log1p of a logistic loss). A target with a
+    cheaper gradient-only path overrides it."""
+    return self.energy_and_gradient(state, seed)[1]
+
   def energy(self, state):
     """Exact full-data energy U(theta), per chain."""
     raise TargetCapabilityError(
@@ -1318,6 +1327,9 @@ class TemperedTarget(MinibatchTarget):
   def energy_and_gradient(self, state, seed):
     energy, grads = self._base.energy_and_gradient(state, seed)
     return self._cool(energy), tf.nest.map_structure(self._cool, grads)
+
+  def gradient(self, state, seed):
+    return tf.nest.map_structure(self._cool, self._base.gradient(state, seed))
 
   def energy(self, state):
     return self._cool(self._base.energy(state))

@@ -857,10 +857,55 @@ def _expand_to(mask, part):
                                                               tf.int32)], 0))
 
 
-def finite_per_chain(energy, structures):
-  """True for chains whose energy and every value in `structures` are finite."""
-  finite = tf.math.is_finite(energy)
-  batch_rank = energy.shape.rank
+def check_compute_energy(compute_energy, target):
+  """`compute_energy` is a Python bool, and False only with a minibatch
+  target (see `minibatch_energy_and_gradient`)."""
+  if not isinstance(compute_energy, bool):
+    raise TypeError(
+        f"`compute_energy` must be a Python bool (True or False); got "
+        f"{compute_energy!r} of type {type(compute_energy).__name__}. Pass "
+        "compute_energy=False to skip the per-step minibatch energy (the "
+        "results' `energy` and `target_log_prob` then hold NaN), or True "
+        "(the default) to report it.")
+  if not compute_energy and reports_exact_log_prob(target):
+    raise ValueError(
+        "`compute_energy=False` skips a minibatch target's per-step energy, "
+        "but this kernel samples a full-batch target (`target_log_prob_fn=` "
+        "or InMemoryTarget(..., full_batch=True)): its exact log density is "
+        "the results' `target_log_prob`, which tfp.mcmc.MetropolisHastings "
+        "compares and the MALA correction needs, and it comes with the "
+        "gradient at no extra pass. Drop `compute_energy=False` (or pass "
+        "compute_energy=True).")
+
+
+def minibatch_energy_and_gradient(target, state, seed, compute_energy):
+  """(U~, grad U~) on the batch of `seed`; with `compute_energy=False` only
+  the gradient (`target.gradient`: under XLA the energy's own work, e.g. a
+  log1p per example, is not done) and None for the energy."""
+  if compute_energy:
+    return target.energy_and_gradient(state, seed)
+  return None, target.gradient(state, seed)
+
+
+def not_computed(chains, dtype):
+  """NaN per chain (shape of the boolean `chains`, e.g. the `diverged`
+  flags): the `energy` / `target_log_prob` a kernel built with
+  `compute_energy=False` reports. NaN, so it is never taken for a value."""
+  return tf.fill(tf.shape(chains), tf.constant(np.nan, dtype))
+
+
+def finite_per_chain(energy, structures, chains=None):
+  """True for chains whose energy and every value in `structures` are finite.
+
+  `energy` None (a step that did not compute it): the chains are those of
+  the boolean tensor `chains` (e.g. the previous `diverged` flags), and only
+  `structures` are checked."""
+  if energy is None:
+    finite = tf.ones_like(chains, tf.bool)
+    batch_rank = chains.shape.rank
+  else:
+    finite = tf.math.is_finite(energy)
+    batch_rank = energy.shape.rank
   for part in tf.nest.flatten(structures):
     axes = list(range(batch_rank, part.shape.rank))
     part_finite = tf.reduce_all(tf.math.is_finite(part), axis=axes)

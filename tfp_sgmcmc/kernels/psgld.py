@@ -23,7 +23,8 @@ class PreconditionedSGLDResults(
     second_moment: V, the running average of the squared scaled gradient.
     preconditioner: G = 1 / (lambda + sqrt(V)) used by this step.
     energy, step_size, step_count, diverged, seed, target_log_prob: as for
-      `SGLDResults`.
+      `SGLDResults` (`energy` and `target_log_prob` NaN, not computed, with
+      `compute_energy=False`).
   """
   __slots__ = ()
 
@@ -46,6 +47,13 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
   the change of G; with alpha close to 1 that bias is small, and it vanishes
   once V has settled.
 
+  `compute_energy=False` skips the minibatch energy U~ that each step
+  otherwise computes only to report it (`energy`, `target_log_prob`) and for
+  the divergence flag: the chain is the same bit for bit, those two fields
+  hold NaN (not computed), and a chain is flagged `diverged` when its
+  gradient or updated state is non-finite. Minibatch targets only (see
+  `SGLD`).
+
   #### Example
 
   ```python
@@ -60,15 +68,17 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
 
   def __init__(self, target=None, step_size=None, decay=0.99,
                regularizer=1e-5, temperature=1., name=None,
-               target_log_prob_fn=None):
+               target_log_prob_fn=None, compute_energy=True):
     self._target, target, target_log_prob_fn = _common.resolve_target(
         target, target_log_prob_fn)
     _common.check_step_size(step_size)
+    _common.check_compute_energy(compute_energy, self._target)
     check_parameters(decay, regularizer)
     _common.check_positive("temperature", temperature)
     self._parameters = dict(target=target, step_size=step_size, decay=decay,
                             regularizer=regularizer, temperature=temperature,
-                            name=name, target_log_prob_fn=target_log_prob_fn)
+                            name=name, target_log_prob_fn=target_log_prob_fn,
+                            compute_energy=compute_energy)
 
   target = _common.sampled_target_property()
   target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
@@ -76,6 +86,7 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
   decay = _common.parameter_property("decay")
   regularizer = _common.parameter_property("regularizer")
   temperature = _common.parameter_property("temperature")
+  compute_energy = _common.parameter_property("compute_energy")
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -89,12 +100,17 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
                                prev.step_size, dtype)
       t = _common.temperature_at(self.step_size, prev.step_count,
                                  self.temperature, dtype)
-      energy, grad = self.target.energy_and_gradient(current_state,
-                                                     batch_seed)
+      energy, grad = _common.minibatch_energy_and_gradient(
+          self.target, current_state, batch_seed, self.compute_energy)
       new_state, second_moment, precond = psgld_update(
           current_state, prev.second_moment, grad, prev.step_count, h, t,
           self.decay, self.regularizer, self.target.num_examples, seed)
-      finite = _common.finite_per_chain(energy, new_state)
+      if energy is None:  # compute_energy=False.
+        finite = _common.finite_per_chain(None, [grad, new_state],
+                                          chains=prev.diverged)
+        energy = _common.not_computed(prev.diverged, dtype)
+      else:
+        finite = _common.finite_per_chain(energy, new_state)
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       keep = lambda old, new: _common.keep_where_diverged(diverged, old, new)
       next_state = keep(current_state, new_state)
@@ -113,6 +129,8 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
       _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
+      if not self.compute_energy:
+        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
       zeros = tf.nest.map_structure(tf.zeros_like, init_state)
       return PreconditionedSGLDResults(
           second_moment=zeros,

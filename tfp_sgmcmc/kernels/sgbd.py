@@ -29,7 +29,8 @@ class SGBDResults(
       used). It lives here so that a chain continues across `sample_chain`
       calls. The other variants estimate no noise: `()`.
     energy: minibatch estimate U~ where this step's gradient was evaluated
-      (the previous state), one value per chain.
+      (the previous state), one value per chain; NaN (not computed) for a
+      kernel built with `compute_energy=False`.
     step_size: sigma used by this step (a schedule's value, or the constant
       read from the previous results, so TFP's adaptation kernels can set it).
     step_count: number of steps taken so far.
@@ -37,7 +38,7 @@ class SGBDResults(
       estimate or state was met; such a chain stays at its last finite state.
     seed: the stateless seed this step used.
     target_log_prob: as for `SGLDResults` (exact at the returned state with a
-      full-batch target, else -`energy`).
+      full-batch target, else -`energy`; NaN with `compute_energy=False`).
   """
   __slots__ = ()
 
@@ -109,6 +110,13 @@ class SGBD(_common.UncalibratedKernel):
   unadjusted Barker proposal, biased by O(sigma^2). For an exact chain, see
   `tfp_sgmcmc.AmortizedBarker`.
 
+  `compute_energy=False` skips the minibatch energy U~ that each step
+  otherwise computes only to report it (`energy`, `target_log_prob`) and for
+  the divergence flag: the chain is the same bit for bit, those two fields
+  hold NaN (not computed), and a chain is flagged `diverged` when its
+  gradient, noise estimate or state is non-finite. Minibatch targets only (see
+  `SGLD`).
+
   #### Examples
 
   ```python
@@ -142,15 +150,21 @@ class SGBD(_common.UncalibratedKernel):
       tau-hat's moving average (corrected variant only).
     initial_noise_std: tau-hat at the start (scalar or the state's
       structure), or None to estimate it at the initial state.
+    temperature: T > 0; the sampled target is `TemperedTarget(target, T)`.
     name: name scope of the kernel's ops.
+    target_log_prob_fn: a full-batch log density instead of `target` (or a
+      TFP wrapper's function built on the target's).
+    compute_energy: False to skip the per-step minibatch energy (results'
+      `energy` and `target_log_prob` NaN; minibatch targets only).
   """
 
   def __init__(self, target=None, step_size=None, variant="vanilla",
                increment_distribution="bimodal", noise_ema_weight=0.1,
                initial_noise_std=None, temperature=1., name=None,
-               target_log_prob_fn=None):
+               target_log_prob_fn=None, compute_energy=True):
     base, target, target_log_prob_fn = _common.resolve_target(
         target, target_log_prob_fn)
+    _common.check_compute_energy(compute_energy, base)
     _common.check_positive("temperature", temperature)
     # Barker's move probability has no noise scale to temper: sample
     # exp(-U / T) through the target instead.
@@ -180,7 +194,8 @@ class SGBD(_common.UncalibratedKernel):
         increment_distribution=increment_distribution,
         noise_ema_weight=noise_ema_weight,
         initial_noise_std=initial_noise_std, temperature=temperature,
-        name=name, target_log_prob_fn=target_log_prob_fn)
+        name=name, target_log_prob_fn=target_log_prob_fn,
+        compute_energy=compute_energy)
 
   @property
   def target(self):
@@ -194,6 +209,7 @@ class SGBD(_common.UncalibratedKernel):
   increment_distribution = _common.parameter_property("increment_distribution")
   noise_ema_weight = _common.parameter_property("noise_ema_weight")
   initial_noise_std = _common.parameter_property("initial_noise_std")
+  compute_energy = _common.parameter_property("compute_energy")
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -206,8 +222,8 @@ class SGBD(_common.UncalibratedKernel):
       dtype = _common.state_dtype(current_state)
       sigma = _common.step_size_at(self.step_size, prev.step_count,
                                    prev.step_size, dtype)
-      energy, grad = self.target.energy_and_gradient(current_state,
-                                                     batch_seed)
+      energy, grad = _common.minibatch_energy_and_gradient(
+          self.target, current_state, batch_seed, self.compute_energy)
       increment = dynamics.barker_increment_like(
           current_state, sigma, increment_seed, self.increment_distribution)
       noise_std = prev.noise_std
@@ -229,7 +245,13 @@ class SGBD(_common.UncalibratedKernel):
 
       # A NaN gradient gives a NaN probability, and `u < NaN` is False: the
       # move would look finite. So the gradient is checked too.
-      finite = _common.finite_per_chain(energy, [proposed, grad, noise_std])
+      if energy is None:  # compute_energy=False.
+        finite = _common.finite_per_chain(None, [proposed, grad, noise_std],
+                                          chains=prev.diverged)
+        energy = _common.not_computed(prev.diverged, dtype)
+      else:
+        finite = _common.finite_per_chain(energy,
+                                          [proposed, grad, noise_std])
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       next_state = _common.keep_where_diverged(diverged, current_state,
                                                proposed)
@@ -264,6 +286,8 @@ class SGBD(_common.UncalibratedKernel):
       _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
+      if not self.compute_energy:
+        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
       return SGBDResults(
           noise_std=self._initial_noise_std(init_state),
           energy=energy,

@@ -27,14 +27,17 @@ class SGHMCResults(
     momentum: r after the step, in the structure of the state. It lives here
       so that a chain continues across `sample_chain` calls
       (`previous_kernel_results=`).
-    energy: minibatch estimate U~ where this step's gradient was evaluated.
+    energy: minibatch estimate U~ where this step's gradient was evaluated;
+      NaN (not computed) for a kernel built with `compute_energy=False`.
     step_size: h used by this step.
     step_count: number of steps taken so far.
     diverged: per chain, True once a non-finite energy, state or momentum was
-      met; such a chain stays at its last finite state.
+      met (with `compute_energy=False`: gradient, state or momentum); such a
+      chain stays at its last finite state.
     seed: the stateless seed this step used.
     target_log_prob: full-batch target: log density at the returned state;
-      minibatch target: -U~, the estimate this step saw (see `SGLDResults`).
+      minibatch target: -U~, the estimate this step saw (see `SGLDResults`);
+      NaN (not computed) with `compute_energy=False`.
   """
   __slots__ = ()
 
@@ -74,6 +77,13 @@ class SGHMC(_common.UncalibratedKernel):
   same kernel from the SGD-with-momentum parameters (eta = h^2, alpha = h C,
   beta-hat = h B-hat).
 
+  `compute_energy=False` skips the minibatch energy U~ that each step
+  otherwise computes only to report it (`energy`, `target_log_prob`) and
+  for the divergence flag: the chain is the same bit for bit, those two
+  fields hold NaN (not computed), and a chain is flagged `diverged` when its
+  gradient, state or momentum is non-finite. Minibatch targets only (see
+  `SGLD`).
+
   #### Example
 
   ```python
@@ -96,10 +106,11 @@ class SGHMC(_common.UncalibratedKernel):
   def __init__(self, target=None, step_size=None, friction=None,
                noise_estimate=0., integrator="euler",
                momentum_resampling_period=None, temperature=1., name=None,
-               target_log_prob_fn=None):
+               target_log_prob_fn=None, compute_energy=True):
     self._target, target, target_log_prob_fn = _common.resolve_target(
         target, target_log_prob_fn)
     _common.check_step_size(step_size)
+    _common.check_compute_energy(compute_energy, self._target)
     if friction is None:
       raise TypeError("`friction` (C) is required; got None.")
     self._check_friction(friction)
@@ -110,7 +121,7 @@ class SGHMC(_common.UncalibratedKernel):
         noise_estimate=noise_estimate, integrator=integrator,
         momentum_resampling_period=momentum_resampling_period,
         temperature=temperature, name=name,
-        target_log_prob_fn=target_log_prob_fn)
+        target_log_prob_fn=target_log_prob_fn, compute_energy=compute_energy)
 
   def _check_friction(self, friction):
     _common.check_positive("friction", friction)
@@ -140,6 +151,7 @@ class SGHMC(_common.UncalibratedKernel):
   integrator = _common.parameter_property("integrator")
   momentum_resampling_period = _common.parameter_property("momentum_resampling_period")
   temperature = _common.parameter_property("temperature")
+  compute_energy = _common.parameter_property("compute_energy")
   name = _common.parameter_property("name")
 
   def _noise_estimate(self, position, h, batch_seed):
@@ -166,13 +178,18 @@ class SGHMC(_common.UncalibratedKernel):
                                   self.temperature, seed)
       grad_position = gradient_position(current_state, momentum, h,
                                         self.integrator)
-      energy, grad = self.target.energy_and_gradient(grad_position,
-                                                     batch_seed)
+      energy, grad = _common.minibatch_energy_and_gradient(
+          self.target, grad_position, batch_seed, self.compute_energy)
       new_state, new_momentum = sghmc_update(
           grad_position, momentum, grad, h, self.friction,
           self._noise_estimate(grad_position, h, batch_seed), t,
           self.integrator, seed)
-      finite = _common.finite_per_chain(energy, [new_state, new_momentum])
+      if energy is None:  # compute_energy=False.
+        finite = _common.finite_per_chain(
+            None, [grad, new_state, new_momentum], chains=prev.diverged)
+        energy = _common.not_computed(prev.diverged, dtype)
+      else:
+        finite = _common.finite_per_chain(energy, [new_state, new_momentum])
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       new_state = _common.keep_where_diverged(diverged, current_state,
                                               new_state)
@@ -192,6 +209,8 @@ class SGHMC(_common.UncalibratedKernel):
       _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
+      if not self.compute_energy:
+        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
       return SGHMCResults(
           momentum=tf.nest.map_structure(tf.zeros_like, init_state),
           energy=energy,
@@ -215,16 +234,18 @@ class NaiveSGHMC(SGHMC):
 
   def __init__(self, target=None, step_size=None,
                momentum_resampling_period=None, name=None,
-               target_log_prob_fn=None):
+               target_log_prob_fn=None, compute_energy=True):
     super().__init__(target, step_size, friction=0., noise_estimate=0.,
                      integrator="euler",
                      momentum_resampling_period=momentum_resampling_period,
                      temperature=1., name=name,
-                     target_log_prob_fn=target_log_prob_fn)
+                     target_log_prob_fn=target_log_prob_fn,
+                     compute_energy=compute_energy)
     self._parameters = dict(
         target=self._parameters["target"], step_size=step_size,
         momentum_resampling_period=momentum_resampling_period, name=name,
-        target_log_prob_fn=self._parameters["target_log_prob_fn"])
+        target_log_prob_fn=self._parameters["target_log_prob_fn"],
+        compute_energy=compute_energy)
 
   def _check_friction(self, friction):
     del friction  # Zero by construction.

@@ -22,9 +22,10 @@ class SGNHTResults(
   Fields:
     momentum: r after the step (structure of the state).
     thermostat: xi after the step, one per chain: the adaptive friction.
-    energy: minibatch estimate U~ where the gradient was evaluated.
+    energy: minibatch estimate U~ where the gradient was evaluated; NaN
+      (not computed) for a kernel built with `compute_energy=False`.
     step_size, step_count, diverged, seed, target_log_prob: as for
-      `SGHMCResults`.
+      `SGHMCResults` (`target_log_prob` NaN with `compute_energy=False`).
   """
   __slots__ = ()
 
@@ -41,6 +42,13 @@ class SGNHT(_common.UncalibratedKernel):
   averages T (the temperature, 1 for the posterior), whatever the size of
   the noise. d counts the parameters of one chain (all parts); each chain has
   its own thermostat, initialised at A.
+
+  `compute_energy=False` skips the minibatch energy U~ that each step
+  otherwise computes only to report it (`energy`, `target_log_prob`) and for
+  the divergence flag: the chain is the same bit for bit, those two fields
+  hold NaN (not computed), and a chain is flagged `diverged` when its
+  gradient, state, momentum or thermostat is non-finite. Minibatch targets only (see
+  `SGLD`).
 
   #### Example
 
@@ -59,9 +67,11 @@ class SGNHT(_common.UncalibratedKernel):
   """
 
   def __init__(self, target=None, step_size=None, diffusion=1.,
-               temperature=1., name=None, target_log_prob_fn=None):
+               temperature=1., name=None, target_log_prob_fn=None,
+               compute_energy=True):
     self._target, target, target_log_prob_fn = _common.resolve_target(
         target, target_log_prob_fn)
+    _common.check_compute_energy(compute_energy, self._target)
     # One thermostat for all coordinates: one step size for all parts.
     _common.check_step_size(step_size, per_part=False)
     _common.check_positive("diffusion", diffusion, allow_zero=True)
@@ -69,13 +79,15 @@ class SGNHT(_common.UncalibratedKernel):
     self._parameters = dict(target=target, step_size=step_size,
                             diffusion=diffusion, temperature=temperature,
                             name=name,
-                            target_log_prob_fn=target_log_prob_fn)
+                            target_log_prob_fn=target_log_prob_fn,
+                            compute_energy=compute_energy)
 
   target = _common.sampled_target_property()
   target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
   step_size = _common.parameter_property("step_size")
   diffusion = _common.parameter_property("diffusion")
   temperature = _common.parameter_property("temperature")
+  compute_energy = _common.parameter_property("compute_energy")
   name = _common.parameter_property("name")
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
@@ -89,13 +101,19 @@ class SGNHT(_common.UncalibratedKernel):
                                prev.step_size, dtype)
       t = _common.temperature_at(self.step_size, prev.step_count,
                                  self.temperature, dtype)
-      energy, grad = self.target.energy_and_gradient(current_state,
-                                                     batch_seed)
+      energy, grad = _common.minibatch_energy_and_gradient(
+          self.target, current_state, batch_seed, self.compute_energy)
       new_state, new_momentum, new_thermostat = sgnht_update(
           current_state, prev.momentum, prev.thermostat, grad,
           prev.step_count, h, self.diffusion, t, self.temperature, seed)
-      finite = _common.finite_per_chain(
-          energy, [new_state, new_momentum, new_thermostat])
+      if energy is None:  # compute_energy=False.
+        finite = _common.finite_per_chain(
+            None, [grad, new_state, new_momentum, new_thermostat],
+            chains=prev.diverged)
+        energy = _common.not_computed(prev.diverged, dtype)
+      else:
+        finite = _common.finite_per_chain(
+            energy, [new_state, new_momentum, new_thermostat])
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       keep = lambda old, new: _common.keep_where_diverged(diverged, old, new)
       next_state = keep(current_state, new_state)
@@ -114,6 +132,8 @@ class SGNHT(_common.UncalibratedKernel):
       _common.refuse_minibatch_under_tfp_mh(self)
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
+      if not self.compute_energy:
+        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
       return SGNHTResults(
           momentum=tf.nest.map_structure(tf.zeros_like, init_state),
           thermostat=tf.fill(tf.shape(energy),
