@@ -33,11 +33,21 @@ Floors (what any sampler of this kind must do per step):
 * gradient only (floor): draw the minibatch and compute its gradient.
 * gradient + energy: also the per-chain minibatch energy U~, which every
   kernel reports (`energy`, `target_log_prob`) and its divergence flag reads.
-* gradient + energy + noise: also d x C standard normals (SGLD's minimum).
+* gradient + energy + noise: also d x C standard normals (SGLD's minimum
+  when the step reports its energy).
+* gradient + noise (floor): the gradient and the d x C normals, no energy:
+  the floor of SGLD / SGHMC built with `compute_energy=False` (rows "SGLD
+  (no energy)", "SGHMC (no energy)"), which skip the per-chain minibatch
+  energy their update does not use.
 * noise only: the d x C standard normals alone.
 * per-chain, indices + gather: draw [C, n] indices and gather the rows.
 * per-chain, gather (fixed random indices): the gather alone, from random
   indices drawn once outside the loop (the memory floor).
+
+Floor proofs (`floors.py`, timed in the shared sweep when 64 chains are
+measured, printed after the tables and written under "floors"): the
+normals against NumPy's C generators, the gather of 6,400 random rows
+against C's `np.take`, and the 64-chain gradient's own arithmetic.
 
     python benchmarks/chains.py            # ~4 minutes on 2 quiet cores
     python benchmarks/chains.py --quick    # ~1 minute (1 and 64 chains)
@@ -56,6 +66,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _timing  # noqa: E402
 import common  # noqa: E402
+import floors  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -162,13 +173,19 @@ def kernels(target, batching, quick=False, smoke=False):
     out["gradient + energy + noise"] = (
         GradientOnly(target, energy=True, noise=True), 1, True)
     out["noise only"] = (NoiseOnly(), 1, True)
+    out["gradient + noise (floor)"] = (GradientOnly(target, noise=True), 1,
+                                       True)
   else:
     out["indices + gather"] = (GatherOnly(target), 1, True)
     out["gather (fixed random indices)"] = (GatherOnly(target, fixed=True),
                                             1, True)
   out["SGLD"] = (sg.SGLD(target, 1e-5), 1, False)
   if batching == "shared":
+    out["SGLD (no energy)"] = (sg.SGLD(target, 1e-5, compute_energy=False),
+                               1, False)
     out["SGHMC"] = (sg.SGHMC(target, 1e-5, 100.), 1, False)
+    out["SGHMC (no energy)"] = (sg.SGHMC(target, 1e-5, 100.,
+                                         compute_energy=False), 1, False)
     out["AMAGOLD T=10 minibatch M-H"] = (sg.AMAGOLD(
         target, 1e-5, num_leapfrog_steps=T, friction=50.,
         acceptance_energy="minibatch"), T, False)
@@ -214,7 +231,8 @@ def _interleaved(fns, target_seconds, repeats):
       n = tf.constant(steps[name])
       c0, w0 = time.process_time(), time.perf_counter()
       out = fn(*args, n)
-      tf.nest.map_structure(lambda t: t.numpy(), out)
+      tf.nest.map_structure(
+          lambda t: t.numpy() if hasattr(t, "numpy") else t, out)
       wall[name].append((time.perf_counter() - w0) / steps[name])
       cpu[name].append((time.process_time() - c0) / steps[name])
   return wall, cpu, steps
@@ -295,6 +313,8 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
         f"interleaved repeats; time per gradient evaluation (CPU time); "
         f"x = ratio to 1 chain, median [min, max]", flush=True)
   cpu_all = {}
+  floor_cpu = {}
+  with_floors = not smoke and 64 in chains and 1 in chains
   for batching, target in targets.items():
     table = kernels(target, batching, quick, smoke)
     fns = {}
@@ -302,7 +322,12 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
       loop = _timing.kernel_loop(kernel)
       for c in chains:
         fns[(name, c)] = (loop, (tf.zeros([c, problem.d]), seed))
+    if batching == "shared" and with_floors:
+      for name, (fn, args, _) in floors.all_fns(problem).items():
+        fns[(name, "proof")] = (fn, args)
     wall, cpu, steps = _interleaved(fns, target_seconds, repeats)
+    if batching == "shared" and with_floors:
+      floor_cpu = {k[0]: cpu.pop(k) for k in list(cpu) if k[1] == "proof"}
     cpu_all[batching] = cpu
     print(f"\n{batching} minibatches\n{'kernel':32s} " +
           " ".join(f"{f'{c} chains':>24s}" for c in chains))
@@ -329,6 +354,9 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
           row["over_energy_noise_floor"] = _ratios(
               [t / grads for t in cpu[key]],
               cpu[("gradient + energy + noise", c)])
+          row["over_noise_floor"] = _ratios(
+              [t / grads for t in cpu[key]],
+              cpu[("gradient + noise (floor)", c)])
         rows.append(row)
         cells.append(f"{row['us_per_gradient']['median']:8.1f}us "
                      f"x{_timing.fmt(row['ratio_to_one_chain'], digits=1)}")
@@ -338,7 +366,7 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
   if not smoke:
     print("\nsampler / gradient floor at the same chain count (goal <= "
           f"{GOAL_OVER_FLOOR}), shared minibatches; [ / gradient + energy + "
-          "noise floor]")
+          "noise floor; for the (no energy) rows / gradient + noise floor]")
     for name, (_, _, is_floor) in kernels(targets["shared"], "shared",
                                           quick).items():
       if name == "gradient only (floor)":
@@ -348,7 +376,9 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
         r = by[(name, "shared", c)]
         cell = f"{r['over_gradient_floor']['median']:5.2f}"
         if not is_floor:
-          cell += f" [{r['over_energy_noise_floor']['median']:4.2f}]"
+          other = ("over_noise_floor" if "no energy" in name
+                   else "over_energy_noise_floor")
+          cell += f" [{r[other]['median']:4.2f}]"
         cells.append(cell)
       print(f"  {name:30s} " + " ".join(f"{c:>14s}" for c in cells))
     if 64 in chains:
@@ -364,11 +394,17 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
         g = cpu_all["per-chain"][(name, 64)]
         print(f"  {name} alone / shared gradient floor: "
               f"{_timing.fmt(_ratios(g, sh))}")
+  proofs = {}
+  if floor_cpu:
+    shared = cpu_all["shared"]
+    proofs = floors.report(floor_cpu, {
+        c: shared[("gradient only (floor)", c)] for c in (1, 64)})
   if not smoke or out:
     common.write_json(os.path.join(out or _timing.RESULTS, "chains.json"),
                       dict(rows=rows, problem=problem.name,
                            batch_size=problem.batch_size, repeats=repeats,
                            target_seconds=target_seconds, quick=quick,
+                           floors=proofs,
                            timing="process CPU time (wall in wall_*)",
                            goals=dict(over_gradient_floor=GOAL_OVER_FLOOR,
                                       chains64_over_1=GOAL_64_OVER_1,
