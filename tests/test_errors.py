@@ -188,10 +188,16 @@ _ENERGY_FREE_KERNELS = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(_ENERGY_FREE_KERNELS))
+_WITH_COMPUTE_ENERGY = dict(
+    _ENERGY_FREE_KERNELS,
+    AMAGOLD=lambda t, **kw: sg.AMAGOLD(t, 0.1, num_leapfrog_steps=2,
+                                       friction=0.5, **kw))
+
+
+@pytest.mark.parametrize("name", sorted(_WITH_COMPUTE_ENERGY))
 def test_compute_energy_must_be_a_python_bool_and_minibatch_only(target,
                                                                   name):
-  make = _ENERGY_FREE_KERNELS[name]
+  make = _WITH_COMPUTE_ENERGY[name]
   for bad in ("no", 0, None, np.bool_(False), tf.constant(False)):
     with pytest.raises(TypeError, match=r"`compute_energy` must be a Python "
                        r"bool \(True or False\); got .* of type"):

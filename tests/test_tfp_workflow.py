@@ -680,3 +680,30 @@ def test_compute_energy_false_under_transformed_transition_kernel():
       results.inner_results.diverged)
   naive = sg.NaiveSGHMC(_logistic_target(), 1e-2, compute_energy=False)
   assert naive.copy().parameters["compute_energy"] is False
+
+
+@pytest.mark.parametrize("acceptance_energy", ["exact", "minibatch"])
+def test_amagold_compute_energy_false_is_the_same_chain(acceptance_energy):
+  # The last leapfrog step's minibatch energy is a diagnostic: neither test
+  # reads it (exact: U(theta*); minibatch: two energies on a batch of its
+  # own), so skipping it leaves every accept/reject and state as it was.
+  target = _logistic_target()
+  init = tf.constant(np.random.default_rng(1).normal(
+      size=(4, 3)).astype(np.float32))
+  def make(**kw):
+    return sg.AMAGOLD(target, 0.05, num_leapfrog_steps=3, friction=1.,
+                      acceptance_energy=acceptance_energy, **kw)
+  trace = lambda _, r: (r.is_accepted, r.accepted_results.minibatch_energy,
+                        r.accepted_results.diverged)
+  # A graph without XLA (the other kernels' test compiles with XLA).
+  draws, (accepted, energy, _) = sample(make(), init, 15, seed=[3, 4],
+                                        trace_fn=trace, jit=False)
+  kernel = make(compute_energy=False)
+  same, (same_accepted, nan_energy, diverged) = sample(
+      kernel, init, 15, seed=[3, 4], trace_fn=trace, jit=False)
+  np.testing.assert_array_equal(np.asarray(same), np.asarray(draws))
+  np.testing.assert_array_equal(same_accepted, accepted)
+  assert 0 < np.mean(accepted) < 1  # The test decided something.
+  assert np.all(np.isfinite(energy)) and np.all(np.isnan(nan_energy))
+  assert not np.any(diverged)
+  assert kernel.copy().inner_kernel.compute_energy is False

@@ -34,18 +34,21 @@ class UncalibratedAMAGOLDResults(
       sum_t 1/2 eps sigma^-2 grad U~_t(theta_t)^T (r_{t-1/2} + r_{t+1/2}),
       one value per chain: the M-H log ratio is U(theta) - U(theta*) + rho.
     minibatch_energy: U~_{T-1}(theta_{T-1}), the minibatch energy at the last
-      gradient evaluation (a cheap diagnostic, not used by the M-H test).
+      gradient evaluation (a cheap diagnostic, not used by either M-H test);
+      NaN (not computed) for a kernel built with `compute_energy=False`.
     step_size: eps used by this step (for step-size adaptation).
     step_count: number of proposals made so far.
     diverged: per chain, True once a non-finite gradient energy, position,
-      momentum or rho was met; such a chain keeps its last finite state (and
-      under the M-H wrapper the proposal is rejected).
+      momentum or rho (which sums every gradient of the proposal) was met;
+      such a chain keeps its last finite state (and under the M-H wrapper
+      the proposal is rejected).
     seed: the stateless seed this step used.
     target_log_prob: at the proposal: the exact log density with a
       full-batch target (so `tfp.mcmc.MetropolisHastings` around this kernel
       is AMAGOLD with the exact test), else -`minibatch_energy`, the
-      estimate the proposal saw. `AmortizedMetropolisHastings` with the
-      exact test sets it to -U(theta*), which it computes anyway.
+      estimate the proposal saw (NaN with `compute_energy=False`).
+      `AmortizedMetropolisHastings` with the exact test sets it to
+      -U(theta*), which it computes anyway.
   """
   __slots__ = ()
 
@@ -143,20 +146,26 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
       proposal (reversible AMAGOLD) or keep the carried momentum
       (skew-reversible AMAGOLD).
     name: name scope of the kernel's ops.
+    compute_energy: False to skip the last leapfrog step's minibatch energy
+      (`minibatch_energy` and, with a minibatch target, `target_log_prob`
+      then hold NaN; the proposal is the same bit for bit). Minibatch
+      targets only.
   """
 
   def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
                friction=None, momentum_std=1., resample_momentum=True,
-               name=None, target_log_prob_fn=None):
+               name=None, target_log_prob_fn=None, compute_energy=True):
     self._target, target, target_log_prob_fn = _common.resolve_target(
         target, target_log_prob_fn)
     _check_parameters(self._target, step_size, num_leapfrog_steps, friction,
                       momentum_std, resample_momentum)
+    _common.check_compute_energy(compute_energy, self._target)
     self._parameters = dict(
         target=target, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
-        name=name, target_log_prob_fn=target_log_prob_fn)
+        name=name, target_log_prob_fn=target_log_prob_fn,
+        compute_energy=compute_energy)
 
   target = _common.sampled_target_property()
   target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
@@ -165,6 +174,7 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
   friction = _common.parameter_property("friction")
   momentum_std = _common.parameter_property("momentum_std")
   resample_momentum = _common.parameter_property("resample_momentum")
+  compute_energy = _common.parameter_property("compute_energy")
   name = _common.parameter_property("name")
 
   def _draw_momentum(self, structure, seed):
@@ -189,9 +199,10 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
           current_state, prev.momentum, eps, sigma, self.resample_momentum,
           seed)
 
-      def leapfrog(t, position, momentum, rho, seed):
+      def leapfrog(t, position, momentum, rho, seed, compute_energy=True):
         next_seed, batch_seed, noise_seed = leapfrog_seeds(seed)
-        energy, grad = self.target.energy_and_gradient(position, batch_seed)
+        energy, grad = _common.minibatch_energy_and_gradient(
+            self.target, position, batch_seed, compute_energy)
         position, momentum, rho = leapfrog_step(
             t, position, momentum, rho, grad, eps, beta, sigma, num_steps,
             noise_seed, batch_ndims)
@@ -209,10 +220,14 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
           lambda *args: leapfrog(*args)[:-1],
           (tf.constant(0, tf.int32), position, momentum, rho, loop_seed))
       _, proposed, new_momentum, rho, _, energy = leapfrog(
-          t, position, momentum, rho, loop_seed)
-      energy = tf.cast(energy, rho.dtype)
-
-      finite = _common.finite_per_chain(rho, [energy, proposed, new_momentum])
+          t, position, momentum, rho, loop_seed, self.compute_energy)
+      if energy is None:  # compute_energy=False: rho holds every gradient.
+        finite = _common.finite_per_chain(rho, [proposed, new_momentum])
+        energy = tf.fill(tf.shape(rho), tf.constant(np.nan, rho.dtype))
+      else:
+        energy = tf.cast(energy, rho.dtype)
+        finite = _common.finite_per_chain(rho,
+                                          [energy, proposed, new_momentum])
       diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
       proposed = _common.keep_where_diverged(diverged, current_state, proposed)
       new_momentum = _common.keep_where_diverged(diverged, prev.momentum,
@@ -233,6 +248,8 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
       energy = self.target.minibatch_energy(init_state,
                                             _common.BOOTSTRAP_SEED)
       energy = tf.cast(energy, dtype)
+      if not self.compute_energy:
+        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
       tlp = _common.target_log_prob(self.target, init_state, energy)
       return UncalibratedAMAGOLDResults(
           momentum=self._draw_momentum(
@@ -342,12 +359,18 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
     temperature: T > 0; the chain samples exp(-U / T) exactly (cold
       posteriors T < 1, warm T > 1) through `TemperedTarget`.
     name: name scope of the kernel's ops.
+    compute_energy: False to skip the minibatch energy of each proposal's
+      last leapfrog step, a diagnostic neither test uses (the exact test
+      uses U(theta*), the minibatch test two energies on a batch of its
+      own): the chain is the same bit for bit and the proposal results'
+      `minibatch_energy` (and, with the minibatch test, `target_log_prob`)
+      hold NaN. Minibatch targets only.
   """
 
   def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
                friction=None, momentum_std=1., resample_momentum=True,
                acceptance_energy="exact", temperature=1., name=None,
-               target_log_prob_fn=None):
+               target_log_prob_fn=None, compute_energy=True):
     _common.check_positive("temperature", temperature)
     base, target, target_log_prob_fn = _common.resolve_target(
         target, target_log_prob_fn)
@@ -356,7 +379,8 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
     proposal = UncalibratedAMAGOLD(
         sampled, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,
         friction=friction, momentum_std=momentum_std,
-        resample_momentum=resample_momentum, name=name)
+        resample_momentum=resample_momentum, name=name,
+        compute_energy=compute_energy)
     super().__init__(proposal, target=sampled,
                      acceptance_energy=acceptance_energy, name=name)
     self._parameters = dict(
@@ -364,7 +388,8 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
         acceptance_energy=acceptance_energy, temperature=temperature,
-        name=name, target_log_prob_fn=target_log_prob_fn)
+        name=name, target_log_prob_fn=target_log_prob_fn,
+        compute_energy=compute_energy)
     self._proposal = proposal
     self._sampled_target = sampled
 
@@ -399,7 +424,8 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
       learning_rate: h > 0.
       momentum_decay: b >= 0 (the paper's Table 2 uses 0.01 and 5e-6).
       num_leapfrog_steps: T.
-      **kwargs: `resample_momentum`, `acceptance_energy`, `name`.
+      **kwargs: `resample_momentum`, `acceptance_energy`, `temperature`,
+        `name`, `compute_energy`.
     """
     eps, friction, sigma = sgd_parameters_to_amagold(
         learning_rate, momentum_decay, kwargs)
@@ -415,6 +441,7 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
   friction = _common.parameter_property("friction")
   momentum_std = _common.parameter_property("momentum_std")
   resample_momentum = _common.parameter_property("resample_momentum")
+  compute_energy = _common.parameter_property("compute_energy")
 
 
 # --- AMAGOLD's update, one gradient at a time --------------------------------
