@@ -162,7 +162,8 @@ def _symmetric_uniform(seed, n, dtype):
 
 def _flat_draws(structure, seed, draw):
   """One flat draw per dtype for all parts of `structure`, split and
-  reshaped into the parts. `draw(seed, n, dtype)` -> n values."""
+  reshaped into the parts. `draw(seed, n, dtype, one_part)` -> n values
+  (`one_part`: the draw is not split into several parts)."""
   parts = tf.nest.flatten(structure)
   out = [None] * len(parts)
   dtypes = []
@@ -173,7 +174,8 @@ def _flat_draws(structure, seed, draw):
     idx = [i for i, p in enumerate(parts) if p.dtype == dtype]
     sizes = [tf.size(parts[i], out_type=tf.int64) for i in idx]
     group_seed = seed if j == 0 else _salted(seed, j, _GROUP_SALTS)[-1]
-    flat = tf.cast(draw(group_seed, tf.add_n(sizes), dtype), dtype)
+    flat = tf.cast(draw(group_seed, tf.add_n(sizes), dtype,
+                        one_part=len(idx) == 1), dtype)
     pieces = [flat] if len(idx) == 1 else tf.split(flat, tf.stack(sizes))
     for i, piece in zip(idx, pieces):
       out[i] = tf.reshape(piece, tf.shape(parts[i]))
@@ -184,7 +186,7 @@ def _flat_draws(structure, seed, draw):
 _GROUP_SALTS = (0x27D4EB2F, 0x165667B1)
 
 
-def _normal(seed, n, dtype):
+def _normal(seed, n, dtype, one_part=False):
   """sqrt(2) erfinv(u) for the symmetric uniform u = j 2^-b, computed as
   sqrt(2) erfinv(|u|) with the sign bit of u set into the result by integer
   ops on u's bits: the same values as the plain product (erfinv is odd),
@@ -196,28 +198,36 @@ def _normal(seed, n, dtype):
   against one `sample_chain`); no float rewrite crosses the bitcast. Every
   stage before erfinv is exact (integers, and j 2^-b).
 
-  u passes through `_computed_once` first: without it XLA:CPU recomputed
-  the SplitMix64 words and u inside every fusion that reads the draw (the
-  one computing erfinv's log and each consumer), about 40% of a normal's
-  cost on the MLP's 79,510 draws."""
+  u is computed into a buffer of its own (`_computed_once`) before the
+  transform reads it. Left to itself XLA:CPU fused the SplitMix64 words,
+  u and the transform into one loop per consumer of the draw, and that loop
+  ran several times slower than the same work as separate loops (5-6 ns
+  against 2.7-3 ns per normal on this project's CPU, one thread). A draw
+  split into several parts has several readers of u; a draw with
+  `one_part` gets a second reader, the smallest |u| (a short reduction),
+  whose sign bit (always 0) is or-ed into the result."""
   j, b = _symmetric_grid(seed, n, dtype)
   u = _computed_once(_to_unit(j, b), seed)
   itype = tf.int64 if b == 52 else tf.int32
+  sign_bit = tf.constant(-2**63 if b == 52 else -2**31, itype)
   magnitude = np.sqrt(2.).astype(u.dtype.as_numpy_dtype) * (
       tf.math.erfinv(tf.abs(u)))
   signed = tf.bitwise.bitwise_or(
       tf.bitcast(magnitude, itype),
-      tf.bitwise.bitwise_and(tf.bitcast(u, itype),
-                             tf.constant(-2**63 if b == 52 else -2**31,
-                                         itype)))
+      tf.bitwise.bitwise_and(tf.bitcast(u, itype), sign_bit))
+  if one_part:
+    smallest = tf.reduce_min(tf.abs(u))
+    signed = tf.bitwise.bitwise_or(
+        signed, tf.bitwise.bitwise_and(tf.bitcast(smallest, itype), sign_bit))
   return tf.bitcast(signed, u.dtype)
 
 
 def _computed_once(x, seed):
   """x itself, divided by a 1 that XLA cannot prove is 1 (1 + 0 * a seed
   word; exact, as the seed word is finite). XLA's fusion copies cheap
-  elementwise ops into every consumer that reads them, while a float
-  division counts as expensive, so x is computed once into a buffer."""
+  elementwise ops into every fusion that reads them, while a float division
+  counts as expensive, so x is computed once into a buffer when it has
+  several readers."""
   word = tf.cast(tf.convert_to_tensor(seed)[..., 0], x.dtype)
   return x / (1. + 0. * word)
 
@@ -569,8 +579,8 @@ def uniform_like(structure, seed):
   seed (one flat SplitMix64 draw per dtype, as `standard_normal_like`),
   on a grid symmetric about 1/2, never 0 or 1."""
   return _flat_draws(structure, seed,
-                     lambda s, n, dtype: 0.5 + 0.5 * _symmetric_uniform(
-                         s, n, dtype))
+                     lambda s, n, dtype, one_part: 0.5 + 0.5 * (
+                         _symmetric_uniform(s, n, dtype)))
 
 
 def barker_probability(gradient, increment):
