@@ -245,7 +245,8 @@ def main(repeats=3, target_seconds=0.1, out=None):
   proofs = all_fns(problem)
   for name, (fn, args, _) in proofs.items():
     fns[name] = (fn, args)
-  _, cpu, _ = chains._interleaved(fns, target_seconds, repeats)  # pylint: disable=protected-access
+  _, cpu, _ = chains._interleaved(  # pylint: disable=protected-access
+      fns, target_seconds, repeats)
   rows = report({k: v for k, v in cpu.items() if isinstance(k, str)},
                 {c: cpu[("floor", c)] for c in (1, 64)})
   common.write_json(os.path.join(out or _timing.RESULTS, "floors.json"),

@@ -114,8 +114,8 @@ class SGBD(_common.UncalibratedKernel):
   otherwise computes only to report it (`energy`, `target_log_prob`) and for
   the divergence flag: the chain is the same bit for bit, those two fields
   hold NaN (not computed), and a chain is flagged `diverged` when its
-  gradient, noise estimate or state is non-finite. Minibatch targets only (see
-  `SGLD`).
+  gradient, noise estimate or state is non-finite. Minibatch targets only
+  (see `SGLD`).
 
   #### Examples
 

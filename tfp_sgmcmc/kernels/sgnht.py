@@ -47,8 +47,8 @@ class SGNHT(_common.UncalibratedKernel):
   otherwise computes only to report it (`energy`, `target_log_prob`) and for
   the divergence flag: the chain is the same bit for bit, those two fields
   hold NaN (not computed), and a chain is flagged `diverged` when its
-  gradient, state, momentum or thermostat is non-finite. Minibatch targets only (see
-  `SGLD`).
+  gradient, state, momentum or thermostat is non-finite. Minibatch targets
+  only (see `SGLD`).
 
   #### Example
 
