@@ -162,8 +162,16 @@ def _symmetric_uniform(seed, n, dtype):
 
 def _flat_draws(structure, seed, draw):
   """One flat draw per dtype for all parts of `structure`, split and
-  reshaped into the parts. `draw(seed, n, dtype, one_part)` -> n values
-  (`one_part`: the draw is not split into several parts)."""
+  reshaped into the parts. `draw(seed, n, dtype, one_reader)` -> n values
+  (`one_reader`: one fusion reads the result, which is neither split into
+  several parts nor read by `_computed_once`'s two readers).
+
+  A draw that fills a part of two or more dimensions is first computed
+  flat, into a buffer (`_computed_once`): fused into the consumer's loop
+  over, e.g., a [64, 20] state, the transform ran in short rows that
+  vectorise badly (5.97 against 4.17 us per SGLD step at [64, 20], one
+  thread; a flat [79,510] state, where the extra pass only costs, is left
+  fused)."""
   parts = tf.nest.flatten(structure)
   out = [None] * len(parts)
   dtypes = []
@@ -174,8 +182,11 @@ def _flat_draws(structure, seed, draw):
     idx = [i for i, p in enumerate(parts) if p.dtype == dtype]
     sizes = [tf.size(parts[i], out_type=tf.int64) for i in idx]
     group_seed = seed if j == 0 else _salted(seed, j, _GROUP_SALTS)[-1]
+    computed_flat = any(parts[i].shape.rank != 1 for i in idx)
     flat = tf.cast(draw(group_seed, tf.add_n(sizes), dtype,
-                        one_part=len(idx) == 1), dtype)
+                        one_reader=len(idx) == 1 or computed_flat), dtype)
+    if computed_flat:
+      flat = _computed_once(flat, group_seed, second_reader=True)
     pieces = [flat] if len(idx) == 1 else tf.split(flat, tf.stack(sizes))
     for i, piece in zip(idx, pieces):
       out[i] = tf.reshape(piece, tf.shape(parts[i]))
@@ -186,7 +197,7 @@ def _flat_draws(structure, seed, draw):
 _GROUP_SALTS = (0x27D4EB2F, 0x165667B1)
 
 
-def _normal(seed, n, dtype, one_part=False):
+def _normal(seed, n, dtype, one_reader=False):
   """sqrt(2) erfinv(u) for the symmetric uniform u = j 2^-b, computed as
   sqrt(2) erfinv(|u|) with the sign bit of u set into the result by integer
   ops on u's bits: the same values as the plain product (erfinv is odd),
@@ -201,35 +212,49 @@ def _normal(seed, n, dtype, one_part=False):
   u is computed into a buffer of its own (`_computed_once`) before the
   transform reads it. Left to itself XLA:CPU fused the SplitMix64 words,
   u and the transform into one loop per consumer of the draw, and that loop
-  ran several times slower than the same work as separate loops (5-6 ns
-  against 2.7-3 ns per normal on this project's CPU, one thread). A draw
-  split into several parts has several readers of u; a draw with
-  `one_part` gets a second reader, the smallest |u| (a short reduction),
-  whose sign bit (always 0) is or-ed into the result."""
+  ran several times slower than the same work as separate loops (4-6 ns
+  against 2.6-3 ns per normal on this project's CPU, one thread). A draw
+  split into several parts has several readers of u already; a draw with
+  `one_reader` is given a second one."""
   j, b = _symmetric_grid(seed, n, dtype)
-  u = _computed_once(_to_unit(j, b), seed)
-  itype = tf.int64 if b == 52 else tf.int32
-  sign_bit = tf.constant(-2**63 if b == 52 else -2**31, itype)
+  u = _computed_once(_to_unit(j, b), seed, second_reader=one_reader)
+  itype = _SAME_WIDTH_INT[u.dtype]
   magnitude = np.sqrt(2.).astype(u.dtype.as_numpy_dtype) * (
       tf.math.erfinv(tf.abs(u)))
   signed = tf.bitwise.bitwise_or(
       tf.bitcast(magnitude, itype),
-      tf.bitwise.bitwise_and(tf.bitcast(u, itype), sign_bit))
-  if one_part:
-    smallest = tf.reduce_min(tf.abs(u))
-    signed = tf.bitwise.bitwise_or(
-        signed, tf.bitwise.bitwise_and(tf.bitcast(smallest, itype), sign_bit))
+      tf.bitwise.bitwise_and(tf.bitcast(u, itype), _sign_bit(itype)))
   return tf.bitcast(signed, u.dtype)
 
 
-def _computed_once(x, seed):
-  """x itself, divided by a 1 that XLA cannot prove is 1 (1 + 0 * a seed
-  word; exact, as the seed word is finite). XLA's fusion copies cheap
-  elementwise ops into every fusion that reads them, while a float division
-  counts as expensive, so x is computed once into a buffer when it has
-  several readers."""
+_SAME_WIDTH_INT = {tf.float16: tf.int16, tf.bfloat16: tf.int16,
+                   tf.float32: tf.int32, tf.float64: tf.int64}
+
+
+def _sign_bit(itype):
+  return tf.constant(-2**(tf.as_dtype(itype).size * 8 - 1), itype)
+
+
+def _computed_once(x, seed, second_reader=False):
+  """x itself, computed once into a buffer that its readers share.
+
+  x is divided by a 1 that XLA cannot prove is 1 (1 + 0 * a seed word;
+  exact, as the word is finite). XLA's fusion copies cheap elementwise ops
+  into every fusion that reads them but not a float division, which counts
+  as expensive; so x gets a buffer of its own as soon as two fusions read
+  it. With `second_reader` one more reader is made: the smallest |x| (a
+  short reduction), whose sign bit (0: x is never -0 or NaN here) is or-ed
+  into x by integer ops, so the values do not change."""
   word = tf.cast(tf.convert_to_tensor(seed)[..., 0], x.dtype)
-  return x / (1. + 0. * word)
+  x = x / (1. + 0. * word)
+  if not second_reader:
+    return x
+  itype = _SAME_WIDTH_INT[x.dtype]
+  smallest = tf.reduce_min(tf.abs(x))
+  return tf.bitcast(tf.bitwise.bitwise_or(
+      tf.bitcast(x, itype),
+      tf.bitwise.bitwise_and(tf.bitcast(smallest, itype), _sign_bit(itype))),
+                    x.dtype)
 
 
 def standard_normal_like(structure, seed):
@@ -579,7 +604,7 @@ def uniform_like(structure, seed):
   seed (one flat SplitMix64 draw per dtype, as `standard_normal_like`),
   on a grid symmetric about 1/2, never 0 or 1."""
   return _flat_draws(structure, seed,
-                     lambda s, n, dtype, one_part: 0.5 + 0.5 * (
+                     lambda s, n, dtype, one_reader: 0.5 + 0.5 * (
                          _symmetric_uniform(s, n, dtype)))
 
 
