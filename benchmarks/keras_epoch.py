@@ -174,7 +174,7 @@ def summarize(epoch_times, extra=None, epochs_run=None, cpu_times=None):
 
 def main(quick=False, smoke=False, repeats=None, epochs=None,
          batch_size=500, num_train=8000, steps_per_execution=1,
-         methods=None, out=None, jit_compile=True):
+         methods=None, out=None, jit_compile=True, repeat=False):
   if smoke:  # The CI smoke test: tiny sizes, SGD and SGHMC only.
     num_train, batch_size, methods = 1000, 250, methods or ["SGHMC"]
   repeats = repeats or (1 if smoke else 2 if quick else 5)
@@ -183,9 +183,11 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
   n = len(x)
   data = (tf.data.Dataset.from_tensor_slices((x, y))
           .shuffle(n, seed=0, reshuffle_each_iteration=True)
-          .batch(batch_size, drop_remainder=True)
-          .prefetch(tf.data.AUTOTUNE))
+          .batch(batch_size, drop_remainder=True))
   steps = n // batch_size
+  if repeat:  # One iterator for the whole fit (`docs/keras.md`).
+    data = data.repeat()
+  data = data.prefetch(tf.data.AUTOTUNE)
   specs = samplers(n, x, y)
   if methods is not None:
     specs = {k: v for k, v in specs.items() if k in methods}
@@ -206,8 +208,9 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
 
   print(f"MNIST MLP 784-100-10, N={n}, batch {batch_size} ({steps} steps per "
         f"epoch), jit_compile={jit_compile!r}, steps_per_execution="
-        f"{steps_per_execution}; {repeats} interleaved repeats x {epochs} "
-        "timed epochs", flush=True)
+        f"{steps_per_execution}, {'repeated' if repeat else 'finite'} "
+        f"dataset; {repeats} interleaved repeats x {epochs} timed epochs",
+        flush=True)
   epoch_times = {name: [] for name in fits}   # One list per repeat.
   cpu_times = {name: [] for name in fits}
   first_fit_epoch = {}   # The first epoch of the first fit: trace + compile.
@@ -217,6 +220,7 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
       clock = EpochClock()
       start = time.perf_counter()
       model.fit(data, epochs=epochs + 1, verbose=0,
+                steps_per_epoch=steps if repeat else None,
                 callbacks=callbacks + [clock])
       first_fit_epoch.setdefault(name, clock.marks[0] - start)
       epoch_times[name].append(clock.steady_epochs())
@@ -240,6 +244,7 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
                                  "keras_epoch.json"), dict(
       rows=rows, num_train=n, batch_size=batch_size, steps_per_epoch=steps,
       steps_per_execution=steps_per_execution, repeats=repeats,
+      repeated_dataset=repeat,
       timed_epochs_per_fit=epochs, quick=quick, jit_compile=jit_compile,
       epoch_times_s={k: v for k, v in epoch_times.items()},
       cpu_epoch_times_s={k: v for k, v in cpu_times.items()}))
@@ -259,8 +264,13 @@ if __name__ == "__main__":
   parser.add_argument("--jit-compile", default="true",
                       choices=["true", "false", "auto"],
                       help="model.compile(jit_compile=...); default true")
+  parser.add_argument("--repeat", action="store_true",
+                      help="repeat the dataset and pass steps_per_epoch, so "
+                      "one iterator serves the whole fit (the default makes "
+                      "one per epoch)")
   a = parser.parse_args()
   main(quick=a.quick, repeats=a.repeats, epochs=a.epochs,
        batch_size=a.batch_size, steps_per_execution=a.steps_per_execution,
        out=a.out, jit_compile={"true": True, "false": False,
-                               "auto": "auto"}[a.jit_compile])
+                               "auto": "auto"}[a.jit_compile],
+       repeat=a.repeat)
