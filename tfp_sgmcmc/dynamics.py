@@ -242,15 +242,17 @@ def _computed_once(x, seed, second_reader=False):
   exact, as the word is finite). XLA's fusion copies cheap elementwise ops
   into every fusion that reads them but not a float division, which counts
   as expensive; so x gets a buffer of its own as soon as two fusions read
-  it. With `second_reader` one more reader is made: the smallest |x| (a
-  short reduction), whose sign bit (0: x is never -0 or NaN here) is or-ed
-  into x by integer ops, so the values do not change."""
+  it. With `second_reader` one more reader is made: |x| of x's first
+  element (a reduction over one element: a fusion of its own that reads
+  almost nothing), whose sign bit (0) is or-ed into x by integer ops, so
+  the values do not change. (Reducing all of |x| instead cost a pass over
+  x: 215 against 146 us per SGLD step on a flat [79510] state.)"""
   word = tf.cast(tf.convert_to_tensor(seed)[..., 0], x.dtype)
   x = x / (1. + 0. * word)
   if not second_reader:
     return x
   itype = _SAME_WIDTH_INT[x.dtype]
-  smallest = tf.reduce_min(tf.abs(x))
+  smallest = tf.reduce_min(tf.abs(x[:1]))
   return tf.bitcast(tf.bitwise.bitwise_or(
       tf.bitcast(x, itype),
       tf.bitwise.bitwise_and(tf.bitcast(smallest, itype), _sign_bit(itype))),
