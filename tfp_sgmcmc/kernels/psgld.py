@@ -106,7 +106,10 @@ class PreconditionedSGLD(_common.UncalibratedKernel):
           current_state, prev.second_moment, grad, prev.step_count, h, t,
           self.decay, self.regularizer, self.target.num_examples, seed)
       if energy is None:  # compute_energy=False.
-        finite = _common.finite_per_chain(None, [grad, new_state],
+        # A non-finite gradient makes a non-finite state (inf: the
+        # preconditioner goes to 0 and 0 * inf is NaN): the state check
+        # catches it.
+        finite = _common.finite_per_chain(None, [new_state],
                                           chains=prev.diverged)
         energy = _common.not_computed(prev.diverged, dtype)
       else:

@@ -185,8 +185,10 @@ class SGHMC(_common.UncalibratedKernel):
           self._noise_estimate(grad_position, h, batch_seed), t,
           self.integrator, seed)
       if energy is None:  # compute_energy=False.
+        # A non-finite gradient makes a non-finite momentum (the kick is
+        # linear in it): checking the state and momentum catches it.
         finite = _common.finite_per_chain(
-            None, [grad, new_state, new_momentum], chains=prev.diverged)
+            None, [new_state, new_momentum], chains=prev.diverged)
         energy = _common.not_computed(prev.diverged, dtype)
       else:
         finite = _common.finite_per_chain(energy, [new_state, new_momentum])

@@ -146,7 +146,9 @@ class SGLD(_common.UncalibratedKernel):
         finite = _common.finite_per_chain(new_energy, [proposed, new_grad])
         finite = finite & tf.math.is_finite(correction)
       elif energy is None:  # compute_energy=False.
-        finite = _common.finite_per_chain(None, [grad, proposed],
+        # The move is linear in the gradient, so a non-finite gradient
+        # makes a non-finite state: checking the state catches it.
+        finite = _common.finite_per_chain(None, [proposed],
                                           chains=prev.diverged)
         energy = _common.not_computed(prev.diverged, dtype)
         correction = tf.zeros(tf.shape(energy), dtype)

@@ -107,8 +107,11 @@ class SGNHT(_common.UncalibratedKernel):
           current_state, prev.momentum, prev.thermostat, grad,
           prev.step_count, h, self.diffusion, t, self.temperature, seed)
       if energy is None:  # compute_energy=False.
+        # A non-finite gradient makes a non-finite momentum (the kick is
+        # linear in it): checking the state, momentum and thermostat
+        # catches it.
         finite = _common.finite_per_chain(
-            None, [grad, new_state, new_momentum, new_thermostat],
+            None, [new_state, new_momentum, new_thermostat],
             chains=prev.diverged)
         energy = _common.not_computed(prev.diverged, dtype)
       else:
