@@ -186,9 +186,12 @@ class SGHMC(_common.UncalibratedKernel):
           self.integrator, seed)
       if energy is None:  # compute_energy=False.
         # A non-finite gradient makes a non-finite momentum (the kick is
-        # linear in it): checking the state and momentum catches it.
+        # linear in it), and every integrator here moves theta last by the
+        # new momentum (theta' = theta + h r', or + r' h / 2 after
+        # splitting), so a non-finite momentum makes a non-finite theta':
+        # checking theta' catches both.
         finite = _common.finite_per_chain(
-            None, [new_state, new_momentum], chains=prev.diverged)
+            None, [new_state], chains=prev.diverged)
         energy = _common.not_computed(prev.diverged, dtype)
       else:
         finite = _common.finite_per_chain(energy, [new_state, new_momentum])
