@@ -94,3 +94,23 @@ def test_draws_do_not_depend_on_how_the_consumer_is_compiled():
     np.testing.assert_array_equal(by_constant, by_argument)
     np.testing.assert_array_equal(by_argument,
                                   bare * tf.constant(scale, dtype))
+
+
+def test_half_precision_draws_are_the_float32_draws_for_any_seed():
+  # The draw is made in float32 for 16-bit states and cast; nothing in it may
+  # depend on a float16 conversion of a seed word (2**30 overflows float16).
+  seeds = [[1, 2], [123456789, 2], [-2147483647, 5]]
+  for shape in ([64, 20], [1280]):
+    for seed in seeds:
+      reference = dynamics.standard_normal_like(tf.zeros(shape), seed)
+      for dtype in (tf.float16, tf.bfloat16):
+        state = tf.zeros(shape, dtype)
+        eager = dynamics.standard_normal_like(state, seed)
+        compiled = tf.function(
+            lambda s, seed=seed: dynamics.standard_normal_like(s, seed),
+            jit_compile=True)(state)
+        for draw in (eager, compiled):
+          assert draw.dtype == dtype
+          np.testing.assert_array_equal(
+              draw.numpy().astype(np.float32),
+              tf.cast(reference, dtype).numpy().astype(np.float32))

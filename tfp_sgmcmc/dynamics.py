@@ -238,8 +238,9 @@ def _sign_bit(itype):
 def _computed_once(x, seed, second_reader=False):
   """x itself, computed once into a buffer that its readers share.
 
-  x is divided by a 1 that XLA cannot prove is 1 (1 + 0 * a seed word;
-  exact, as the word is finite). XLA's fusion copies cheap elementwise ops
+  x is divided by a 1 that XLA cannot prove is 1 (1 + 0 * b, b the low bit
+  of a seed word: 0 or 1, so finite in every float type; the word itself
+  overflows float16). XLA's fusion copies cheap elementwise ops
   into every fusion that reads them but not a float division, which counts
   as expensive; so x gets a buffer of its own as soon as two fusions read
   it. With `second_reader` one more reader is made: |x| of x's first
@@ -247,8 +248,9 @@ def _computed_once(x, seed, second_reader=False):
   almost nothing), whose sign bit (0) is or-ed into x by integer ops, so
   the values do not change. (Reducing all of |x| instead cost a pass over
   x: 215 against 146 us per SGLD step on a flat [79510] state.)"""
-  word = tf.cast(tf.convert_to_tensor(seed)[..., 0], x.dtype)
-  x = x / (1. + 0. * word)
+  bit = tf.cast(tf.bitwise.bitwise_and(tf.convert_to_tensor(seed)[..., 0], 1),
+                x.dtype)
+  x = x / (1. + 0. * bit)
   if not second_reader:
     return x
   itype = _SAME_WIDTH_INT[x.dtype]
