@@ -100,29 +100,7 @@ GOAL_64_OVER_1 = 4.
 GOAL_PER_CHAIN_FLOOR = 2.
 
 
-class GradientOnly:
-  """The floor: draw the minibatch and compute its gradient (and, with
-  `energy` / `noise`, the per-chain energy / d x C normals), nothing else;
-  everything is fed back so XLA cannot drop it."""
-
-  def __init__(self, target, energy=False, noise=False):
-    self.target = target
-    self.energy = energy
-    self.noise = noise
-
-  def bootstrap_results(self, state):
-    del state
-    return ()
-
-  def one_step(self, state, results, seed):
-    energy, grad = self.target.energy_and_gradient(state, seed)
-    new = state - 1e-12 * grad
-    if self.energy:
-      new = new + 1e-30 * energy[..., None]
-    if self.noise:
-      new = new + 1e-9 * dynamics.standard_normal_like(
-          state, dynamics.derive_seeds(seed, 2)[1])
-    return new, results
+GradientOnly = common.GradientOnly  # The floor kernel, shared with overhead.py.
 
 
 class NoiseOnly:

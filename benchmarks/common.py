@@ -88,6 +88,38 @@ def australian(batch_size=32):
   return LogisticProblem(x, raw[:, -1], batch_size, "Statlog Australian")
 
 
+class GradientOnly:
+  """The floor: draw the minibatch and compute its gradient (and, with
+  `energy` / `noise`, the per-chain energy / one standard normal per
+  coordinate, one draw for all parts), nothing else; everything is fed back
+  so XLA cannot drop it. The state may be a tensor with leading chain axes
+  or a structure (the MLP's weights)."""
+
+  def __init__(self, target, energy=False, noise=False):
+    self.target = target
+    self.energy = energy
+    self.noise = noise
+
+  def bootstrap_results(self, state):
+    del state
+    return ()
+
+  def one_step(self, state, results, seed):
+    energy, grad = self.target.energy_and_gradient(state, seed)
+    new = tf.nest.map_structure(lambda s, g: s - 1e-12 * g, state, grad)
+    if self.energy:
+      def add_energy(s):
+        trailing = tf.ones([s.shape.rank - energy.shape.rank], tf.int32)
+        return s + 1e-30 * tf.reshape(
+            energy, tf.concat([tf.shape(energy), trailing], 0))
+      new = tf.nest.map_structure(add_energy, new)
+    if self.noise:
+      noise = sg.dynamics.standard_normal_like(
+          state, sg.dynamics.derive_seeds(seed, 2)[1])
+      new = tf.nest.map_structure(lambda s, z: s + 1e-9 * z, new, noise)
+    return new, results
+
+
 def bare_gradient_loop(target, num_steps):
   """The physical floor: draw the minibatch indices and compute the same
   minibatch gradient, num_steps times, in one compiled loop."""

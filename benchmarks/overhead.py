@@ -85,30 +85,9 @@ def exact_mh_floor(target, num_outer):
   return run
 
 
-class NoisyGradient:
-  """A floor with noise: the minibatch gradient plus one standard normal per
-  coordinate (`dynamics.standard_normal_like`, one draw for all parts), fed
-  back so XLA keeps both. Its ratio to the floor is the share of a noisy
-  step that the Gaussian draw costs."""
-
-  def __init__(self, target):
-    self.target = target
-
-  def bootstrap_results(self, state):
-    del state
-    return ()
-
-  def one_step(self, state, results, seed):
-    _, grad = self.target.energy_and_gradient(state, seed)
-    noise = sg.dynamics.standard_normal_like(
-        state, sg.dynamics.derive_seeds(seed, 2)[1])
-    return tf.nest.map_structure(lambda s, g, z: s - 1e-12 * g + 1e-9 * z,
-                                 state, grad, noise), results
-
-
 def kernels(target, h, friction):
   out = {
-      "gradient + noise": NoisyGradient(target),
+      "gradient + noise": common.GradientOnly(target, noise=True),
       "SGLD": sg.SGLD(target, h),
       "SGHMC Euler": sg.SGHMC(target, h, friction),
       "SGHMC splitting": sg.SGHMC(target, h, friction,
