@@ -154,6 +154,42 @@ def test_momentum_resampling_period_and_continuation():
   np.testing.assert_array_equal(trace, [12, 13, 14])
 
 
+@pytest.mark.parametrize("integrator", ["euler", "splitting"])
+@pytest.mark.parametrize("step_count", [3, 4])
+def test_momentum_after_a_refresh_step_has_its_exact_distribution(
+    integrator, step_count):
+  # One step of many chains from theta0 = 1 with carried momentum m0 on
+  # U = theta^2 / 2 (no gradient noise), period 3: step 3 starts from a
+  # fresh r ~ N(0, T) (Euler folds it into the step's noise), step 4 from
+  # m0. r' is Gaussian with a mean and variance known in closed form.
+  h, c, temp, theta0, m0, n = 0.5, 1.0, 3.0, 1.0, 3.0, 100000
+  kernel = sg.SGHMC(gaussian_target([0.], [[1.]], 0.), h, c,
+                    temperature=temp, integrator=integrator,
+                    momentum_resampling_period=3)
+  state = tf.fill([n, 1], theta0)
+  results = kernel.bootstrap_results(state)._replace(
+      momentum=tf.fill([n, 1], m0), step_count=tf.constant(step_count))
+  _, results = kernel.one_step(state, results, seed=[5, 6])
+  r = results.momentum.numpy()[:, 0].astype(np.float64)
+  s2 = 2. * c * temp * h  # Injected noise variance.
+  fresh = step_count % 3 == 0
+  if integrator == "euler":  # r' = (1 - hC) r - h theta0 + N(0, s2).
+    a, b, e2 = 1. - h * c, -h * theta0, 1.
+  else:  # r' = e (e r - h (theta0 + r h / 2) + N(0, s2)), e = exp(-Ch/2).
+    e = np.exp(-0.5 * c * h)
+    a, b, e2 = e * (e - 0.5 * h * h), -e * h * theta0, e * e
+  mean = b + (0. if fresh else a * m0)
+  var = e2 * s2 + (a * a * temp if fresh else 0.)
+  var_se = var * np.sqrt(2. / (n - 1))
+  assert abs(r.mean() - mean) < NUM_SE * np.sqrt(var / n)
+  assert abs(r.var() - var) < NUM_SE * var_se
+  # What the test tells apart, by over 3 x NUM_SE: the carried momentum
+  # kept on a refresh step or dropped on another (mean); a fresh draw
+  # dropped, drawn at temperature 1, or made on another step (variance).
+  assert abs(a * m0) > 3 * NUM_SE * np.sqrt(var / n)
+  assert a * a * (temp - 1.) > 3 * NUM_SE * var_se
+
+
 def test_splitting_stays_stable_where_euler_explodes():
   # Chen, Ding, Carin (2015), Fig. 1: at a large step size the Euler scheme
   # diverges, the splitting scheme does not. Euler's linear map here has

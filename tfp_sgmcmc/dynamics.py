@@ -309,7 +309,8 @@ def drift(position, momentum, step_size):
 
 
 def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
-                         noise_estimate=0., temperature=1.):
+                         noise_estimate=0., temperature=1., refresh=None,
+                         refresh_temperature=1.):
   """SGHMC momentum update, Euler form (Chen et al. 2014, Algorithm 2).
 
       r' = r - h grad U~(theta) - h C r + N(0, 2 (C T - B-hat) h),
@@ -322,12 +323,31 @@ def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
 
   `noise_estimate` B-hat is a scalar or a per-coordinate structure; where it
   exceeds C T the injected variance is clipped at zero.
+
+  `refresh` (a boolean scalar tensor, or None for never) says that this
+  step starts from a fresh momentum r ~ N(0, T0 I), T0 =
+  `refresh_temperature`, instead of `momentum` (Algorithm 2's resampling).
+  Euler's r enters r' only as (1 - h C) r, independent of the gradient and
+  of the injected noise, so on such a step
+
+      r' = -h grad U~(theta) + N(0, (1 - h C)^2 T0 + 2 (C T - B-hat) h)
+
+  exactly in distribution: the fresh draw is folded into the step's one
+  standard normal per coordinate, with no second draw and no branch.
   """
   def step(r, g, xi, b_hat, h):
     h = _scale(h, r.dtype)
     c = _scale(friction, r.dtype)
     t = _scale(temperature, r.dtype)
     variance = tf.maximum(2. * (c * t - _scale(b_hat, r.dtype)) * h, 0.)
+    if refresh is not None:
+      # Selects on a scalar: the update stays one elementwise loop.
+      decay = 1. - h * c
+      variance = tf.where(
+          refresh,
+          variance + decay * decay * _scale(refresh_temperature, r.dtype),
+          variance)
+      r = tf.where(refresh, tf.zeros_like(r), r)
     return r - h * g - h * c * r + tf.sqrt(variance) * xi
   b_hat = _broadcast_structure(noise_estimate, momentum)
   return _map(step, momentum, gradient, noise, b_hat,

@@ -26,10 +26,12 @@ class SGHMC(base.SamplerOptimizer):
     `chain_state()` and the kept samples are theta', and `SamplingCallback`
     removes the half drift at the end of `fit`.
 
-  The momentum refresh (`kernels.sghmc.refresh_momentum`: N(0, T I) at
-  step 0 and, with `momentum_resampling_period=m`, every m steps) is the
-  kernel's, drawn from the same step seed one step ahead, so that the
-  splitting integrator's half drift can precede the gradient.
+  The momentum refresh (N(0, T I) at step 0 and, with
+  `momentum_resampling_period=m`, every m steps) is the kernel's: the
+  Euler update folds it into its noise (`kernels.sghmc.sghmc_update`), and
+  the splitting integrator draws it (`kernels.sghmc.refresh_momentum`) from
+  the same step seed one step ahead, so that its half drift can precede the
+  gradient.
 
   `SGHMC.from_sgd_momentum(learning_rate=eta, momentum_decay=alpha)` takes
   the SGD-with-momentum units of the kernel's classmethod
@@ -89,6 +91,8 @@ class SGHMC(base.SamplerOptimizer):
         self.temperature, self.step_seed(step))
 
   def _initialize(self, variables):
+    if self.integrator != "splitting":
+      return  # Euler folds step 0's fresh momentum into its noise.
     slots = self._slots(self._momentum, variables)
     r = self._refresh([base.read(s) for s in slots], 0)
     for slot, value in zip(slots, r):
@@ -122,12 +126,16 @@ class SGHMC(base.SamplerOptimizer):
     # variables its gradient position (theta, or theta1 for splitting).
     p = self._parameters
     slots = self._slots(self._momentum, variables)
+    period = p["momentum_resampling_period"]
     state, new_momentum = sghmc_lib.sghmc_update(
         position, [base.read(s) for s in slots], gradient, step_size,
         p["friction"], p["noise_estimate"], self.temperature,
-        self.integrator, seed)
-    if p["momentum_resampling_period"] is None:
-      # `refresh_momentum` draws at step 0 only: nothing to do after it.
+        self.integrator, seed,
+        refresh=sghmc_lib.is_refresh_step(step, period),
+        refresh_temperature=self.temperature)
+    if self.integrator == "euler" or period is None:
+      # Euler folds each fresh momentum into its step's noise; splitting
+      # draws at step 0 only (`_initialize`) without a period.
       next_momentum = new_momentum
     else:
       next_momentum = self._refresh(new_momentum, step + 1)

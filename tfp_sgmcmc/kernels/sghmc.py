@@ -71,7 +71,10 @@ class SGHMC(_common.UncalibratedKernel):
 
   The momentum is drawn from N(0, T I) at the first step and, with
   `momentum_resampling_period=m`, again every m steps (Algorithm 2's outer
-  loop); otherwise it is carried in the results.
+  loop); otherwise it is carried in the results. The Euler step folds such
+  a fresh draw into its injected noise, which it may since r enters r' only
+  as (1 - h C) r: r' = -h grad U~ + N(0, (1 - h C)^2 T + 2 (C T - B-hat) h),
+  the same distribution from one draw and no branch.
 
   `SGHMC.from_sgd_momentum(target, learning_rate, momentum_decay)` builds the
   same kernel from the SGD-with-momentum parameters (eta = h^2, alpha = h C,
@@ -173,9 +176,15 @@ class SGHMC(_common.UncalibratedKernel):
                                prev.step_size, dtype)
       t = _common.temperature_at(self.step_size, prev.step_count,
                                  self.temperature, dtype)
-      momentum = refresh_momentum(prev.momentum, prev.step_count,
-                                  self.momentum_resampling_period,
-                                  self.temperature, seed)
+      refresh = is_refresh_step(prev.step_count,
+                                self.momentum_resampling_period)
+      if self.integrator == "euler":
+        # Folded into the update's noise (`sghmc_update`).
+        momentum = prev.momentum
+      else:
+        momentum = refresh_momentum(prev.momentum, prev.step_count,
+                                    self.momentum_resampling_period,
+                                    self.temperature, seed)
       grad_position = gradient_position(current_state, momentum, h,
                                         self.integrator)
       energy, grad = _common.minibatch_energy_and_gradient(
@@ -183,7 +192,8 @@ class SGHMC(_common.UncalibratedKernel):
       new_state, new_momentum = sghmc_update(
           grad_position, momentum, grad, h, self.friction,
           self._noise_estimate(grad_position, h, batch_seed), t,
-          self.integrator, seed)
+          self.integrator, seed, refresh=refresh,
+          refresh_temperature=self.temperature)
       if energy is None:  # compute_energy=False.
         # A non-finite gradient makes a non-finite momentum (the kick is
         # linear in it), and every integrator here moves theta last by the
@@ -305,24 +315,32 @@ def check_parameters(friction, noise_estimate, integrator,
                      f"integer >= 1; got {period!r}.")
 
 
+def is_refresh_step(step_count, period):
+  """True where SGHMC's step `step_count` starts from a fresh momentum
+  N(0, T I): step 0 and, with a resampling period m, every multiple of m."""
+  if period is None:
+    return tf.equal(step_count, 0)
+  return tf.equal(step_count % period, 0)
+
+
 def refresh_momentum(momentum, step_count, period, temperature, seed):
-  """The momentum SGHMC's step `step_count` starts from.
+  """The momentum SGHMC's step `step_count` starts from, drawn.
 
   A fresh draw r ~ N(0, T I) at step 0 and, with a resampling period m, at
-  every multiple of m; otherwise `momentum` as carried. `seed` is the step's
-  seed (that of `one_step`); the draw depends on nothing else, so a caller
-  may make it ahead of the step (the Keras adapter does, to place the
-  splitting integrator's half drift before the gradient).
+  every multiple of m (`is_refresh_step`); otherwise `momentum` as carried.
+  The splitting integrator needs it drawn (its half drift moves theta by r
+  before the gradient); the Euler update folds the fresh draw into its
+  noise instead (`sghmc_update`), without a branch or a second draw.
+  `seed` is the step's seed (that of `one_step`); the draw depends on
+  nothing else, so a caller may make it ahead of the step (the Keras
+  adapter does, to place the splitting integrator's half drift before the
+  gradient).
   """
   _, _, momentum_seed = _common.step_seeds(seed, 3)
   dtype = tf.nest.flatten(momentum)[0].dtype
-  if period is None:
-    resample = tf.equal(step_count, 0)
-  else:
-    resample = tf.equal(step_count % period, 0)
   momentum_scale = tf.sqrt(tf.cast(temperature, dtype))
   return tf.cond(
-      resample,
+      is_refresh_step(step_count, period),
       lambda: tf.nest.map_structure(
           lambda z: momentum_scale * z,
           dynamics.standard_normal_like(momentum, momentum_seed)),
@@ -339,19 +357,28 @@ def gradient_position(position, momentum, step_size, integrator):
 
 
 def sghmc_update(grad_position, momentum, gradient, step_size, friction,
-                 noise_estimate, temperature, integrator, seed):
+                 noise_estimate, temperature, integrator, seed,
+                 refresh=None, refresh_temperature=1.):
   """One SGHMC transition given grad U~ at `grad_position` (the kernel's
-  update, after `refresh_momentum` and `gradient_position`).
+  update, after `gradient_position`).
 
   Returns (theta', r'). `seed` is the step's seed, used as `one_step` uses
-  it.
+  it. Euler: `refresh` (`is_refresh_step`) says the step starts from a
+  fresh momentum N(0, T0 I), T0 = `refresh_temperature`, in place of
+  `momentum`; it is folded into the step's noise
+  (`dynamics.sghmc_euler_momentum`). Splitting: `momentum` is already the
+  refreshed one (`refresh_momentum`) and `refresh` is ignored.
   """
   _, noise_seed, _ = _common.step_seeds(seed, 3)
-  update = (dynamics.sghmc_euler_momentum if integrator == "euler"
-            else dynamics.sghmc_splitting_momentum)
   noise = dynamics.standard_normal_like(momentum, noise_seed)
-  new_momentum = update(momentum, gradient, step_size, friction, noise,
-                        noise_estimate, temperature)
+  if integrator == "euler":
+    new_momentum = dynamics.sghmc_euler_momentum(
+        momentum, gradient, step_size, friction, noise, noise_estimate,
+        temperature, refresh=refresh, refresh_temperature=refresh_temperature)
+  else:
+    new_momentum = dynamics.sghmc_splitting_momentum(
+        momentum, gradient, step_size, friction, noise, noise_estimate,
+        temperature)
   drift_size = (step_size if integrator == "euler" else
                 _common.scale_step(0.5, step_size))
   return dynamics.drift(grad_position, new_momentum, drift_size), new_momentum
