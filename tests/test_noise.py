@@ -3,6 +3,7 @@ dynamics.uniform_indices): N(0, 1) i.i.d. across steps, chains and state
 parts; uniform indices; the same bits whatever compilation they sit in."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfp_sgmcmc import dynamics
@@ -28,8 +29,26 @@ def _draws(seed):
   return tf.scan(step, tf.range(STEPS), tf.zeros([64], tf.float64))
 
 
-def test_noise_is_iid_standard_normal_across_steps_chains_and_parts():
-  z = _draws(tf.constant([5, 6])).numpy()
+@tf.function(jit_compile=True, autograph=False)
+def _walked_draws(seed):
+  """As `_draws`, with the seed of step t carried through the loop by
+  `dynamics.walk_seed`, as AMAGOLD's leapfrog steps carry theirs
+  (`kernels.amagold.leapfrog_seeds`)."""
+  from tfp_sgmcmc.kernels import amagold  # pylint: disable=g-import-not-at-top
+  def step(carry, _):
+    loop_seed, _ = carry
+    loop_seed, _, noise_seed = amagold.leapfrog_seeds(loop_seed)
+    parts = dynamics.standard_normal_like(_structure(), noise_seed)
+    return loop_seed, tf.concat([tf.reshape(tf.cast(p, tf.float64), [-1])
+                                 for p in parts], 0)
+  return tf.scan(step, tf.range(STEPS),
+                 (seed, tf.zeros([64], tf.float64)))[1]
+
+
+@pytest.mark.parametrize("draws", [_draws, _walked_draws],
+                         ids=["folded-in seeds", "walked seeds"])
+def test_noise_is_iid_standard_normal_across_steps_chains_and_parts(draws):
+  z = draws(tf.constant([5, 6])).numpy()
   n = z.size
   # Each coordinate (chain x part element) has mean 0 ...
   assert np.max(np.abs(z.mean(0))) * np.sqrt(STEPS) < 4.5
@@ -48,7 +67,7 @@ def test_noise_is_iid_standard_normal_across_steps_chains_and_parts():
   lag1 = np.mean((z[1:] - z.mean(0)) * (z[:-1] - z.mean(0)), 0) / z.var(0)
   assert np.max(np.abs(lag1)) * np.sqrt(STEPS) < 4.5, lag1
   # Another seed gives other draws.
-  assert not np.array_equal(z[:10], _draws(tf.constant([5, 7])).numpy()[:10])
+  assert not np.array_equal(z[:10], draws(tf.constant([5, 7])).numpy()[:10])
 
 
 def test_minibatch_indices_are_uniform_and_independent_across_chains():

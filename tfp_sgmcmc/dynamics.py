@@ -18,6 +18,7 @@ import tensorflow_probability as tfp
 
 __all__ = [
     "derive_seeds",
+    "walk_seed",
     "standard_normal_like",
     "langevin_step",
     "drift",
@@ -63,7 +64,7 @@ def derive_seeds(seed, n):
 
   Use it for seeds that are consumed by draws within one step, never to
   carry a seed from step to step (XOR with the same salt twice returns the
-  seed): carried seeds go through `tfp.random.split_seed`.
+  seed): carried seeds go through `tfp.random.split_seed` or `walk_seed`.
   """
   return _salted(seed, n, _SALTS)
 
@@ -99,6 +100,23 @@ def _mix64(z):
   z = tf.bitwise.bitwise_xor(z, shift(z, 30)) * tf.constant(_MIX[0], tf.uint64)
   z = tf.bitwise.bitwise_xor(z, shift(z, 27)) * tf.constant(_MIX[1], tf.uint64)
   return tf.bitwise.bitwise_xor(z, shift(z, 31))
+
+
+def walk_seed(seed):
+  """(next seed, this step's seed) of a seed carried through a loop, with no
+  random-number op: SplitMix64 used as the generator it is, over the seed's
+  64 bits (state += gamma; output mix64(state)).
+
+  The step seeds of one walk are consecutive SplitMix64 outputs; walks from
+  two starting seeds share a state only if the starts lie within a loop's
+  length of gammas of each other (probability about T / 2^64 for T steps).
+  Inside AMAGOLD's leapfrog loop it replaces a threefry split
+  (`tfp.random.split_seed`), whose random-number op cost about 0.1 us of a
+  3 us one-chain step (benchmarks/chains.py).
+  """
+  state = tf.bitcast(tfp.random.sanitize_seed(seed), tf.uint64) + tf.constant(
+      _GAMMA, tf.uint64)
+  return tf.bitcast(state, tf.int32), tf.bitcast(_mix64(state), tf.int32)
 
 
 def _random_words(seed, n):

@@ -501,7 +501,7 @@ def proposal_start(position, momentum, step_size, momentum_std,
 
 def leapfrog_seeds(loop_seed):
   """(next loop seed, minibatch seed, noise seed) of one leapfrog step."""
-  next_seed, step_seed = _common.split(loop_seed, 2)
+  next_seed, step_seed = dynamics.walk_seed(loop_seed)
   batch_seed, noise_seed = _common.step_seeds(step_seed, 2)
   return next_seed, batch_seed, noise_seed
 
