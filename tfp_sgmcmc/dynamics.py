@@ -358,15 +358,17 @@ def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
     c = _scale(friction, r.dtype)
     t = _scale(temperature, r.dtype)
     variance = tf.maximum(2. * (c * t - _scale(b_hat, r.dtype)) * h, 0.)
+    scale = tf.sqrt(variance)
     if refresh is not None:
-      # Selects on a scalar: the update stays one elementwise loop.
+      # Selects between scales, not a square root of a select: with
+      # constant h, C and T both scales are constants and the select joins
+      # the update's elementwise loop.
       decay = 1. - h * c
-      variance = tf.where(
-          refresh,
-          variance + decay * decay * _scale(refresh_temperature, r.dtype),
-          variance)
+      scale = tf.where(refresh, tf.sqrt(
+          variance + decay * decay * _scale(refresh_temperature, r.dtype)),
+                       scale)
       r = tf.where(refresh, tf.zeros_like(r), r)
-    return r - h * g - h * c * r + tf.sqrt(variance) * xi
+    return r - h * g - h * c * r + scale * xi
   b_hat = _broadcast_structure(noise_estimate, momentum)
   return _map(step, momentum, gradient, noise, b_hat,
               _broadcast_structure(step_size, momentum))
