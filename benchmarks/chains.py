@@ -41,6 +41,9 @@ Floors (what any sampler of this kind must do per step):
   energy their update does not use. "AMAGOLD ... (no energy)" skips the
   last leapfrog step's diagnostic energy; its minibatch M-H test still
   computes its two energies, so it is compared with the energy floor.
+* gradient + noise + momentum (floor): also a momentum carried from step
+  to step and updated as Euler SGHMC's (one more state of d x C floats read
+  and written each step): the floor of "SGHMC (no energy)".
 * noise only: the d x C standard normals alone.
 * per-chain, indices + gather: draw [C, n] indices and gather the rows.
 * per-chain, gather (fixed random indices): the gather alone, from random
@@ -103,6 +106,28 @@ GOAL_PER_CHAIN_FLOOR = 2.
 GradientOnly = common.GradientOnly  # The floor kernel, shared with overhead.py.
 
 
+class MomentumFloor:
+  """The gradient + noise floor with a momentum carried from step to step,
+  as SGHMC must: r' = (1 - hC) r - h grad + s z, theta' = theta + h r'
+  (constants of the logistic runs below), and nothing else: SGHMC's own
+  floor, without its divergence check, step count and results."""
+
+  def __init__(self, target, h=1e-5, friction=100.):
+    self.target = target
+    self.h = h
+    self.friction = friction
+
+  def bootstrap_results(self, state):
+    return tf.zeros_like(state)
+
+  def one_step(self, state, momentum, seed):
+    grad = self.target.gradient(state, seed)
+    z = dynamics.standard_normal_like(state, dynamics.derive_seeds(seed, 2)[1])
+    momentum = ((1. - self.h * self.friction) * momentum - self.h * grad
+                + np.sqrt(2. * self.friction * self.h) * z)
+    return state + self.h * momentum, momentum
+
+
 class NoiseOnly:
   """d x C standard normals per step (the injected noise), nothing else."""
 
@@ -155,6 +180,8 @@ def kernels(target, batching, quick=False, smoke=False):
     out["noise only"] = (NoiseOnly(), 1, True)
     out["gradient + noise (floor)"] = (GradientOnly(target, noise=True), 1,
                                        True)
+    out["gradient + noise + momentum (floor)"] = (MomentumFloor(target), 1,
+                                                  True)
   else:
     out["indices + gather"] = (GatherOnly(target), 1, True)
     out["gather (fixed random indices)"] = (GatherOnly(target, fixed=True),
@@ -340,6 +367,9 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
           row["over_noise_floor"] = _ratios(
               [t / grads for t in cpu[key]],
               cpu[("gradient + noise (floor)", c)])
+          row["over_momentum_floor"] = _ratios(
+              [t / grads for t in cpu[key]],
+              cpu[("gradient + noise + momentum (floor)", c)])
         rows.append(row)
         cells.append(f"{row['us_per_gradient']['median']:8.1f}us "
                      f"x{_timing.fmt(row['ratio_to_one_chain'], digits=1)}")
@@ -348,8 +378,10 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
   by = {(r["kernel"], r["batches"], r["chains"]): r for r in rows}
   if not smoke:
     print("\nsampler / gradient floor at the same chain count (goal <= "
-          f"{GOAL_OVER_FLOOR}), shared minibatches; [ / gradient + energy + "
-          "noise floor; for the (no energy) rows / gradient + noise floor]")
+          f"{GOAL_OVER_FLOOR}), shared minibatches, median (min-max over "
+          "repeats); [ / gradient + energy + noise floor; for the (no "
+          "energy) rows / gradient + noise floor, for SGHMC (no energy) / "
+          "gradient + noise + momentum floor]")
     for name, (_, _, is_floor) in kernels(targets["shared"], "shared",
                                           quick).items():
       if name == "gradient only (floor)":
@@ -357,16 +389,19 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
       cells = []
       for c in chains:
         r = by[(name, "shared", c)]
-        cell = f"{r['over_gradient_floor']['median']:5.2f}"
+        o = r["over_gradient_floor"]
+        cell = f"{o['median']:4.2f} ({o['min']:4.2f}-{o['max']:4.2f})"
         if not is_floor:
           # AMAGOLD's minibatch test still computes its two energies.
           no_energy = ("no energy" in name and
                        not name.startswith("AMAGOLD"))
           other = ("over_noise_floor" if no_energy
                    else "over_energy_noise_floor")
+          if name == "SGHMC (no energy)":
+            other = "over_momentum_floor"
           cell += f" [{r[other]['median']:4.2f}]"
         cells.append(cell)
-      print(f"  {name:30s} " + " ".join(f"{c:>14s}" for c in cells))
+      print(f"  {name:36s} " + " ".join(f"{c:>24s}" for c in cells))
     if 64 in chains:
       print(f"\n64 chains / 1 chain (goal <= {GOAL_64_OVER_1:g}), shared:")
       for name in kernels(targets["shared"], "shared", quick):
