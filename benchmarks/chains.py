@@ -44,6 +44,9 @@ Floors (what any sampler of this kind must do per step):
 * gradient + noise + momentum (floor): also a momentum carried from step
   to step and updated as Euler SGHMC's (one more state of d x C floats read
   and written each step): the floor of "SGHMC (no energy)".
+* ... + divergence check (floor): also the per-chain check SGHMC keeps
+  (theta' finite, else the chain keeps theta and r: one reduction and two
+  selects, with the library's own functions).
 * noise only: the d x C standard normals alone.
 * per-chain, indices + gather: draw [C, n] indices and gather the rows.
 * per-chain, gather (fixed random indices): the gather alone, from random
@@ -78,6 +81,7 @@ import tensorflow as tf  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc import dynamics  # noqa: E402
+from tfp_sgmcmc.kernels import _common  # noqa: E402
 
 T = 10
 
@@ -112,20 +116,33 @@ class MomentumFloor:
   (constants of the logistic runs below), and nothing else: SGHMC's own
   floor, without its divergence check, step count and results."""
 
-  def __init__(self, target, h=1e-5, friction=100.):
+  def __init__(self, target, h=1e-5, friction=100., check=False):
     self.target = target
     self.h = h
     self.friction = friction
+    self.check = check
 
   def bootstrap_results(self, state):
+    if self.check:
+      return tf.zeros_like(state), tf.zeros(tf.shape(state)[:-1], tf.bool)
     return tf.zeros_like(state)
 
-  def one_step(self, state, momentum, seed):
+  def one_step(self, state, results, seed):
+    momentum, diverged = results if self.check else (results, None)
     grad = self.target.gradient(state, seed)
     z = dynamics.standard_normal_like(state, dynamics.derive_seeds(seed, 2)[1])
-    momentum = ((1. - self.h * self.friction) * momentum - self.h * grad
-                + np.sqrt(2. * self.friction * self.h) * z)
-    return state + self.h * momentum, momentum
+    new_momentum = ((1. - self.h * self.friction) * momentum - self.h * grad
+                    + np.sqrt(2. * self.friction * self.h) * z)
+    new_state = state + self.h * new_momentum
+    if not self.check:
+      return new_state, new_momentum
+    # The per-chain divergence check SGHMC keeps (the library's own
+    # functions): theta' finite, else the chain keeps theta and r.
+    diverged = diverged | ~_common.finite_per_chain(None, [new_state],
+                                                    chains=diverged)
+    return (_common.keep_where_diverged(diverged, state, new_state),
+            (_common.keep_where_diverged(diverged, momentum, new_momentum),
+             diverged))
 
 
 class NoiseOnly:
@@ -182,6 +199,8 @@ def kernels(target, batching, quick=False, smoke=False):
                                        True)
     out["gradient + noise + momentum (floor)"] = (MomentumFloor(target), 1,
                                                   True)
+    out["... + divergence check (floor)"] = (
+        MomentumFloor(target, check=True), 1, True)
   else:
     out["indices + gather"] = (GatherOnly(target), 1, True)
     out["gather (fixed random indices)"] = (GatherOnly(target, fixed=True),
@@ -370,6 +389,9 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
           row["over_momentum_floor"] = _ratios(
               [t / grads for t in cpu[key]],
               cpu[("gradient + noise + momentum (floor)", c)])
+          row["over_momentum_check_floor"] = _ratios(
+              [t / grads for t in cpu[key]],
+              cpu[("... + divergence check (floor)", c)])
         rows.append(row)
         cells.append(f"{row['us_per_gradient']['median']:8.1f}us "
                      f"x{_timing.fmt(row['ratio_to_one_chain'], digits=1)}")
@@ -381,7 +403,7 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
           f"{GOAL_OVER_FLOOR}), shared minibatches, median (min-max over "
           "repeats); [ / gradient + energy + noise floor; for the (no "
           "energy) rows / gradient + noise floor, for SGHMC (no energy) / "
-          "gradient + noise + momentum floor]")
+          "gradient + noise + momentum floor, / that + divergence check]")
     for name, (_, _, is_floor) in kernels(targets["shared"], "shared",
                                           quick).items():
       if name == "gradient only (floor)":
@@ -398,10 +420,12 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
           other = ("over_noise_floor" if no_energy
                    else "over_energy_noise_floor")
           if name == "SGHMC (no energy)":
-            other = "over_momentum_floor"
-          cell += f" [{r[other]['median']:4.2f}]"
+            cell += (f" [{r['over_momentum_floor']['median']:4.2f}, "
+                     f"{r['over_momentum_check_floor']['median']:4.2f}]")
+          else:
+            cell += f" [{r[other]['median']:4.2f}]"
         cells.append(cell)
-      print(f"  {name:36s} " + " ".join(f"{c:>24s}" for c in cells))
+      print(f"  {name:36s} " + " ".join(f"{c:>30s}" for c in cells))
     if 64 in chains:
       print(f"\n64 chains / 1 chain (goal <= {GOAL_64_OVER_1:g}), shared:")
       for name in kernels(targets["shared"], "shared", quick):
