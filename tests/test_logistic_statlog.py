@@ -9,9 +9,12 @@ that our runs reproduce:
 * AMAGOLD's acceptance rate falls at the large step sizes ("AMAGOLD's large
   error using a large step size is due to a drop in M-H acceptance
   probability"), and the drop comes from the minibatch noise: the
-  full-batch L2MC, the same chain with exact gradients, keeps accepting;
-* AMAGOLD is much faster than the full-batch baselines for the same number
-  of gradient steps ("significantly faster due to minibatching").
+  full-batch L2MC, the same chain with exact gradients, keeps accepting.
+
+The paper's speed claim (AMAGOLD "significantly faster due to
+minibatching" than the full-batch baselines) is a timing: the example
+measures it (docs/results.md), and it is not asserted here, since a unit
+test's wall clock on a shared machine measures the machine.
 
 The claim that AMAGOLD's MSE is below SGHMC's at every step size is not
 asserted: in our runs it does not hold over the paper's grid (SGHMC's bias
@@ -22,7 +25,6 @@ reference.
 """
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -70,38 +72,31 @@ CHAINS = 4                 # per step size
 NUM_GRADIENTS = 20_000     # per chain: 2,000 M-H tests
 
 
-def _timed_run(fn, problem, eps, seed):
+def _run(fn, problem, eps, seed):
   init = tf.zeros([len(eps), problem.dim], ex.DTYPE)
   num_steps, num_burnin = ex.steps_for("amagold", NUM_GRADIENTS)
-  start = time.perf_counter()
   _, accept, diverged = fn(init, tf.constant(eps), tf.constant(num_steps),
                            tf.constant(num_burnin), tf.constant(seed))
-  accept = np.asarray(accept)
-  return time.perf_counter() - start, accept, np.asarray(diverged)
+  return np.asarray(accept), np.asarray(diverged)
 
 
 @pytest.fixture(scope="module")
 def short_runs():
   """AMAGOLD and L2MC, 4 chains at each of eps = 1e-4 and 5e-3, 2e4
-  gradient steps per chain; compiled once, then run twice, interleaved, for
-  the timings."""
+  gradient steps per chain, two seeds. (The speed claim, AMAGOLD much
+  faster than full-batch L2MC, is measured by `examples/logistic_statlog.py`
+  and not asserted here: timings are benchmarks, not unit tests.)"""
   from conftest import SHARED_DATA  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(SHARED_DATA):
     pytest.skip(f"real data not found at {SHARED_DATA} (../shared/data)")
   problem = ex.load_problem("australian", SHARED_DATA)
   eps = np.repeat(np.asarray([SMALL, LARGE], ex.DTYPE), CHAINS)[:, None]
   fns = {m: ex.compiled_run(m, problem) for m in ("amagold", "l2mc")}
-  init = tf.zeros([len(eps), problem.dim], ex.DTYPE)
-  for fn in fns.values():  # Compile.
-    fn(init, tf.constant(eps), tf.constant(2), tf.constant(1),
-       tf.constant([0, 0]))
-  out = {m: dict(seconds=[], accept=[]) for m in fns}
+  out = {m: dict(accept=[]) for m in fns}
   for repeat in range(2):
     for i, (m, fn) in enumerate(fns.items()):
-      seconds, accept, diverged = _timed_run(fn, problem, eps,
-                                             [repeat + 1, i])
+      accept, diverged = _run(fn, problem, eps, [repeat + 1, i])
       assert not diverged.any()
-      out[m]["seconds"].append(seconds)
       out[m]["accept"].append(accept.reshape(2, CHAINS))
   return out
 
@@ -118,18 +113,6 @@ def test_amagold_acceptance_drops_at_large_step_sizes_from_minibatch_noise(
   assert amagold[0].mean() > 0.9, amagold
   assert amagold[1].mean() < 0.5, amagold
   assert l2mc[1].min() > 0.95, l2mc
-
-
-def test_amagold_is_much_faster_than_full_batch_l2mc(short_runs):
-  # The same number of gradient steps: AMAGOLD's gradients see 32 of 690
-  # examples, plus one full-data energy per 10 steps; L2MC's see all 690.
-  # Observed per-run ratios 4.2 (three runs of 8 chains; one first run 2.0,
-  # a load spike on the shared 2-core machine), one chain 5 to 10 in short
-  # runs and 2.7 to 3.2 over 2e5 steps in the example. Asserted on the
-  # faster of the two runs of each method: more than 2x.
-  ratio = (min(short_runs["l2mc"]["seconds"]) /
-           min(short_runs["amagold"]["seconds"]))
-  assert ratio > 2., (ratio, short_runs)
 
 
 @pytest.mark.slow
