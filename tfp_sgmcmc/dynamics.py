@@ -498,7 +498,8 @@ def kinetic_energy(momentum, momentum_std=1., batch_ndims=0):
 
 
 def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
-               diffusion, temperature=1., event_ndims=None):
+               diffusion, temperature=1., event_ndims=None, refresh=None,
+               refresh_temperature=1.):
   """One step of the SG Nose-Hoover thermostat (Ding et al. 2014, Alg. 2).
 
       r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
@@ -509,6 +510,12 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
   of parameters of a chain, A the injected diffusion. The thermostat raises
   the friction while the kinetic energy per dimension exceeds T and lowers
   it otherwise, so it absorbs gradient noise of unknown size.
+
+  `refresh` (a boolean scalar tensor, or None for never): the step starts
+  from a fresh r ~ N(0, T0 I), T0 = `refresh_temperature`, instead of
+  `momentum`. r enters r' only as (1 - h xi) r, so, as in
+  `sghmc_euler_momentum`, the fresh draw is folded into the step's noise:
+  r' = -h grad U~ + N(0, (1 - h xi)^2 T0 + 2 A h T) per chain.
 
   Args:
     position, momentum, gradient, noise: structures like the state.
@@ -530,9 +537,19 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
     return tf.reshape(x, tf.concat(
         [tf.shape(x), tf.ones([part.shape.rank - batch_rank], tf.int32)], 0))
 
+  scale = tf.sqrt(2. * a * h * t)
+  if refresh is not None:
+    decay = 1. - h * thermostat
+    # One scale per chain, selected: the kick stays one elementwise loop.
+    scale = tf.where(refresh, tf.sqrt(
+        decay * decay * _scale(refresh_temperature, dtype)
+        + 2. * a * h * t), scale * tf.ones_like(thermostat))
+
   def kick(r, g, z):
-    return r - h * expand(thermostat, r) * r - h * g + tf.sqrt(
-        2. * a * h * t) * z
+    if refresh is not None:
+      r = tf.where(refresh, tf.zeros_like(r), r)
+      return r - h * expand(thermostat, r) * r - h * g + expand(scale, r) * z
+    return r - h * expand(thermostat, r) * r - h * g + scale * z
   new_momentum = _map(kick, momentum, gradient, noise)
   new_position = drift(position, new_momentum, step_size)
   sq = tf.zeros_like(thermostat)

@@ -156,7 +156,8 @@ class SGNHT(base.SamplerOptimizer):
   each train step is `tfp_sgmcmc.kernels.sgnht.sgnht_update`, the update of
   `tfp_sgmcmc.SGNHT.one_step`, over all trainable variables at once (d
   counts every weight of the model). The momentum is drawn from N(0, T I)
-  at the first step; the thermostat xi starts at A.
+  at the first step (folded into that step's noise, as in the kernel); the
+  thermostat xi starts at A.
 
   Args:
     step_size: h > 0.

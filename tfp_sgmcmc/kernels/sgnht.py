@@ -154,19 +154,15 @@ def sgnht_update(position, momentum, thermostat, gradient, step_count,
                  seed):
   """One SGNHT transition given grad U~ at `position` (the kernel's update).
 
-  At `step_count` 0 the momentum is first drawn from N(0, T I) (T =
-  `momentum_temperature`, the kernel's temperature). `seed` is the step's
-  seed, used as `one_step` uses it. Returns (position, momentum, thermostat).
+  At `step_count` 0 the step starts from a fresh momentum N(0, T I) (T =
+  `momentum_temperature`, the kernel's temperature), folded into the step's
+  noise (`dynamics.sgnht_step(refresh=...)`: one draw and no branch).
+  `seed` is the step's seed, used as `one_step` uses it. Returns (position,
+  momentum, thermostat).
   """
-  _, noise_seed, momentum_seed = _common.step_seeds(seed, 3)
-  dtype = tf.nest.flatten(position)[0].dtype
-  momentum_scale = tf.sqrt(tf.cast(momentum_temperature, dtype))
-  momentum = tf.cond(
-      tf.equal(step_count, 0),
-      lambda: tf.nest.map_structure(
-          lambda z: momentum_scale * z,
-          dynamics.standard_normal_like(momentum, momentum_seed)),
-      lambda: momentum)
+  _, noise_seed, _ = _common.step_seeds(seed, 3)
   noise = dynamics.standard_normal_like(momentum, noise_seed)
   return dynamics.sgnht_step(position, momentum, thermostat, gradient,
-                             step_size, noise, diffusion, temperature)
+                             step_size, noise, diffusion, temperature,
+                             refresh=tf.equal(step_count, 0),
+                             refresh_temperature=momentum_temperature)
