@@ -109,6 +109,14 @@ GOAL_PER_CHAIN_FLOOR = 2.
 
 GradientOnly = common.GradientOnly  # The floor kernel, shared with overhead.py.
 
+# JSON field of each shared-batch row -> the floor it is taken over.
+SHARED_FLOORS = {
+    "over_energy_noise_floor": "gradient + energy + noise",
+    "over_noise_floor": "gradient + noise (floor)",
+    "over_momentum_floor": "gradient + noise + momentum (floor)",
+    "over_momentum_check_floor": "... + divergence check (floor)",
+}
+
 
 class MomentumFloor:
   """The gradient + noise floor with a momentum carried from step to step,
@@ -380,18 +388,9 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
             us_per_chain_gradient=float(np.median(us)) / c,
             steps_timed=steps[key])
         if batching == "shared" and not smoke:
-          row["over_energy_noise_floor"] = _ratios(
-              [t / grads for t in cpu[key]],
-              cpu[("gradient + energy + noise", c)])
-          row["over_noise_floor"] = _ratios(
-              [t / grads for t in cpu[key]],
-              cpu[("gradient + noise (floor)", c)])
-          row["over_momentum_floor"] = _ratios(
-              [t / grads for t in cpu[key]],
-              cpu[("gradient + noise + momentum (floor)", c)])
-          row["over_momentum_check_floor"] = _ratios(
-              [t / grads for t in cpu[key]],
-              cpu[("... + divergence check (floor)", c)])
+          for field, floor_name in SHARED_FLOORS.items():
+            row[field] = _ratios([t / grads for t in cpu[key]],
+                                 cpu[(floor_name, c)])
         rows.append(row)
         cells.append(f"{row['us_per_gradient']['median']:8.1f}us "
                      f"x{_timing.fmt(row['ratio_to_one_chain'], digits=1)}")
