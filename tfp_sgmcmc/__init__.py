@@ -1,14 +1,32 @@
-"""tfp_sgmcmc: stochastic-gradient MCMC kernels for TensorFlow Probability."""
+"""tfp_sgmcmc: stochastic-gradient MCMC kernels for TensorFlow Probability.
+
+The package, by layer (docs/architecture.md):
+
+* `random`: the one random-number engine and seed scheme.
+* `dynamics`: the update rules, one call = one step, shared by every front
+  end.
+* `targets`: how a kernel sees the posterior (minibatch energies and
+  gradients, the exact energy).
+* `kernels`: the `tfp.mcmc.TransitionKernel`s.
+* `chains`: long runs, checkpoints, diagnostics, schedules.
+* `keras`: the samplers inside Keras `model.fit`.
+"""
+
+import sys
 
 from tfp_sgmcmc import datasets
-from tfp_sgmcmc import diagnostics
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import random
 from tfp_sgmcmc import synthetic
-from tfp_sgmcmc.checkpointing import (StepSeeded, StepSeededResults,
-                                      load_chain, save_chain)
-from tfp_sgmcmc.diagnostics import UnhealthyChainWarning, summarize
-from tfp_sgmcmc.distributed import ShardedTarget
-from tfp_sgmcmc.tfrecord import TFRecordTarget, write_tfrecord_shards
+from tfp_sgmcmc.chains import diagnostics
+from tfp_sgmcmc.chains.checkpointing import (StepSeeded, StepSeededResults,
+                                             load_chain, save_chain)
+from tfp_sgmcmc.chains.diagnostics import UnhealthyChainWarning, summarize
+from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
+                                    sample_chain_with_progress,
+                                    sample_moments)
+from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
+                                         step_size_weighted_mean)
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -17,22 +35,21 @@ from tfp_sgmcmc.kernels import (
     UncalibratedAMAGOLD, UncalibratedAMAGOLDResults, UncalibratedBarker,
     UncalibratedBarkerResults, StepSizeFromResultsWarning,
     check_kernel_results, with_step_size)
-from tfp_sgmcmc.joint import JointDistributionTarget
-from tfp_sgmcmc.log_prob import LogProbFnTarget
-from tfp_sgmcmc.optimize import find_mode
-from tfp_sgmcmc.runs import (ChainRun, Moments, sample_chain_with_progress,
-                             sample_moments)
-from tfp_sgmcmc.schedules import (CyclicalSchedule, PolynomialDecay,
-                                  step_size_weighted_mean)
 from tfp_sgmcmc.targets import (ControlVariateTarget, DatasetTarget,
-                                InMemoryTarget, MinibatchTarget,
-                                NoisyGradientTarget, TargetCapabilityError,
-                                TemperedTarget)
+                                InMemoryTarget, JointDistributionTarget,
+                                LogProbFnTarget, MinibatchTarget,
+                                NoisyGradientTarget, ShardedTarget,
+                                TargetCapabilityError, TemperedTarget,
+                                TFRecordTarget, find_mode,
+                                write_tfrecord_shards)
+
+# `tfp_sgmcmc.diagnostics` is a public module that lives in `chains`.
+sys.modules[__name__ + ".diagnostics"] = diagnostics
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "datasets", "dynamics", "synthetic",
+    "datasets", "dynamics", "synthetic", "random",
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",
     "NoisyGradientTarget", "ControlVariateTarget", "TemperedTarget",

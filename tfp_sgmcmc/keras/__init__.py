@@ -13,25 +13,45 @@
     sampling.save("posterior.npz")
 
 The samplers are Keras optimizers whose train step runs the update of the
-`tfp.mcmc` kernel of the same name (its per-gradient step function, with
-the kernel's seeds: `sampler.step_seed(k)`), applied to
+`tfp.mcmc` kernel of the same name (`tfp_sgmcmc.dynamics`, with the
+kernel's seeds: `sampler.step_seed(k)`), applied to
 grad U~ = N grad(mean NLL) - grad log p(theta). See `SamplingCallback`.
+
+Subpackages, by job:
+
+* `samplers`: the samplers (Keras optimizers over `tfp_sgmcmc.dynamics`).
+* `fit`: `SamplingCallback` and what it runs inside `fit` (phases, logs,
+  the health check, AMAGOLD's test energies, backups, multi-worker fit).
+* `validation`: what the callback refuses or warns about (the model, the
+  loss, `fit`'s arguments and other callbacks).
+* `posterior`: the kept samples, predictions, scores and their files.
 """
 
-from tfp_sgmcmc.keras.callback import SamplerDivergenceError, SamplingCallback
+import sys
+
+from tfp_sgmcmc.keras.fit.callback import (SamplerDivergenceError,
+                                          SamplingCallback)
+from tfp_sgmcmc.keras.fit.multi_worker import enable_keras_multi_worker_fit
 from tfp_sgmcmc.keras.losses import (GaussianNegativeLogLikelihood,
                                      NegativeLogLikelihood,
                                      resolve_likelihood)
-from tfp_sgmcmc.keras.optimizers import (AMAGOLD, SGHMC, SGLD, SGNHT,
-                                         PreconditionedSGLD,
-                                         SamplerOptimizer)
-from tfp_sgmcmc.keras import evaluation
-from tfp_sgmcmc.keras.evaluation import (accuracy,
-                                         expected_calibration_error,
-                                         negative_log_likelihood,
-                                         predictive_entropy)
-from tfp_sgmcmc.keras.posterior import Posterior, RegressionPrediction
+from tfp_sgmcmc.keras.posterior import evaluation
+from tfp_sgmcmc.keras.posterior.evaluation import (
+    accuracy, expected_calibration_error, negative_log_likelihood,
+    predictive_entropy)
+from tfp_sgmcmc.keras.posterior.posterior import (Posterior,
+                                                  RegressionPrediction)
 from tfp_sgmcmc.keras.priors import FlatPrior, GaussianPrior
+from tfp_sgmcmc.keras.samplers import (AMAGOLD, SGHMC, SGLD, SGNHT,
+                                       PreconditionedSGLD, SamplerOptimizer)
+from tfp_sgmcmc.keras.validation import fit_arguments
+
+# `fit` records its arguments for the callback's checks (see
+# `validation.fit_arguments`).
+fit_arguments.install()
+
+# `tfp_sgmcmc.keras.evaluation` is a public module that lives in `posterior`.
+sys.modules[__name__ + ".evaluation"] = evaluation
 
 __all__ = [
     "SamplingCallback", "SamplerDivergenceError", "Posterior",
@@ -41,5 +61,5 @@ __all__ = [
     "AMAGOLD",
     "GaussianPrior", "FlatPrior",
     "NegativeLogLikelihood", "GaussianNegativeLogLikelihood",
-    "resolve_likelihood",
+    "resolve_likelihood", "enable_keras_multi_worker_fit",
 ]

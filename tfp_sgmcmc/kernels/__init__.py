@@ -1,7 +1,14 @@
-"""One `tfp.mcmc.TransitionKernel` per module."""
+"""The `tfp.mcmc.TransitionKernel`s, one per module, over the shared base.
 
-from tfp_sgmcmc.kernels._common import (StepSizeFromResultsWarning,
-                                        check_kernel_results, with_step_size)
+* `base`: the protocol and the step written once (`StochasticGradientKernel`).
+* `sgld`, `psgld`, `sghmc`, `sgnht`, `sgbd`, `sgnuts`: one kernel each.
+* `amortized_mh`: the amortized Metropolis-Hastings wrapper; `amagold` and
+  `barker` its proposals and the calibrated shells built on them.
+* `checks`, `results_guard`, `interop`: argument checks, the checks of
+  results a kernel did not make, and TFP interoperation.
+"""
+
+from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels.amagold import (AMAGOLD, UncalibratedAMAGOLD,
                                         UncalibratedAMAGOLDResults)
 from tfp_sgmcmc.kernels.amortized_mh import (
@@ -10,11 +17,18 @@ from tfp_sgmcmc.kernels.barker import (AmortizedBarker, UncalibratedBarker,
                                        UncalibratedBarkerResults)
 from tfp_sgmcmc.kernels.psgld import (PreconditionedSGLD,
                                       PreconditionedSGLDResults)
+from tfp_sgmcmc.kernels.results_guard import (StepSizeFromResultsWarning,
+                                              check_kernel_results,
+                                              with_step_size)
 from tfp_sgmcmc.kernels.sgbd import SGBD, SGBDResults
 from tfp_sgmcmc.kernels.sghmc import NaiveSGHMC, SGHMC, SGHMCResults
 from tfp_sgmcmc.kernels.sgld import SGLD, SGLDResults
 from tfp_sgmcmc.kernels.sgnht import SGNHT, SGNHTResults
 from tfp_sgmcmc.kernels.sgnuts import SGNUTS, SGNUTSResults
+
+# TFP's MetropolisHastings and ReplicaExchangeMC refuse kernels whose
+# `target_log_prob` is a minibatch estimate (see `interop`).
+interop.install_exact_wrapper_checks()
 
 __all__ = [
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",

@@ -1,18 +1,22 @@
 """AMAGOLD: the stochastic-leapfrog proposal and its amortized M-H test."""
 
 import collections
-import math
-import numbers
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
-from tfp_sgmcmc import dynamics
-from tfp_sgmcmc import targets as targets_lib
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import as_dtype, finite_per_chain
+from tfp_sgmcmc.dynamics import amagold
 from tfp_sgmcmc.kernels import amortized_mh
+from tfp_sgmcmc.kernels import base
+from tfp_sgmcmc.kernels import checks
+from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.targets.base import check_target
+from tfp_sgmcmc.targets.wrappers import TemperedTarget
 
 __all__ = ["AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults"]
 
@@ -53,33 +57,7 @@ class UncalibratedAMAGOLDResults(
   __slots__ = ()
 
 
-def _as_dtype(value, dtype):
-  """`value` in `dtype`; a Python number is converted directly (tf.cast of a
-  Python float would round it to float32 first)."""
-  if tf.is_tensor(value):
-    return tf.cast(value, dtype)
-  return tf.convert_to_tensor(value, dtype=dtype)
-
-
-def _check_num_leapfrog_steps(num_leapfrog_steps):
-  if (isinstance(num_leapfrog_steps, bool) or
-      not isinstance(num_leapfrog_steps, (numbers.Integral, np.integer))):
-    raise TypeError(f"`num_leapfrog_steps` (T) must be a Python integer "
-                    f">= 1; got {num_leapfrog_steps!r}.")
-  if num_leapfrog_steps < 1:
-    raise ValueError(f"`num_leapfrog_steps` (T) must be >= 1; got "
-                     f"{num_leapfrog_steps}.")
-
-
-def _check_parameters(target, step_size, num_leapfrog_steps, friction,
-                      momentum_std, resample_momentum):
-  _common.check_target(target)
-  _common.check_step_size(step_size)
-  check_parameters(num_leapfrog_steps, friction, momentum_std,
-                   resample_momentum)
-
-
-class UncalibratedAMAGOLD(_common.UncalibratedKernel):
+class UncalibratedAMAGOLD(base.StochasticGradientKernel):
   """AMAGOLD's proposal: T steps of stochastic leapfrog with friction.
 
   From (theta, r), with step size eps, friction beta, momentum standard
@@ -152,121 +130,91 @@ class UncalibratedAMAGOLD(_common.UncalibratedKernel):
       targets only.
   """
 
+  _results_type = UncalibratedAMAGOLDResults
+  _scope = "amagold"
+  _energy_field = "minibatch_energy"
+  _per_chain_step_count = True
+
   def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
                friction=None, momentum_std=1., resample_momentum=True,
-               name=None, target_log_prob_fn=None, compute_energy=True):
-    self._target, target, target_log_prob_fn = _common.resolve_target(
+               name=None, target_log_prob_fn=None, compute_energy=True,
+               store_parameters_in_results=False):
+    self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    _check_parameters(self._target, step_size, num_leapfrog_steps, friction,
-                      momentum_std, resample_momentum)
-    _common.check_compute_energy(compute_energy, self._target)
+    check_target(self._target)
+    arguments.check_step_size(step_size)
+    amagold.check_amagold_parameters(num_leapfrog_steps, friction,
+                                     momentum_std, resample_momentum)
+    checks.check_compute_energy(compute_energy, self._target)
     self._parameters = dict(
         target=target, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
         name=name, target_log_prob_fn=target_log_prob_fn,
-        compute_energy=compute_energy)
+        compute_energy=compute_energy,
+        store_parameters_in_results=store_parameters_in_results)
 
-  target = _common.sampled_target_property()
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-  step_size = _common.parameter_property("step_size")
-  num_leapfrog_steps = _common.parameter_property("num_leapfrog_steps")
-  friction = _common.parameter_property("friction")
-  momentum_std = _common.parameter_property("momentum_std")
-  resample_momentum = _common.parameter_property("resample_momentum")
-  compute_energy = _common.parameter_property("compute_energy")
-  name = _common.parameter_property("name")
+  num_leapfrog_steps = arguments.parameter_property("num_leapfrog_steps")
+  friction = arguments.parameter_property("friction")
+  momentum_std = arguments.parameter_property("momentum_std")
+  resample_momentum = arguments.parameter_property("resample_momentum")
+
+  def _transition(self, state, prev, step):
+    eps = step.size
+    sigma = as_dtype(self.momentum_std, step.dtype)
+    beta = as_dtype(self.friction, step.dtype)
+    batch_ndims = prev.log_acceptance_correction.shape.rank
+    num_steps = self.num_leapfrog_steps
+    momentum, position, loop_seed = amagold.proposal_start(
+        state, prev.momentum, eps, sigma, self.resample_momentum, step.seed)
+
+    def leapfrog(t, position, momentum, rho, seed, compute_energy=True):
+      next_seed, batch_seed, noise_seed = amagold.leapfrog_seeds(seed)
+      energy, grad = base.minibatch_energy_and_gradient(
+          self.target, position, batch_seed, compute_energy)
+      position, momentum, rho = amagold.leapfrog_step(
+          t, position, momentum, rho, grad, eps, beta, sigma, num_steps,
+          noise_seed, batch_ndims)
+      return t + 1, position, momentum, rho, next_seed, energy
+
+    # The first T - 1 steps need only their gradients; the last step's
+    # minibatch energy is the one the results report (and the divergence
+    # check reads), so it is evaluated once, after the loop, instead of
+    # being carried through every step (where XLA would compute it).
+    rho = tf.zeros_like(prev.log_acceptance_correction)
+    t, position, momentum, rho, loop_seed = tf.while_loop(
+        lambda t, *_: t < num_steps - 1,
+        lambda *args: leapfrog(*args)[:-1],
+        (tf.constant(0, tf.int32), position, momentum, rho, loop_seed))
+    _, proposed, new_momentum, rho, _, energy = leapfrog(
+        t, position, momentum, rho, loop_seed, self.compute_energy)
+    if energy is None:  # compute_energy=False: rho holds every gradient.
+      finite = finite_per_chain(rho, [proposed, new_momentum])
+      energy = tf.fill(tf.shape(rho), tf.constant(np.nan, rho.dtype))
+    else:
+      energy = tf.cast(energy, rho.dtype)
+      finite = finite_per_chain(rho, [energy, proposed, new_momentum])
+    return base.Move(proposed, energy, kept=dict(momentum=new_momentum),
+                     fields=dict(log_acceptance_correction=rho),
+                     finite=finite)
 
   def _draw_momentum(self, structure, seed):
     sigma = self.momentum_std
     return tf.nest.map_structure(
-        lambda z: _as_dtype(sigma, z.dtype) * z,
-        dynamics.standard_normal_like(structure, seed))
+        lambda z: as_dtype(sigma, z.dtype) * z,
+        random.standard_normal_like(structure, seed))
 
-  def one_step(self, current_state, previous_kernel_results, seed=None):
-    current_state = _common.check_step(self, current_state,
-                                       previous_kernel_results, UncalibratedAMAGOLDResults)
-    with tf.name_scope(self.name or "amagold_one_step"):
-      prev = previous_kernel_results
-      dtype = _common.state_dtype(current_state)
-      eps = _common.step_size_at(self.step_size, _common.step_count_of(prev),
-                                 prev.step_size, dtype)
-      sigma = _as_dtype(self.momentum_std, dtype)
-      beta = _as_dtype(self.friction, dtype)
-      batch_ndims = prev.log_acceptance_correction.shape.rank
-      num_steps = self.num_leapfrog_steps
-      momentum, position, loop_seed = proposal_start(
-          current_state, prev.momentum, eps, sigma, self.resample_momentum,
-          seed)
+  def _initial_fields(self, init_state, energy):
+    return dict(
+        momentum=self._draw_momentum(
+            init_state, tfp.random.sanitize_seed(random.BOOTSTRAP_SEED)),
+        log_acceptance_correction=tf.zeros_like(energy))
 
-      def leapfrog(t, position, momentum, rho, seed, compute_energy=True):
-        next_seed, batch_seed, noise_seed = leapfrog_seeds(seed)
-        energy, grad = _common.minibatch_energy_and_gradient(
-            self.target, position, batch_seed, compute_energy)
-        position, momentum, rho = leapfrog_step(
-            t, position, momentum, rho, grad, eps, beta, sigma, num_steps,
-            noise_seed, batch_ndims)
-        return t + 1, position, momentum, rho, next_seed, energy
-
-      # The first T - 1 steps need only their gradients; the last step's
-      # minibatch energy is the one the results report (and the divergence
-      # check reads), so it is evaluated once, after the loop, instead of
-      # being carried through every step (where XLA must compute it: on the
-      # N = 1e5 logistic regression with 256 chains an energy costs about
-      # half a gradient; benchmarks/chains.py).
-      rho = tf.zeros_like(prev.log_acceptance_correction)
-      t, position, momentum, rho, loop_seed = tf.while_loop(
-          lambda t, *_: t < num_steps - 1,
-          lambda *args: leapfrog(*args)[:-1],
-          (tf.constant(0, tf.int32), position, momentum, rho, loop_seed))
-      _, proposed, new_momentum, rho, _, energy = leapfrog(
-          t, position, momentum, rho, loop_seed, self.compute_energy)
-      if energy is None:  # compute_energy=False: rho holds every gradient.
-        finite = _common.finite_per_chain(rho, [proposed, new_momentum])
-        energy = tf.fill(tf.shape(rho), tf.constant(np.nan, rho.dtype))
-      else:
-        energy = tf.cast(energy, rho.dtype)
-        finite = _common.finite_per_chain(rho,
-                                          [energy, proposed, new_momentum])
-      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
-      proposed = _common.keep_where_diverged(diverged, current_state, proposed)
-      new_momentum = _common.keep_where_diverged(diverged, prev.momentum,
-                                                 new_momentum)
-      return proposed, UncalibratedAMAGOLDResults(
-          momentum=new_momentum, log_acceptance_correction=rho,
-          minibatch_energy=energy, step_size=eps,
-          step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed),
-          target_log_prob=_common.target_log_prob(self.target, proposed,
-                                                  energy))
-
-  def bootstrap_results(self, init_state):
-    with tf.name_scope((self.name or "amagold") + "_bootstrap_results"):
-      _common.check_initial_state(init_state, self.target)
-      dtype = _common.state_dtype(init_state)
-      _common.refuse_minibatch_under_tfp_mh(self)
-      energy = self.target.minibatch_energy(init_state,
-                                            _common.BOOTSTRAP_SEED)
-      energy = tf.cast(energy, dtype)
-      if not self.compute_energy:
-        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
-      tlp = _common.target_log_prob(self.target, init_state, energy)
-      return UncalibratedAMAGOLDResults(
-          momentum=self._draw_momentum(
-              init_state, tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED)),
-          log_acceptance_correction=tf.zeros_like(energy),
-          minibatch_energy=energy,
-          step_size=(_common.initial_step_size(self.step_size, dtype)
-                     if _common.is_schedule(self.step_size) or
-                     _common.is_per_part(self.step_size)
-                     else _as_dtype(self.step_size, dtype)),
-          step_count=_common.initial_step_count(self.target, energy),
-          diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
-          target_log_prob=tlp)
+  def _initial_log_prob(self, init_state, energy):
+    return interop.target_log_prob(self.target, init_state, energy)
 
 
-class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
+class AMAGOLD(amortized_mh.AmortizedShell):
   """AMAGOLD: SGHMC made exact by an amortized Metropolis-Hastings test.
 
   Zhang, Cooper & De Sa (2020), Algorithm 2. Each outer step runs T steps of
@@ -370,37 +318,28 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
   def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
                friction=None, momentum_std=1., resample_momentum=True,
                acceptance_energy="exact", temperature=1., name=None,
-               target_log_prob_fn=None, compute_energy=True):
-    _common.check_positive("temperature", temperature)
-    base, target, target_log_prob_fn = _common.resolve_target(
+               target_log_prob_fn=None, compute_energy=True,
+               store_parameters_in_results=False):
+    arguments.check_positive("temperature", temperature)
+    base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    sampled = (base if float(temperature) == 1. else
-               targets_lib.TemperedTarget(base, temperature))
+    sampled = (base_target if float(temperature) == 1. else
+               TemperedTarget(base_target, temperature))
     proposal = UncalibratedAMAGOLD(
         sampled, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,
         friction=friction, momentum_std=momentum_std,
         resample_momentum=resample_momentum, name=name,
-        compute_energy=compute_energy)
-    super().__init__(proposal, target=sampled,
-                     acceptance_energy=acceptance_energy, name=name)
+        compute_energy=compute_energy,
+        store_parameters_in_results=store_parameters_in_results)
+    self._build(proposal, sampled, acceptance_energy, name)
     self._parameters = dict(
         target=target, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
         acceptance_energy=acceptance_energy, temperature=temperature,
         name=name, target_log_prob_fn=target_log_prob_fn,
-        compute_energy=compute_energy)
-    self._proposal = proposal
-    self._sampled_target = sampled
-
-  @property
-  def target(self):
-    """The target the chain samples: `TemperedTarget(target, T)` when
-    T != 1 (the constructor's `target` stays in `parameters`)."""
-    return self._sampled_target
-
-  temperature = _common.parameter_property("temperature")
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
+        compute_energy=compute_energy,
+        store_parameters_in_results=store_parameters_in_results)
 
   @classmethod
   def from_sgd_parameters(cls, target, learning_rate, momentum_decay,
@@ -427,108 +366,13 @@ class AMAGOLD(amortized_mh.AmortizedMetropolisHastings):
       **kwargs: `resample_momentum`, `acceptance_energy`, `temperature`,
         `name`, `compute_energy`.
     """
-    eps, friction, sigma = sgd_parameters_to_amagold(
+    eps, friction, sigma = amagold.sgd_parameters_to_amagold(
         learning_rate, momentum_decay, kwargs)
     return cls(target, step_size=eps, num_leapfrog_steps=num_leapfrog_steps,
                friction=friction, momentum_std=sigma, **kwargs)
 
-  @property
-  def inner_kernel(self):
-    return self._proposal
-
-  step_size = _common.parameter_property("step_size")
-  num_leapfrog_steps = _common.parameter_property("num_leapfrog_steps")
-  friction = _common.parameter_property("friction")
-  momentum_std = _common.parameter_property("momentum_std")
-  resample_momentum = _common.parameter_property("resample_momentum")
-  compute_energy = _common.parameter_property("compute_energy")
-
-
-# --- AMAGOLD's update, one gradient at a time --------------------------------
-#
-# `UncalibratedAMAGOLD.one_step` runs these in its loop; the Keras adapter runs
-# the same functions, one per train step, with the seeds derived the same way.
-
-
-def sgd_parameters_to_amagold(learning_rate, momentum_decay, kwargs=None):
-  """(eps, beta, sigma) from Appendix F's SGD units (h, b): eps = sqrt(h),
-  beta = b / sqrt(h), sigma = 1. `kwargs`, the other constructor arguments,
-  must not also set them."""
-  _common.check_positive("learning_rate", learning_rate)
-  _common.check_positive("momentum_decay", momentum_decay, allow_zero=True)
-  if kwargs and ("momentum_std" in kwargs or "step_size" in kwargs or
-                 "friction" in kwargs):
-    raise TypeError("`from_sgd_parameters` sets `step_size`, `friction` and "
-                    "`momentum_std` from `learning_rate` and "
-                    "`momentum_decay`; do not pass them too.")
-  eps = math.sqrt(float(learning_rate))
-  return eps, float(momentum_decay) / eps, 1.
-
-
-def check_parameters(num_leapfrog_steps, friction, momentum_std,
-                     resample_momentum):
-  """The argument checks of the proposal (other than target and step size)."""
-  _check_num_leapfrog_steps(num_leapfrog_steps)
-  _common.check_positive("friction", friction, allow_zero=True)
-  _common.check_positive("momentum_std", momentum_std)
-  if not isinstance(resample_momentum, bool):
-    raise TypeError(f"`resample_momentum` must be True (reversible AMAGOLD) "
-                    f"or False (skew-reversible); got {resample_momentum!r}.")
-
-
-def proposal_start(position, momentum, step_size, momentum_std,
-                   resample_momentum, seed):
-  """The start of a proposal from (theta, r) with the proposal's `seed`.
-
-  Returns (r_{-1/2}, theta_0, loop_seed): the momentum (redrawn from
-  N(0, sigma^2 I) if `resample_momentum`), the half-drifted position
-  theta_0 = theta + 1/2 eps sigma^-2 r_{-1/2} of the first gradient, and the
-  seed that `leapfrog_seeds` carries through the T steps.
-  """
-  momentum_seed, loop_seed = _common.step_seeds(seed, 2)
-  dtype = tf.nest.flatten(position)[0].dtype
-  sigma = _as_dtype(momentum_std, dtype)
-  if resample_momentum:
-    momentum = tf.nest.map_structure(
-        lambda z: sigma * z,
-        dynamics.standard_normal_like(momentum, momentum_seed))
-  # One step size, or one per state part.
-  drift_scale = tf.nest.map_structure(
-      lambda e: _as_dtype(e, dtype) / tf.square(sigma), step_size)
-  return momentum, dynamics.drift(
-      position, momentum, _common.scale_step(0.5, drift_scale)), loop_seed
-
-
-def leapfrog_seeds(loop_seed):
-  """(next loop seed, minibatch seed, noise seed) of one leapfrog step."""
-  next_seed, step_seed = dynamics.walk_seed(loop_seed)
-  batch_seed, noise_seed = _common.step_seeds(step_seed, 2)
-  return next_seed, batch_seed, noise_seed
-
-
-def leapfrog_step(step, position, momentum, rho, gradient, step_size,
-                  friction, momentum_std, num_leapfrog_steps, noise_seed,
-                  batch_ndims=0):
-  """Leapfrog step `step` (0 <= step < T) of the proposal, given grad U~_t at
-  theta_t = `position`.
-
-      r_{t+1/2}   = `dynamics.amagold_momentum`(r_{t-1/2}, grad U~_t)
-      rho        += `dynamics.energy_accumulator_increment`(...)
-      theta_{t+1} = theta_t + eps sigma^-2 r_{t+1/2}   (half of it at t = T-1)
-
-  Returns (theta_{t+1}, r_{t+1/2}, rho) with rho in its own dtype (the Keras
-  adapter keeps it in float64).
-  """
-  dtype = tf.nest.flatten(position)[0].dtype
-  eps = tf.nest.map_structure(lambda e: _as_dtype(e, dtype), step_size)
-  sigma = _as_dtype(momentum_std, dtype)
-  noise = dynamics.standard_normal_like(momentum, noise_seed)
-  new_momentum = dynamics.amagold_momentum(momentum, gradient, eps, friction,
-                                           noise, sigma)
-  rho = rho + tf.cast(dynamics.energy_accumulator_increment(
-      gradient, momentum, new_momentum, eps, sigma, batch_ndims), rho.dtype)
-  # Full position steps between the kicks, a half step after the last.
-  scale = tf.nest.map_structure(
-      lambda e: tf.where(step < num_leapfrog_steps - 1, e / tf.square(sigma),
-                         0.5 * e / tf.square(sigma)), eps)
-  return dynamics.drift(position, new_momentum, scale), new_momentum, rho
+  num_leapfrog_steps = arguments.parameter_property("num_leapfrog_steps")
+  friction = arguments.parameter_property("friction")
+  momentum_std = arguments.parameter_property("momentum_std")
+  resample_momentum = arguments.parameter_property("resample_momentum")
+  compute_energy = arguments.parameter_property("compute_energy")

@@ -26,9 +26,16 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
-from tfp_sgmcmc import dynamics
-from tfp_sgmcmc import targets as targets_lib
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import choose
+from tfp_sgmcmc.dynamics import acceptance
+from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
+                                            momentum_after_test, test_seeds)
+from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.kernels import results_guard
+from tfp_sgmcmc.targets.base import TargetCapabilityError
+from tfp_sgmcmc.targets.dataset import DatasetTarget
 
 __all__ = [
     "AmortizedMetropolisHastings",
@@ -37,7 +44,7 @@ __all__ = [
     "CLOCK_FIELDS",
 ]
 
-ACCEPTANCE_ENERGIES = ("exact", "minibatch")
+ACCEPTANCE_ENERGIES = acceptance.ACCEPTANCE_ENERGIES
 
 # Inner-results fields that describe the kernel's clock, not the chain's
 # state: they are taken from the proposal even when it is rejected, so that
@@ -181,7 +188,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
             f"`target` is None and `inner_kernel` "
             f"({type(inner_kernel).__name__}) has no `target` attribute; "
             "pass the target whose energy the M-H test uses.")
-    sampled, target, target_log_prob_fn = _common.resolve_target(
+    sampled, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
     if sampled is not target and "target_log_prob_fn" in getattr(
         inner_kernel, "parameters", {}) and (
@@ -195,15 +202,17 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     self._parameters = dict(inner_kernel=inner_kernel, target=target,
                             acceptance_energy=acceptance_energy, name=name,
                             target_log_prob_fn=target_log_prob_fn)
+    # The kernel that errors name: a shell (AMAGOLD) sets its own.
+    self._name_for_messages = type(self).__name__
     self._calibration_note = _calibration_note(acceptance_energy, sampled)
     if self._calibration_note and acceptance_energy == "exact":
       warnings.warn(self._calibration_note, UserWarning, stacklevel=2)
 
-  inner_kernel = _common.parameter_property("inner_kernel")
-  target = _common.sampled_target_property()
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-  acceptance_energy = _common.parameter_property("acceptance_energy")
-  name = _common.parameter_property("name")
+  inner_kernel = arguments.parameter_property("inner_kernel")
+  target = interop.sampled_target_property()
+  target_log_prob_fn = arguments.parameter_property("target_log_prob_fn")
+  acceptance_energy = arguments.parameter_property("acceptance_energy")
+  name = arguments.parameter_property("name")
 
   @property
   def parameters(self):
@@ -219,6 +228,12 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
   # Its own test, not TFP's MetropolisHastings, decides: the inner kernel's
   # minibatch `target_log_prob` is not compared across states.
   corrects_with_own_test = True
+
+  @property
+  def reports_exact_log_prob(self):
+    """Whether `target_log_prob` is the exact log density (the exact test),
+    which TFP's exact wrappers may compare."""
+    return self.acceptance_energy == "exact"
 
   @property
   def calibration_note(self):
@@ -237,7 +252,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
 
   def _cached_value_field(self, results):
     """The cached U(theta) of the chain's state (exact test only): see
-    `_common.cached_value_field`."""
+    `results_guard.cached_value_field`."""
     if self.acceptance_energy != "exact" or not tf.is_tensor(
         getattr(results, "energy", None)):
       return None
@@ -247,21 +262,23 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     if not isinstance(previous_kernel_results,
                       AmortizedMetropolisHastingsResults):
       raise TypeError(
-          f"`previous_kernel_results` of {type(self).__name__}.one_step are "
+          f"`previous_kernel_results` of {self._name_for_messages}.one_step "
+          "are "
           f"{type(previous_kernel_results).__name__}, not "
           "AmortizedMetropolisHastingsResults: they come from another "
-          f"kernel. Start from {type(self).__name__}.bootstrap_results(state)"
+          f"kernel. Start from {self._name_for_messages}.bootstrap_results("
+          "state)"
           " or pass the results this kernel returned.")
     if tf.executing_eagerly():
       # Once per results this kernel did not return (a checkpoint, another
       # kernel object): the cached U(theta) must be this target's.
-      _common.check_cached_values(self, current_state,
-                                  previous_kernel_results,
-                                  "previous_kernel_results")
+      results_guard.check_cached_values(self, current_state,
+                                        previous_kernel_results,
+                                        "previous_kernel_results")
     next_state, results = self._one_step(current_state,
                                          previous_kernel_results, seed)
     if tf.executing_eagerly():
-      _common.record_results(self, next_state, results)
+      results_guard.record_results(self, next_state, results)
     return next_state, results
 
   def _one_step(self, current_state, previous_kernel_results, seed):
@@ -281,10 +298,11 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           energy, proposed_energy,
           proposed_results.log_acceptance_correction, accept_seed)
 
-      next_state = choose(is_accepted, proposed_state, current_state)
+      next_state, next_energy, _ = acceptance.after_test(
+          is_accepted, current_state, proposed_state, energy,
+          proposed_energy)
       accepted_results = _choose_results(is_accepted, proposed_results,
                                          prev.accepted_results)
-      next_energy = tf.where(is_accepted, proposed_energy, energy)
       return next_state, AmortizedMetropolisHastingsResults(
           accepted_results=accepted_results,
           is_accepted=is_accepted,
@@ -298,8 +316,6 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
 
   def bootstrap_results(self, init_state):
     with tf.name_scope((self.name or "amortized_mh") + "_bootstrap_results"):
-      _common.refuse_minibatch_under_tfp_mh(
-          self, exact=self.acceptance_energy == "exact")
       inner = self.inner_kernel.bootstrap_results(init_state)
       if not hasattr(inner, "log_acceptance_correction") or not getattr(
           self.inner_kernel, "has_log_acceptance_correction", True):
@@ -311,7 +327,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
         energy = self.target.energy(init_state)
       else:
         energy = self.target.minibatch_energy(init_state,
-                                              _common.BOOTSTRAP_SEED)
+                                              random.BOOTSTRAP_SEED)
       inner = _with_log_prob(inner, energy, self.acceptance_energy)
       results = AmortizedMetropolisHastingsResults(
           accepted_results=inner,
@@ -321,10 +337,10 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           proposed_results=inner,
           energy=energy,
           proposed_energy=energy,
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
+          seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED),
           target_log_prob=-energy)
       if tf.executing_eagerly():
-        _common.record_results(self, init_state, results)
+        results_guard.record_results(self, init_state, results)
       return results
 
 
@@ -349,7 +365,7 @@ def _calibration_note(acceptance_energy, target):
   if acceptance_energy != "exact":
     return ("acceptance_energy='minibatch': the test uses minibatch "
             "energies, so the chain is approximate.")
-  if isinstance(_innermost_target(target), targets_lib.DatasetTarget):
+  if isinstance(_innermost_target(target), DatasetTarget):
     return (
         "the amortized test is exact only when a trajectory's minibatches "
         "are as likely in reverse order as forward (i.i.d. batches chosen "
@@ -360,32 +376,16 @@ def _calibration_note(acceptance_energy, target):
   return ""
 
 
-def check_acceptance_energy(acceptance_energy, target=None):
-  """`acceptance_energy` is known, and with a target, one it can give
-  (the Keras adapter, which owns the data, passes none)."""
-  if acceptance_energy not in ACCEPTANCE_ENERGIES:
-    raise ValueError(f"`acceptance_energy` must be one of "
-                     f"{ACCEPTANCE_ENERGIES}; got {acceptance_energy!r}.")
+def check_acceptance_energy(acceptance_energy, target):
+  """`acceptance_energy` is known, and one `target` can give."""
+  acceptance.check_acceptance_energy(acceptance_energy)
   if (target is not None and acceptance_energy == "exact" and
       not target.has_exact_energy):
-    raise targets_lib.TargetCapabilityError(
+    raise TargetCapabilityError(
         f"`acceptance_energy='exact'` needs the full-data energy U(theta), "
         f"but `target` ({type(target).__name__}) has none "
         "(has_exact_energy=False; for a DatasetTarget pass `full_dataset`). "
         "Use acceptance_energy='minibatch' for an approximate test.")
-
-
-def _expand_to(mask, part):
-  extra = part.shape.rank - mask.shape.rank
-  return tf.reshape(mask, tf.concat(
-      [tf.shape(mask), tf.ones([extra], tf.int32)], 0))
-
-
-def choose(is_accepted, accepted, rejected):
-  """Per chain, `accepted` where `is_accepted`, else `rejected`."""
-  return tf.nest.map_structure(
-      lambda a, r: tf.where(_expand_to(is_accepted, a), a, r),
-      accepted, rejected)
 
 
 def _choose_results(is_accepted, proposed, previous):
@@ -408,32 +408,60 @@ def _choose_results(is_accepted, proposed, previous):
   return type(proposed)(**fields)
 
 
-def test_seeds(seed):
-  """(proposal seed, energy seed, accept seed) of one outer step."""
-  return _common.split(seed, 3)
+class AmortizedShell(tfp.mcmc.TransitionKernel):
+  """A calibrated kernel built from its own arguments as
+  `AmortizedMetropolisHastings(proposal)` (TFP's `hmc.py` pattern: a thin
+  shell whose `_impl` steps). `one_step`, `bootstrap_results` and the
+  protocol are the implementation's; `parameters` are the shell's, so
+  `copy(...)` and TFP's wrappers rebuild the shell."""
 
+  def _build(self, proposal, target, acceptance_energy, name):
+    self._impl = AmortizedMetropolisHastings(
+        proposal, target=target, acceptance_energy=acceptance_energy,
+        name=name)
+    self._impl._name_for_messages = type(self).__name__  # pylint: disable=protected-access
 
-def metropolis_hastings_test(energy, proposed_energy,
-                             log_acceptance_correction, seed):
-  """The amortized M-H decision, log a = U(theta) - U(theta*) + correction.
+  @property
+  def parameters(self):
+    return self._parameters
 
-  A non-finite log a rejects. Returns (is_accepted, log_accept_ratio), one
-  per chain; `seed` is the outer step's accept seed (`test_seeds`).
-  """
-  correction = tf.cast(log_acceptance_correction,
-                       tf.convert_to_tensor(energy).dtype)
-  log_accept_ratio = energy - proposed_energy + correction
-  log_accept_ratio = tf.where(
-      tf.math.is_finite(log_accept_ratio), log_accept_ratio,
-      tf.constant(-float("inf"), log_accept_ratio.dtype))
-  log_uniform = tf.math.log(tf.random.stateless_uniform(
-      tf.shape(log_accept_ratio), seed=seed, dtype=log_accept_ratio.dtype,
-      alg=dynamics.RNG_ALG))
-  return log_uniform < log_accept_ratio, log_accept_ratio
+  @property
+  def is_calibrated(self):
+    return self._impl.is_calibrated
 
+  @property
+  def calibration_note(self):
+    """Why the chain is not exact, or "" when it is."""
+    return self._impl.calibration_note
 
-def momentum_after_test(is_accepted, proposed_momentum, previous_momentum):
-  """The momentum the next proposal starts from: r* if accepted, else the
-  previous one negated (the involution r -> -r)."""
-  return choose(is_accepted, proposed_momentum,
-                tf.nest.map_structure(tf.negative, previous_momentum))
+  @property
+  def inner_kernel(self):
+    """The proposal."""
+    return self._impl.inner_kernel
+
+  @property
+  def target(self):
+    """The target the chain samples: `TemperedTarget(target, T)` when
+    T != 1 (the constructor's `target` stays in `parameters`)."""
+    return self._impl.target
+
+  @property
+  def reports_exact_log_prob(self):
+    return self._impl.reports_exact_log_prob
+
+  corrects_with_own_test = True
+  target_log_prob_fn = arguments.parameter_property("target_log_prob_fn")
+  acceptance_energy = arguments.parameter_property("acceptance_energy")
+  temperature = arguments.parameter_property("temperature")
+  step_size = arguments.parameter_property("step_size")
+  name = arguments.parameter_property("name")
+
+  def _cached_value_field(self, results):
+    return self._impl._cached_value_field(results)  # pylint: disable=protected-access
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    return self._impl.one_step(current_state, previous_kernel_results,
+                               seed=seed)
+
+  def bootstrap_results(self, init_state):
+    return self._impl.bootstrap_results(init_state)

@@ -8,16 +8,20 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
-from tfp_sgmcmc import dynamics
-from tfp_sgmcmc import targets as targets_lib
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc._structure import finite_per_chain
+from tfp_sgmcmc.dynamics import barker
 from tfp_sgmcmc.kernels import amortized_mh
-from tfp_sgmcmc.kernels import sgbd
+from tfp_sgmcmc.kernels import base
+from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.targets.base import TargetCapabilityError
+from tfp_sgmcmc.targets.dataset import DatasetTarget
+from tfp_sgmcmc.targets.wrappers import TemperedTarget
 
 __all__ = ["AmortizedBarker", "UncalibratedBarker", "UncalibratedBarkerResults",
            "REVERSE_MINIBATCHES"]
 
-REVERSE_MINIBATCHES = ("same", "independent")
+REVERSE_MINIBATCHES = barker.REVERSE_MINIBATCHES
 
 
 class UncalibratedBarkerResults(
@@ -61,8 +65,8 @@ def _check_seed_chosen_minibatches(target, reverse_minibatch):
   base = target
   while hasattr(base, "base_target"):  # Tempered / control-variate wrappers.
     base = base.base_target
-  if isinstance(base, targets_lib.DatasetTarget):
-    raise targets_lib.TargetCapabilityError(
+  if isinstance(base, DatasetTarget):
+    raise TargetCapabilityError(
         "the amortized Barker test needs i.i.d. minibatches chosen by the "
         "kernel's seed (for reverse_minibatch='same', the gradient at x_t "
         "and at x_{t+1} on the same minibatch), but a DatasetTarget's "
@@ -70,7 +74,7 @@ def _check_seed_chosen_minibatches(target, reverse_minibatch):
         "(batches drawn from the seed) or a NoisyGradientTarget.")
 
 
-class UncalibratedBarker(_common.UncalibratedKernel):
+class UncalibratedBarker(base.StochasticGradientKernel):
   """T steps of v-SGBD, reporting their log proposal ratio.
 
   From x_0 = theta, with step size sigma and a fresh minibatch zeta_t for
@@ -152,102 +156,71 @@ class UncalibratedBarker(_common.UncalibratedKernel):
     name: name scope of the kernel's ops.
   """
 
+  _results_type = UncalibratedBarkerResults
+  _scope = "barker"
+  _energy_field = "minibatch_energy"
+  _per_chain_step_count = True
+
   def __init__(self, target=None, step_size=None, num_steps=None,
                increment_distribution="bimodal", reverse_minibatch="same",
-               name=None, target_log_prob_fn=None):
-    self._target, target, target_log_prob_fn = _common.resolve_target(
+               name=None, target_log_prob_fn=None,
+               store_parameters_in_results=False):
+    self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
     _check_seed_chosen_minibatches(self._target, reverse_minibatch)
-    sgbd.check_step_size(step_size)
+    arguments.check_step_size(step_size)
     _check_num_steps(num_steps)
-    sgbd.check_increment_distribution(increment_distribution)
-    self._parameters = dict(target=target, step_size=step_size,
-                            num_steps=num_steps,
-                            increment_distribution=increment_distribution,
-                            reverse_minibatch=reverse_minibatch, name=name,
-                            target_log_prob_fn=target_log_prob_fn)
+    barker.check_increment_distribution(increment_distribution)
+    self._parameters = dict(
+        target=target, step_size=step_size, num_steps=num_steps,
+        increment_distribution=increment_distribution,
+        reverse_minibatch=reverse_minibatch, name=name,
+        target_log_prob_fn=target_log_prob_fn,
+        store_parameters_in_results=store_parameters_in_results)
 
-  target = _common.sampled_target_property()
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-  step_size = _common.parameter_property("step_size")
-  num_steps = _common.parameter_property("num_steps")
-  increment_distribution = _common.parameter_property("increment_distribution")
-  reverse_minibatch = _common.parameter_property("reverse_minibatch")
-  name = _common.parameter_property("name")
+  num_steps = arguments.parameter_property("num_steps")
+  increment_distribution = arguments.parameter_property(
+      "increment_distribution")
+  reverse_minibatch = arguments.parameter_property("reverse_minibatch")
 
-  def one_step(self, current_state, previous_kernel_results, seed=None):
-    current_state = _common.check_step(self, current_state,
-                                       previous_kernel_results, UncalibratedBarkerResults)
-    with tf.name_scope(self.name or "barker_one_step"):
-      prev = previous_kernel_results
-      dtype = _common.state_dtype(current_state)
-      sigma = _common.step_size_at(self.step_size, _common.step_count_of(prev),
-                                   prev.step_size, dtype)
-      batch_ndims = prev.log_acceptance_correction.shape.rank
+  def _transition(self, state, prev, step):
+    batch_ndims = prev.log_acceptance_correction.shape.rank
 
-      def body(t, position, rho, energy, finite, seed):
-        (batch_seed, increment_seed, direction_seed, reverse_seed,
-         next_seed) = _common.split(seed, 5)
-        if self.reverse_minibatch == "same":
-          reverse_seed = batch_seed
-        energy, grad = self.target.energy_and_gradient(position, batch_seed)
-        increment = dynamics.barker_increment_like(
-            position, sigma, increment_seed, self.increment_distribution)
-        probability = dynamics.barker_probability(grad, increment)
-        uniform = dynamics.uniform_like(position, direction_seed)
-        new_position = dynamics.barker_move(position, increment, probability,
-                                            uniform)
-        # The reverse move's density: the gradient at x_{t+1}, on the
-        # forward move's minibatch ("same": same seed) or another one.
-        _, new_grad = self.target.energy_and_gradient(new_position,
-                                                      reverse_seed)
-        rho = rho + dynamics.barker_log_proposal_ratio(
-            position, new_position, grad, new_grad, batch_ndims)
-        energy = tf.cast(energy, rho.dtype)
-        finite = finite & _common.finite_per_chain(
-            energy, [grad, new_grad, new_position])
-        # The loop variable keeps the structure it started with.
-        new_position = tf.nest.pack_sequence_as(
-            current_state, tf.nest.flatten(new_position))
-        return t + 1, new_position, rho, energy, finite, next_seed
+    def body(t, position, rho, energy, finite, seed):
+      new_position, rho_t, energy, grad, new_grad, seed = (
+          barker.barker_proposal_step(
+              position, step.size, seed, self.target.energy_and_gradient,
+              self.increment_distribution, self.reverse_minibatch,
+              batch_ndims))
+      rho = rho + rho_t
+      energy = tf.cast(energy, rho.dtype)
+      finite = finite & finite_per_chain(energy,
+                                         [grad, new_grad, new_position])
+      # The loop variable keeps the structure it started with.
+      new_position = tf.nest.pack_sequence_as(
+          state, tf.nest.flatten(new_position))
+      return t + 1, new_position, rho, energy, finite, seed
 
-      rho = tf.zeros_like(prev.log_acceptance_correction)
-      _, proposed, rho, energy, finite, _ = tf.while_loop(
-          lambda t, *_: t < self.num_steps, body,
-          (tf.constant(0, tf.int32), current_state, rho,
-           tf.zeros_like(prev.minibatch_energy),
-           tf.ones_like(prev.diverged), tfp.random.sanitize_seed(seed)))
+    rho = tf.zeros_like(prev.log_acceptance_correction)
+    _, proposed, rho, energy, finite, _ = tf.while_loop(
+        lambda t, *_: t < self.num_steps, body,
+        (tf.constant(0, tf.int32), state, rho,
+         tf.zeros_like(prev.minibatch_energy),
+         tf.ones_like(prev.diverged), tfp.random.sanitize_seed(step.seed)))
+    # A diverged proposal's ratio is -inf, so that a wrapper rejects it.
+    return base.Move(
+        proposed, energy, finite=finite & tf.math.is_finite(rho),
+        fields=dict(log_acceptance_correction=lambda diverged: tf.where(
+            diverged, tf.constant(-np.inf, rho.dtype), rho)))
 
-      finite = finite & tf.math.is_finite(rho)
-      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
-      proposed = _common.keep_where_diverged(diverged, current_state, proposed)
-      rho = tf.where(diverged, tf.constant(-np.inf, rho.dtype), rho)
-      return proposed, UncalibratedBarkerResults(
-          log_acceptance_correction=rho, minibatch_energy=energy,
-          step_size=sigma, step_count=prev.step_count + 1,
-          diverged=diverged, seed=tfp.random.sanitize_seed(seed),
-          target_log_prob=_common.target_log_prob(self.target, proposed,
-                                                  energy))
+  def _initial_fields(self, init_state, energy):
+    return dict(log_acceptance_correction=tf.zeros_like(energy))
 
-  def bootstrap_results(self, init_state):
-    with tf.name_scope((self.name or "barker") + "_bootstrap_results"):
-      _common.check_initial_state(init_state, self.target)
-      dtype = _common.state_dtype(init_state)
-      _common.refuse_minibatch_under_tfp_mh(self)
-      energy = tf.cast(self.target.minibatch_energy(
-          init_state, _common.BOOTSTRAP_SEED), dtype)
-      return UncalibratedBarkerResults(
-          log_acceptance_correction=tf.zeros_like(energy),
-          minibatch_energy=energy,
-          step_size=_common.initial_step_size(self.step_size, dtype),
-          step_count=_common.initial_step_count(self.target, energy),
-          diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
-          target_log_prob=_common.target_log_prob(self.target, init_state,
-                                                  energy))
+  def _initial_log_prob(self, init_state, energy):
+    return interop.target_log_prob(self.target, init_state, energy)
 
 
-class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
+class AmortizedBarker(amortized_mh.AmortizedShell):
   """Barker dynamics made exact by an amortized Metropolis-Hastings test.
 
   Each outer step runs T steps of v-SGBD (`UncalibratedBarker`) from theta to
@@ -320,41 +293,28 @@ class AmortizedBarker(amortized_mh.AmortizedMetropolisHastings):
   def __init__(self, target=None, step_size=None, num_steps=None,
                increment_distribution="bimodal", reverse_minibatch="same",
                acceptance_energy="exact", temperature=1., name=None,
-               target_log_prob_fn=None):
-    _common.check_positive("temperature", temperature)
-    base, target, target_log_prob_fn = _common.resolve_target(
+               target_log_prob_fn=None, store_parameters_in_results=False):
+    arguments.check_positive("temperature", temperature)
+    base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    _check_seed_chosen_minibatches(base, reverse_minibatch)
-    sampled = (base if float(temperature) == 1. else
-               targets_lib.TemperedTarget(base, temperature))
+    _check_seed_chosen_minibatches(base_target, reverse_minibatch)
+    sampled = (base_target if float(temperature) == 1. else
+               TemperedTarget(base_target, temperature))
     proposal = UncalibratedBarker(
         sampled, step_size=step_size, num_steps=num_steps,
         increment_distribution=increment_distribution,
-        reverse_minibatch=reverse_minibatch, name=name)
-    super().__init__(proposal, target=sampled,
-                     acceptance_energy=acceptance_energy, name=name)
+        reverse_minibatch=reverse_minibatch, name=name,
+        store_parameters_in_results=store_parameters_in_results)
+    self._build(proposal, sampled, acceptance_energy, name)
     self._parameters = dict(
         target=target, step_size=step_size, num_steps=num_steps,
         increment_distribution=increment_distribution,
         reverse_minibatch=reverse_minibatch,
         acceptance_energy=acceptance_energy, temperature=temperature,
-        name=name, target_log_prob_fn=target_log_prob_fn)
-    self._proposal = proposal
-    self._sampled_target = sampled
+        name=name, target_log_prob_fn=target_log_prob_fn,
+        store_parameters_in_results=store_parameters_in_results)
 
-  @property
-  def target(self):
-    """The target sampled: `TemperedTarget(target, T)` when T != 1."""
-    return self._sampled_target
-
-  temperature = _common.parameter_property("temperature")
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-
-  @property
-  def inner_kernel(self):
-    return self._proposal
-
-  step_size = _common.parameter_property("step_size")
-  num_steps = _common.parameter_property("num_steps")
-  increment_distribution = _common.parameter_property("increment_distribution")
-  reverse_minibatch = _common.parameter_property("reverse_minibatch")
+  num_steps = arguments.parameter_property("num_steps")
+  increment_distribution = arguments.parameter_property(
+      "increment_distribution")
+  reverse_minibatch = arguments.parameter_property("reverse_minibatch")

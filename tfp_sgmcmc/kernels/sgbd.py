@@ -6,13 +6,17 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
-from tfp_sgmcmc import dynamics
-from tfp_sgmcmc import targets as targets_lib
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc.dynamics import barker
+from tfp_sgmcmc.kernels import base
+from tfp_sgmcmc.kernels import checks
+from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.targets.wrappers import TemperedTarget
 
 __all__ = ["SGBD", "SGBDResults", "SGBD_VARIANTS"]
 
-SGBD_VARIANTS = ("vanilla", "corrected", "extreme")
+SGBD_VARIANTS = barker.SGBD_VARIANTS
 
 
 class SGBDResults(
@@ -43,18 +47,7 @@ class SGBDResults(
   __slots__ = ()
 
 
-def check_increment_distribution(increment_distribution):
-  if increment_distribution not in dynamics.BARKER_INCREMENT_DISTRIBUTIONS:
-    raise ValueError(f"`increment_distribution` must be one of "
-                     f"{dynamics.BARKER_INCREMENT_DISTRIBUTIONS}; got "
-                     f"{increment_distribution!r}.")
-
-
-def check_step_size(step_size):
-  _common.check_step_size(step_size)
-
-
-class SGBD(_common.UncalibratedKernel):
+class SGBD(base.StochasticGradientKernel):
   """Stochastic gradient Barker dynamics (Mauri & Zanella 2024).
 
   The Barker proposal (Livingstone & Zanella 2022) with a minibatch gradient.
@@ -158,30 +151,34 @@ class SGBD(_common.UncalibratedKernel):
       `energy` and `target_log_prob` NaN; minibatch targets only).
   """
 
+  _results_type = SGBDResults
+  _scope = "sgbd"
+
   def __init__(self, target=None, step_size=None, variant="vanilla",
                increment_distribution="bimodal", noise_ema_weight=0.1,
                initial_noise_std=None, temperature=1., name=None,
-               target_log_prob_fn=None, compute_energy=True):
-    base, target, target_log_prob_fn = _common.resolve_target(
+               target_log_prob_fn=None, compute_energy=True,
+               store_parameters_in_results=False):
+    base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    _common.check_compute_energy(compute_energy, base)
-    _common.check_positive("temperature", temperature)
+    checks.check_compute_energy(compute_energy, base_target)
+    arguments.check_positive("temperature", temperature)
     # Barker's move probability has no noise scale to temper: sample
     # exp(-U / T) through the target instead.
-    self._sampled_target = (base if float(temperature) == 1. else
-                            targets_lib.TemperedTarget(base, temperature))
-    check_step_size(step_size)
+    self._target = (base_target if float(temperature) == 1. else
+                    TemperedTarget(base_target, temperature))
+    arguments.check_step_size(step_size)
     if variant not in SGBD_VARIANTS:
       raise ValueError(f"`variant` must be one of {SGBD_VARIANTS}; got "
                        f"{variant!r}.")
-    check_increment_distribution(increment_distribution)
-    beta = _common.static_value(noise_ema_weight)
+    barker.check_increment_distribution(increment_distribution)
+    beta = arguments.static_value(noise_ema_weight)
     if beta is None or beta.ndim or not 0. < float(beta) < 1.:
       raise ValueError(f"`noise_ema_weight` (beta) must be a number in the "
                        f"open interval (0, 1); got {noise_ema_weight!r}.")
     if initial_noise_std is not None:
       for value in tf.nest.flatten(initial_noise_std):
-        _common.check_positive("initial_noise_std", value, allow_zero=True)
+        arguments.check_positive("initial_noise_std", value, allow_zero=True)
     if variant == "corrected":
       batch_size = getattr(target, "batch_size", None)
       if batch_size is not None and batch_size < 2:
@@ -195,81 +192,44 @@ class SGBD(_common.UncalibratedKernel):
         noise_ema_weight=noise_ema_weight,
         initial_noise_std=initial_noise_std, temperature=temperature,
         name=name, target_log_prob_fn=target_log_prob_fn,
-        compute_energy=compute_energy)
+        compute_energy=compute_energy,
+        store_parameters_in_results=store_parameters_in_results)
 
   @property
   def target(self):
     """The target sampled: `TemperedTarget(target, T)` when T != 1."""
-    return self._sampled_target
+    return self._target
 
-  temperature = _common.parameter_property("temperature")
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-  step_size = _common.parameter_property("step_size")
-  variant = _common.parameter_property("variant")
-  increment_distribution = _common.parameter_property("increment_distribution")
-  noise_ema_weight = _common.parameter_property("noise_ema_weight")
-  initial_noise_std = _common.parameter_property("initial_noise_std")
-  compute_energy = _common.parameter_property("compute_energy")
-  name = _common.parameter_property("name")
+  temperature = arguments.parameter_property("temperature")
+  variant = arguments.parameter_property("variant")
+  increment_distribution = arguments.parameter_property(
+      "increment_distribution")
+  noise_ema_weight = arguments.parameter_property("noise_ema_weight")
+  initial_noise_std = arguments.parameter_property("initial_noise_std")
 
-  def one_step(self, current_state, previous_kernel_results, seed=None):
-    current_state = _common.check_step(self, current_state,
-                                       previous_kernel_results, SGBDResults)
-    with tf.name_scope(self.name or "sgbd_one_step"):
-      batch_seed, increment_seed, direction_seed = _common.step_seeds(
-          seed, 3)
-      prev = previous_kernel_results
-      dtype = _common.state_dtype(current_state)
-      sigma = _common.step_size_at(self.step_size, prev.step_count,
-                                   prev.step_size, dtype)
-      energy, grad = _common.minibatch_energy_and_gradient(
-          self.target, current_state, batch_seed, self.compute_energy)
-      increment = dynamics.barker_increment_like(
-          current_state, sigma, increment_seed, self.increment_distribution)
-      noise_std = prev.noise_std
-      if self.variant == "vanilla":
-        probability = dynamics.barker_probability(grad, increment)
-      elif self.variant == "extreme":
-        probability = dynamics.extreme_barker_probability(grad, increment)
-      else:
-        # The same seed, hence the same minibatch, as the gradient.
-        variance = self.target.gradient_noise_variance(current_state,
-                                                       batch_seed)
-        noise_std = dynamics.gradient_noise_std_ema(
-            prev.noise_std, variance, self.noise_ema_weight)
-        probability = dynamics.corrected_barker_probability(
-            grad, increment, noise_std)
-      uniform = dynamics.uniform_like(current_state, direction_seed)
-      proposed = dynamics.barker_move(current_state, increment, probability,
-                                      uniform)
-
-      # A NaN gradient gives a NaN probability, and `u < NaN` is False: the
-      # move would look finite. So the gradient is checked too.
-      if energy is None:  # compute_energy=False.
-        finite = _common.finite_per_chain(None, [proposed, grad, noise_std],
-                                          chains=prev.diverged)
-        energy = _common.not_computed(prev.diverged, dtype)
-      else:
-        finite = _common.finite_per_chain(energy,
-                                          [proposed, grad, noise_std])
-      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
-      next_state = _common.keep_where_diverged(diverged, current_state,
-                                               proposed)
-      noise_std = _common.keep_where_diverged(diverged, prev.noise_std,
-                                              noise_std)
-      return next_state, SGBDResults(
-          noise_std=noise_std, energy=energy, step_size=sigma,
-          step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed),
-          target_log_prob=_common.target_log_prob(self.target, next_state,
-                                                  energy))
+  def _transition(self, state, prev, step):
+    batch_seed, _, _ = random.derive_seeds(step.seed, 3)
+    energy, grad = base.minibatch_energy_and_gradient(
+        self.target, state, batch_seed, self.compute_energy)
+    variance = None
+    if self.variant == "corrected":
+      # The same seed, hence the same minibatch, as the gradient.
+      variance = self.target.gradient_noise_variance(state, batch_seed)
+    proposed, noise_std = barker.sgbd_update(
+        state, grad, step.size, step.seed, self.variant,
+        self.increment_distribution, prev.noise_std, variance,
+        self.noise_ema_weight)
+    # A NaN gradient gives a NaN probability, and `u < NaN` is False: the
+    # move would look finite. So the gradient is checked too.
+    return base.Move(proposed, energy, checked=[proposed, grad, noise_std],
+                     kept=dict(noise_std=noise_std))
 
   def _initial_noise_std(self, init_state):
     if self.variant != "corrected":
       return ()
     if self.initial_noise_std is None:
       variance = self.target.gradient_noise_variance(
-          init_state, tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED))
+          init_state, tfp.random.sanitize_seed(random.BOOTSTRAP_SEED))
       return tf.nest.map_structure(
           lambda v, x: tf.sqrt(tf.cast(v, x.dtype)), variance, init_state)
     value = self.initial_noise_std
@@ -279,21 +239,5 @@ class SGBD(_common.UncalibratedKernel):
         lambda v, x: tf.broadcast_to(tf.cast(v, x.dtype), tf.shape(x)),
         value, init_state, check_types=False)
 
-  def bootstrap_results(self, init_state):
-    with tf.name_scope((self.name or "sgbd") + "_bootstrap_results"):
-      _common.check_initial_state(init_state, self.target)
-      dtype = _common.state_dtype(init_state)
-      _common.refuse_minibatch_under_tfp_mh(self)
-      energy = self.target.minibatch_energy(init_state,
-                                            _common.BOOTSTRAP_SEED)
-      if not self.compute_energy:
-        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
-      return SGBDResults(
-          noise_std=self._initial_noise_std(init_state),
-          energy=energy,
-          step_size=_common.initial_step_size(self.step_size, dtype),
-          step_count=tf.constant(0, tf.int32),
-          diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
-          target_log_prob=-energy)
-
+  def _initial_fields(self, init_state, energy):
+    return dict(noise_std=self._initial_noise_std(init_state))

@@ -1,19 +1,21 @@
 """Stochastic gradient Hamiltonian Monte Carlo as a `TransitionKernel`."""
 
 import collections
-import math
 
-import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
-from tfp_sgmcmc import dynamics
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import broadcast_structure
+from tfp_sgmcmc.dynamics import hamiltonian
+from tfp_sgmcmc.kernels import base
+from tfp_sgmcmc.kernels import checks
+from tfp_sgmcmc.kernels import interop
 
 __all__ = ["SGHMC", "SGHMCResults", "NaiveSGHMC"]
 
-INTEGRATORS = ("euler", "splitting")
+INTEGRATORS = hamiltonian.INTEGRATORS
 
 
 class SGHMCResults(
@@ -42,7 +44,7 @@ class SGHMCResults(
   __slots__ = ()
 
 
-class SGHMC(_common.UncalibratedKernel):
+class SGHMC(base.StochasticGradientKernel):
   """Stochastic gradient HMC (Chen, Fox, Guestrin 2014).
 
   Simulates dtheta = r dt, dr = -grad U dt - C r dt + N(0, 2 C T dt) with a
@@ -106,28 +108,34 @@ class SGHMC(_common.UncalibratedKernel):
       gradient MCMC algorithms with high-order integrators. NeurIPS 2015.
   """
 
+  _results_type = SGHMCResults
+  _scope = "sghmc"
+
   def __init__(self, target=None, step_size=None, friction=None,
                noise_estimate=0., integrator="euler",
                momentum_resampling_period=None, temperature=1., name=None,
-               target_log_prob_fn=None, compute_energy=True):
-    self._target, target, target_log_prob_fn = _common.resolve_target(
+               target_log_prob_fn=None, compute_energy=True,
+               store_parameters_in_results=False):
+    self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    _common.check_step_size(step_size)
-    _common.check_compute_energy(compute_energy, self._target)
+    arguments.check_step_size(step_size)
+    checks.check_compute_energy(compute_energy, self._target)
     if friction is None:
       raise TypeError("`friction` (C) is required; got None.")
     self._check_friction(friction)
-    check_parameters(friction, noise_estimate, integrator,
-                     momentum_resampling_period, temperature)
+    hamiltonian.check_sghmc_parameters(friction, noise_estimate, integrator,
+                                       momentum_resampling_period,
+                                       temperature)
     self._parameters = dict(
         target=target, step_size=step_size, friction=friction,
         noise_estimate=noise_estimate, integrator=integrator,
         momentum_resampling_period=momentum_resampling_period,
         temperature=temperature, name=name,
-        target_log_prob_fn=target_log_prob_fn, compute_energy=compute_energy)
+        target_log_prob_fn=target_log_prob_fn, compute_energy=compute_energy,
+        store_parameters_in_results=store_parameters_in_results)
 
   def _check_friction(self, friction):
-    _common.check_positive("friction", friction)
+    arguments.check_positive("friction", friction)
 
   @classmethod
   def from_sgd_momentum(cls, target, learning_rate, momentum_decay,
@@ -141,99 +149,58 @@ class SGHMC(_common.UncalibratedKernel):
     so h = sqrt(eta), C = alpha / sqrt(eta), B-hat = beta-hat / sqrt(eta).
     The kernel's `momentum` is r = v / h.
     """
-    h, friction, b_hat = sgd_momentum_to_sghmc(learning_rate, momentum_decay,
-                                               noise_estimate)
+    h, friction, b_hat = hamiltonian.sgd_momentum_to_sghmc(
+        learning_rate, momentum_decay, noise_estimate)
     return cls(target, step_size=h, friction=friction, noise_estimate=b_hat,
                **kwargs)
 
-  target = _common.sampled_target_property()
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-  step_size = _common.parameter_property("step_size")
-  friction = _common.parameter_property("friction")
-  noise_estimate = _common.parameter_property("noise_estimate")
-  integrator = _common.parameter_property("integrator")
-  momentum_resampling_period = _common.parameter_property("momentum_resampling_period")
-  temperature = _common.parameter_property("temperature")
-  compute_energy = _common.parameter_property("compute_energy")
-  name = _common.parameter_property("name")
+  friction = arguments.parameter_property("friction")
+  noise_estimate = arguments.parameter_property("noise_estimate")
+  integrator = arguments.parameter_property("integrator")
+  momentum_resampling_period = arguments.parameter_property(
+      "momentum_resampling_period")
+  temperature = arguments.parameter_property("temperature")
 
   def _noise_estimate(self, position, h, batch_seed):
     if isinstance(self.noise_estimate, str):
       variance = self.target.gradient_noise_variance(position, batch_seed)
       return tf.nest.map_structure(
           lambda v, h_part: 0.5 * h_part * v, variance,
-          dynamics._broadcast_structure(h, variance))  # pylint: disable=protected-access
+          broadcast_structure(h, variance))
     return self.noise_estimate
 
-  def one_step(self, current_state, previous_kernel_results, seed=None):
-    current_state = _common.check_step(self, current_state,
-                                       previous_kernel_results, SGHMCResults)
-    with tf.name_scope(self.name or "sghmc_one_step"):
-      batch_seed, _, _ = _common.step_seeds(seed, 3)
-      prev = previous_kernel_results
-      dtype = _common.state_dtype(current_state)
-      h = _common.step_size_at(self.step_size, prev.step_count,
-                               prev.step_size, dtype)
-      t = _common.temperature_at(self.step_size, prev.step_count,
-                                 self.temperature, dtype)
-      refresh = is_refresh_step(prev.step_count,
-                                self.momentum_resampling_period)
-      if self.integrator == "euler":
-        # Folded into the update's noise (`sghmc_update`).
-        momentum = prev.momentum
-      else:
-        momentum = refresh_momentum(prev.momentum, prev.step_count,
-                                    self.momentum_resampling_period,
-                                    self.temperature, seed)
-      grad_position = gradient_position(current_state, momentum, h,
-                                        self.integrator)
-      energy, grad = _common.minibatch_energy_and_gradient(
-          self.target, grad_position, batch_seed, self.compute_energy)
-      new_state, new_momentum = sghmc_update(
-          grad_position, momentum, grad, h, self.friction,
-          self._noise_estimate(grad_position, h, batch_seed), t,
-          self.integrator, seed, refresh=refresh,
-          refresh_temperature=self.temperature)
-      if energy is None:  # compute_energy=False.
-        # A non-finite gradient makes a non-finite momentum (the kick is
-        # linear in it), and every integrator here moves theta last by the
-        # new momentum (theta' = theta + h r', or + r' h / 2 after
-        # splitting), so a non-finite momentum makes a non-finite theta':
-        # checking theta' catches both.
-        finite = _common.finite_per_chain(
-            None, [new_state], chains=prev.diverged)
-        energy = _common.not_computed(prev.diverged, dtype)
-      else:
-        finite = _common.finite_per_chain(energy, [new_state, new_momentum])
-      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
-      new_state = _common.keep_where_diverged(diverged, current_state,
-                                              new_state)
-      new_momentum = _common.keep_where_diverged(diverged, prev.momentum,
-                                                 new_momentum)
-      return new_state, SGHMCResults(
-          momentum=new_momentum, energy=energy, step_size=h,
-          step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed),
-          target_log_prob=_common.target_log_prob(self.target, new_state,
-                                                  energy))
+  def _transition(self, state, prev, step):
+    batch_seed, _, _ = random.derive_seeds(step.seed, 3)
+    h = step.size
+    t = self._temperature_at(step)
+    refresh = hamiltonian.is_refresh_step(prev.step_count,
+                                          self.momentum_resampling_period)
+    if self.integrator == "euler":
+      # Folded into the update's noise (`sghmc_update`).
+      momentum = prev.momentum
+    else:
+      momentum = hamiltonian.refresh_momentum(
+          prev.momentum, prev.step_count, self.momentum_resampling_period,
+          self.temperature, step.seed)
+    grad_position = hamiltonian.gradient_position(state, momentum, h,
+                                                  self.integrator)
+    energy, grad = base.minibatch_energy_and_gradient(
+        self.target, grad_position, batch_seed, self.compute_energy)
+    new_state, new_momentum = hamiltonian.sghmc_update(
+        grad_position, momentum, grad, h, self.friction,
+        self._noise_estimate(grad_position, h, batch_seed), t,
+        self.integrator, step.seed, refresh=refresh,
+        refresh_temperature=self.temperature)
+    # Every integrator here moves theta last by the new momentum, which is
+    # linear in the gradient: with the energy not computed, checking theta'
+    # catches a non-finite gradient or momentum.
+    checked = ([new_state] if energy is None else
+               [new_state, new_momentum])
+    return base.Move(new_state, energy, checked=checked,
+                     kept=dict(momentum=new_momentum))
 
-  def bootstrap_results(self, init_state):
-    with tf.name_scope((self.name or "sghmc") + "_bootstrap_results"):
-      _common.check_initial_state(init_state, self.target)
-      dtype = _common.state_dtype(init_state)
-      _common.refuse_minibatch_under_tfp_mh(self)
-      energy = self.target.minibatch_energy(init_state,
-                                            _common.BOOTSTRAP_SEED)
-      if not self.compute_energy:
-        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
-      return SGHMCResults(
-          momentum=tf.nest.map_structure(tf.zeros_like, init_state),
-          energy=energy,
-          step_size=_common.initial_step_size(self.step_size, dtype),
-          step_count=tf.constant(0, tf.int32),
-          diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
-          target_log_prob=-energy)
+  def _initial_fields(self, init_state, energy):
+    return dict(momentum=tf.nest.map_structure(tf.zeros_like, init_state))
 
 
 class NaiveSGHMC(SGHMC):
@@ -249,18 +216,21 @@ class NaiveSGHMC(SGHMC):
 
   def __init__(self, target=None, step_size=None,
                momentum_resampling_period=None, name=None,
-               target_log_prob_fn=None, compute_energy=True):
+               target_log_prob_fn=None, compute_energy=True,
+               store_parameters_in_results=False):
     super().__init__(target, step_size, friction=0., noise_estimate=0.,
                      integrator="euler",
                      momentum_resampling_period=momentum_resampling_period,
                      temperature=1., name=name,
                      target_log_prob_fn=target_log_prob_fn,
-                     compute_energy=compute_energy)
+                     compute_energy=compute_energy,
+                     store_parameters_in_results=store_parameters_in_results)
     self._parameters = dict(
         target=self._parameters["target"], step_size=step_size,
         momentum_resampling_period=momentum_resampling_period, name=name,
         target_log_prob_fn=self._parameters["target_log_prob_fn"],
-        compute_energy=compute_energy)
+        compute_energy=compute_energy,
+        store_parameters_in_results=store_parameters_in_results)
 
   def _check_friction(self, friction):
     del friction  # Zero by construction.
@@ -280,116 +250,3 @@ class NaiveSGHMC(SGHMC):
   @property
   def temperature(self):
     return 1.
-
-
-def check_parameters(friction, noise_estimate, integrator,
-                     momentum_resampling_period, temperature):
-  """The argument checks of SGHMC other than target, step size and the sign
-  of the friction (the kernel's and the Keras sampler's)."""
-  if integrator not in INTEGRATORS:
-    raise ValueError(f"`integrator` must be one of {INTEGRATORS}; got "
-                     f"{integrator!r}.")
-  _common.check_positive("temperature", temperature)
-  if isinstance(noise_estimate, str):
-    if noise_estimate != "empirical_fisher":
-      raise ValueError("`noise_estimate` must be a number, a structure of "
-                       "per-coordinate values, or 'empirical_fisher'; got "
-                       f"{noise_estimate!r}.")
-  else:
-    for value in tf.nest.flatten(noise_estimate):
-      _common.check_positive("noise_estimate", value, allow_zero=True)
-      b = _common.static_value(value)
-      c = _common.static_value(friction)
-      t = _common.static_value(temperature)
-      if b is not None and c is not None and t is not None and (
-          b > c * t).any():
-        raise ValueError(
-            f"`friction` C = {friction!r} must be >= `noise_estimate` "
-            f"B-hat = {value!r} (times the temperature): the injected "
-            "noise has variance 2 (C T - B-hat) h.")
-  period = momentum_resampling_period
-  if period is not None and (
-      isinstance(period, bool) or not isinstance(period, (int, np.integer))
-      or period < 1):
-    raise ValueError("`momentum_resampling_period` must be None or an "
-                     f"integer >= 1; got {period!r}.")
-
-
-def is_refresh_step(step_count, period):
-  """True where SGHMC's step `step_count` starts from a fresh momentum
-  N(0, T I): step 0 and, with a resampling period m, every multiple of m."""
-  if period is None:
-    return tf.equal(step_count, 0)
-  return tf.equal(step_count % period, 0)
-
-
-def refresh_momentum(momentum, step_count, period, temperature, seed):
-  """The momentum SGHMC's step `step_count` starts from, drawn.
-
-  A fresh draw r ~ N(0, T I) at step 0 and, with a resampling period m, at
-  every multiple of m (`is_refresh_step`); otherwise `momentum` as carried.
-  The splitting integrator needs it drawn (its half drift moves theta by r
-  before the gradient); the Euler update folds the fresh draw into its
-  noise instead (`sghmc_update`), without a branch or a second draw.
-  `seed` is the step's seed (that of `one_step`); the draw depends on
-  nothing else, so a caller may make it ahead of the step (the Keras
-  adapter does, to place the splitting integrator's half drift before the
-  gradient).
-  """
-  _, _, momentum_seed = _common.step_seeds(seed, 3)
-  dtype = tf.nest.flatten(momentum)[0].dtype
-  momentum_scale = tf.sqrt(tf.cast(temperature, dtype))
-  return tf.cond(
-      is_refresh_step(step_count, period),
-      lambda: tf.nest.map_structure(
-          lambda z: momentum_scale * z,
-          dynamics.standard_normal_like(momentum, momentum_seed)),
-      lambda: momentum)
-
-
-def gradient_position(position, momentum, step_size, integrator):
-  """Where SGHMC's step evaluates grad U~: theta (Euler) or the half-drifted
-  theta + r h/2 (splitting)."""
-  if integrator == "euler":
-    return position
-  return dynamics.drift(position, momentum,
-                        _common.scale_step(0.5, step_size))
-
-
-def sghmc_update(grad_position, momentum, gradient, step_size, friction,
-                 noise_estimate, temperature, integrator, seed,
-                 refresh=None, refresh_temperature=1.):
-  """One SGHMC transition given grad U~ at `grad_position` (the kernel's
-  update, after `gradient_position`).
-
-  Returns (theta', r'). `seed` is the step's seed, used as `one_step` uses
-  it. Euler: `refresh` (`is_refresh_step`) says the step starts from a
-  fresh momentum N(0, T0 I), T0 = `refresh_temperature`, in place of
-  `momentum`; it is folded into the step's noise
-  (`dynamics.sghmc_euler_momentum`). Splitting: `momentum` is already the
-  refreshed one (`refresh_momentum`) and `refresh` is ignored.
-  """
-  _, noise_seed, _ = _common.step_seeds(seed, 3)
-  noise = dynamics.standard_normal_like(momentum, noise_seed)
-  if integrator == "euler":
-    new_momentum = dynamics.sghmc_euler_momentum(
-        momentum, gradient, step_size, friction, noise, noise_estimate,
-        temperature, refresh=refresh, refresh_temperature=refresh_temperature)
-  else:
-    new_momentum = dynamics.sghmc_splitting_momentum(
-        momentum, gradient, step_size, friction, noise, noise_estimate,
-        temperature)
-  drift_size = (step_size if integrator == "euler" else
-                _common.scale_step(0.5, step_size))
-  return dynamics.drift(grad_position, new_momentum, drift_size), new_momentum
-
-
-def sgd_momentum_to_sghmc(learning_rate, momentum_decay, noise_estimate=0.):
-  """(step_size h, friction C, noise_estimate B-hat) from the SGD-with-
-  momentum units (eta, alpha, beta-hat): h = sqrt(eta), C = alpha / h,
-  B-hat = beta-hat / h (Chen et al. 2014, Section 3.3)."""
-  _common.check_positive("learning_rate", learning_rate)
-  _common.check_positive("momentum_decay", momentum_decay)
-  _common.check_positive("noise_estimate", noise_estimate, allow_zero=True)
-  h = math.sqrt(float(learning_rate))
-  return h, float(momentum_decay) / h, float(noise_estimate) / h

@@ -3,11 +3,15 @@
 import collections
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc import dynamics
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import choose, finite_per_chain
+from tfp_sgmcmc.kernels import base
+from tfp_sgmcmc.kernels import checks
+from tfp_sgmcmc.kernels import interop
 
 __all__ = ["SGLD", "SGLDResults"]
 
@@ -47,7 +51,7 @@ class SGLDResults(
   __slots__ = ()
 
 
-class SGLD(_common.UncalibratedKernel):
+class SGLD(base.StochasticGradientKernel):
   """Stochastic gradient Langevin dynamics (Welling & Teh 2011).
 
   Each step draws a fresh minibatch and moves
@@ -69,10 +73,9 @@ class SGLD(_common.UncalibratedKernel):
   divergence flag; `compute_energy=False` skips it (as TFP's
   `UncalibratedLangevin(compute_acceptance=False)` skips its acceptance
   term): the chain is the same, bit for bit, and the results' `energy` and
-  `target_log_prob` hold NaN (not computed). On the N = 1e5 logistic
-  regression of `benchmarks/chains.py` the energy costs 0.08 of a gradient
-  at one chain and about half of one at 64 chains. Minibatch targets only:
-  a full-batch target (`target_log_prob_fn=`) refuses it.
+  `target_log_prob` hold NaN (not computed). With many chains the energy
+  can cost a good part of a gradient (docs/performance.md). Minibatch
+  targets only: a full-batch target (`target_log_prob_fn=`) refuses it.
 
   #### Example
 
@@ -90,116 +93,78 @@ class SGLD(_common.UncalibratedKernel):
       Langevin dynamics. ICML 2011.
   """
 
+  _results_type = SGLDResults
+  _scope = "sgld"
+  _per_chain_step_count = True
+
   def __init__(self, target=None, step_size=None, temperature=1., name=None,
-               target_log_prob_fn=None, compute_energy=True):
-    sampled, target, target_log_prob_fn = _common.resolve_target(
+               target_log_prob_fn=None, compute_energy=True,
+               store_parameters_in_results=False):
+    sampled, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    _common.check_step_size(step_size)
-    _common.check_positive("temperature", temperature)
-    _common.check_compute_energy(compute_energy, sampled)
+    arguments.check_step_size(step_size)
+    arguments.check_positive("temperature", temperature)
+    checks.check_compute_energy(compute_energy, sampled)
     self._target = sampled
-    self._parameters = dict(target=target, step_size=step_size,
-                            temperature=temperature, name=name,
-                            target_log_prob_fn=target_log_prob_fn,
-                            compute_energy=compute_energy)
+    self._parameters = dict(
+        target=target, step_size=step_size, temperature=temperature,
+        name=name, target_log_prob_fn=target_log_prob_fn,
+        compute_energy=compute_energy,
+        store_parameters_in_results=store_parameters_in_results)
 
   @property
   def has_log_acceptance_correction(self):
     """Whether the results' `log_acceptance_correction` is the move's log
     proposal ratio (full-batch target: MALA's), so an M-H test may use it;
     with a minibatch target it is zero and M-H wrappers refuse the kernel."""
-    return _common.reports_exact_log_prob(self.target)
+    return interop.reports_exact_log_prob(self.target)
 
-  target = _common.sampled_target_property()
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-  step_size = _common.parameter_property("step_size")
-  temperature = _common.parameter_property("temperature")
-  compute_energy = _common.parameter_property("compute_energy")
-  name = _common.parameter_property("name")
+  temperature = arguments.parameter_property("temperature")
 
-  def one_step(self, current_state, previous_kernel_results, seed=None):
-    current_state = _common.check_step(self, current_state,
-                                       previous_kernel_results, SGLDResults)
-    with tf.name_scope(self.name or "sgld_one_step"):
-      batch_seed, _ = _common.step_seeds(seed, 2)
-      dtype = _common.state_dtype(current_state)
-      prev = previous_kernel_results
-      step_count = _common.step_count_of(prev)
-      h = _common.step_size_at(self.step_size, step_count,
-                               prev.step_size, dtype)
-      full_batch = _common.reports_exact_log_prob(self.target)
-      if full_batch:  # The gradient at this state, from the previous step.
-        energy = -prev.target_log_prob
-        grad = tf.nest.map_structure(tf.negative, prev.grads_target_log_prob)
-      else:
-        energy, grad = _common.minibatch_energy_and_gradient(
-            self.target, current_state, batch_seed, self.compute_energy)
-      t = _common.temperature_at(self.step_size, step_count,
-                                 self.temperature, dtype)
-      proposed = sgld_update(current_state, grad, h, t, seed)
-      if full_batch:
-        new_energy, new_grad = self.target.energy_and_gradient(proposed,
-                                                               batch_seed)
-        correction = dynamics.langevin_log_proposal_ratio(
-            current_state, proposed, grad, new_grad, h, t,
-            batch_ndims=energy.shape.rank)
-        finite = _common.finite_per_chain(new_energy, [proposed, new_grad])
-        finite = finite & tf.math.is_finite(correction)
-      elif energy is None:  # compute_energy=False.
-        # The move is linear in the gradient, so a non-finite gradient
-        # makes a non-finite state: checking the state catches it.
-        finite = _common.finite_per_chain(None, [proposed],
-                                          chains=prev.diverged)
-        energy = _common.not_computed(prev.diverged, dtype)
-        correction = tf.zeros(tf.shape(energy), dtype)
-      else:
-        finite = _common.finite_per_chain(energy, proposed)
-        correction = tf.zeros_like(energy)
-      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
-      next_state = _common.keep_where_diverged(diverged, current_state,
-                                               proposed)
-      if full_batch:
-        new_energy = tf.where(diverged, energy, new_energy)
-        grads = _common.keep_where_diverged(diverged, grad, new_grad)
-        correction = tf.where(diverged, tf.zeros_like(correction),
-                              correction)
-      else:
-        new_energy, grads = energy, grad
-      return next_state, SGLDResults(
-          energy=energy, step_size=h, step_count=prev.step_count + 1,
-          diverged=diverged, seed=tfp.random.sanitize_seed(seed),
-          target_log_prob=-new_energy,
-          grads_target_log_prob=tf.nest.map_structure(tf.negative, grads),
-          log_acceptance_correction=correction)
+  def _transition(self, state, prev, step):
+    batch_seed, _ = random.derive_seeds(step.seed, 2)
+    t = self._temperature_at(step)
+    if interop.reports_exact_log_prob(self.target):
+      return self._exact_transition(state, prev, step, t, batch_seed)
+    energy, grad = base.minibatch_energy_and_gradient(
+        self.target, state, batch_seed, self.compute_energy)
+    proposed = dynamics.sgld_update(state, grad, step.size, t, step.seed)
+    fields = dict(
+        grads_target_log_prob=tf.nest.map_structure(tf.negative, grad),
+        log_acceptance_correction=lambda diverged: tf.zeros(
+            tf.shape(diverged), step.dtype))
+    # The move is linear in the gradient, so a non-finite gradient makes a
+    # non-finite state: with the energy not computed, the state is checked.
+    return base.Move(proposed, energy, checked=[proposed], fields=fields)
 
-  def bootstrap_results(self, init_state):
-    with tf.name_scope((self.name or "sgld") + "_bootstrap_results"):
-      _common.refuse_minibatch_under_tfp_mh(self)
-      _common.check_initial_state(init_state, self.target)
-      dtype = _common.state_dtype(init_state)
-      energy, grad = self.target.energy_and_gradient(init_state,
-                                                     _common.BOOTSTRAP_SEED)
-      if not self.compute_energy:
-        energy = _common.not_computed(tf.math.is_finite(energy), dtype)
-      return SGLDResults(
-          energy=energy,
-          step_size=_common.initial_step_size(self.step_size, dtype),
-          step_count=_common.initial_step_count(self.target, energy),
-          diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
-          target_log_prob=-energy,
-          grads_target_log_prob=tf.nest.map_structure(tf.negative, grad),
-          log_acceptance_correction=tf.zeros_like(energy))
+  def _exact_transition(self, state, prev, step, t, batch_seed):
+    """Full-batch target: the gradient at this state comes from the
+    previous step, the one at the proposal is reused by the next, and the
+    results carry MALA's proposal ratio."""
+    energy = -prev.target_log_prob
+    grad = tf.nest.map_structure(tf.negative, prev.grads_target_log_prob)
+    proposed = dynamics.sgld_update(state, grad, step.size, t, step.seed)
+    new_energy, new_grad = self.target.energy_and_gradient(proposed,
+                                                           batch_seed)
+    correction = dynamics.langevin_log_proposal_ratio(
+        state, proposed, grad, new_grad, step.size, t,
+        batch_ndims=energy.shape.rank)
+    finite = finite_per_chain(new_energy, [proposed, new_grad])
+    finite = finite & tf.math.is_finite(correction)
+    fields = dict(
+        target_log_prob=lambda diverged: -tf.where(diverged, energy,
+                                                   new_energy),
+        grads_target_log_prob=lambda diverged: tf.nest.map_structure(
+            tf.negative, choose(diverged, grad, new_grad)),
+        log_acceptance_correction=lambda diverged: tf.where(
+            diverged, tf.zeros_like(correction), correction))
+    return base.Move(proposed, energy, fields=fields, finite=finite)
 
+  def _bootstrap_energy(self, init_state):
+    energy, grad = self.target.energy_and_gradient(init_state,
+                                                   random.BOOTSTRAP_SEED)
+    return energy, dict(
+        grads_target_log_prob=tf.nest.map_structure(tf.negative, grad))
 
-def sgld_update(position, gradient, step_size, temperature, seed):
-  """One SGLD transition given grad U~ at `position` (the kernel's update).
-
-  `seed` is the step's seed (the one `one_step` receives); the noise is drawn
-  from it exactly as the kernel draws it, so a caller that supplies the
-  gradient itself (the Keras adapter) runs the kernel's chain.
-  """
-  _, noise_seed = _common.step_seeds(seed, 2)
-  noise = dynamics.standard_normal_like(position, noise_seed)
-  return dynamics.langevin_step(position, gradient, step_size, noise,
-                                temperature)
+  def _initial_fields(self, init_state, energy):
+    return dict(log_acceptance_correction=tf.zeros_like(energy))

@@ -3,15 +3,18 @@
 import collections
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
-from tfp_sgmcmc import dynamics
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import choose
+from tfp_sgmcmc.dynamics import nuts
+from tfp_sgmcmc.kernels import base
+from tfp_sgmcmc.kernels import interop
 
 __all__ = ["SGNUTS", "SGNUTSResults"]
 
-WEIGHTINGS = ("energy", "uniform")
+WEIGHTINGS = nuts.WEIGHTINGS
 
 
 class SGNUTSResults(
@@ -44,23 +47,7 @@ class SGNUTSResults(
   __slots__ = ()
 
 
-def _dot_per_chain(a, b, batch_ndims):
-  total = 0.
-  for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
-    axes = list(range(batch_ndims, x.shape.rank))
-    total = total + tf.reduce_sum(x * y, axis=axes)
-  return total
-
-
-def _no_u_turn(left, right, batch_ndims):
-  """(theta+ - theta-) . r- >= 0 and (theta+ - theta-) . r+ >= 0."""
-  (theta_l, r_l), (theta_r, r_r) = left, right
-  span = tf.nest.map_structure(tf.subtract, theta_r, theta_l)
-  return ((_dot_per_chain(span, r_l, batch_ndims) >= 0.) &
-          (_dot_per_chain(span, r_r, batch_ndims) >= 0.))
-
-
-class SGNUTS(_common.UncalibratedKernel):
+class SGNUTS(base.StochasticGradientKernel):
   """SG-NUTS: the No-U-Turn Sampler's doubling built from SGHMC steps.
 
   The reproduction of Chen et al. (2014) in `papers/003`, Section 5. Each
@@ -131,17 +118,22 @@ class SGNUTS(_common.UncalibratedKernel):
       Monte Carlo. ICML 2014 (and the reproduction in papers/003, Sec. 5).
   """
 
+  _results_type = SGNUTSResults
+  _scope = "sgnuts"
+
   def __init__(self, target=None, step_size=None, friction=None,
                noise_estimate=0., max_tree_depth=6, weighting="energy",
-               temperature=1., name=None, target_log_prob_fn=None):
-    self._target, target, target_log_prob_fn = _common.resolve_target(
+               temperature=1., name=None, target_log_prob_fn=None,
+               store_parameters_in_results=False):
+    self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    _common.check_step_size(step_size)
+    arguments.check_step_size(step_size)
     if friction is None:
       raise TypeError("`friction` (C) is required; got None.")
-    _common.check_positive("friction", friction)
-    _common.check_positive("noise_estimate", noise_estimate, allow_zero=True)
-    _common.check_positive("temperature", temperature)
+    arguments.check_positive("friction", friction)
+    arguments.check_positive("noise_estimate", noise_estimate,
+                             allow_zero=True)
+    arguments.check_positive("temperature", temperature)
     if not isinstance(max_tree_depth, int) or not 1 <= max_tree_depth <= 12:
       raise ValueError("`max_tree_depth` must be an integer in [1, 12]; got "
                        f"{max_tree_depth!r}.")
@@ -152,172 +144,123 @@ class SGNUTS(_common.UncalibratedKernel):
         target=target, step_size=step_size, friction=friction,
         noise_estimate=noise_estimate, max_tree_depth=max_tree_depth,
         weighting=weighting, temperature=temperature, name=name,
-        target_log_prob_fn=target_log_prob_fn)
+        target_log_prob_fn=target_log_prob_fn,
+        store_parameters_in_results=store_parameters_in_results)
 
-  target = _common.sampled_target_property()
-  target_log_prob_fn = _common.parameter_property("target_log_prob_fn")
-  step_size = _common.parameter_property("step_size")
-  friction = _common.parameter_property("friction")
-  noise_estimate = _common.parameter_property("noise_estimate")
-  max_tree_depth = _common.parameter_property("max_tree_depth")
-  weighting = _common.parameter_property("weighting")
-  temperature = _common.parameter_property("temperature")
-  name = _common.parameter_property("name")
+  friction = arguments.parameter_property("friction")
+  noise_estimate = arguments.parameter_property("noise_estimate")
+  max_tree_depth = arguments.parameter_property("max_tree_depth")
+  weighting = arguments.parameter_property("weighting")
+  temperature = arguments.parameter_property("temperature")
 
   def _sghmc_step(self, theta, r, direction, eps, t, seed):
     """One SGHMC step forward (direction +1) or backward (-1) in time."""
-    batch_seed, noise_seed = _common.split(seed, 2)
-    expand = lambda d, x: tf.reshape(d, tf.concat(
-        [tf.shape(d), tf.ones([x.shape.rank - d.shape.rank], tf.int32)], 0))
-    signed = tf.nest.map_structure(lambda x: expand(direction, x) * x, r)
-    theta = dynamics.drift(theta, signed, eps)
-    energy, grad = self.target.energy_and_gradient(theta, batch_seed)
-    noise = dynamics.standard_normal_like(signed, noise_seed)
-    signed = dynamics.sghmc_euler_momentum(
-        signed, grad, eps, self.friction, noise, self.noise_estimate, t)
-    r = tf.nest.map_structure(lambda x: expand(direction, x) * x, signed)
-    return theta, r, energy
+    return nuts.sghmc_time_step(theta, r, direction, eps, self.friction,
+                                self.noise_estimate, t, seed,
+                                self.target.energy_and_gradient)
 
   def _log_weight(self, energy, r, t, batch_ndims, weighting=None):
-    if (weighting or self.weighting) == "uniform":
-      log_w = tf.zeros_like(energy)
-    else:
-      kinetic = 0.5 * _dot_per_chain(r, r, batch_ndims)
-      log_w = -(energy + kinetic) / t
-    finite = _common.finite_per_chain(log_w, r)
-    return tf.where(finite, log_w, tf.constant(-float("inf"), log_w.dtype))
+    return nuts.log_weight(energy, r, t, batch_ndims,
+                           weighting or self.weighting)
 
-  def one_step(self, current_state, previous_kernel_results, seed=None):
-    current_state = _common.check_step(self, current_state,
-                                       previous_kernel_results, SGNUTSResults)
-    with tf.name_scope(self.name or "sgnuts_one_step"):
-      prev = previous_kernel_results
-      momentum_seed, energy_seed, loop_seed = _common.split(seed, 3)
-      dtype = _common.state_dtype(current_state)
-      eps = _common.step_size_at(self.step_size, prev.step_count,
-                                 prev.step_size, dtype)
-      t = _common.temperature_at(self.step_size, prev.step_count,
-                                 self.temperature, dtype)
-      batch_ndims = prev.energy.shape.rank
-      r0 = tf.nest.map_structure(
-          lambda z: tf.sqrt(tf.cast(self.temperature, dtype)) * z,
-          dynamics.standard_normal_like(current_state, momentum_seed))
-      energy0 = tf.cast(self.target.minibatch_energy(current_state,
-                                                     energy_seed), dtype)
-      log_w0 = self._log_weight(energy0, r0, t, batch_ndims)
-      neg_h0 = self._log_weight(energy0, r0, t, batch_ndims, "energy")
-      chain_shape = tf.shape(energy0)
-      max_depth = self.max_tree_depth
+  def _transition(self, current_state, prev, step):
+    momentum_seed, energy_seed, loop_seed = random.split_seed(step.seed, 3)
+    dtype = step.dtype
+    eps = step.size
+    t = self._temperature_at(step)
+    batch_ndims = prev.energy.shape.rank
+    r0 = tf.nest.map_structure(
+        lambda z: tf.sqrt(tf.cast(self.temperature, dtype)) * z,
+        random.standard_normal_like(current_state, momentum_seed))
+    energy0 = tf.cast(self.target.minibatch_energy(current_state,
+                                                   energy_seed), dtype)
+    log_w0 = self._log_weight(energy0, r0, t, batch_ndims)
+    neg_h0 = self._log_weight(energy0, r0, t, batch_ndims, "energy")
+    chain_shape = tf.shape(energy0)
+    max_depth = self.max_tree_depth
+    where = choose  # Per chain, `a` where `mask`, else `b` (structures).
 
-      def where(mask, a, b):
-        """Per chain, `a` where `mask`, else `b` (structures)."""
-        return _common.keep_where_diverged(mask, a, b)
+    def doubling(depth, left, right, candidate, log_w, done, num_grads,
+                 tree_depth, accept_sum, seed):
+      seed, dir_seed, step_seed, select_seed = random.split_seed(seed, 4)
+      direction = tf.where(
+          random.philox_uniform(chain_shape, dir_seed) < 0.5,
+          tf.constant(-1., dtype), tf.constant(1., dtype))
+      forward = direction > 0
+      start = where(forward, right, left)
+      num_steps = tf.bitwise.left_shift(1, depth)
 
-      def doubling(depth, left, right, candidate, log_w, done, num_grads,
-                   tree_depth, accept_sum, seed):
-        seed, dir_seed, step_seed, select_seed = _common.split(seed, 4)
-        direction = tf.where(
-            tf.random.stateless_uniform(chain_shape, dir_seed,
-                                        alg=dynamics.RNG_ALG) < 0.5,
-            tf.constant(-1., dtype), tf.constant(1., dtype))
-        forward = direction > 0
-        start = where(forward, right, left)
-        num_steps = tf.bitwise.left_shift(1, depth)
+      def step(i, end, first, sub_candidate, sub_log_w, sub_accept, seed):
+        seed, s_step, s_pick = random.split_seed(seed, 3)
+        theta, r, energy = self._sghmc_step(end[0], end[1], direction,
+                                            eps, t, s_step)
+        lw = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims)
+        # NUTS's acceptance statistic min(1, exp(H0 - H_i)).
+        neg_h = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims,
+                                 "energy")
+        sub_accept = sub_accept + tf.exp(tf.minimum(neg_h - neg_h0, 0.))
+        new_sub_log_w = tf.experimental.numpy.logaddexp(sub_log_w, lw)
+        u = random.philox_uniform(chain_shape, s_pick, dtype)
+        take = tf.math.log(u) < lw - new_sub_log_w
+        sub_candidate = where(take, theta, sub_candidate)
+        first = where(tf.fill(chain_shape, tf.equal(i, 0)), (theta, r),
+                      first)
+        return (i + 1, (theta, r), first, sub_candidate, new_sub_log_w,
+                sub_accept, seed)
 
-        def step(i, end, first, sub_candidate, sub_log_w, sub_accept, seed):
-          seed, s_step, s_pick = _common.split(seed, 3)
-          theta, r, energy = self._sghmc_step(end[0], end[1], direction,
-                                              eps, t, s_step)
-          lw = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims)
-          # NUTS's acceptance statistic min(1, exp(H0 - H_i)).
-          neg_h = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims,
-                                   "energy")
-          sub_accept = sub_accept + tf.exp(tf.minimum(neg_h - neg_h0, 0.))
-          new_sub_log_w = tf.experimental.numpy.logaddexp(sub_log_w, lw)
-          u = tf.random.stateless_uniform(chain_shape, s_pick,
-                                          dtype=dtype, alg=dynamics.RNG_ALG)
-          take = tf.math.log(u) < lw - new_sub_log_w
-          sub_candidate = where(take, theta, sub_candidate)
-          first = where(tf.fill(chain_shape, tf.equal(i, 0)), (theta, r),
-                        first)
-          return (i + 1, (theta, r), first, sub_candidate, new_sub_log_w,
-                  sub_accept, seed)
+      init = (tf.constant(0), start, start, start[0],
+              tf.fill(chain_shape, tf.constant(-float("inf"), dtype)),
+              tf.zeros(chain_shape, dtype), step_seed)
+      _, last, first, sub_candidate, sub_log_w, sub_accept, _ = (
+          tf.while_loop(lambda i, *_: i < num_steps, step, init))
 
-        init = (tf.constant(0), start, start, start[0],
-                tf.fill(chain_shape, tf.constant(-float("inf"), dtype)),
-                tf.zeros(chain_shape, dtype), step_seed)
-        _, last, first, sub_candidate, sub_log_w, sub_accept, _ = (
-            tf.while_loop(lambda i, *_: i < num_steps, step, init))
+      sub_left = where(forward, first, last)
+      sub_right = where(forward, last, first)
+      sub_u_turn = ~nuts.no_u_turn(sub_left, sub_right, batch_ndims)
+      new_left = where(forward, left, last)
+      new_right = where(forward, last, right)
+      # Biased progressive sampling between the old trajectory and the
+      # new subtree (Hoffman & Gelman 2014, Algorithm 3).
+      u = random.philox_uniform(chain_shape, select_seed, dtype)
+      take = (tf.math.log(u) < sub_log_w - log_w) & ~sub_u_turn
+      active = ~done
+      candidate = where(active & take, sub_candidate, candidate)
+      log_w = tf.where(active & ~sub_u_turn,
+                       tf.experimental.numpy.logaddexp(log_w, sub_log_w),
+                       log_w)
+      left = where(active & ~sub_u_turn, new_left, left)
+      right = where(active & ~sub_u_turn, new_right, right)
+      num_grads = num_grads + tf.where(active, num_steps, 0)
+      accept_sum = accept_sum + tf.where(active, sub_accept,
+                                         tf.zeros_like(sub_accept))
+      tree_depth = tree_depth + tf.where(active, 1, 0)
+      full_u_turn = ~nuts.no_u_turn(left, right, batch_ndims)
+      diverging = ~tf.math.is_finite(sub_log_w)
+      done = done | sub_u_turn | full_u_turn | diverging
+      return (depth + 1, left, right, candidate, log_w, done, num_grads,
+              tree_depth, accept_sum, seed)
 
-        sub_left = where(forward, first, last)
-        sub_right = where(forward, last, first)
-        sub_u_turn = ~_no_u_turn(sub_left, sub_right, batch_ndims)
-        new_left = where(forward, left, last)
-        new_right = where(forward, last, right)
-        # Biased progressive sampling between the old trajectory and the
-        # new subtree (Hoffman & Gelman 2014, Algorithm 3).
-        u = tf.random.stateless_uniform(chain_shape, select_seed, dtype=dtype,
-                                        alg=dynamics.RNG_ALG)
-        take = (tf.math.log(u) < sub_log_w - log_w) & ~sub_u_turn
-        active = ~done
-        candidate = where(active & take, sub_candidate, candidate)
-        log_w = tf.where(active & ~sub_u_turn,
-                         tf.experimental.numpy.logaddexp(log_w, sub_log_w),
-                         log_w)
-        left = where(active & ~sub_u_turn, new_left, left)
-        right = where(active & ~sub_u_turn, new_right, right)
-        num_grads = num_grads + tf.where(active, num_steps, 0)
-        accept_sum = accept_sum + tf.where(active, sub_accept,
-                                           tf.zeros_like(sub_accept))
-        tree_depth = tree_depth + tf.where(active, 1, 0)
-        full_u_turn = ~_no_u_turn(left, right, batch_ndims)
-        diverging = ~tf.math.is_finite(sub_log_w)
-        done = done | sub_u_turn | full_u_turn | diverging
-        return (depth + 1, left, right, candidate, log_w, done, num_grads,
-                tree_depth, accept_sum, seed)
+    start = (current_state, r0)
+    init = (tf.constant(0), start, start, current_state, log_w0,
+            tf.zeros(chain_shape, tf.bool),
+            tf.zeros(chain_shape, tf.int32),
+            tf.zeros(chain_shape, tf.int32), tf.zeros(chain_shape, dtype),
+            loop_seed)
+    (_, _, _, candidate, _, _, num_grads, tree_depth, accept_sum,
+     _) = tf.while_loop(
+         lambda depth, *rest: (depth < max_depth) & ~tf.reduce_all(rest[4]),
+         doubling, init)
 
-      start = (current_state, r0)
-      init = (tf.constant(0), start, start, current_state, log_w0,
-              tf.zeros(chain_shape, tf.bool),
-              tf.zeros(chain_shape, tf.int32),
-              tf.zeros(chain_shape, tf.int32), tf.zeros(chain_shape, dtype),
-              loop_seed)
-      (_, _, _, candidate, _, _, num_grads, tree_depth, accept_sum,
-       _) = tf.while_loop(
-          lambda depth, *rest: (depth < max_depth) & ~tf.reduce_all(rest[4]),
-          doubling, init)
+    mean_accept = accept_sum / tf.cast(tf.maximum(num_grads, 1), dtype)
+    return base.Move(
+        candidate, energy0, checked=candidate,
+        fields=dict(
+            tree_depth=tree_depth, num_gradient_evaluations=num_grads,
+            log_accept_ratio=lambda diverged: tf.where(
+                diverged, tf.constant(-float("inf"), dtype),
+                tf.math.log(mean_accept))))
 
-      finite = _common.finite_per_chain(energy0, candidate)
-      diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
-      next_state = _common.keep_where_diverged(diverged, current_state,
-                                               candidate)
-      mean_accept = accept_sum / tf.cast(tf.maximum(num_grads, 1), dtype)
-      log_accept_ratio = tf.where(
-          diverged, tf.constant(-float("inf"), dtype),
-          tf.math.log(mean_accept))
-      return next_state, SGNUTSResults(
-          energy=energy0, step_size=eps, tree_depth=tree_depth,
-          num_gradient_evaluations=num_grads,
-          step_count=prev.step_count + 1, diverged=diverged,
-          seed=tfp.random.sanitize_seed(seed),
-          log_accept_ratio=log_accept_ratio,
-          target_log_prob=_common.target_log_prob(self.target, next_state,
-                                                  energy0))
-
-  def bootstrap_results(self, init_state):
-    with tf.name_scope((self.name or "sgnuts") + "_bootstrap_results"):
-      _common.check_initial_state(init_state, self.target)
-      dtype = _common.state_dtype(init_state)
-      _common.refuse_minibatch_under_tfp_mh(self)
-      energy = tf.cast(self.target.minibatch_energy(
-          init_state, _common.BOOTSTRAP_SEED), dtype)
-      zeros = tf.zeros(tf.shape(energy), tf.int32)
-      return SGNUTSResults(
-          energy=energy,
-          step_size=_common.initial_step_size(self.step_size, dtype),
-          tree_depth=zeros, num_gradient_evaluations=zeros,
-          step_count=tf.constant(0, tf.int32),
-          diverged=tf.zeros(tf.shape(energy), tf.bool),
-          seed=tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED),
-          log_accept_ratio=tf.zeros_like(energy),
-          target_log_prob=-energy)
+  def _initial_fields(self, init_state, energy):
+    zeros = tf.zeros(tf.shape(energy), tf.int32)
+    return dict(tree_depth=zeros, num_gradient_evaluations=zeros,
+                log_accept_ratio=tf.zeros_like(energy))

@@ -1,0 +1,156 @@
+"""Checks of hyperparameters and the record of constructor arguments, shared
+by every front end (the `tfp.mcmc` kernels and the Keras samplers).
+
+An argument error names the argument, the value received and what was
+expected; it is raised when the kernel or sampler is built, not at the
+first step.
+"""
+
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["static_value", "describe", "check_positive", "check_number",
+           "parameter_property", "is_schedule", "is_per_part",
+           "check_step_size", "check_step_size_matches", "scale_step"]
+
+
+def static_value(value):
+  """The value of a Python number, array or constant tensor, else None."""
+  if isinstance(value, (str, bytes)):
+    return None
+  if isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
+    try:
+      return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+      return None
+  if tf.is_tensor(value) and not isinstance(value, tf.Variable):
+    v = tf.get_static_value(value)
+    return None if v is None else np.asarray(v, dtype=np.float64)
+  return None
+
+
+def describe(value):
+  if isinstance(value, tf.Variable):
+    return f"tf.Variable {value.name!r} = {value.numpy()!r}"
+  return repr(value)
+
+
+def check_positive(name, value, allow_zero=False):
+  """Checks a numeric argument: its type always, its value where known.
+
+  Strings, booleans and other non-numbers are rejected; the value of a
+  Python number, array or constant tensor is checked now; a `tf.Variable`'s
+  current value is checked now (eagerly) and a non-constant tensor's is
+  asserted in the graph being built (once, where the kernel is built, not
+  per step).
+  """
+  want = ">= 0" if allow_zero else "> 0"
+  if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
+    raise TypeError(f"`{name}` must be a number (or a float tensor) "
+                    f"{want}; got {value!r} of type {type(value).__name__}. "
+                    f"Pass e.g. {name}=0.1.")
+  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+    dtype = tf.as_dtype(value.dtype)
+    if not (dtype.is_floating or dtype.is_integer):
+      raise TypeError(f"`{name}` must be a real number; got a {dtype.name} "
+                      f"tensor {value!r}.")
+  v = static_value(value)
+  if v is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
+    v = np.asarray(value.numpy(), dtype=np.float64)
+  if v is None and not tf.is_tensor(value) and not isinstance(
+      value, tf.Variable):
+    raise TypeError(f"`{name}` must be a number (or a float tensor) {want};"
+                    f" got {value!r} of type {type(value).__name__}.")
+  if v is None:
+    # A tensor whose value is not known while tracing: asserted once, in
+    # the graph that builds the kernel (not in every step).
+    x = tf.cast(value, tf.float64)
+    ok = (x >= 0) if allow_zero else (x > 0)
+    tf.debugging.Assert(
+        tf.reduce_all(ok & tf.math.is_finite(x)),
+        [f"`{name}` must be {want} and finite; got", x])
+    return
+  ok = np.all(v >= 0) if allow_zero else np.all(v > 0)
+  if not ok or not np.all(np.isfinite(v)):
+    raise ValueError(f"`{name}` must be {want} and finite; got "
+                     f"{describe(value)}.")
+  if np.any(np.abs(v) > np.finfo(np.float32).max):
+    raise ValueError(f"`{name}` = {describe(value)} is beyond the float32 "
+                     "range (3.4e38), so it cannot be used with a float32 "
+                     "state; use a representable value.")
+
+
+def check_number(name, value, allow_zero=False):
+  """A Python number (not a bool, tensor or string), > 0 (or >= 0), finite:
+  the check of a hyperparameter that must be known when the sampler is
+  built (the Keras samplers' constructor arguments)."""
+  if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    raise TypeError(f"`{name}` must be a number; got {value!r}.")
+  check_positive(name, value, allow_zero=allow_zero)
+
+
+def parameter_property(name):
+  """A read-only property returning `self._parameters[name]`: every kernel
+  and sampler keeps its constructor arguments there (TFP's convention, so
+  `copy` works)."""
+  # pylint: disable-next=protected-access
+  return property(lambda self: self._parameters[name],
+                  doc=f"The `{name}` argument the kernel was built with.")
+
+
+def is_schedule(step_size):
+  return callable(step_size) and not tf.is_tensor(step_size)
+
+
+def is_per_part(step_size):
+  """A list/tuple of step sizes: one per state part, as TFP's HMC takes."""
+  return isinstance(step_size, (list, tuple))
+
+
+def check_step_size(step_size, per_part=True):
+  """A positive constant, a schedule, or (where `per_part`) one positive
+  constant per state part."""
+  if step_size is None:
+    raise TypeError("`step_size` is required; got None. Give a positive "
+                    "float, a schedule, or a list with one per state part.")
+  if is_schedule(step_size):
+    return
+  if is_per_part(step_size):
+    if not per_part:
+      raise ValueError(
+          f"`step_size` {step_size!r}: one step size per state part is not "
+          "supported by this kernel; give one step size.")
+    if not step_size:
+      raise ValueError("`step_size` is an empty list; give one step size per "
+                       "state part.")
+    for i, h in enumerate(step_size):
+      if is_schedule(h):
+        raise ValueError(f"`step_size[{i}]` is a schedule; per-part step "
+                         "sizes must be constants (use one schedule for all "
+                         "parts).")
+      try:
+        check_positive(f"step_size[{i}]", h)
+      except (TypeError, ValueError) as e:
+        raise type(e)(f"`step_size` (a list: one per state part): {e}"
+                      ) from None
+    return
+  check_positive("step_size", step_size)
+
+
+def check_step_size_matches(step_size, state):
+  """A per-part step size needs one entry per part of the state."""
+  if is_per_part(step_size):
+    n = len(tf.nest.flatten(state))
+    if len(step_size) != n:
+      raise ValueError(f"`step_size` has {len(step_size)} entries but the "
+                       f"state has {n} parts; give one step size per part "
+                       "(or one for all).")
+
+
+def scale_step(factor, step_size):
+  """factor * step_size, part by part for per-part step sizes."""
+  if is_per_part(step_size):
+    return [factor * h for h in step_size]
+  return factor * step_size

@@ -1,0 +1,195 @@
+"""AMAGOLD's stochastic leapfrog with friction (Zhang, Cooper & De Sa 2020,
+Algorithm 2): the momentum kick, the energy accumulator rho, and a whole
+proposal written one gradient at a time.
+
+A proposal from (theta, r) is `proposal_start` (the momentum, redrawn if
+resampled, and the half drift), then T calls of `leapfrog_step`, each with
+the gradient at its position and the seeds of `leapfrog_seeds`. The
+`tfp.mcmc` kernel runs them in a `tf.while_loop`; the Keras sampler runs one
+per train step. The M-H test that makes the chain exact is
+`tfp_sgmcmc.acceptance`.
+
+Notation: step size eps, friction beta, momentum standard deviation sigma
+(mass sigma^2), T leapfrog steps per proposal.
+"""
+
+import math
+import numbers
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import as_dtype, broadcast_structure, sum_event
+from tfp_sgmcmc.dynamics.hamiltonian import drift
+
+__all__ = ["amagold_momentum", "energy_accumulator_increment",
+           "proposal_start", "leapfrog_seeds", "leapfrog_step",
+           "sgd_parameters_to_amagold", "check_amagold_parameters",
+           "check_num_leapfrog_steps"]
+
+
+def amagold_momentum(momentum, gradient, step_size, friction, noise,
+                     momentum_std=1.):
+  """AMAGOLD's stochastic leapfrog momentum update (Zhang et al. 2020).
+
+  Algorithm 2, line 12, with step size epsilon, friction beta and momentum
+  standard deviation sigma (mass sigma^2):
+
+      r' = ((1 - eps beta) r - eps grad U~(theta) + eta) / (1 + eps beta),
+      eta = sqrt(4 eps beta) sigma xi ~ N(0, 4 eps beta sigma^2),
+
+  equivalently r' = r - eps grad U~ - eps beta (r + r') + eta, the
+  time-symmetric form whose reverse move has a tractable density. With
+  beta = 0 it is the leapfrog kick r' = r - eps grad U. In the SGD units of
+  Appendix F (v = eps sigma^-2 r, b = eps beta, h = eps^2 sigma^-2) the same
+  step reads v' = ((1 - b) v - h grad U~ + 2 sqrt(b h) xi) / (1 + b).
+
+  Args:
+    momentum: r_{t-1/2}, a structure of tensors.
+    gradient: grad U~_t(theta_t), same structure.
+    step_size: eps, a scalar or a tensor broadcastable against each part,
+      or a list with one per part.
+    friction: beta >= 0.
+    noise: standard-normal draws xi, same structure as `momentum`.
+    momentum_std: sigma > 0.
+  """
+  def step(r, g, xi, eps):
+    eps = as_dtype(eps, r.dtype)
+    a = eps * as_dtype(friction, r.dtype)
+    sigma = as_dtype(momentum_std, r.dtype)
+    eta = tf.sqrt(4. * a) * sigma * xi
+    return ((1. - a) * r - eps * g + eta) / (1. + a)
+  return tf.nest.map_structure(step, momentum, gradient, noise,
+                               broadcast_structure(step_size, momentum))
+
+
+def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
+                                 momentum_std=1., batch_ndims=0):
+  """AMAGOLD's energy-accumulator increment (Algorithm 2, line 13).
+
+      rho_{t+1/2} - rho_{t-1/2}
+          = 1/2 eps sigma^-2 grad U~_t(theta_t)^T (r_{t-1/2} + r_{t+1/2}),
+
+  summed over every coordinate of every part, one value per chain. For one
+  kick r -> r' (`amagold_momentum`), the log density of the momentum-flipped
+  reverse move -r' -> -r over that of the forward move is K(r') - K(r) +
+  increment, so over the T kicks of a proposal (theta, r) -> (theta*, r*)
+  the log of eq. (6) of the paper is U(theta) - U(theta*) + rho: the kinetic
+  terms cancel against those of pi(theta*, -r*) / pi(theta, r).
+
+  Args:
+    gradient: grad U~_t(theta_t), a structure of tensors.
+    momentum: r_{t-1/2}, same structure.
+    new_momentum: r_{t+1/2}, same structure.
+    step_size: eps, a scalar or a tensor broadcastable against each part,
+      or a list with one per part.
+    momentum_std: sigma.
+    batch_ndims: number of leading chain axes of each part; the others are
+      summed over.
+
+  Returns:
+    A tensor of shape `batch_shape` (the first `batch_ndims` axes).
+  """
+  terms = tf.nest.map_structure(
+      lambda g, r, r_new, eps: sum_event(
+          0.5 * as_dtype(eps, g.dtype) * g * (r + r_new)
+          / tf.square(as_dtype(momentum_std, g.dtype)), batch_ndims),
+      gradient, momentum, new_momentum,
+      broadcast_structure(step_size, gradient))
+  return tf.add_n(tf.nest.flatten(terms))
+
+
+def sgd_parameters_to_amagold(learning_rate, momentum_decay, kwargs=None):
+  """(eps, beta, sigma) from Appendix F's SGD units (h, b): eps = sqrt(h),
+  beta = b / sqrt(h), sigma = 1. `kwargs`, the other constructor arguments,
+  must not also set them."""
+  arguments.check_positive("learning_rate", learning_rate)
+  arguments.check_positive("momentum_decay", momentum_decay, allow_zero=True)
+  if kwargs and ("momentum_std" in kwargs or "step_size" in kwargs or
+                 "friction" in kwargs):
+    raise TypeError("`from_sgd_parameters` sets `step_size`, `friction` and "
+                    "`momentum_std` from `learning_rate` and "
+                    "`momentum_decay`; do not pass them too.")
+  eps = math.sqrt(float(learning_rate))
+  return eps, float(momentum_decay) / eps, 1.
+
+
+def check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
+                             resample_momentum):
+  """The argument checks of the proposal (other than target and step size)."""
+  check_num_leapfrog_steps(num_leapfrog_steps)
+  arguments.check_positive("friction", friction, allow_zero=True)
+  arguments.check_positive("momentum_std", momentum_std)
+  if not isinstance(resample_momentum, bool):
+    raise TypeError(f"`resample_momentum` must be True (reversible AMAGOLD) "
+                    f"or False (skew-reversible); got {resample_momentum!r}.")
+
+
+def proposal_start(position, momentum, step_size, momentum_std,
+                   resample_momentum, seed):
+  """The start of a proposal from (theta, r) with the proposal's `seed`.
+
+  Returns (r_{-1/2}, theta_0, loop_seed): the momentum (redrawn from
+  N(0, sigma^2 I) if `resample_momentum`), the half-drifted position
+  theta_0 = theta + 1/2 eps sigma^-2 r_{-1/2} of the first gradient, and the
+  seed that `leapfrog_seeds` carries through the T steps.
+  """
+  momentum_seed, loop_seed = random.derive_seeds(seed, 2)
+  dtype = tf.nest.flatten(position)[0].dtype
+  sigma = as_dtype(momentum_std, dtype)
+  if resample_momentum:
+    momentum = tf.nest.map_structure(
+        lambda z: sigma * z,
+        random.standard_normal_like(momentum, momentum_seed))
+  # One step size, or one per state part.
+  drift_scale = tf.nest.map_structure(
+      lambda e: as_dtype(e, dtype) / tf.square(sigma), step_size)
+  return momentum, drift(
+      position, momentum, arguments.scale_step(0.5, drift_scale)), loop_seed
+
+
+def leapfrog_seeds(loop_seed):
+  """(next loop seed, minibatch seed, noise seed) of one leapfrog step."""
+  next_seed, step_seed = random.walk_seed(loop_seed)
+  batch_seed, noise_seed = random.derive_seeds(step_seed, 2)
+  return next_seed, batch_seed, noise_seed
+
+
+def leapfrog_step(step, position, momentum, rho, gradient, step_size,
+                  friction, momentum_std, num_leapfrog_steps, noise_seed,
+                  batch_ndims=0):
+  """Leapfrog step `step` (0 <= step < T) of the proposal, given grad U~_t at
+  theta_t = `position`.
+
+      r_{t+1/2}   = `amagold_momentum`(r_{t-1/2}, grad U~_t)
+      rho        += `energy_accumulator_increment`(...)
+      theta_{t+1} = theta_t + eps sigma^-2 r_{t+1/2}   (half of it at t = T-1)
+
+  Returns (theta_{t+1}, r_{t+1/2}, rho) with rho in its own dtype (the Keras
+  adapter keeps it in float64).
+  """
+  dtype = tf.nest.flatten(position)[0].dtype
+  eps = tf.nest.map_structure(lambda e: as_dtype(e, dtype), step_size)
+  sigma = as_dtype(momentum_std, dtype)
+  noise = random.standard_normal_like(momentum, noise_seed)
+  new_momentum = amagold_momentum(momentum, gradient, eps, friction, noise,
+                                  sigma)
+  rho = rho + tf.cast(energy_accumulator_increment(
+      gradient, momentum, new_momentum, eps, sigma, batch_ndims), rho.dtype)
+  # Full position steps between the kicks, a half step after the last.
+  scale = tf.nest.map_structure(
+      lambda e: tf.where(step < num_leapfrog_steps - 1, e / tf.square(sigma),
+                         0.5 * e / tf.square(sigma)), eps)
+  return drift(position, new_momentum, scale), new_momentum, rho
+
+
+def check_num_leapfrog_steps(num_leapfrog_steps):
+  if (isinstance(num_leapfrog_steps, bool) or
+      not isinstance(num_leapfrog_steps, (numbers.Integral, np.integer))):
+    raise TypeError(f"`num_leapfrog_steps` (T) must be a Python integer "
+                    f">= 1; got {num_leapfrog_steps!r}.")
+  if num_leapfrog_steps < 1:
+    raise ValueError(f"`num_leapfrog_steps` (T) must be >= 1; got "
+                     f"{num_leapfrog_steps}.")

@@ -1,0 +1,414 @@
+"""`SamplingCallback`: burn-in with the compiled optimizer, then sample.
+
+    model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
+                  loss=keras.losses.SparseCategoricalCrossentropy(
+                      from_logits=True))
+    sampling = tfp_sgmcmc.keras.SamplingCallback(
+        tfp_sgmcmc.keras.SGHMC(step_size=1e-4, friction=100.),
+        num_examples=len(x_train), prior=1., burnin_epochs=3,
+        thinning=100, max_samples=50)
+    model.fit(x_train, y_train, batch_size=100, epochs=20,
+              callbacks=[sampling])
+    probs = sampling.predict(x_test)        # Bayesian model average
+    sampling.save("posterior.npz")          # Posterior.load(path, model)
+
+This module holds the phases (burn-in; the swap to the sampler, whose
+train step is one step on grad U~ = N grad(mean loss) - grad log p(theta);
+kept samples; AMAGOLD's M-H test every T steps; the swap back at the end of
+`fit`, after which another `fit` continues the chain). The other jobs live
+beside it: `checks` (what is refused, before anything runs), `energies`
+(U and U~ for the M-H test), `health` (divergence), `backup` (resume with
+`BackupAndRestore`), `logs` (epoch logs), `posterior` (the kept samples),
+`phases` (the optimizer and train function of each phase).
+docs/keras.md describes the whole.
+"""
+
+import collections
+import math
+import os
+import time
+import warnings
+
+import keras
+import numpy as np
+
+from tfp_sgmcmc.keras.fit import backup as backup_lib
+from tfp_sgmcmc.keras.validation import model as checks_lib
+from tfp_sgmcmc.keras.fit import energies as energies_lib
+from tfp_sgmcmc.keras.validation import fit_checks
+from tfp_sgmcmc.keras.fit import health as health_lib
+from tfp_sgmcmc.keras.fit import logs as logs_lib
+from tfp_sgmcmc.keras.samplers import options as options_lib
+from tfp_sgmcmc.keras.fit import phases as phases_lib
+from tfp_sgmcmc.keras.posterior import posterior as posterior_lib
+from tfp_sgmcmc.keras.posterior import io as posterior_io
+from tfp_sgmcmc.keras import priors as priors_lib
+from tfp_sgmcmc.keras.validation import traps as traps_lib
+
+__all__ = ["SamplingCallback", "SamplerDivergenceError"]
+
+SamplerDivergenceError = health_lib.SamplerDivergenceError
+
+
+class SamplingCallback(keras.callbacks.Callback):
+  """Runs an SG-MCMC sampler inside `model.fit`, after a burn-in.
+
+  Args:
+    sampler: a `tfp_sgmcmc.keras` sampler (`SGLD`, `SGHMC`, `SGNHT`,
+      `PreconditionedSGLD`, `AMAGOLD`). When the model lives under a
+      distribution strategy, a copy built under it runs (`self.sampler`).
+    num_examples: N, the number of training examples (the loss is a mean
+      over a batch; the energy needs the sum over the data).
+    prior: log p(theta): a Gaussian prior scale, `GaussianPrior(scale)`,
+      `FlatPrior()`, or a callable on the list of trainable weights. Do not
+      also regularise the model.
+    burnin_epochs, burnin_steps: how long the compiled optimizer trains
+      before the sampler takes over (at most one; neither means sampling
+      from the first step).
+    thinning: keep one sample every `thinning` transitions (train steps; for
+      AMAGOLD, M-H tests).
+    max_samples: keep at most this many samples (the most recent), so that
+      memory stays bounded.
+    energy_data: AMAGOLD only: the training set for the M-H test's energy,
+      as (x, y) arrays or a finite `tf.data.Dataset` of (x, y) batches. The
+      exact test checks that it holds `num_examples` examples.
+    energy_batch_size: batch size for `energy_data` arrays (the exact energy
+      is evaluated in batches of this size; the minibatch test uses one).
+    track_moments: keep running means and variances of the position.
+    backup_dir: the `backup_dir` of a `keras.callbacks.BackupAndRestore`
+      (save_freq="epoch") in the same `fit`, listed after this callback.
+      At every epoch end the callback writes its state into
+      `backup_dir/sampling_callback/` (the model's and the sampler's
+      variables, the burn-in optimizer's, its counters, the kept samples);
+      when `fit` starts and the backup exists, it restores the state of the
+      epoch BackupAndRestore resumes from, so the resumed chain is the one
+      that never stopped. None: no backup.
+    on_divergence: "stop" (default): when the chain diverges, warn
+      (`RuntimeWarning`) with the reason, keep the finite samples, set the
+      model's weights to the last kept sample and set
+      `model.stop_training = True`, so `fit` returns normally; "raise":
+      the same, then raise `SamplerDivergenceError` out of `fit`.
+    max_abs_weight: None, or a bound on |theta|: a weight beyond it counts
+      as divergence (catches unbounded growth before it overflows).
+    step_size_adaptation: AMAGOLD only: None, or a function of an inner
+      kernel returning a TFP step-size adaptation kernel around it, e.g.
+      `lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(inner,
+      num_adaptation_steps=200, target_accept_prob=0.85)` or
+      `tfp.mcmc.DualAveragingStepSizeAdaptation(...)`. After each M-H test
+      the adaptation kernel's `one_step` sees the test's log acceptance
+      ratio and sets the step size eps of the next trajectory; after
+      `num_adaptation_steps` tests eps is frozen (TFP's semantics). The
+      logs report `step_size` and `accept_rate` (per epoch); discard the
+      samples of the adaptation phase (e.g. adapt during an epoch whose
+      samples you drop, or read `sampler.adapting`).
+  """
+
+  def __init__(self, sampler, *, num_examples, prior, burnin_epochs=None,
+               burnin_steps=None, thinning=1, max_samples=100,
+               energy_data=None, energy_batch_size=1000, track_moments=True,
+               backup_dir=None, on_divergence="stop", max_abs_weight=None,
+               step_size_adaptation=None):
+    super().__init__()
+    checks_lib.check_callback_arguments(
+        sampler, num_examples, burnin_epochs, burnin_steps, thinning,
+        max_samples, energy_data, energy_batch_size, on_divergence,
+        max_abs_weight, step_size_adaptation)
+    self._amagold = sampler.has_acceptance_test
+    self._log_prior = priors_lib.as_log_prior(prior)
+    self._spec = sampler
+    self.sampler = None
+    self.num_examples = int(num_examples)
+    self.burnin_epochs = burnin_epochs
+    self.burnin_steps = burnin_steps
+    self.thinning = int(thinning)
+    self.max_samples = int(max_samples)
+    self._step_size_adaptation = step_size_adaptation
+    self._logs = logs_lib.EpochLogs(sampler, num_examples, self._log_prior)
+    self._energies = energies_lib.AcceptanceEnergies(
+        energy_data, energy_batch_size, num_examples, self._log_prior)
+    self._track_moments = bool(track_moments)
+    self._samples = collections.deque(maxlen=self.max_samples)
+    # The model's non-trainable variables at each kept sample (batch norm).
+    self._sample_states = collections.deque(maxlen=self.max_samples)
+    self._sampling = False
+    self._epochs_seen = 0
+    self._steps_seen = 0
+    self._sampler_steps = 0
+    self._transitions = 0
+    self._phases = phases_lib.OptimizerPhases()
+    self._likelihood = None
+    self.mh_seconds = 0.
+    self.num_tests = 0
+    self.num_accepted = 0
+    self.backup_dir = None if backup_dir is None else os.fspath(backup_dir)
+    self.on_divergence = on_divergence
+    self.max_abs_weight = (None if max_abs_weight is None
+                           else float(max_abs_weight))
+    self.divergence = None
+    self._health = health_lib.HealthCheck(self.max_abs_weight)
+    self._traps = traps_lib.FitTraps()  # Misuses of fit (docs/keras.md).
+    # Set when `fit` starts (the model's strategy and steps per execution).
+    self._strategy = None
+    self._spe = 1
+    # Where the current epoch and execution are.
+    self._epoch = 0
+    self._batch_begin = 0
+    self._last_iterations = 0
+    self._trajectory_steps = 0
+
+  # --- Keras hooks ---------------------------------------------------------
+
+  def on_train_begin(self, logs=None):
+    model = self.model
+    self._likelihood = checks_lib.check_model(model)
+    checks_lib.check_steps_per_execution(
+        model, (self.params or {}).get("steps"), self.burnin_steps,
+        self.thinning,
+        self._spec.num_leapfrog_steps if self._amagold else None)
+    if self.divergence is not None:
+      raise SamplerDivergenceError(
+          "this SamplingCallback's chain diverged in an earlier fit ("
+          f"{self.divergence['message']}); start a new SamplingCallback.")
+    self._traps.train_begin(self)
+    self._strategy = model.distribute_strategy
+    self._phases.begin_fit(model, self.sampler)
+    self._spe = int(model.steps_per_execution)
+    self._logs.build(model, self._strategy)
+    if self._restore_backup():
+      return
+    self._traps.check_thinning(self)
+    if self._sampling:
+      self._install()
+    elif (self.burnin_epochs is not None and
+          self._epochs_seen >= self.burnin_epochs) or (
+              self.burnin_steps is not None and
+              self._steps_seen >= self.burnin_steps) or (
+                  self.burnin_epochs is None and self.burnin_steps is None):
+      self._start_sampling()
+
+  def on_epoch_begin(self, epoch, logs=None):
+    self._epoch = epoch
+    self._logs.start_epoch()
+    self._traps.epoch_begin(self, epoch)
+
+  def on_test_begin(self, logs=None):
+    self._traps.test_begin(self)
+
+  def on_train_batch_begin(self, batch, logs=None):
+    self._batch_begin = batch
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self.divergence is not None:
+      return
+    steps = batch - self._batch_begin + 1
+    self._steps_seen += steps
+    self._traps.batch_end(self)
+    if not self._sampling:
+      if (self.burnin_steps is not None and
+          self._steps_seen >= self.burnin_steps):
+        self._start_sampling()
+    else:
+      if self._spe == 1:
+        steps = 1
+      else:
+        # The true count: the last execution of an epoch may be partial.
+        iterations = self.sampler.step_count
+        steps, self._last_iterations = (iterations - self._last_iterations,
+                                        iterations)
+      self._sampler_steps += steps
+      if self._amagold:
+        self._trajectory_steps += steps
+        if self._trajectory_steps >= self.sampler.num_leapfrog_steps:
+          self._metropolis_hastings(batch)
+      else:
+        # Each train step is a transition. The loss (already on the host)
+        # is checked at every one, the whole state (one small compiled
+        # reduction) before a sample is kept. AMAGOLD rejects a non-finite
+        # trajectory in its M-H test, so its state is checked after the
+        # test, not between leapfrog steps.
+        previous, self._transitions = self._transitions, self._sampler_steps
+        keep = self._transitions // self.thinning > previous // self.thinning
+        if self._check_health(batch, logs, full=keep):
+          return
+        if keep:
+          self._keep_sample()
+
+  def on_epoch_end(self, epoch, logs=None):
+    self._add_logs(logs)  # The epoch that ran, before a swap.
+    if self.divergence is not None:
+      return
+    self._traps.epoch_end(self, epoch, logs)
+    if self._sampling and not self._amagold and self._check_health(
+        None, logs, full=True):
+      return  # Nothing diverged is backed up.
+    self._epochs_seen += 1
+    if (not self._sampling and self.burnin_epochs is not None and
+        self._epochs_seen >= self.burnin_epochs):
+      self._start_sampling()
+    if self.backup_dir is not None:
+      self._save_backup(epoch + 1)
+
+  def on_train_end(self, logs=None):
+    self._traps.train_end(self)
+    if not self._sampling:
+      return
+    if self.divergence is not None:
+      self._leave_diverged_chain()
+      return
+    with self._strategy.scope():
+      self.sampler.end_sampling()
+    self._use_burnin_optimizer()
+
+  # --- sampling ------------------------------------------------------------
+
+  def _build_sampler(self, spec):
+    strategy = self.model.distribute_strategy
+    with strategy.scope():
+      # The TF optimizer binds the strategy current at its construction.
+      built_for = getattr(spec, "_distribution_strategy", None)
+      if spec.built or built_for is not strategy:
+        spec = type(spec).from_config(spec.get_config())
+      spec.configure(self.num_examples, self._log_prior,
+                     track_moments=self._track_moments,
+                     step_size_adaptation=self._step_size_adaptation)
+      spec.build(self.model.trainable_variables)
+    options_lib.check_sampler_options(spec)
+    self._phases.new_sampler()
+    return spec
+
+  def _start_sampling(self):
+    self.sampler = self._build_sampler(self._spec)
+    self._sampling = True
+    self._transitions = 0
+    self._install()
+
+  def _use_burnin_optimizer(self):
+    self._phases.use_burnin(self.model)
+
+  @property
+  def _burnin_optimizer(self):
+    return self._phases.burnin_optimizer
+
+  def _install(self, begin=True):
+    self._phases.use_sampler(self.model, self.sampler)
+    self._last_iterations = self.sampler.step_count
+    if not begin:  # Restored mid-run: the state is already the running one.
+      return
+    self._trajectory_steps = 0
+    with self._strategy.scope():
+      if self._amagold and not self.sampler.initialized:
+        self._energies.start(self.sampler, self.model, self._likelihood)
+      self.sampler.begin_sampling()
+
+  def _keep_sample(self):
+    with self._strategy.scope():
+      state = [np.array(s) for s in self.sampler.chain_state()]
+    # Only finite samples are kept (the health check runs first; this is
+    # the last guard, e.g. for a chain state derived from a NaN momentum).
+    if all(np.all(np.isfinite(s)) for s in state):
+      self._samples.append(state)
+      self._sample_states.append(
+          posterior_io.non_trainable_state(self.model))
+
+  def _metropolis_hastings(self, batch=None):
+    self._trajectory_steps = 0
+    start = time.perf_counter()
+    with self._strategy.scope():
+      accepted, health = self._energies.run_test(
+          self.sampler, self.model, self._likelihood, self._health)
+    self.mh_seconds += time.perf_counter() - start
+    self.num_tests += 1
+    self.num_accepted += int(accepted)
+    self._logs.count_test(accepted)
+    self._transitions += 1
+    if self._check_health(batch, None, full=True, values=health):
+      return
+    if self._transitions % self.thinning == 0:
+      self._keep_sample()
+
+  # --- divergence ----------------------------------------------------------
+
+  def _check_health(self, batch, logs, full, values=None):
+    """Returns True (and stops or raises) if the chain diverged: the loss
+    in `logs`, and with `full` the weights and the sampler's state."""
+    what = self._health.problem(self.model, self.sampler, self._strategy,
+                                logs, full, values)
+    if not what:
+      return False
+    self._diverge(batch, what)
+    return True
+
+  def _diverge(self, batch, what):
+    self.divergence = health_lib.divergence_report(
+        self.sampler, self._epoch, batch, len(self._samples), what)
+    self.model.stop_training = True
+    if self.on_divergence == "raise":
+      self._leave_diverged_chain()
+      raise SamplerDivergenceError(self.divergence["message"])
+    warnings.warn(self.divergence["message"], RuntimeWarning, stacklevel=2)
+
+  def _leave_diverged_chain(self):
+    if self._samples:
+      with self._strategy.scope():
+        for v, x in zip(self.model.trainable_variables, self._samples[-1]):
+          v.assign(x)
+    self._use_burnin_optimizer()
+
+  # --- backup and restore ----------------------------------------------------
+
+  def _save_backup(self, fit_epoch):
+    backup_lib.save_backup(self, fit_epoch)
+
+  def _restore_backup(self):
+    return backup_lib.restore_backup(self)
+
+  # --- logs ----------------------------------------------------------------
+
+  def _add_logs(self, logs):
+    self._logs.add(logs, self._strategy,
+                   self.sampler if self._sampling else None)
+
+  # --- results -------------------------------------------------------------
+
+  @property
+  def samples(self):
+    """The kept samples: a list (oldest first) of lists of arrays, one per
+    trainable variable."""
+    return list(self._samples)
+
+  @property
+  def acceptance_rate(self):
+    """AMAGOLD: accepted / tested trajectories over the whole run."""
+    return self.num_accepted / self.num_tests if self.num_tests else math.nan
+
+  @property
+  def posterior(self):
+    """A `Posterior` of the kept samples and the running moments."""
+    if self.model is None:
+      raise ValueError("the callback has not run yet.")
+    count, mean, variance = 0, None, None
+    if self.sampler is not None:
+      with self.model.distribute_strategy.scope():
+        count, mean, variance = self.sampler.moments()
+    metadata = dict(
+        sampler=type(self._spec).__name__, seed=int(self._spec.seed),
+        sampler_config=backup_lib.jsonable(self._spec.get_config()),
+        num_examples=self.num_examples, thinning=self.thinning,
+        max_samples=self.max_samples, burnin_epochs=self.burnin_epochs,
+        burnin_steps=self.burnin_steps, num_tests=self.num_tests,
+        num_accepted=self.num_accepted)
+    probabilities_loss = fit_checks.probabilities_loss(self._likelihood)
+    if probabilities_loss:
+      metadata["probabilities_loss"] = probabilities_loss
+    return posterior_lib.Posterior.from_kept_samples(
+        self.model, self._samples, self._sample_states, self._likelihood,
+        count, mean, variance, metadata)
+
+  def predict(self, x, batch_size=256):
+    """The Bayesian model average over the kept samples (see
+    `Posterior.predict`)."""
+    return self.posterior.predict(x, batch_size=batch_size)
+
+  def save(self, path):
+    """Saves the kept samples and moments (`Posterior.load(path, model)`)."""
+    return self.posterior.save(path)

@@ -1,0 +1,71 @@
+"""What `SamplingCallback` adds to Keras' epoch logs.
+
+`energy` = N * loss - log p(theta) (`tfp_sgmcmc.energy.minibatch_energy` of
+Keras' running mean loss over the epoch and the prior at the epoch's end),
+the sampler's `log_diagnostics` (`step_size`; SGNHT's `thermostat`;
+AMAGOLD's `exact_energy`) and, for AMAGOLD, this epoch's `accept_rate`.
+Every key is present at every epoch (NaN during burn-in), so that each
+`History` list has one entry per epoch. Nothing here runs per train step.
+"""
+
+import math
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.targets import energy as energy_lib
+
+__all__ = ["EpochLogs"]
+
+
+class EpochLogs:
+  """The epoch-end log values, and the M-H tests counted in the epoch.
+
+  Args:
+    sampler: the sampler (its `log_keys`).
+    num_examples: N.
+    log_prior: log p(theta), a function of the list of trainable weights.
+  """
+
+  def __init__(self, sampler, num_examples, log_prior):
+    self._keys = ["energy"] + sampler.log_keys()
+    self._num_examples = int(num_examples)
+    self._log_prior = log_prior
+    self._log_prior_function = None
+    self.tests = 0
+    self.accepted = 0
+
+  def build(self, model, strategy):
+    """Compiles log p(theta) of the model's weights, once."""
+    if self._log_prior_function is not None:
+      return
+    with strategy.scope():
+      self._log_prior_function = tf.function(
+          lambda: self._log_prior(
+              [v.value for v in model.trainable_variables]),
+          autograph=False)
+
+  def start_epoch(self):
+    self.tests = 0
+    self.accepted = 0
+
+  def count_test(self, accepted):
+    self.tests += 1
+    self.accepted += int(accepted)
+
+  def add(self, logs, strategy, sampler=None):
+    """Adds the values to `logs`; `sampler` None during burn-in."""
+    if logs is None:
+      return
+    values = dict.fromkeys(self._keys, math.nan)
+    with strategy.scope():
+      if "loss" in logs:
+        values["energy"] = float(energy_lib.minibatch_energy(
+            np.float64(logs["loss"]), self._log_prior_function(),
+            self._num_examples))
+      if sampler is not None:
+        values.update(sampler.log_diagnostics())
+        if sampler.has_acceptance_test:
+          values["accept_rate"] = (self.accepted / self.tests if self.tests
+                                   else math.nan)
+    logs.update(values)

@@ -1,0 +1,286 @@
+"""The base of the library's kernels: TFP's protocol and the step, written once.
+
+A kernel is a `tfp.mcmc.TransitionKernel` that keeps its constructor
+arguments in `self._parameters` (so `kernel.copy(...)` works) and writes
+only its transition:
+
+    class MyKernel(StochasticGradientKernel):
+      _results_type = MyKernelResults      # a namedtuple with the shared
+      _scope = "my_kernel"                 # fields (see below)
+
+      def _transition(self, state, previous_results, step):
+        energy, grad = minibatch_energy_and_gradient(
+            self.target, state, random.derive_seeds(step.seed, 1)[0],
+            self.compute_energy)
+        new_state = dynamics.sgld_update(state, grad, step.size, 1.,
+                                         step.seed)
+        return Move(new_state, energy, checked=[new_state])
+
+Everything else is here: the checks of what `one_step` is given, the step
+size (a schedule's value, or the results' so that TFP's adaptation kernels
+can set it), the per-chain divergence bookkeeping (a chain whose energy or
+new state is not finite keeps its last finite state and is flagged
+`diverged`), the results' shared fields (`energy`, `step_size`,
+`step_count`, `diverged`, `seed`, `target_log_prob`) and
+`bootstrap_results`.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import (as_dtype, choose, finite_per_chain,
+                                   state_dtype)
+from tfp_sgmcmc.kernels import checks
+from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.kernels import results_guard
+from tfp_sgmcmc.targets.checks import check_initial_state
+
+__all__ = ["StochasticGradientKernel", "Move", "Step",
+           "minibatch_energy_and_gradient", "not_computed", "step_size_at",
+           "temperature_at", "initial_step_size"]
+
+
+class Step(collections.namedtuple("Step", ["count", "size", "seed",
+                                           "dtype"])):
+  """What a transition needs of the step: its count (a scalar), its step
+  size (the results' or a schedule's value), its seed and the state's
+  dtype."""
+  __slots__ = ()
+
+
+class Move(collections.namedtuple(
+    "Move", ["state", "energy", "checked", "kept", "fields", "finite"])):
+  """What a transition proposes.
+
+  Fields:
+    state: the new state.
+    energy: the results' energy field (None: not computed, NaN reported).
+    checked: structures that must be finite (with `energy`) for a chain not
+      to diverge.
+    kept: {results field: new value} of per-chain fields a diverged chain
+      keeps from the previous results (momentum, thermostat, ...).
+    fields: {results field: value, or a function of the per-chain
+      `diverged` flags} of the other kernel-specific fields.
+    finite: per-chain finiteness computed by the transition itself (then
+      `energy` and `checked` are not checked again).
+  """
+  __slots__ = ()
+
+  def __new__(cls, state, energy, checked=(), kept=None, fields=None,
+              finite=None):
+    return super().__new__(cls, state, energy, checked, kept or {},
+                           fields or {}, finite)
+
+
+class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
+  """The shared protocol and step of the stochastic-gradient kernels.
+
+  Not calibrated: a kernel has no Metropolis-Hastings test of its own
+  (AMAGOLD and the amortized Barker add one by composition with
+  `AmortizedMetropolisHastings`).
+
+  Continuing a chain: `one_step` reads the step size from the previous
+  results (TFP's convention, so that `SimpleStepSizeAdaptation` and
+  `DualAveragingStepSizeAdaptation` can set it); results with another step
+  size therefore continue with theirs (eagerly a
+  `StepSizeFromResultsWarning` says so, unless the kernel was built with
+  `store_parameters_in_results=True`, as TFP's adaptation kernels rebuild
+  it). Results that cache a value of another target are refused
+  (`results_guard.cached_value_field`).
+
+  Subclasses set `_results_type` and `_scope`, implement `_transition`,
+  and may override `_initial_fields`, `_bootstrap_energy` and
+  `_initial_log_prob`.
+  """
+
+  _results_type = None
+  _scope = None
+  # The results field of the minibatch energy.
+  _energy_field = "energy"
+  # Kernels whose results TFP's MetropolisHastings may choose per chain
+  # (those with a `log_acceptance_correction`) count steps per chain with a
+  # full-batch target (`interop.step_count_of`).
+  _per_chain_step_count = False
+
+  @property
+  def parameters(self):
+    return self._parameters
+
+  @property
+  def is_calibrated(self):
+    return False
+
+  @property
+  def reports_exact_log_prob(self):
+    """Whether the results' `target_log_prob` is the log density (a
+    full-batch target), which TFP's exact wrappers may compare."""
+    return interop.reports_exact_log_prob(self.target)
+
+  target = interop.sampled_target_property()
+  target_log_prob_fn = arguments.parameter_property("target_log_prob_fn")
+  step_size = arguments.parameter_property("step_size")
+  name = arguments.parameter_property("name")
+
+  @property
+  def compute_energy(self):
+    return self._parameters.get("compute_energy", True)
+
+  @property
+  def store_parameters_in_results(self):
+    """True when a TFP step-size adaptation kernel wraps this one (it sets
+    the step size through the results, so no warning is given)."""
+    return self._parameters["store_parameters_in_results"]
+
+  def _cached_value_field(self, results):
+    if not interop.reports_exact_log_prob(self.target) or not tf.is_tensor(
+        getattr(results, "target_log_prob", None)):
+      return None
+    return ("target_log_prob", results.target_log_prob,
+            lambda state: -self.target.energy(state))
+
+  # --- the step ------------------------------------------------------------
+
+  def _transition(self, state, previous_results, step):
+    """The kernel's move from `state`: returns a `Move`."""
+    raise NotImplementedError
+
+  def _temperature_at(self, step):
+    return temperature_at(self.step_size, step.count, self.temperature,
+                          step.dtype)
+
+  def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = checks.check_step(self, current_state,
+                                      previous_kernel_results,
+                                      self._results_type)
+    with tf.name_scope(self.name or self._scope + "_one_step"):
+      prev = previous_kernel_results
+      dtype = state_dtype(current_state)
+      count = interop.step_count_of(prev)
+      step = Step(count, step_size_at(self.step_size, count, prev.step_size,
+                                      dtype), seed, dtype)
+      move = self._transition(current_state, prev, step)
+      next_state, results = self._finish(current_state, prev, step, move)
+    if tf.executing_eagerly():
+      results_guard.record_results(self, next_state, results)
+    return next_state, results
+
+  def _finish(self, current_state, prev, step, move):
+    """Divergence bookkeeping and the results of a `Move`."""
+    energy = move.energy
+    if move.finite is not None:
+      finite = move.finite
+    elif energy is None:
+      # Not computed: the moved state (linear in the gradient in every
+      # update here) carries a non-finite gradient.
+      finite = finite_per_chain(None, move.checked, chains=prev.diverged)
+      energy = not_computed(prev.diverged, step.dtype)
+    else:
+      finite = finite_per_chain(energy, move.checked)
+    diverged = tf.broadcast_to(prev.diverged, tf.shape(finite)) | ~finite
+    next_state = choose(diverged, current_state, move.state)
+    fields = {name: choose(diverged, getattr(prev, name), value)
+              for name, value in move.kept.items()}
+    for name, value in move.fields.items():
+      fields[name] = value(diverged) if callable(value) else value
+    fields.setdefault(self._energy_field, energy)
+    if "target_log_prob" not in fields:
+      fields["target_log_prob"] = interop.target_log_prob(
+          self.target, next_state, energy)
+    fields.update(step_size=step.size, step_count=prev.step_count + 1,
+                  diverged=diverged, seed=tfp.random.sanitize_seed(step.seed))
+    return next_state, self._results_type(**fields)
+
+  # --- the start -----------------------------------------------------------
+
+  def _bootstrap_energy(self, init_state):
+    """(U~ at the initial state on the bootstrap minibatch, extra fields)."""
+    return self.target.minibatch_energy(init_state,
+                                        random.BOOTSTRAP_SEED), {}
+
+  def _initial_fields(self, init_state, energy):
+    """The kernel-specific results fields at the start."""
+    del init_state, energy
+    return {}
+
+  def _initial_log_prob(self, init_state, energy):
+    del init_state
+    return -energy
+
+  def bootstrap_results(self, init_state):
+    with tf.name_scope((self.name or self._scope) + "_bootstrap_results"):
+      check_initial_state(init_state, self.target)
+      dtype = state_dtype(init_state)
+      energy, fields = self._bootstrap_energy(init_state)
+      energy = tf.cast(energy, dtype)
+      if not self.compute_energy:
+        energy = not_computed(tf.math.is_finite(energy), dtype)
+      fields.update(self._initial_fields(init_state, energy))
+      fields.setdefault("target_log_prob",
+                        self._initial_log_prob(init_state, energy))
+      count = (interop.initial_step_count(self.target, energy)
+               if self._per_chain_step_count else tf.constant(0, tf.int32))
+      fields.update({self._energy_field: energy},
+                    step_size=initial_step_size(self.step_size, dtype),
+                    step_count=count,
+                    diverged=tf.zeros(tf.shape(energy), tf.bool),
+                    seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED))
+      results = self._results_type(**fields)
+    if tf.executing_eagerly():
+      results_guard.record_results(self, init_state, results)
+    return results
+
+
+def minibatch_energy_and_gradient(target, state, seed, compute_energy):
+  """(U~, grad U~) on the batch of `seed`; with `compute_energy=False` only
+  the gradient (`target.gradient`: under XLA the energy's own work, e.g. a
+  log1p per example, is not done) and None for the energy."""
+  if compute_energy:
+    return target.energy_and_gradient(state, seed)
+  return None, target.gradient(state, seed)
+
+
+def not_computed(chains, dtype):
+  """NaN per chain (shape of the boolean `chains`, e.g. the `diverged`
+  flags): the `energy` / `target_log_prob` a kernel built with
+  `compute_energy=False` reports. NaN, so it is never taken for a value."""
+  return tf.fill(tf.shape(chains), tf.constant(np.nan, dtype))
+
+
+def step_size_at(step_size, step_count, previous_step_size, dtype):
+  """A schedule's value at this step; otherwise the (adaptable) result field.
+
+  Reading a constant step size from the previous results, as TFP's HMC does,
+  lets `SimpleStepSizeAdaptation` and `DualAveragingStepSizeAdaptation` set it
+  (also a list, one per state part, which they adapt part by part).
+  """
+  if arguments.is_schedule(step_size):
+    return tf.cast(step_size(step_count, dtype=dtype), dtype)
+  if arguments.is_per_part(previous_step_size):
+    return [as_dtype(h, dtype) for h in previous_step_size]
+  return as_dtype(previous_step_size, dtype)
+
+
+def temperature_at(step_size, step_count, temperature, dtype):
+  """The temperature of this step's injected noise.
+
+  A schedule with a `noise_scale(step_count)` (e.g. the exploration phase of
+  `CyclicalSchedule`) scales it; otherwise it is the kernel's temperature.
+  """
+  t = as_dtype(temperature, dtype)
+  scale = getattr(step_size, "noise_scale", None)
+  if arguments.is_schedule(step_size) and scale is not None:
+    t = t * tf.cast(scale(step_count, dtype=dtype), dtype)
+  return t
+
+
+def initial_step_size(step_size, dtype):
+  if arguments.is_schedule(step_size):
+    return tf.cast(step_size(tf.constant(0, tf.int32), dtype=dtype), dtype)
+  if arguments.is_per_part(step_size):
+    return [as_dtype(h, dtype) for h in step_size]
+  return as_dtype(step_size, dtype)

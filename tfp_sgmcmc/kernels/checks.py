@@ -1,0 +1,93 @@
+"""The checks a kernel makes of its arguments and of what `one_step` is given,
+each naming the argument, the value seen and the fix; at construction or at
+trace time, never per step."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.kernels import results_guard
+
+__all__ = ["check_step", "check_compute_energy"]
+
+
+def check_step(kernel, state, results, results_type):
+  """Static checks, at trace time (no cost per step), that `results` were
+  made for this kernel and this state: the results' type, the state's parts
+  (tensors; numpy arrays are converted), and the state's chain dimensions and
+  dtype against those of the results' `energy`. Eagerly, also the cached
+  target-dependent value (`check_cached_values`, once per results this
+  kernel did not return) and the step size (`warn_if_step_size_differs`).
+  Returns the state."""
+  state = _check_step_structure(kernel, state, results, results_type)
+  if tf.executing_eagerly():
+    results_guard.check_cached_values(kernel, state, results, "previous_kernel_results")
+    results_guard.warn_if_step_size_differs(kernel, results, "previous_kernel_results")
+  return state
+
+
+def _check_step_structure(kernel, state, results, results_type):
+  name = type(kernel).__name__
+  if not isinstance(results, results_type):
+    raise TypeError(
+        f"`previous_kernel_results` of {name}.one_step are "
+        f"{type(results).__name__}, not {results_type.__name__}: they come "
+        f"from another kernel. Start from {name}.bootstrap_results(state) "
+        "or pass the results this kernel returned.")
+  parts = []
+  for i, part in enumerate(tf.nest.flatten(state)):
+    if isinstance(part, np.ndarray):
+      part = tf.convert_to_tensor(part)
+    if not tf.is_tensor(part):
+      raise TypeError(
+          f"`current_state` part {i} of {name}.one_step is a "
+          f"{type(part).__name__}, not a tensor: convert it once, e.g. "
+          "tf.constant(x, tf.float32).")
+    parts.append(part)
+  state = tf.nest.pack_sequence_as(state, parts)
+  energy = None
+  for field in ("energy", "minibatch_energy", "target_log_prob"):
+    energy = getattr(results, field, None)
+    if tf.is_tensor(energy):
+      break
+  if not tf.is_tensor(energy):
+    return state
+  if parts and parts[0].dtype != energy.dtype:
+    raise TypeError(
+        f"`current_state` has dtype {parts[0].dtype.name} but "
+        f"`previous_kernel_results` hold {energy.dtype.name} values: pass the "
+        "state and results of one run (or bootstrap_results(state)).")
+  chains = energy.shape
+  if chains.rank is None:
+    return state
+  for i, part in enumerate(parts):
+    if part.shape.rank is not None and (
+        part.shape.rank < chains.rank or
+        not part.shape[:chains.rank].is_compatible_with(chains)):
+      raise ValueError(
+          f"`previous_kernel_results` are for chains of shape {list(chains)}"
+          f" (the shape of their `energy`), but `current_state` part {i} has"
+          f" shape {list(part.shape)}: pass the results returned with this "
+          "state, or bootstrap_results(state) for new chains.")
+  return state
+
+
+def check_compute_energy(compute_energy, target):
+  """`compute_energy` is a Python bool, and False only with a minibatch
+  target (see `minibatch_energy_and_gradient`)."""
+  if not isinstance(compute_energy, bool):
+    raise TypeError(
+        f"`compute_energy` must be a Python bool (True or False); got "
+        f"{compute_energy!r} of type {type(compute_energy).__name__}. Pass "
+        "compute_energy=False to skip the per-step minibatch energy (the "
+        "results' `energy` and `target_log_prob` then hold NaN), or True "
+        "(the default) to report it.")
+  if not compute_energy and interop.reports_exact_log_prob(target):
+    raise ValueError(
+        "`compute_energy=False` skips a minibatch target's per-step energy, "
+        "but this kernel samples a full-batch target (`target_log_prob_fn=` "
+        "or InMemoryTarget(..., full_batch=True)): its exact log density is "
+        "the results' `target_log_prob`, which tfp.mcmc.MetropolisHastings "
+        "compares and the MALA correction needs, and it comes with the "
+        "gradient at no extra pass. Drop `compute_energy=False` (or pass "
+        "compute_energy=True).")

@@ -1,0 +1,186 @@
+"""How the kernels take part in TFP's `tfp.mcmc` protocol.
+
+* `resolve_target`: a kernel built from a minibatch `target`, from TFP's
+  full-batch `target_log_prob_fn`, or from a function a TFP wrapper built
+  on a target's own (`TransformedTransitionKernel` rebuilds the innermost
+  kernel with `copy(target_log_prob_fn=...)`).
+* The `target_log_prob` results field and the step count, which TFP's
+  `MetropolisHastings` compares and chooses per chain.
+* Exact wrappers: TFP's `MetropolisHastings` and `ReplicaExchangeMC`
+  compare `target_log_prob` across states as a log density. Around a kernel
+  whose `target_log_prob` is a minibatch estimate that is a silent wrong
+  answer, so they refuse such a kernel when they are given it (at wrap
+  time: `MetropolisHastings(kernel)`, and each kernel `make_kernel_fn`
+  makes). `install_exact_wrapper_checks` adds that check to TFP's two
+  classes (it runs on import of `tfp_sgmcmc.kernels`); a kernel says what
+  it reports through its `reports_exact_log_prob` property, and wrappers
+  in between (TransformedTransitionKernel, step-size adaptation,
+  `StepSeeded`) are looked through by their `inner_kernel`.
+"""
+
+import functools
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc.targets import log_prob as log_prob_lib
+from tfp_sgmcmc.targets.base import check_target
+
+__all__ = ["resolve_target", "sampled_target_property", "step_count_of",
+           "initial_step_count", "reports_exact_log_prob", "target_log_prob",
+           "install_exact_wrapper_checks"]
+
+
+def resolve_target(target, target_log_prob_fn):
+  """The target a kernel samples, from its `target` / `target_log_prob_fn`.
+
+  Returns (target to sample, `target` parameter, `target_log_prob_fn`
+  parameter). A kernel keeps the two parameters (so TFP's wrappers find
+  `target_log_prob_fn` and `kernel.copy(target_log_prob_fn=f)` rebuilds
+  it) and samples the first:
+
+  * `target` alone: that minibatch target; the reported
+    `target_log_prob_fn` is its `MinibatchLogProb`.
+  * `target_log_prob_fn` alone: a full-batch log density (exact gradients).
+  * both, the function not the target's own: a function a TFP wrapper built
+    on the target's (`LogProbFnTarget(fn, base_target=target)`).
+  """
+  if target is None and target_log_prob_fn is None:
+    raise TypeError(
+        "got `target`=None (NoneType) and no `target_log_prob_fn`: give "
+        "`target` (a tfp_sgmcmc minibatch target such as InMemoryTarget) or "
+        "`target_log_prob_fn` (a full-batch log density taking one argument "
+        "per state part, as TFP's HMC does).")
+  if target is not None:
+    check_target(target)
+  if target_log_prob_fn is None:
+    return target, target, log_prob_lib.minibatch_log_prob_fn(target)
+  if not callable(target_log_prob_fn):
+    raise TypeError("`target_log_prob_fn` must be callable (state parts -> "
+                    f"log density per chain); got {target_log_prob_fn!r}.")
+  if target is None:
+    return (log_prob_lib.LogProbFnTarget(target_log_prob_fn), None,
+            target_log_prob_fn)
+  if target_log_prob_fn is log_prob_lib.minibatch_log_prob_fn(target):
+    return target, target, target_log_prob_fn
+  if isinstance(target_log_prob_fn, log_prob_lib.MinibatchLogProb):
+    # Another target's own function: `kernel.copy(target=new)` carries the
+    # old target's function in `parameters`; the new target replaces both.
+    return target, target, log_prob_lib.minibatch_log_prob_fn(target)
+  return (log_prob_lib.LogProbFnTarget(target_log_prob_fn, target), target,
+          target_log_prob_fn)
+
+
+def sampled_target_property():
+  """`kernel.target`: the target the kernel samples (see `resolve_target`)."""
+  return property(lambda self: self._target,  # pylint: disable=protected-access
+                  doc="The target the kernel samples: its `target`, the "
+                  "full-batch `target_log_prob_fn`, or a TFP wrapper's "
+                  "function built on the target's.")
+
+
+def reports_exact_log_prob(target):
+  """Whether `target`'s energies and gradients are exact (no minibatch), so
+  that a kernel's `target_log_prob` is the log density."""
+  return log_prob_lib.is_full_batch(target)
+
+
+def step_count_of(results):
+  """The kernel's step count as one scalar.
+
+  Kernels with a full-batch target keep `step_count` per chain, because
+  `tfp.mcmc.MetropolisHastings` chooses every results field per chain (a
+  scalar would change shape after one step); a rejected chain's count then
+  lags, and the clock is the largest count."""
+  count = results.step_count
+  if count.shape.rank:
+    return tf.reduce_max(count)
+  return count
+
+
+def initial_step_count(target, energy):
+  """0, per chain for a full-batch target (see `step_count_of`)."""
+  if reports_exact_log_prob(target):
+    return tf.zeros(tf.shape(energy), tf.int32)
+  return tf.constant(0, tf.int32)
+
+
+def target_log_prob(target, state, energy_seen):
+  """The `target_log_prob` results field.
+
+  Full-batch target: the exact log density at `state` (the state the step
+  returns; one extra evaluation, no gradient), which TFP's
+  MetropolisHastings and ReplicaExchangeMC compare. Minibatch target:
+  -`energy_seen`, the minibatch estimate the step computed anyway (at the
+  point where it evaluated it, not necessarily `state`)."""
+  if log_prob_lib.is_full_batch(target):
+    return tf.cast(-target.energy(state), energy_seen.dtype)
+  return -energy_seen
+
+
+# --- TFP's exact wrappers ----------------------------------------------------
+
+
+def _first_sgmcmc_kernel(kernel):
+  """The outermost `tfp_sgmcmc` kernel at or inside `kernel` (looking
+  through wrappers by `inner_kernel`), or None."""
+  seen = set()
+  while kernel is not None and id(kernel) not in seen:
+    seen.add(id(kernel))
+    if hasattr(type(kernel), "reports_exact_log_prob"):
+      return kernel
+    kernel = getattr(kernel, "inner_kernel", None)
+  return None
+
+
+def refuse_inexact(kernel, wrapper):
+  """Raises if `kernel` (or the tfp_sgmcmc kernel inside it) reports a
+  minibatch estimate as `target_log_prob`, for TFP's `wrapper` to compare."""
+  ours = _first_sgmcmc_kernel(kernel)
+  if ours is None or ours.reports_exact_log_prob:
+    return
+  raise ValueError(
+      f"tfp.mcmc.{wrapper} around {type(ours).__name__} with a minibatch "
+      "target: its `target_log_prob` is a minibatch estimate (-U~ on one "
+      "batch), and an accept/reject or replica-swap test on minibatch "
+      "energies does not sample the posterior. Give the kernel a "
+      "full-batch log density (`target_log_prob_fn=...`, e.g. through "
+      "make_kernel_fn=lambda fn: tfp_sgmcmc.SGLD(target_log_prob_fn=fn"
+      ", step_size=...), or InMemoryTarget(..., full_batch=True)), or "
+      "use tfp_sgmcmc.AMAGOLD, whose amortized test is exact on "
+      "minibatches.")
+
+
+_INSTALLED = "_tfp_sgmcmc_checks_exactness"
+
+
+def install_exact_wrapper_checks():
+  """Makes TFP's `MetropolisHastings` refuse, when built, an inner kernel
+  that reports a minibatch estimate, and `ReplicaExchangeMC` each such
+  kernel its `make_kernel_fn` makes (idempotent)."""
+  mh = tfp.mcmc.MetropolisHastings
+  if not getattr(mh, _INSTALLED, False):
+    original_init = mh.__init__
+
+    @functools.wraps(original_init)
+    def checked_init(self, inner_kernel, *args, **kwargs):
+      original_init(self, inner_kernel, *args, **kwargs)
+      refuse_inexact(inner_kernel, type(self).__name__)
+    mh.__init__ = checked_init
+    setattr(mh, _INSTALLED, True)
+  remc = tfp.mcmc.ReplicaExchangeMC
+  if not getattr(remc, _INSTALLED, False):
+    original = remc.make_kernel_fn
+
+    def checked_make_kernel_fn(self):
+      make = original.fget(self)
+
+      @functools.wraps(make)
+      def make_checked(*args, **kwargs):
+        kernel = make(*args, **kwargs)
+        refuse_inexact(kernel, type(self).__name__)
+        return kernel
+      return make_checked
+    remc.make_kernel_fn = property(checked_make_kernel_fn,
+                                   doc=original.__doc__)
+    setattr(remc, _INSTALLED, True)

@@ -1,0 +1,389 @@
+"""What a kernel remembers about the results it returns, and the checks of
+results a kernel did not make.
+
+A kernel's results carry state that a later step uses: the step size (TFP's
+convention: adaptation kernels set it there) and, for some kernels, a value
+that depends on the target (AMAGOLD's cached full-data U(theta), the exact
+`target_log_prob` of a full-batch kernel). Results from another kernel,
+another target or another state would then be used silently. Eagerly, a
+kernel remembers what it returned (`record_results`), so that its own
+results cost nothing to accept, and checks anything else once
+(`check_cached_values`, `warn_if_step_size_differs`);
+`check_kernel_results` does the same down a stack of wrappers before a
+compiled run, where nothing can be checked per step.
+"""
+
+import warnings
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc._structure import as_dtype
+
+__all__ = ["StepSizeFromResultsWarning", "record_results",
+           "cached_value_field", "check_cached_values",
+           "check_kernel_results", "with_step_size",
+           "warn_if_step_size_differs"]
+
+
+class StepSizeFromResultsWarning(UserWarning):
+  """`one_step` was given results whose `step_size` differs from the
+  kernel's own `step_size`: the step uses the results' value (TFP's
+  convention, through which adaptation kernels set it)."""
+
+
+class _Known:
+  """Cached values known to be right, per chain, and the state they belong
+  to (its tensors, and its per-chain keys once computed)."""
+
+  def __init__(self, values, parts, keys=None):
+    self.values, self.parts, self._keys = values, parts, keys
+
+  def keys(self):
+    if self._keys is None:
+      self._keys = _state_key(self.parts, self.values.shape)
+    return self._keys
+
+
+class _ResultsGuard:
+  """What a kernel remembers, in eager mode only, about the results it
+  returned, so that results it made itself are not checked again.
+
+  Per chain, the values of the kernel's cached target-dependent field
+  (`cached_value_field`) known to be right, with the state they belong to:
+  those it returned last and those it last checked or accepted. Results
+  coming back from the kernel's own last step with the state it returned
+  (the same tensors) cost one comparison of a few numbers; results chosen
+  per chain (e.g. by `tfp.mcmc.MetropolisHastings`) are matched chain by
+  chain through a weighted sum of the state (`_state_key`). Anything else
+  (results of another kernel object, loaded from a file or edited, or given
+  with another state) is checked against the target once.
+  """
+
+  def __init__(self):
+    self.returned = None  # _Known
+    self.accepted = None
+    self.step_size_warned = False
+
+  def known(self, values, parts):
+    """Whether `values` with state `parts` are known; returns (known, the
+    `_Known` of them)."""
+    same_values = lambda k: (k is not None and k.values.shape == values.shape
+                             and np.array_equal(k.values, values,
+                                                equal_nan=True))
+    for k in (self.returned, self.accepted):
+      if same_values(k) and len(k.parts) == len(parts) and all(
+          a is b for a, b in zip(k.parts, parts)):
+        return True, k
+    entry = _Known(values, parts)
+    ok = np.zeros(values.shape, bool)
+    for k in (self.returned, self.accepted):
+      if k is not None and k.values.shape == values.shape:
+        same = (k.values == values) | (np.isnan(k.values) & np.isnan(values))
+        if same.any():
+          ok |= same & (k.keys() == entry.keys())
+    return bool(ok.all()), entry
+
+
+def _guard(kernel):
+  # A shell kernel (TFP's `_impl` convention: AMAGOLD, AmortizedBarker)
+  # keeps its guard on the kernel that steps.
+  kernel = getattr(kernel, "_impl", kernel)
+  return kernel.__dict__.setdefault("_tfp_sgmcmc_results_guard",
+                                    _ResultsGuard())
+
+
+def _eager_values(x):
+  return tf.executing_eagerly() and tf.is_tensor(x) and hasattr(x, "numpy")
+
+
+def _state_key(parts, chain_shape):
+  """Per chain, a weighted sum over the state's values (weights 1 + i/n on
+  the i-th of n values per chain): equal for the same state, different
+  (almost surely) for another one, permutations included. In numpy (eager
+  tensors on the CPU are read without a copy)."""
+  n_chains = int(np.prod(chain_shape, dtype=np.int64))
+  key = np.zeros([n_chains])
+  for part in parts:
+    x = np.asarray(part, np.float64).reshape(n_chains, -1)
+    key += x @ (1. + np.arange(x.shape[1]) / max(x.shape[1], 1))
+  return key.reshape(chain_shape)
+
+
+def _as_tensors(state):
+  return tf.nest.map_structure(
+      lambda x: tf.convert_to_tensor(x) if isinstance(x, np.ndarray) else x,
+      state)
+
+
+def record_results(kernel, state, results):
+  """Remembers (eagerly) the cached field of results `kernel` returned with
+  `state`."""
+  field = cached_value_field(kernel, results)
+  if field is None or not _eager_values(field[1]):
+    return
+  _guard(kernel).returned = _Known(np.asarray(field[1]),
+                                   tf.nest.flatten(_as_tensors(state)))
+
+
+def cached_value_field(kernel, results):
+  """(field name, cached tensor, function of the state giving its right
+  value) for a kernel whose results cache a value that depends on its
+  target and that a later step uses, else None.
+
+  * `AmortizedMetropolisHastings` (AMAGOLD, the amortized Barker) with
+    `acceptance_energy="exact"`: `energy`, the full-data U(theta) of the
+    chain's state that the next M-H test uses.
+  * A kernel with a full-batch target: `target_log_prob`, the exact log
+    density at the state, which `tfp.mcmc.MetropolisHastings` compares, and
+    from which full-batch SGLD (MALA) reuses the gradient.
+  """
+  method = getattr(kernel, "_cached_value_field", None)
+  if method is None:
+    return None
+  return method(results)
+
+
+def check_cached_values(kernel, state, results, argument, path=""):
+  """Raises if `results` cache a target-dependent value (see
+  `cached_value_field`) that is not this kernel's target's value at `state`:
+  results made on another target (or for another state) would otherwise be
+  used silently, e.g. AMAGOLD's M-H test with another target's U(theta).
+  Eager only (called by `one_step` eagerly, once per foreign results, and by
+  `check_kernel_results` before a compiled run)."""
+  field = cached_value_field(kernel, results)
+  if field is None or not _eager_values(field[1]):
+    return
+  name, cached, expected_fn = field
+  guard = _guard(kernel)
+  cached = np.asarray(cached)
+  state = _as_tensors(state)
+  try:
+    known, entry = guard.known(cached, tf.nest.flatten(state))
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError):
+    return  # Shapes that do not fit: `check_step` reports those.
+  if known:
+    guard.accepted = entry
+    return
+  expected = np.asarray(tf.cast(expected_fn(state), cached.dtype))
+  expected = np.broadcast_to(expected, cached.shape)
+  rtol = np.sqrt(np.finfo(cached.dtype).eps)  # 3e-4 (float32), 1.5e-8
+  close = np.isclose(cached, expected, rtol=rtol, atol=rtol, equal_nan=True)
+  close |= np.isinf(cached) & (cached == expected)
+  if not close.all():
+    bad = np.argwhere(~close)
+    where = ", ".join(
+        f"chain {tuple(int(i) for i in b)}: {cached[tuple(b)]:.6g} in the "
+        f"results, {expected[tuple(b)]:.6g} now" for b in bad[:3])
+    if bad.shape[0] > 3:
+      where += f", ... ({bad.shape[0]} chains of {cached.size})"
+    elif not bad.shape[1]:
+      where = (f"{float(cached):.6g} in the results, {float(expected):.6g} "
+               "now")
+    raise ValueError(
+        f"`{argument}`{path} were not made by this kernel for this target "
+        f"and state: their cached `{name}` ({where}) is not what "
+        f"{type(kernel).__name__}'s target gives at `current_state`. They "
+        "come from a kernel on another target (other data, log-likelihood, "
+        "prior, N or temperature) or were returned with another state, and "
+        f"the next step would use the stale `{name}` (e.g. in its "
+        "Metropolis-Hastings test): a wrong answer. Start the chain on this "
+        "target with `kernel.bootstrap_results(current_state)` (keep the "
+        "old momentum or step size with `results._replace(...)` if you "
+        "want them), or pass the state these results were returned with.")
+  guard.accepted = entry
+
+
+def _format(x):
+  return np.array2string(np.asarray(x, np.float64), precision=6,
+                         separator=", ")
+
+
+def _inner(kernel, results, state):
+  """(inner kernel, its results, its state) one level down a kernel
+  wrapper's results, or None: TFP's TransformedTransitionKernel (its inner
+  state is `transformed_state`), MetropolisHastings and the amortized test
+  (`accepted_results`), and wrappers with `inner_results` (StepSeeded, the
+  step-size adaptation kernels, ...)."""
+  inner_kernel = getattr(kernel, "inner_kernel", None)
+  if inner_kernel is None:
+    return None
+  if hasattr(results, "transformed_state") and hasattr(results,
+                                                       "inner_results"):
+    # TransformedTransitionKernel steps a copy of `inner_kernel` rebuilt on
+    # the transformed log density (`inner_kernel` is the one it was given).
+    inner_kernel = getattr(kernel, "_inner_kernel", inner_kernel)
+    return inner_kernel, results.inner_results, results.transformed_state
+  if hasattr(results, "accepted_results"):
+    return inner_kernel, results.accepted_results, state
+  if hasattr(results, "inner_results"):
+    return inner_kernel, results.inner_results, state
+  return None
+
+
+def check_kernel_results(kernel, current_state, kernel_results,
+                         argument="kernel_results"):
+  """Checks, eagerly and once, that `kernel_results` can continue a chain
+  at `current_state` with `kernel`; run it before a compiled run.
+
+  Inside a compiled `tf.function` (e.g. your own around
+  `tfp.mcmc.sample_chain`) `one_step` cannot check values without a cost
+  per step, so call this first (`sample_moments` does). Down the kernel's
+  wrappers (StepSeeded, TransformedTransitionKernel, step-size adaptation,
+  MetropolisHastings, AMAGOLD's amortized test) it
+
+  * raises a `ValueError` if a kernel's results cache a value that depends
+    on the target and that the next step uses (AMAGOLD's and the amortized
+    Barker's full-data U(theta) with the exact test; `target_log_prob` with
+    a full-batch target) and that value is not this kernel's target's at
+    the state: results made on another target (or for another state);
+  * warns (`StepSizeFromResultsWarning`) when the results' `step_size`
+    differs from the kernel's own constant `step_size` and no step-size
+    adaptation kernel sets it: the run would use the results' step size.
+
+  It costs one full-data energy evaluation per cached field (none for
+  minibatch kernels). Returns nothing.
+  """
+  if not tf.executing_eagerly():
+    return
+  state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
+  path = ""
+  adapted = False
+  level = (kernel, kernel_results, state)
+  while level is not None:
+    k, results, s = level
+    adapted = adapted or _adapts_step_size(k)
+    if getattr(k, "_cached_value_field", None) is not None:
+      check_cached_values(k, s, results, argument, path)
+    if _warns_on_step_size(k):
+      warn_if_step_size_differs(k, results, argument, path, adapted=adapted,
+                                stacklevel=3)
+    level = _inner(k, results, s)
+    if level is not None:
+      path += "." + ("accepted_results" if hasattr(results, "accepted_results")
+                     else "inner_results")
+
+
+_NESTED_RESULTS = ("inner_results", "accepted_results", "proposed_results")
+
+
+def with_step_size(kernel_results, step_size):
+  """`kernel_results` with every `step_size` field set to `step_size`.
+
+  Kernels read the step size from their results (TFP's convention), so a
+  chain continued with `kernel.copy(step_size=new)` and the old results
+  would keep the old one. This replaces it down the wrappers' results
+  (`inner_results` of StepSeeded and of TFP's step-size adaptation and
+  TransformedTransitionKernel, `accepted_results` and `proposed_results` of
+  the M-H tests), in each field's dtype; a list gives one step size per
+  state part. Everything else (momentum, counters, seeds) is kept.
+
+      kernel = kernel.copy(step_size=0.05)          # or rebuild it
+      results = tfp_sgmcmc.with_step_size(results, 0.05)
+  """
+  arguments.check_step_size(step_size)
+  if arguments.is_schedule(step_size):
+    raise TypeError("`step_size` must be a value here, not a schedule: a "
+                    "schedule is the kernel's (kernel.copy(step_size=...)) "
+                    "and is not kept in the results.")
+
+  def convert(old, new):
+    if arguments.is_per_part(old):
+      if not arguments.is_per_part(new) or len(new) != len(old):
+        new = [new] * len(old) if not arguments.is_per_part(new) else new
+        if len(new) != len(old):
+          raise ValueError(f"`step_size` has {len(new)} entries but the "
+                           f"results hold {len(old)} (one per state part).")
+      return type(old)(convert(o, n) for o, n in zip(old, new))
+    if arguments.is_per_part(new):
+      raise ValueError("`step_size` is a list but the results hold one step "
+                       "size; give one value.")
+    old = tf.convert_to_tensor(old)
+    return tf.broadcast_to(as_dtype(new, old.dtype), tf.shape(old)) \
+        if old.shape.rank else as_dtype(new, old.dtype)
+
+  found = [False]
+
+  def replace(results):
+    fields = getattr(results, "_fields", None)
+    if not fields:
+      return results
+    updates = {}
+    if "step_size" in fields:
+      updates["step_size"] = convert(results.step_size, step_size)
+      found[0] = True
+    for name in _NESTED_RESULTS:
+      if name in fields:
+        updates[name] = replace(getattr(results, name))
+    return results._replace(**updates) if updates else results
+
+  out = replace(kernel_results)
+  if not found[0]:
+    raise ValueError(f"`kernel_results` ({type(kernel_results).__name__}) "
+                     "have no `step_size` field to replace.")
+  return out
+
+
+def _warns_on_step_size(kernel):
+  """Kernels that read their step size from the results and warn when it
+  is not theirs (the library's uncalibrated kernels)."""
+  return "store_parameters_in_results" in getattr(kernel, "parameters", {})
+
+
+def _adapts_step_size(owner):
+  return isinstance(owner, (tfp.mcmc.SimpleStepSizeAdaptation,
+                            tfp.mcmc.DualAveragingStepSizeAdaptation))
+
+
+def _static_step_size(step_size):
+  if arguments.is_schedule(step_size):
+    return None
+  if arguments.is_per_part(step_size):
+    values = [_static_step_size(h) for h in step_size]
+    return None if any(v is None for v in values) else values
+  if isinstance(step_size, tf.Variable):
+    return np.asarray(step_size.numpy(), np.float64)
+  return arguments.static_value(step_size)
+
+
+def warn_if_step_size_differs(kernel, results, argument, path="",
+                              adapted=None, stacklevel=5):
+  """Warns once per kernel (eagerly) when the results' `step_size` differs
+  from the kernel's own constant `step_size`, unless a step-size adaptation
+  kernel drives the step: `adapted` (found by `check_kernel_results` above
+  the kernel) or the kernel's `store_parameters_in_results`, which TFP's
+  adaptation kernels set when they wrap it (they rebuild the kernel with
+  it, as they do TFP's HMC)."""
+  guard = _guard(kernel)
+  if guard.step_size_warned or not tf.executing_eagerly():
+    return
+  own = _static_step_size(getattr(kernel, "parameters", {}).get("step_size"))
+  seen = getattr(results, "step_size", None)
+  if own is None or seen is None:
+    return
+  seen_parts = seen if arguments.is_per_part(seen) else [seen]
+  own_parts = own if isinstance(own, list) else [own]
+  if len(seen_parts) != len(own_parts) or not all(
+      _eager_values(x) for x in seen_parts):
+    return
+  if all(np.allclose(np.asarray(x, np.float64), o, rtol=1e-6, atol=0)
+         for x, o in zip(seen_parts, own_parts)):
+    return
+  if adapted or getattr(kernel, "parameters", {}).get(
+      "store_parameters_in_results"):
+    return  # An adaptation kernel sets it: by design.
+  guard.step_size_warned = True
+  seen_text = ", ".join(_format(x) for x in seen_parts)
+  own_text = ", ".join(_format(x) for x in own_parts)
+  warnings.warn(
+      f"`{argument}`{path}.step_size = {seen_text} differs from "
+      f"{type(kernel).__name__}'s `step_size` = {own_text}: the step uses the "
+      "results' value (TFP's convention: step-size adaptation sets it "
+      "through the results, and an adapted step size carries on). To run "
+      "with the kernel's step size, start from "
+      "`kernel.bootstrap_results(state)` or replace it in the results: "
+      "`results = tfp_sgmcmc.with_step_size(results, new)` (docs/"
+      "long_runs.md, 'Continue a chain: same target, chosen step size').",
+      StepSizeFromResultsWarning, stacklevel=stacklevel)

@@ -1,0 +1,331 @@
+"""The one random-number engine and seed scheme of the package.
+
+Every random draw of a chain comes from here, from a stateless int32[2]
+seed, so a chain is reproducible from its seed and compiles under XLA:
+
+* the injected noise of every update rule (`standard_normal_like`,
+  `uniform_like`), from SplitMix64 used as a counter-based generator;
+* minibatch indices: `uniform_indices` (SplitMix64; `InMemoryTarget`, the
+  "global" scheme of `ShardedTarget`, the Keras minibatch M-H test) and
+  `philox_indices` (TF's Philox; `TFRecordTarget`'s records and
+  `ShardedTarget`'s per-shard draws);
+* the few scalar draws TF makes well (`philox_uniform`, `philox_normal`:
+  an M-H test's uniform, SG-NUTS's directions, a noisy-gradient target's
+  noise);
+* the seeds themselves: `derive_seeds` for the separate draws within one
+  step, `split_seed` and `walk_seed` for seeds carried from step to step,
+  `fold_in` for a seed per step index or replica.
+
+Integer draws agree between XLA and TF's own kernels; float draws do not
+(TF computes erfinv differently under XLA), so a chain is reproducible
+from its seed within one compilation mode.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = [
+    "RNG_ALG",
+    "BOOTSTRAP_SEED",
+    "derive_seeds",
+    "derive_inner_seeds",
+    "split_seed",
+    "walk_seed",
+    "fold_in",
+    "uniform_indices",
+    "philox_indices",
+    "philox_uniform",
+    "philox_normal",
+    "standard_normal_like",
+    "uniform_like",
+]
+
+# TF's own stateless draws use one explicit counter-based generator rather
+# than "auto_select", whose choice may change between TF versions.
+RNG_ALG = "philox"
+
+# The seed `bootstrap_results` uses for its one energy evaluation: the
+# TransitionKernel protocol gives bootstrap no seed.
+BOOTSTRAP_SEED = (0, 0)
+
+# Odd 32-bit constants (golden ratio, Weyl sequence) that salt a seed.
+_SALTS = (0x9E3779B9, 0x7F4A7C15)
+
+# A second family, for seeds derived from an already derived seed: XOR-ing
+# the same family twice would return the step's own seed
+# (i * salt XOR i * salt = 0); between the two families no combination
+# coincides (checked for up to 300 x 300 seeds).
+_INNER_SALTS = (0x85EBCA6B, 0xC2B2AE35)
+
+# Salts for the seeds of a structure's second, third... dtype.
+_GROUP_SALTS = (0x27D4EB2F, 0x165667B1)
+
+
+def derive_seeds(seed, n):
+  """`n` seeds for separate draws made from one stateless `seed`.
+
+  seed_i = seed XOR (i + 1) * salt, word by word: the integer fold-in that
+  TFP uses to salt seeds (`samplers.fold_in`). Distinct seeds give unrelated
+  streams (`tf.random.stateless_*` scramble a seed through Philox before
+  use; `standard_normal_like` mixes it with SplitMix64's finaliser), and no
+  random-number op is spent, which next to a small minibatch gradient would
+  be a visible part of a step. The i-th seed does not depend on `n`.
+
+  Use it for seeds that are consumed by draws within one step, never to
+  carry a seed from step to step (XOR with the same salt twice returns the
+  seed): carried seeds go through `split_seed` or `walk_seed`.
+  """
+  return _salted(seed, n, _SALTS)
+
+
+def derive_inner_seeds(seed, n):
+  """`n` seeds derived from a seed that `derive_seeds` already derived
+  (a second salt family, so that no seed comes back)."""
+  return _salted(seed, n, _INNER_SALTS)
+
+
+def _salted(seed, n, family):
+  seed = tfp.random.sanitize_seed(seed)
+  salts = [np.array([(i * a) % 2**32 for a in family], np.uint32)
+           .view(np.int32) for i in range(1, n + 1)]
+  return [tf.bitwise.bitwise_xor(seed, tf.constant(v)) for v in salts]
+
+
+def split_seed(seed, n):
+  """`n` unrelated seeds from one, by a real split (one random-number op):
+  for seeds carried between steps (`tfp.random.split_seed`)."""
+  return tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=n)
+
+
+def fold_in(seed, data, alg=None):
+  """The seed of `data` (a step index, a replica id) under `seed`
+  (`tf.random.experimental.stateless_fold_in`; `alg` None keeps TF's
+  default)."""
+  if alg is None:
+    return tf.random.experimental.stateless_fold_in(seed, data)
+  return tf.random.experimental.stateless_fold_in(seed, data, alg=alg)
+
+
+# SplitMix64 (Steele, Lea & Flood 2014; passes BigCrush) as a counter-based
+# generator: word i of a draw is mix64(mix64(seed) + i * gamma), i = 1..n.
+# It makes the injected noise and the in-memory minibatch indices: on
+# XLA:CPU TF's Philox draws cost more than the rest of a small batched step
+# (benchmarks/chains.py), and all parts of a structure come from one flat
+# draw.
+_GAMMA = 0x9E3779B97F4A7C15
+_MIX = (0xBF58476D1CE4E5B9, 0x94D049BB133111EB)
+
+
+def _mix64(z):
+  shift = lambda x, k: tf.bitwise.right_shift(x, tf.constant(k, tf.uint64))
+  z = tf.bitwise.bitwise_xor(z, shift(z, 30)) * tf.constant(_MIX[0], tf.uint64)
+  z = tf.bitwise.bitwise_xor(z, shift(z, 27)) * tf.constant(_MIX[1], tf.uint64)
+  return tf.bitwise.bitwise_xor(z, shift(z, 31))
+
+
+def walk_seed(seed):
+  """(next seed, this step's seed) of a seed carried through a loop, with no
+  random-number op: SplitMix64 used as the generator it is, over the seed's
+  64 bits (state += gamma; output mix64(state)).
+
+  The step seeds of one walk are consecutive SplitMix64 outputs; walks from
+  two starting seeds share a state only if the starts lie within a loop's
+  length of gammas of each other (probability about T / 2^64 for T steps).
+  AMAGOLD's leapfrog loop carries its seed this way rather than by a
+  threefry split per gradient.
+  """
+  state = tf.bitcast(tfp.random.sanitize_seed(seed), tf.uint64) + tf.constant(
+      _GAMMA, tf.uint64)
+  return tf.bitcast(state, tf.int32), tf.bitcast(_mix64(state), tf.int32)
+
+
+def _random_words(seed, n):
+  """`n` uint64 words of the SplitMix64 stream keyed by the int32[2] seed
+  (`n` a scalar int64 tensor). The key is mixed first, so seeds that differ
+  in a few bits (`derive_seeds`) start unrelated streams."""
+  key = tf.bitcast(tfp.random.sanitize_seed(seed), tf.uint64)
+  i = tf.bitcast(tf.range(1, n + 1, dtype=tf.int64), tf.uint64)
+  return _mix64(_mix64(key) + i * tf.constant(_GAMMA, tf.uint64))
+
+
+def uniform_indices(seed, shape, maxval):
+  """int32 indices uniform on [0, maxval), of `shape` (a list or an int32
+  tensor), from one flat SplitMix64 draw: index = (w_hi * maxval) >> 32 for
+  the high 32 bits w_hi of each word (Lemire's multiply-shift; each index
+  has probability within maxval / 2^32 of 1 / maxval, as for TF's modulo
+  reduction of 32 random bits).
+
+  The minibatch indices of `InMemoryTarget` ([n] shared, or [chains, n] in
+  one draw) and of every front end that draws as it does. Integer
+  arithmetic only, so eager and XLA agree."""
+  shape = tf.cast(shape, tf.int32) if tf.is_tensor(shape) else shape
+  n = tf.reduce_prod(tf.cast(shape, tf.int64))
+  words = _random_words(seed, n)
+  hi = tf.bitwise.right_shift(words, tf.constant(32, tf.uint64))
+  index = tf.bitwise.right_shift(hi * tf.constant(int(maxval), tf.uint64),
+                                 tf.constant(32, tf.uint64))
+  return tf.reshape(tf.cast(index, tf.int32), shape)
+
+
+def philox_indices(seed, shape, maxval):
+  """int32 indices uniform on [0, maxval) from TF's Philox
+  (`tf.random.stateless_uniform`): `TFRecordTarget`'s record draws and
+  `ShardedTarget`'s per-shard draws."""
+  return tf.random.stateless_uniform(
+      shape, seed=tfp.random.sanitize_seed(seed), minval=0, maxval=maxval,
+      dtype=tf.int32, alg=RNG_ALG)
+
+
+def philox_uniform(shape, seed, dtype=tf.float32):
+  """U(0, 1) draws from TF's Philox, for a few scalars per step."""
+  return tf.random.stateless_uniform(shape, seed, dtype=dtype, alg=RNG_ALG)
+
+
+def philox_normal(shape, seed, dtype=tf.float32):
+  """N(0, 1) draws from TF's Philox."""
+  return tf.random.stateless_normal(shape, seed=seed, dtype=dtype,
+                                    alg=RNG_ALG)
+
+
+def _symmetric_grid(seed, n, dtype):
+  """`n` odd integers j uniform in (-2^b, 2^b), and b: the draw
+  u = j 2^-b is uniform on a grid symmetric about 0 in (-1, 1). float64
+  (int64 j, b = 52) from 52 bits of a word; float32 and narrower types
+  (int32 j, b = 23) from 23 bits of each half of a word."""
+  n = tf.cast(n, tf.int64)
+  if dtype == tf.float64:
+    words = _random_words(seed, n)
+    k = tf.bitcast(tf.bitwise.right_shift(words, tf.constant(12, tf.uint64)),
+                   tf.int64)
+    return 2 * k + (1 - 2**52), 52
+  words = _random_words(seed, (n + 1) // 2)
+  halves = tf.reshape(tf.bitcast(words, tf.uint32), [-1])[:n]
+  k = tf.cast(tf.bitwise.right_shift(halves, tf.constant(9, tf.uint32)),
+              tf.int32)
+  return 2 * k + (1 - 2**23), 23
+
+
+def _to_unit(j, b):
+  """j 2^-b, exactly (|j| < 2^b fits the significand)."""
+  return tf.cast(j, tf.float64 if b == 52 else tf.float32) * 2.**-b
+
+
+def _symmetric_uniform(seed, n, dtype):
+  """`n` draws, uniform on a grid symmetric about 0 in (-1, 1)
+  (`_symmetric_grid`)."""
+  return _to_unit(*_symmetric_grid(seed, n, dtype))
+
+
+def _flat_draws(structure, seed, draw):
+  """One flat draw per dtype for all parts of `structure`, split and
+  reshaped into the parts. `draw(seed, n, dtype, one_reader)` -> n values
+  (`one_reader`: one fusion reads the result, which is neither split into
+  several parts nor read by `_computed_once`'s two readers).
+
+  A draw that fills a part of two or more dimensions is first computed
+  flat, into a buffer (`_computed_once`): fused into the consumer's loop
+  over, e.g., a [64, 20] state, the transform ran in short rows that
+  vectorise badly. A flat state, where the extra pass would only cost, is
+  left fused."""
+  parts = tf.nest.flatten(structure)
+  out = [None] * len(parts)
+  dtypes = []
+  for p in parts:
+    if p.dtype not in dtypes:
+      dtypes.append(p.dtype)
+  for j, dtype in enumerate(dtypes):
+    idx = [i for i, p in enumerate(parts) if p.dtype == dtype]
+    sizes = [tf.size(parts[i], out_type=tf.int64) for i in idx]
+    group_seed = seed if j == 0 else _salted(seed, j, _GROUP_SALTS)[-1]
+    computed_flat = any(parts[i].shape.rank != 1 for i in idx)
+    flat = tf.cast(draw(group_seed, tf.add_n(sizes), dtype,
+                        one_reader=len(idx) == 1 or computed_flat), dtype)
+    if computed_flat:
+      flat = _computed_once(flat, group_seed, second_reader=True)
+    pieces = [flat] if len(idx) == 1 else tf.split(flat, tf.stack(sizes))
+    for i, piece in zip(idx, pieces):
+      out[i] = tf.reshape(piece, tf.shape(parts[i]))
+  return tf.nest.pack_sequence_as(structure, out)
+
+
+def _normal(seed, n, dtype, one_reader=False):
+  """sqrt(2) erfinv(u) for the symmetric uniform u = j 2^-b, computed as
+  sqrt(2) erfinv(|u|) with the sign bit of u set into the result by integer
+  ops on u's bits: the same values as the plain product (erfinv is odd),
+  but the last floating-point op of a draw is no longer a product with a
+  scalar. XLA's simplifier reassociates (z * sqrt(2)) * c into
+  z * (sqrt(2) * c) when a consumer scales the draw by a scalar that is a
+  constant in one compilation and a loop value in another, so the same seed
+  gave draws 1 ulp apart in differently compiled loops (progress chunks
+  against one `sample_chain`); no float rewrite crosses the bitcast. Every
+  stage before erfinv is exact (integers, and j 2^-b).
+
+  u is computed into a buffer of its own (`_computed_once`) before the
+  transform reads it: left to itself XLA:CPU fused the SplitMix64 words,
+  u and the transform into one loop per consumer of the draw, which ran
+  several times slower than the same work as separate loops. A draw split
+  into several parts has several readers of u already; a draw with
+  `one_reader` is given a second one."""
+  j, b = _symmetric_grid(seed, n, dtype)
+  u = _computed_once(_to_unit(j, b), seed, second_reader=one_reader)
+  itype = _SAME_WIDTH_INT[u.dtype]
+  magnitude = np.sqrt(2.).astype(u.dtype.as_numpy_dtype) * (
+      tf.math.erfinv(tf.abs(u)))
+  signed = tf.bitwise.bitwise_or(
+      tf.bitcast(magnitude, itype),
+      tf.bitwise.bitwise_and(tf.bitcast(u, itype), _sign_bit(itype)))
+  return tf.bitcast(signed, u.dtype)
+
+
+_SAME_WIDTH_INT = {tf.float16: tf.int16, tf.bfloat16: tf.int16,
+                   tf.float32: tf.int32, tf.float64: tf.int64}
+
+
+def _sign_bit(itype):
+  return tf.constant(-2**(tf.as_dtype(itype).size * 8 - 1), itype)
+
+
+def _computed_once(x, seed, second_reader=False):
+  """x itself, computed once into a buffer that its readers share.
+
+  x is divided by a 1 that XLA cannot prove is 1 (1 + 0 * b, b the low bit
+  of a seed word: 0 or 1, so finite in every float type; the word itself
+  overflows float16). XLA's fusion copies cheap elementwise ops into every
+  fusion that reads them but not a float division, which counts as
+  expensive; so x gets a buffer of its own as soon as two fusions read it.
+  With `second_reader` one more reader is made: |x| of x's first element
+  (a reduction over one element: a fusion of its own that reads almost
+  nothing), whose sign bit (0) is or-ed into x by integer ops, so the
+  values do not change. (Reducing all of |x| instead would cost a pass
+  over x.)"""
+  bit = tf.cast(tf.bitwise.bitwise_and(tf.convert_to_tensor(seed)[..., 0], 1),
+                x.dtype)
+  x = x / (1. + 0. * bit)
+  if not second_reader:
+    return x
+  itype = _SAME_WIDTH_INT[x.dtype]
+  smallest = tf.reduce_min(tf.abs(x[:1]))
+  return tf.bitcast(tf.bitwise.bitwise_or(
+      tf.bitcast(x, itype),
+      tf.bitwise.bitwise_and(tf.bitcast(smallest, itype), _sign_bit(itype))),
+                    x.dtype)
+
+
+def standard_normal_like(structure, seed):
+  """Independent N(0, 1) draws shaped like `structure`, from a stateless seed.
+
+  All parts of the same dtype come from one flat draw: SplitMix64 words
+  keyed by `seed`, each turned into a uniform u on a symmetric grid in
+  (-1, 1) and then into sqrt(2) erfinv(u) (the inverse-CDF transform XLA
+  uses for its own normals; |z| <= 5.3 in float32, 8.1 in float64)."""
+  return _flat_draws(structure, seed, _normal)
+
+
+def uniform_like(structure, seed):
+  """Independent U(0, 1) draws shaped like `structure`, from a stateless
+  seed (one flat SplitMix64 draw per dtype, as `standard_normal_like`),
+  on a grid symmetric about 1/2, never 0 or 1."""
+  return _flat_draws(structure, seed,
+                     lambda s, n, dtype, one_reader: 0.5 + 0.5 * (
+                         _symmetric_uniform(s, n, dtype)))

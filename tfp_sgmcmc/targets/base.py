@@ -1,0 +1,243 @@
+"""The target interface (`MinibatchTarget`) and the energy of targets built
+from a per-example log-likelihood (`DataLikelihoodTarget`).
+
+A target represents a posterior pi(theta) proportional to exp(-U(theta)) with
+
+    U(theta) = -sum_{i=1}^N log p(x_i | theta) - log p(theta),
+
+and gives kernels what stochastic-gradient MCMC needs: an unbiased minibatch
+estimate U~ and its gradient on the minibatch a seed chooses, the exact U
+where it can, and the variance of the minibatch gradient. The state is one
+tensor or a structure of tensors whose leading axes are chains.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc._structure import describe_structure, pack_like
+from tfp_sgmcmc.targets import energy as energy_lib
+from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
+                                       check_batch_shape, check_float_state,
+                                       check_log_likelihood_output,
+                                       check_output, parse_parameter_shapes)
+
+__all__ = ["TargetCapabilityError", "MinibatchTarget",
+           "DataLikelihoodTarget", "check_target"]
+
+
+class TargetCapabilityError(TypeError):
+  """Raised when a kernel asks a target for something it cannot provide."""
+
+
+class MinibatchTarget:
+  """Interface shared by all targets: what a kernel asks of the posterior.
+
+  A target implements `minibatch_energy(state, seed)` (U~ on the minibatch
+  that `seed` chooses) and, where it can, `energy(state)` (the exact U,
+  `has_exact_energy`) and `gradient_noise_variance(state, seed)`. The
+  gradient comes from `energy_and_gradient` (automatic differentiation of
+  `minibatch_energy` unless a target overrides it); `check_state` and
+  `check_functions` are the checks a kernel runs once, at bootstrap.
+  """
+
+  def __init__(self, num_examples, log_prior_fn=None, parameter_shapes=None):
+    self._num_examples = num_examples
+    self._log_prior_fn = log_prior_fn
+    self._parameter_shapes = parse_parameter_shapes(parameter_shapes)
+
+  @property
+  def parameter_shapes(self):
+    """Declared per-chain shapes of the state parts (a list for list states,
+    one shape for a single tensor), or None when not declared."""
+    return self._parameter_shapes
+
+  def check_state(self, state):
+    """Raises a clear error if `state` does not fit the target."""
+    check_float_state(state)
+    shapes = self._parameter_shapes
+    if shapes is None:
+      return
+    is_list = isinstance(shapes, list)
+    if is_list != isinstance(state, (list, tuple)) or (
+        is_list and len(shapes) != len(state)):
+      want = (f"a list of {len(shapes)} tensors with trailing shapes "
+              f"{[list(x) for x in shapes]}" if is_list else
+              f"one tensor with trailing shape {list(shapes)}")
+      got = tf.nest.map_structure(lambda t: tuple(t.shape), state)
+      raise ValueError(f"`current_state` must be {want} (after any leading "
+                       f"chain dimensions); got {got}.")
+    for i, (part, shape) in enumerate(zip(tf.nest.flatten(state), tf.nest.flatten(
+        shapes) if is_list else [shapes])):
+      k = len(shape)
+      if part.shape.rank is not None and (
+          part.shape.rank < k or
+          not part.shape[part.shape.rank - k:].is_compatible_with(shape)):
+        raise ValueError(f"`current_state` part {i} has shape "
+                         f"{tuple(part.shape)}; expected trailing shape "
+                         f"{list(shape)} (the target's parameter_shapes).")
+
+  def check_functions(self, state):
+    """Trace-time checks of the user's functions on `state` (called once by
+    every kernel's `bootstrap_results`): shapes and dtypes of what they
+    return. The default checks nothing beyond the energy's own checks."""
+    del state
+
+  @property
+  def num_examples(self):
+    """N, the number of examples in the full data set."""
+    return self._num_examples
+
+  @property
+  def has_exact_energy(self):
+    """Whether `energy(state)` computes the exact full-data U(theta)."""
+    return True
+
+  def log_prior(self, state):
+    if self._log_prior_fn is None:
+      return tf.constant(0., dtype=tf.nest.flatten(state)[0].dtype)
+    return self._log_prior_fn(state)
+
+  def minibatch_energy(self, state, seed):
+    """U~(theta) on the minibatch chosen by `seed` (no gradient)."""
+    raise TargetCapabilityError(
+        f"{type(self).__name__} does not provide minibatch energies.")
+
+  def minibatch_energies(self, states, seed):
+    """U~ of each state in the list `states`, all on the one minibatch that
+    `seed` chooses (for the minibatch M-H test: a difference of energies on
+    a shared batch). Seed-determined targets just reuse the seed."""
+    return [self.minibatch_energy(state, seed) for state in states]
+
+  def energy_and_gradient(self, state, seed):
+    """Returns (U~(state), grad U~(state)) on a fresh minibatch."""
+    check_float_state(state)
+    parts = tf.nest.flatten(state)
+    with tf.GradientTape() as tape:
+      tape.watch(parts)
+      energy = self.minibatch_energy(pack_like(state, parts), seed)
+    # Chains are independent, so the gradient of the summed energy is each
+    # chain's own gradient.
+    grads = tape.gradient(energy, parts,
+                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
+    return energy, pack_like(state, grads)
+
+  def gradient(self, state, seed):
+    """grad U~(state) on the minibatch chosen by `seed`, without the energy:
+    what a kernel built with `compute_energy=False` evaluates. The same
+    values as `energy_and_gradient(state, seed)[1]` (it is that, here);
+    under `tf.function(jit_compile=True)` XLA then drops the work only the
+    energy needs (e.g. the log1p of a logistic loss). A target with a
+    cheaper gradient-only path overrides it."""
+    return self.energy_and_gradient(state, seed)[1]
+
+  def energy(self, state):
+    """Exact full-data energy U(theta), per chain."""
+    raise TargetCapabilityError(
+        f"{type(self).__name__} has no exact full-data energy; pass a target "
+        "that has one (has_exact_energy=True).")
+
+  def gradient_noise_variance(self, state, seed):
+    """Per-coordinate variance of the minibatch gradient estimator.
+
+    For a batch of n examples drawn with replacement, grad U~ = (N/n) sum_i g_i
+    with g_i = -grad log p(x_i | theta), so Var[grad U~] = (N^2 / n) Var_i[g_i];
+    Var_i is estimated by the sample variance of the per-example gradients of
+    the minibatch chosen by `seed`. Returned in the structure of `state`.
+    """
+    raise TargetCapabilityError(
+        f"{type(self).__name__} cannot estimate gradient noise "
+        "(it has no per-example gradients).")
+
+
+class DataLikelihoodTarget(MinibatchTarget):
+  """Shared code for targets defined by a per-example log-likelihood."""
+
+  def __init__(self, log_likelihood_fn, num_examples, log_prior_fn,
+               parameter_shapes=None):
+    if not callable(log_likelihood_fn):
+      raise TypeError("`log_likelihood_fn` must be callable "
+                      f"(params, batch) -> per-example log-likelihoods; got "
+                      f"{log_likelihood_fn!r}.")
+    if log_prior_fn is not None and not callable(log_prior_fn):
+      raise TypeError(f"`log_prior_fn` must be callable or None; got "
+                      f"{log_prior_fn!r}.")
+    super().__init__(num_examples, log_prior_fn, parameter_shapes)
+    self._log_likelihood_fn = log_likelihood_fn
+
+  def _log_likelihood(self, state, batch, n):
+    if n is None:  # Streamed batches: their static length, where known.
+      n = tf.nest.flatten(batch)[0].shape[0]
+    values = call_with_clear_errors("`log_likelihood_fn`",
+                                     self._log_likelihood_fn, state, batch)
+    values = check_output("log_likelihood_fn", values, state)
+    values = check_log_likelihood_output(values, n)
+    check_batch_shape("log_likelihood_fn", values.shape[:-1], state,
+                       self.parameter_shapes,
+                       "per-example values whose leading (chain) axes are")
+    return values
+
+  def _checked_log_prior(self, state, batch_shape):
+    """The log-prior, checked (at trace time) to give one value per chain,
+    the log-likelihood's batch shape."""
+    if self._log_prior_fn is None:
+      return self.log_prior(state)
+    value = call_with_clear_errors("`log_prior_fn`", self._log_prior_fn,
+                                    state)
+    if (not tf.is_tensor(value) and isinstance(value, (
+        int, float, np.integer, np.floating)) and not isinstance(value, bool)):
+      # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
+      return tf.constant(float(value), tf.nest.flatten(state)[0].dtype)
+    value = check_output("log_prior_fn", value, state)
+    if (value.shape.rank is not None and batch_shape.rank is not None and
+        not (value.shape.rank == batch_shape.rank and
+             value.shape.is_compatible_with(batch_shape))):
+      raise ValueError(
+          f"`log_prior_fn` returned shape {list(value.shape)} but the "
+          f"log-likelihood's chain (batch) shape is {list(batch_shape)} "
+          f"for a state {describe_structure(state)}: the log-prior must "
+          "return one value per chain, summed over the parameters (e.g. "
+          "lambda w: tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per "
+          "parameter or with a trailing axis of 1.")
+    return value
+
+  def _energy_from_batch(self, state, batch, n):
+    ll = self._log_likelihood(state, batch, n)
+    prior = self._checked_log_prior(state, ll.shape[:-1])
+    return energy_lib.minibatch_energy(-tf.reduce_mean(ll, axis=-1), prior,
+                                       self.num_examples)
+
+  def _noise_variance_from_batch(self, state, batch, n):
+    parts = tf.nest.flatten(state)
+    with tf.GradientTape() as tape:
+      tape.watch(parts)
+      ll = self._log_likelihood(pack_like(state, parts), batch, n)
+      # Sum over chains: chains are independent, so the Jacobian of the
+      # per-example sums w.r.t. each part holds each chain's own gradients.
+      batch_axes = list(range(len(ll.shape) - 1))
+      ll_per_example = tf.reduce_sum(ll, axis=batch_axes)
+    jac = tape.jacobian(ll_per_example, parts,
+                        unconnected_gradients=tf.UnconnectedGradients.ZERO,
+                        experimental_use_pfor=True)
+    num = tf.cast(self.num_examples, parts[0].dtype)
+    out = []
+    for j in jac:
+      n_float = tf.cast(tf.shape(j)[0], j.dtype)
+      mean = tf.reduce_mean(j, axis=0)
+      var = tf.reduce_sum(tf.square(j - mean), axis=0) / (n_float - 1.)
+      out.append(num * num / n_float * var)
+    return pack_like(state, out)
+
+
+def check_target(target):
+  if not isinstance(target, MinibatchTarget):
+    hint = ""
+    if callable(target):
+      hint = (" It is a callable: for a full-batch log density (as TFP's "
+              "HMC takes) pass it as `target_log_prob_fn=`; for a minibatch "
+              "log-likelihood wrap it in `tfp_sgmcmc.InMemoryTarget(fn, data, "
+              "batch_size)`; for a JointDistribution use "
+              "`tfp_sgmcmc.JointDistributionTarget`.")
+    raise TypeError(
+        "`target` must be a tfp_sgmcmc target (InMemoryTarget, "
+        "DatasetTarget, NoisyGradientTarget, ...); got "
+        f"{type(target).__name__}.{hint}")

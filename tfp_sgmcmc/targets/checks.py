@@ -1,0 +1,229 @@
+"""Checks of what users give a target: data, batch sizes, and the shapes and
+dtypes of what their functions return, each with an error that names the
+argument, the value seen and the fix. Run once, when a target is built or a
+chain bootstrapped (at trace time), never per step."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc._structure import describe_structure
+
+__all__ = ["check_float_state", "call_with_clear_errors", "check_output",
+           "check_batch_shape", "parse_parameter_shapes",
+           "check_log_likelihood_output", "check_finite_data",
+           "check_batch_size", "in_xla_context", "refuse_under_xla",
+           "check_initial_state"]
+
+
+def check_float_state(state):
+  for i, part in enumerate(tf.nest.flatten(state)):
+    dtype = tf.as_dtype(part.dtype)
+    if not dtype.is_floating:
+      raise TypeError(
+          f"`current_state` part {i} has dtype {dtype.name}; expected a "
+          "floating dtype (float32 or float64). Cast the initial state, e.g. "
+          "tf.constant([0.], tf.float32).")
+
+
+def call_with_clear_errors(what, fn, *args):
+  """Calls a user function, turning deep TF errors into a clear message
+  that shows what it was called with and, where the dtypes differ, how to
+  make them agree."""
+  try:
+    return fn(*args)
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError,
+          IndexError, KeyError, AttributeError) as e:
+    if not args:
+      raise
+    state = args[0]
+    hint = ("does the state structure (one tensor or a list, one per "
+            "parameter) match what the function expects?")
+    called = f"`state` = {describe_structure(state)}"
+    if len(args) > 1:
+      batch = args[1]
+      called += f" and `batch` = {describe_structure(batch)}"
+      state_dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype)
+      other = sorted({tf.as_dtype(t.dtype).name
+                      for t in tf.nest.flatten(batch)} - {state_dtype.name})
+      if other:
+        hint = (f"the batch holds {other} data while the state is "
+                f"{state_dtype.name}: cast inside the function (e.g. "
+                f"tf.cast(y, w.dtype) for integer labels) or give the "
+                f"target data and state of one float dtype. Also check the "
+                "state structure (one tensor or a list, one per parameter) "
+                "and the data's shapes (labels [N], not [N, 1]).")
+      else:
+        hint = ("does the state structure (one tensor or a list, one per "
+                "parameter) match what the function expects, and do the "
+                "data's shapes (e.g. labels [N], not [N, 1])?")
+    raise ValueError(
+        f"{what} failed when called with {called}: {hint} "
+        f"Original error: {type(e).__name__}: {e}") from e
+
+
+def check_output(name, value, state):
+  """Static (trace-time) check of a user function's output: a tensor in the
+  state's dtype (its shape is checked by `check_batch_shape`)."""
+  value = tf.convert_to_tensor(value)
+  state_dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype)
+  if tf.as_dtype(value.dtype) != state_dtype:
+    raise TypeError(
+        f"`{name}` returned dtype {tf.as_dtype(value.dtype).name} for a "
+        f"{state_dtype.name} state; it must return the state's dtype (cast "
+        f"the data to {state_dtype.name}, or the state to the data's dtype).")
+  return value
+
+
+def check_batch_shape(name, batch_shape, state, parameter_shapes, what):
+  """`batch_shape` (one value per chain) must be the state's chain
+  dimensions: a prefix of every part's shape, leaving the parameter's own
+  dimensions (exactly `parameter_shapes` when declared)."""
+  if batch_shape.rank is None:
+    return
+  parts = tf.nest.flatten(state)
+  shapes = (None if parameter_shapes is None else
+            tf.nest.flatten(parameter_shapes) if isinstance(parameter_shapes, list)
+            else [parameter_shapes])
+  for i, part in enumerate(parts):
+    if part.shape.rank is None:
+      continue
+    if shapes is not None:
+      chain = part.shape[:part.shape.rank - len(shapes[i])]
+      ok = chain.rank == batch_shape.rank and chain.is_compatible_with(
+          batch_shape)
+    else:
+      # Without parameter_shapes: a prefix of the part's shape that leaves
+      # at least one parameter axis (a list state may hold scalars).
+      limit = part.shape.rank - (1 if len(parts) == 1 else 0)
+      ok = batch_shape.rank <= limit and part.shape[:batch_shape.rank
+                                                    ].is_compatible_with(
+                                                        batch_shape)
+    if not ok:
+      raise ValueError(
+          f"`{name}` returned {what} of shape {list(batch_shape)}, but the "
+          f"state part {i} has shape {list(part.shape)}: it must return one "
+          "value per chain, shape = the state's leading (chain) dimensions "
+          "(shape [] for a single chain), summed over each parameter's own "
+          "axes (e.g. tf.reduce_sum(..., axis=-1)). If the state's leading "
+          "axes are not all chain axes, give the target `parameter_shapes`.")
+
+
+def parse_parameter_shapes(shapes):
+  if shapes is None:
+    return None
+  def is_shape(x):
+    return isinstance(x, (tuple, list, tf.TensorShape)) and all(
+        isinstance(d, (int, np.integer)) or d is None for d in x)
+  if is_shape(shapes):
+    return tf.TensorShape(shapes)
+  if isinstance(shapes, (list, tuple)) and all(is_shape(x) for x in shapes):
+    return [tf.TensorShape(x) for x in shapes]
+  raise ValueError("`parameter_shapes` must be one shape (e.g. [3]) for a "
+                   "single-tensor state or a list of shapes (e.g. [[3], [1]])"
+                   f" for a list state; got {shapes!r}.")
+
+
+def check_log_likelihood_output(values, n, name="log_likelihood_fn"):
+  shape = values.shape
+  if shape.rank is None:
+    return values
+  if shape.rank == 0 or (n is not None and shape[-1] is not None and
+                         shape[-1] != n):
+    raise ValueError(
+        f"`{name}` must return one log-likelihood per example, with the "
+        f"examples in the last axis (shape batch_shape + [{n}] for a batch "
+        f"of {n}); it returned shape {shape}. Do not sum or average over "
+        "the batch inside it.")
+  return values
+
+
+def check_finite_data(data, name="data"):
+  """Rejects NaN or infinite values in the floating parts of `data` (checked
+  once, when the target is built: otherwise every chain just diverges)."""
+  for i, leaf in enumerate(tf.nest.flatten(data)):
+    if not leaf.dtype.is_floating:
+      continue
+    value = tf.get_static_value(leaf)
+    if value is None:  # Symbolic (built inside tf.function): asserted once.
+      tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(leaf)), [
+          f"`{name}` part {i} has non-finite values (NaN or inf): remove or "
+          "impute those examples before building the target."])
+      continue
+    bad = np.logical_not(np.isfinite(value))
+    if bad.any():
+      where = np.argwhere(bad)
+      raise ValueError(
+          f"`{name}` part {i} (shape {list(leaf.shape)}) has {int(bad.sum())}"
+          f" non-finite values (NaN or inf), the first at index "
+          f"{tuple(int(j) for j in where[0])}: remove or impute those "
+          "examples before building the target.")
+
+
+def check_batch_size(batch_size, num_examples):
+  if isinstance(batch_size, (bool, np.bool_, str, bytes)):
+    raise TypeError(f"`batch_size` must be an integer; got {batch_size!r}.")
+  try:
+    value = int(batch_size)
+  except (TypeError, ValueError):
+    raise TypeError(f"`batch_size` must be an integer; got "
+                    f"{batch_size!r}.") from None
+  if value != batch_size:
+    raise TypeError(f"`batch_size` must be an integer; got {batch_size!r}.")
+  if value < 1 or value > num_examples:
+    raise ValueError(f"`batch_size` must be between 1 and N = {num_examples} "
+                     f"(the number of examples); got {value}.")
+  return value
+
+
+def in_xla_context():
+  """Whether the graph being built (or one it is nested in) is compiled with
+  XLA, e.g. traced by `tf.function(jit_compile=True)`."""
+  if tf.executing_eagerly():
+    return False
+  from tensorflow.python.ops import control_flow_util  # pylint: disable=g-import-not-at-top
+  return control_flow_util.GraphOrParentsInXlaContext(
+      tf.compat.v1.get_default_graph())
+
+
+def refuse_under_xla(what):
+  """A clear trace-time error in place of XLA's 'unsupported operations:
+  IteratorGetNextAsOptional' at run time."""
+  if in_xla_context():
+    raise ValueError(
+        f"{what}, which XLA cannot compile: a tf.data iterator runs on the "
+        "host, outside the compiled function, so a DatasetTarget cannot be "
+        "used inside `tf.function(..., jit_compile=True)`. Use "
+        "`tf.function` without jit_compile, or put the data in an "
+        "`InMemoryTarget` (its batches are drawn by the seed inside the "
+        "compiled function).")
+
+
+def check_initial_state(state, target=None):
+  """Checks a chain's initial state once, when the results are bootstrapped.
+
+  Structure and float dtypes always, and the shapes and dtypes of what the
+  target's user functions return (at trace time). Finite values: raised
+  eagerly; asserted in the graph under `tf.function` (one check per run, not
+  per step). XLA drops assertions: there a chain started at a non-finite
+  state is flagged `diverged` at its first step and stays where it is.
+  """
+  for i, part in enumerate(tf.nest.flatten(state)):
+    if not (tf.is_tensor(part) or isinstance(part, np.ndarray)):
+      raise TypeError(
+          f"`current_state` part {i} is a {type(part).__name__}, not a "
+          "tensor: convert it once, e.g. tf.constant(x, tf.float32), and "
+          "pass the same tensors to `bootstrap_results` and `one_step`.")
+  if target is None:
+    check_float_state(state)
+  else:
+    target.check_state(state)
+    target.check_functions(state)
+  for i, part in enumerate(tf.nest.flatten(state)):
+    finite = tf.reduce_all(tf.math.is_finite(part))
+    message = (f"`current_state` part {i} has non-finite values; start the "
+               "chain from a finite state.")
+    if tf.executing_eagerly():
+      if not bool(finite):
+        raise ValueError(message)
+    else:
+      tf.debugging.Assert(finite, [message])

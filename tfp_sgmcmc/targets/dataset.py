@@ -1,0 +1,172 @@
+"""`DatasetTarget`: a posterior whose minibatches stream from a
+`tf.data.Dataset`, for data that does not fit on the device."""
+
+import numpy as np
+import tensorflow as tf
+
+from tfp_sgmcmc.targets.base import DataLikelihoodTarget
+from tfp_sgmcmc.targets.checks import refuse_under_xla
+
+__all__ = ["DatasetTarget"]
+
+
+class DatasetTarget(DataLikelihoodTarget):
+  """A posterior whose minibatches stream from a `tf.data.Dataset`.
+
+  Args:
+    log_likelihood_fn: as for `InMemoryTarget`.
+    dataset: a dataset of minibatches (already batched and, for long chains,
+      repeated and shuffled). One element is taken per gradient evaluation.
+    num_examples: N, the size of the full training set (needed to scale the
+      minibatch log-likelihood by N/n).
+    log_prior_fn: as for `InMemoryTarget`.
+    full_dataset: a finite dataset of batches covering the training set once,
+      used for the exact energy U(theta); without it `energy` is unavailable.
+    parameter_shapes: as for `InMemoryTarget`.
+
+  A pipeline that shuffles and batches epoch by epoch samples without
+  replacement: the batches of one epoch sum to the full gradient, so their
+  noise is anti-correlated within an epoch, not i.i.d. as with
+  `InMemoryTarget`'s seed-drawn batches.
+
+  The kernel's seed does not choose the batch here: the pipeline's own
+  shuffling does. Works eagerly and inside `tf.function` without XLA; under
+  `jit_compile=True` drawing a batch raises a `ValueError` at trace time
+  (XLA cannot compile a tf.data iterator; use `InMemoryTarget` there).
+  """
+
+  def __init__(self, log_likelihood_fn, dataset, num_examples,
+               log_prior_fn=None, full_dataset=None, parameter_shapes=None):
+    if not isinstance(dataset, tf.data.Dataset):
+      raise TypeError(f"`dataset` must be a tf.data.Dataset; got "
+                      f"{type(dataset).__name__}.")
+    if (num_examples is None or isinstance(num_examples, (bool, str, bytes))
+        or not isinstance(num_examples, (int, np.integer, float, np.floating))
+        or not np.isfinite(num_examples)
+        or num_examples != int(num_examples) or int(num_examples) < 1):
+      raise ValueError(f"`num_examples` (N, the training-set size) must be a "
+                       f"positive integer; got {num_examples!r}.")
+    _check_batched_spec("dataset", dataset)
+    if dataset.cardinality() == 0:
+      raise ValueError("`dataset` is empty (cardinality 0): it must yield "
+                       "minibatches; for long chains repeat it "
+                       "(dataset.repeat()).")
+    if full_dataset is not None:
+      _check_full_dataset(dataset, full_dataset, int(num_examples))
+    super().__init__(log_likelihood_fn, int(num_examples), log_prior_fn,
+                     parameter_shapes)
+    self._dataset = dataset
+    self._cardinality = int(dataset.cardinality())
+    self._iterator = iter(dataset)
+    self._full_dataset = full_dataset
+
+  @property
+  def has_exact_energy(self):
+    return self._full_dataset is not None
+
+  def _next_batch(self):
+    refuse_under_xla("DatasetTarget draws a minibatch from its `dataset`")
+    if self._checks_exhaustion:
+      batch = self._next_batch_checked()
+    else:
+      batch = self._iterator.get_next()
+    n = tf.shape(tf.nest.flatten(batch)[0])[0]
+    return batch, n
+
+  @property
+  def _checks_exhaustion(self):
+    """Whether each draw checks for the end of `dataset`: only when it can
+    end (its cardinality is finite or unknown). A repeated dataset
+    (infinite cardinality) cannot run out, and its draws skip the optional
+    and the assertion (benchmarks/dataset_draw.py measures that check)."""
+    return self._cardinality != tf.data.INFINITE_CARDINALITY
+
+  def _next_batch_checked(self):
+    """The next batch, or a clear error when `dataset` is exhausted."""
+    optional = self._iterator.get_next_as_optional()
+    message = ("`dataset` is exhausted: DatasetTarget takes one batch per "
+               "gradient evaluation, so a chain longer than the dataset needs "
+               "it repeated (dataset.repeat()).")
+    checks = []
+    if tf.executing_eagerly():
+      if not bool(optional.has_value()):
+        raise ValueError(message)
+    else:
+      # An explicit dependency: OptionalGetValue is not ordered after the
+      # assertion otherwise, and fails first with TF's "The given optional
+      # does not have a value".
+      checks.append(tf.debugging.Assert(optional.has_value(), [message]))
+    with tf.control_dependencies(checks):
+      return optional.get_value()
+
+  def minibatch_energy(self, state, seed):
+    del seed  # The pipeline chooses the batch.
+    batch, _ = self._next_batch()
+    return self._energy_from_batch(state, batch, None)
+
+  def minibatch_energies(self, states, seed):
+    del seed  # One batch from the pipeline, shared by all states.
+    batch, _ = self._next_batch()
+    return [self._energy_from_batch(state, batch, None) for state in states]
+
+  def gradient_noise_variance(self, state, seed):
+    del seed
+    batch, _ = self._next_batch()
+    return self._noise_variance_from_batch(state, batch, None)
+
+  def energy(self, state):
+    if self._full_dataset is None:
+      return super().energy(state)
+    refuse_under_xla("DatasetTarget computes the exact energy from its "
+                      "`full_dataset`")
+    first = self._full_dataset.take(1).get_single_element()
+    init = tf.reduce_sum(self._log_likelihood(state, first, None), axis=-1)
+    total = self._full_dataset.skip(1).reduce(
+        init, lambda acc, batch: acc + tf.reduce_sum(
+            self._log_likelihood(state, batch, None), axis=-1))
+    return -total - tf.cast(self.log_prior(state), total.dtype)
+
+
+def _check_batched_spec(name, dataset):
+  for spec in tf.nest.flatten(dataset.element_spec):
+    if spec.shape.rank == 0:
+      raise ValueError(
+          f"`{name}` yields unbatched elements (a part of shape "
+          f"{spec.shape}); it must yield minibatches with a leading example "
+          f"axis: use {name}.batch(batch_size).")
+
+
+def _check_full_dataset(dataset, full_dataset, num_examples):
+  """`full_dataset` must be finite, batched like `dataset` and hold exactly
+  `num_examples` examples (counted once, here, when its size is finite)."""
+  if not isinstance(full_dataset, tf.data.Dataset):
+    raise TypeError(f"`full_dataset` must be a tf.data.Dataset or None; got "
+                    f"{type(full_dataset).__name__}.")
+  cardinality = int(full_dataset.cardinality())
+  if cardinality == tf.data.INFINITE_CARDINALITY:
+    raise ValueError(
+        "`full_dataset` is infinite (e.g. repeated): it must cover the "
+        "training set exactly once, for the exact energy; drop the "
+        ".repeat() from it.")
+  if cardinality == 0:
+    raise ValueError("`full_dataset` is empty (cardinality 0).")
+  ranks = [s.shape.rank for s in tf.nest.flatten(dataset.element_spec)]
+  full_ranks = [s.shape.rank for s in
+                tf.nest.flatten(full_dataset.element_spec)]
+  if len(ranks) != len(full_ranks) or any(
+      a is not None and b is not None and a != b
+      for a, b in zip(ranks, full_ranks)):
+    raise ValueError(
+        f"`full_dataset` yields elements of rank {full_ranks} but `dataset` "
+        f"of rank {ranks}: both must yield batches of the same structure "
+        "(is one of them unbatched? use .batch(batch_size)).")
+  if cardinality > 0:
+    count = int(full_dataset.reduce(
+        tf.constant(0, tf.int64), lambda acc, batch: acc + tf.cast(
+            tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
+    if count != num_examples:
+      raise ValueError(
+          f"`num_examples` = {num_examples} but `full_dataset` holds {count} "
+          "examples: N must be the size of the training set that "
+          "`full_dataset` covers once (the minibatch energy is scaled by "
+          "N / n).")

@@ -1,0 +1,286 @@
+"""Targets built from TFP `JointDistribution` models, on minibatches.
+
+A TFP user writes a model as a `tfd.JointDistribution*` whose observed
+node(s) are pinned to data. `JointDistributionTarget` turns such a model into
+a minibatch target:
+
+* the observed nodes are pinned to a minibatch of the data at each step (for
+  a model that is a function of per-example covariates, the covariates of
+  the same examples are passed to it);
+* the likelihood, and only the likelihood, is scaled by N/n: the energy is
+  U~(z) = -(N/n) sum_{i in batch} log p(y_i | theta) - log p(theta)
+          - log|det J(z)|, theta = bijector.forward(z);
+* the state is unconstrained: the model's default event-space bijector
+  (`experimental_default_event_space_bijector`) maps it to the parameters'
+  support, with its log-det in the energy, and `constrain` maps draws back;
+* the state has the model's own structure (the unpinned nodes as a dict for
+  `JointDistributionNamed`, a list for `JointDistributionSequential`, a
+  namedtuple for `JointDistributionCoroutine`).
+"""
+
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc.targets.in_memory import InMemoryTarget
+
+tfd = tfp.distributions
+
+__all__ = ["JointDistributionTarget"]
+
+
+def _per_example(dist, value, example_rank):
+  """log p(value_i) per example: the example axis taken out of the event.
+
+  `value` has shape [n] + example_shape (rank 1 + example_rank); `dist`'s
+  event has rank example_rank (examples already in its batch) or one more,
+  under `tfd.Independent` or `tfd.Sample` (the usual TFP way of writing
+  i.i.d. observations)."""
+  event_rank = tensorshape_rank(dist.event_shape)
+  if event_rank == example_rank + 1:
+    if isinstance(dist, tfd.Independent):
+      ndims = tf.get_static_value(dist.reinterpreted_batch_ndims)
+      if ndims is None:
+        raise ValueError("the observed node's tfd.Independent needs a static "
+                         "`reinterpreted_batch_ndims`.")
+      inner_ndims = int(ndims) - 1
+      inner = dist.distribution
+      dist = (tfd.Independent(inner, inner_ndims) if inner_ndims else inner)
+    elif isinstance(dist, tfd.Sample) and tf.TensorShape(
+        tf.get_static_value(dist.sample_shape)).rank == 1 and (
+            tensorshape_rank(dist.distribution.event_shape) ==
+            example_rank):
+      # Sample(inner, n): evaluate each example against inner's batch,
+      # [n] + batch, then put the examples last.
+      inner = dist.distribution
+      batch_rank = tensorshape_rank(inner.batch_shape)
+      value = tf.cast(value, inner.dtype)
+      value = tf.reshape(value, tf.concat(
+          [tf.shape(value)[:1], tf.ones([batch_rank], tf.int32),
+           tf.shape(value)[1:]], 0))
+      lp = inner.log_prob(value)
+      return tf.transpose(lp, list(range(1, batch_rank + 1)) + [0])
+    else:
+      raise ValueError(
+          f"the observed node's distribution {type(dist).__name__} has "
+          f"event shape {dist.event_shape}; one log-likelihood per example "
+          "needs the example axis in its batch shape, or under "
+          "tfd.Independent / tfd.Sample (e.g. tfd.Independent(tfd.Bernoulli("
+          "logits=...), reinterpreted_batch_ndims=1)).")
+  elif event_rank != example_rank:
+    raise ValueError(
+        f"the observed node's distribution has event shape "
+        f"{dist.event_shape} but each example of its data has shape "
+        f"{value.shape[1:]}: the event must be one example's shape, or the "
+        "examples under tfd.Independent / tfd.Sample.")
+  return dist.log_prob(tf.cast(value, dist.dtype))
+
+
+def tensorshape_rank(shape):
+  rank = tf.TensorShape(shape).rank
+  if rank is None:
+    raise ValueError("the model's event shapes must have a static rank.")
+  return rank
+
+
+class JointDistributionTarget(InMemoryTarget):
+  """A minibatch target from a `JointDistribution` with observed nodes.
+
+  Args:
+    model: a `tfd.JointDistribution*` (its observed nodes take all N
+      examples: for full-batch use, e.g. eight schools), or a callable
+      `covariates -> JointDistribution` building the model for the
+      covariates of a batch (its observed nodes then have the batch's n
+      examples).
+    observed: a dict `{node name: data}`, each with the examples on its
+      leading axis (N of them); these nodes are pinned.
+    covariates: the per-example inputs passed to `model` (a tensor or a
+      nested structure, leading axis N), or None.
+    batch_size: n, drawn with replacement from the kernel's seed; None (the
+      default) for the full batch: every example once, in order, at every
+      step (exact energies and gradients).
+    energy_chunk_size: as for `InMemoryTarget`.
+
+  The state is unconstrained, in the structure of the model's unpinned
+  nodes; `constrain(state)` gives the parameters, `initial_state(...)` a
+  start drawn from the prior. Write the model to broadcast over leading
+  chain dimensions of its latent values (as for batched chains with TFP's
+  HMC): latent values have shape `chains + event_shape`.
+
+  #### Example
+
+  ```python
+  def model(x):
+    return tfd.JointDistributionNamed(dict(
+        scale=tfd.HalfNormal(1.),
+        w=lambda scale: tfd.Independent(
+            tfd.Normal(tf.zeros(d), scale[..., None]), 1),
+        y=lambda w: tfd.Independent(
+            tfd.Bernoulli(logits=tf.linalg.matvec(x, w)), 1)))
+  target = tfp_sgmcmc.JointDistributionTarget(
+      model, observed={"y": y}, covariates=x, batch_size=64)
+  kernel = tfp_sgmcmc.AMAGOLD(target, step_size=0.01, num_leapfrog_steps=10,
+                              friction=0.5)
+  draws = tfp.mcmc.sample_chain(500, target.initial_state(4, seed=[0, 1]),
+                                kernel=kernel, trace_fn=None, seed=[1, 2])
+  scale = target.constrain(draws)["scale"]
+  ```
+  """
+
+  def __init__(self, model, observed, covariates=None, batch_size=None,
+               energy_chunk_size=None):
+    if isinstance(model, tfd.JointDistribution):
+      if covariates is not None:
+        raise ValueError(
+            "`covariates` are passed to a model *function*; `model` is a "
+            "JointDistribution instance. Pass `model=lambda x: ...`.")
+      fixed = model
+      model_fn = lambda _: fixed
+    elif callable(model):
+      model_fn = model
+    else:
+      raise TypeError("`model` must be a tfd.JointDistribution or a callable "
+                      f"covariates -> JointDistribution; got {model!r}.")
+    if not isinstance(observed, dict) or not observed:
+      raise TypeError("`observed` must be a non-empty dict {node name: data "
+                      f"with the examples on axis 0}}; got {observed!r}.")
+    observed = {k: tf.convert_to_tensor(v) for k, v in observed.items()}
+    if covariates is not None:
+      covariates = tf.nest.map_structure(tf.convert_to_tensor, covariates)
+    first = lambda t: t[:1]
+    probe = model_fn(None if covariates is None else
+                     tf.nest.map_structure(first, covariates))
+    if not isinstance(probe, tfd.JointDistribution):
+      raise TypeError(f"`model` returned {type(probe).__name__}; expected a "
+                      "tfd.JointDistribution.")
+    names = list(probe._flat_resolve_names())  # pylint: disable=protected-access
+    unknown = sorted(set(observed) - set(names))
+    if unknown:
+      raise ValueError(f"`observed` names {unknown} are not nodes of the "
+                       f"model (its nodes: {names}).")
+    self._latent_names = [n for n in names if n not in observed]
+    if not self._latent_names:
+      raise ValueError("every node is observed: nothing to sample.")
+    if isinstance(model, tfd.JointDistribution):
+      pinned = model.experimental_pin(**observed)
+    else:
+      pinned = probe.experimental_pin(
+          **{k: v[:1] for k, v in observed.items()})
+    self._model_fn = model_fn
+    self._observed_names = list(observed)
+    self._bijector = pinned.experimental_default_event_space_bijector()
+    self._pinned_probe = pinned
+    self._event_ranks = tf.nest.map_structure(tensorshape_rank,
+                                              pinned.event_shape)
+    self._example_ranks = {k: v.shape.rank - 1 for k, v in observed.items()}
+    self._has_covariates = covariates is not None
+    data = ((covariates, observed) if covariates is not None else
+            ((), observed))
+    self._prior_data = tf.nest.map_structure(first, data)
+    full = batch_size is None
+    super().__init__(self._log_likelihood_of, data,
+                     batch_size=None if full else batch_size,
+                     log_prior_fn=self._log_prior_of,
+                     energy_chunk_size=energy_chunk_size, full_batch=full)
+
+  # --- the model's pieces -------------------------------------------------
+
+  @property
+  def bijector(self):
+    """The model's default event-space bijector: unconstrained state ->
+    parameters."""
+    return self._bijector
+
+  @property
+  def latent_names(self):
+    return list(self._latent_names)
+
+  def constrain(self, state):
+    """The parameters (in the model's structure) of unconstrained draws."""
+    return self._bijector.forward(state)
+
+  def unconstrain(self, parameters):
+    return self._bijector.inverse(parameters)
+
+  def _latent_dict(self, parameters):
+    if isinstance(parameters, dict):
+      return dict(parameters)
+    if hasattr(parameters, "_fields"):
+      return dict(zip(parameters._fields, parameters))
+    if isinstance(parameters, (list, tuple)):
+      return dict(zip(self._latent_names, parameters))
+    return {self._latent_names[0]: parameters}
+
+  def _distributions(self, state, batch):
+    covariates, observed = batch
+    parameters = self.constrain(state)
+    jd = self._model_fn(covariates if self._has_covariates else None)
+    values = self._latent_dict(parameters)
+    values.update(observed)
+    dists, _ = jd.sample_distributions(**values)
+    names = list(jd._flat_resolve_names())  # pylint: disable=protected-access
+    if isinstance(dists, dict):
+      by_name = dict(dists)
+    elif hasattr(dists, "_fields"):
+      by_name = dict(zip(dists._fields, dists))
+    else:
+      by_name = dict(zip(names, dists))
+    return parameters, values, by_name
+
+  def _log_likelihood_of(self, state, batch):
+    _, values, dists = self._distributions(state, batch)
+    total = 0.
+    for name in self._observed_names:
+      total = total + _per_example(dists[name], values[name],
+                                   self._example_ranks[name])
+    return total
+
+  def _log_prior_of(self, state):
+    _, values, dists = self._distributions(state, self._prior_data)
+    total = 0.
+    for name in self._latent_names:
+      total = total + dists[name].log_prob(values[name])
+    log_det = self._bijector.forward_log_det_jacobian(
+        state, event_ndims=self._event_ranks)
+    return total + log_det
+
+  # --- conveniences ---------------------------------------------------------
+
+  def unconstrained_log_prob(self, *parts, **named):
+    """The exact full-data log density of the unconstrained state, TFP's
+    `target_log_prob_fn` convention (one argument per part), e.g. for
+    `tfp.mcmc.NoUTurnSampler` on the same model."""
+    if named:
+      state = named
+    elif len(parts) == 1 and len(self._latent_names) == 1:
+      state = parts[0]
+    else:
+      state = tf.nest.pack_sequence_as(self._pinned_probe.event_shape,
+                                       list(parts))
+    return -self.energy(state)
+
+  def initial_state(self, num_chains=None, seed=None):
+    """An unconstrained start per chain, drawn from the prior (the latent
+    nodes sampled from the model, then `unconstrain`ed)."""
+    seed = tfp.random.sanitize_seed(seed)
+    shape = [] if num_chains is None else [int(num_chains)]
+    covariates, observed = self._prior_data
+    jd = self._model_fn(covariates if self._has_covariates else None)
+    draws = jd.sample(shape, seed=seed)
+    draws = self._latent_dict(draws)
+    pinned_structure = self._pinned_probe.event_shape
+    latents = self._latent_dict(pinned_structure)
+    for name in latents:
+      latents[name] = draws[name]
+    if isinstance(pinned_structure, dict):
+      parameters = latents
+    elif hasattr(pinned_structure, "_fields"):
+      parameters = type(pinned_structure)(
+          *[latents[n] for n in pinned_structure._fields])
+    elif isinstance(pinned_structure, (list, tuple)):
+      parameters = type(pinned_structure)(
+          [latents[n] for n in self._latent_names])
+    else:
+      parameters = latents[self._latent_names[0]]
+    del observed
+    return self.unconstrain(parameters)
+

@@ -1,0 +1,267 @@
+"""Targets built on other targets: control-variate gradients around a mode
+(`ControlVariateTarget`, with `find_mode` to find the mode) and a tempered
+posterior (`TemperedTarget`)."""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import pack_like
+from tfp_sgmcmc.targets.base import (MinibatchTarget, TargetCapabilityError,
+                                     check_target)
+from tfp_sgmcmc.targets.checks import check_initial_state
+
+__all__ = ["ControlVariateTarget", "TemperedTarget", "find_mode"]
+
+
+class ControlVariateTarget(MinibatchTarget):
+  """Control-variate gradients around a mode (Baker, Fearnhead, Fox, Nemeth).
+
+      grad U~_cv(theta) = grad U(theta_hat)
+                          + grad U~(theta) - grad U~(theta_hat),
+
+  with both minibatch terms on the same minibatch, so their noise largely
+  cancels near theta_hat: the estimator's variance is O(|theta -
+  theta_hat|^2) instead of O(1). The minibatch energy is the matching
+  unbiased estimate
+
+      U~_cv(theta) = U~(theta) - [U~(theta_hat) + grad U~(theta_hat)^T delta]
+                     + [U(theta_hat) + grad U(theta_hat)^T delta],
+      delta = theta - theta_hat,
+
+  whose gradient in theta is exactly grad U~_cv. Every kernel uses it
+  through the target, unchanged. U(theta_hat) and grad U(theta_hat) are
+  computed once, at construction, from the base target's exact energy.
+
+  Args:
+    target: a target with an exact energy (e.g. `InMemoryTarget`).
+    centre: theta_hat, in the structure of one chain's state (no chain
+      dimensions), e.g. from `tfp_sgmcmc.find_mode`.
+
+  #### Example
+
+  ```python
+  mode = tfp_sgmcmc.find_mode(target, tf.zeros([d]), num_steps=2000)
+  cv_target = tfp_sgmcmc.ControlVariateTarget(target, mode)
+  kernel = tfp_sgmcmc.SGLD(cv_target, step_size=1e-4)   # SGLD-CV
+  ```
+
+  #### References
+
+  [1] Baker, J., Fearnhead, P., Fox, E. B. and Nemeth, C. Control variates
+      for stochastic gradient MCMC. Statistics and Computing, 2019.
+  """
+
+  def __init__(self, target, centre):
+    if not isinstance(target, MinibatchTarget):
+      raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
+                      f"{type(target).__name__}.")
+    if not target.has_exact_energy:
+      raise TargetCapabilityError(
+          "ControlVariateTarget needs the base target's exact full-data "
+          "energy to compute grad U(theta_hat); this target has none.")
+    super().__init__(target.num_examples,
+                     parameter_shapes=target.parameter_shapes)
+    self._base = target
+    centre = tf.nest.map_structure(tf.convert_to_tensor, centre)
+    target.check_state(centre)
+    parts = tf.nest.flatten(centre)
+    with tf.GradientTape() as tape:
+      tape.watch(parts)
+      energy = target.energy(pack_like(centre, parts))
+    grads = tape.gradient(energy, parts)
+    self._centre = centre
+    self._centre_energy = energy
+    self._centre_gradient = pack_like(centre, grads)
+
+  @property
+  def base_target(self):
+    return self._base
+
+  @property
+  def centre(self):
+    return self._centre
+
+  @property
+  def has_exact_energy(self):
+    return True
+
+  def check_state(self, state):
+    self._base.check_state(state)
+
+  def check_functions(self, state):
+    self._base.check_functions(state)
+
+  def log_prior(self, state):
+    return self._base.log_prior(state)
+
+  def energy(self, state):
+    return self._base.energy(state)
+
+  def minibatch_energies(self, states, seed):
+    return [self.minibatch_energy(state, seed) for state in states]
+
+  def minibatch_energy(self, state, seed):
+    centre_parts = tf.nest.flatten(self._centre)
+    if getattr(self._base, "independent_minibatches", False):
+      # Each chain has its own minibatch, so each needs the centre's energy
+      # and gradient on that batch: one copy of the centre per chain.
+      centre_parts = [tf.broadcast_to(tf.cast(c, x.dtype), tf.shape(x))
+                      for c, x in zip(centre_parts, tf.nest.flatten(state))]
+    with tf.GradientTape() as tape:
+      tape.watch(centre_parts)
+      centre_mb = self._base.minibatch_energy(
+          pack_like(self._centre, centre_parts), seed)
+    centre_mb_grad = [tf.stop_gradient(g) for g in tape.gradient(
+        centre_mb, centre_parts,
+        unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+    centre_mb = tf.stop_gradient(centre_mb)
+    state_mb = self._base.minibatch_energy(state, seed)
+    correction = tf.zeros_like(state_mb)
+    for x, c, g_mb, g_full in zip(tf.nest.flatten(state), centre_parts,
+                                  centre_mb_grad,
+                                  tf.nest.flatten(self._centre_gradient)):
+      delta = x - c
+      axes = list(range(len(state_mb.shape), len(x.shape)))
+      correction = correction + tf.reduce_sum(
+          (tf.cast(g_full, x.dtype) - g_mb) * delta, axis=axes)
+    return (state_mb - centre_mb + tf.cast(self._centre_energy,
+                                           state_mb.dtype) + correction)
+
+
+class TemperedTarget(MinibatchTarget):
+  """The tempered posterior pi_T(theta) proportional to exp(-U(theta) / T).
+
+  Divides every energy, gradient and gradient-noise estimate of `target` by
+  the temperature T (variances by T^2). T < 1 gives a cold posterior, T > 1 a
+  warm one. Kernels whose `temperature` argument cannot be expressed through
+  their injected noise (the exact AMAGOLD and amortized Barker, and SGBD)
+  sample `TemperedTarget(target, temperature)`.
+  """
+
+  def __init__(self, target, temperature):
+    if not isinstance(target, MinibatchTarget):
+      raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
+                      f"{type(target).__name__}.")
+    if isinstance(temperature, (str, bytes, bool)) or temperature is None:
+      raise TypeError(f"`temperature` must be a number > 0; got "
+                      f"{temperature!r}.")
+    t = float(temperature)
+    if not t > 0 or not np.isfinite(t):
+      raise ValueError(f"`temperature` must be > 0 and finite; got "
+                       f"{temperature!r}.")
+    super().__init__(target.num_examples,
+                     parameter_shapes=target.parameter_shapes)
+    self._base = target
+    self._temperature = t
+
+  @property
+  def base_target(self):
+    return self._base
+
+  @property
+  def temperature(self):
+    return self._temperature
+
+  @property
+  def has_exact_energy(self):
+    return self._base.has_exact_energy
+
+  def check_state(self, state):
+    self._base.check_state(state)
+
+  def check_functions(self, state):
+    self._base.check_functions(state)
+
+  def _cool(self, x):
+    return x / tf.cast(self._temperature, x.dtype)
+
+  def log_prior(self, state):
+    return self._cool(tf.convert_to_tensor(self._base.log_prior(state)))
+
+  def minibatch_energy(self, state, seed):
+    return self._cool(self._base.minibatch_energy(state, seed))
+
+  def minibatch_energies(self, states, seed):
+    return [self._cool(e) for e in self._base.minibatch_energies(states, seed)]
+
+  def energy_and_gradient(self, state, seed):
+    energy, grads = self._base.energy_and_gradient(state, seed)
+    return self._cool(energy), tf.nest.map_structure(self._cool, grads)
+
+  def gradient(self, state, seed):
+    return tf.nest.map_structure(self._cool, self._base.gradient(state, seed))
+
+  def energy(self, state):
+    return self._cool(self._base.energy(state))
+
+  def gradient_noise_variance(self, state, seed):
+    return tf.nest.map_structure(
+        lambda v: self._cool(self._cool(v)),
+        self._base.gradient_noise_variance(state, seed))
+
+
+def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
+              full_batch=None, seed=(0, 0)):
+  """Minimises U with Adam and returns theta_hat (structure of the state).
+
+  Uses the exact full-data gradient when the target has an exact energy
+  (`full_batch=None` or True), otherwise minibatch gradients with fresh
+  batches drawn from `seed`. Runs as one compiled loop.
+
+  Args:
+    target: a `tfp_sgmcmc` target.
+    initial_state: starting point (one chain or several).
+    num_steps: Adam steps.
+    learning_rate: Adam's step size.
+    full_batch: force full-batch (True) or minibatch (False) gradients.
+    seed: stateless seed for minibatches.
+  """
+  check_target(target)
+  arguments.check_positive("learning_rate", learning_rate)
+  if (isinstance(num_steps, bool) or not isinstance(num_steps, (
+      int, np.integer)) or num_steps < 1):
+    raise ValueError(f"`num_steps` must be an integer >= 1; got "
+                     f"{num_steps!r}.")
+  if full_batch is None:
+    full_batch = target.has_exact_energy
+  elif full_batch and not target.has_exact_energy:
+    raise ValueError("`full_batch` = True needs a target with an exact energy "
+                     f"(has_exact_energy); {type(target).__name__} has none: "
+                     "use full_batch=False (minibatch gradients).")
+  state = tf.nest.map_structure(tf.convert_to_tensor, initial_state)
+  check_initial_state(state, target)
+  flat = tf.nest.flatten(state)
+  beta1, beta2, eps = 0.9, 0.999, 1e-8
+
+  def gradient(parts, step_seed):
+    structured = tf.nest.pack_sequence_as(state, parts)
+    if full_batch:
+      with tf.GradientTape() as tape:
+        tape.watch(parts)
+        energy = target.energy(structured)
+      return tape.gradient(energy, parts)
+    _, grads = target.energy_and_gradient(structured, step_seed)
+    return tf.nest.flatten(grads)
+
+  @tf.function(autograph=False)
+  def run(parts, seed):
+    def body(i, parts, m, v, seed):
+      seed, step_seed = random.split_seed(seed, 2)
+      grads = gradient(parts, step_seed)
+      t = tf.cast(i + 1, parts[0].dtype)
+      m = [beta1 * mi + (1 - beta1) * g for mi, g in zip(m, grads)]
+      v = [beta2 * vi + (1 - beta2) * g * g for vi, g in zip(v, grads)]
+      parts = [p - learning_rate * (mi / (1 - beta1 ** t)) /
+               (tf.sqrt(vi / (1 - beta2 ** t)) + eps)
+               for p, mi, vi in zip(parts, m, v)]
+      return i + 1, parts, m, v, seed
+    zeros = [tf.zeros_like(p) for p in parts]
+    _, parts, _, _, _ = tf.while_loop(
+        lambda i, *_: i < num_steps, body,
+        (tf.constant(0), parts, zeros, list(zeros), seed))
+    return parts
+  parts = run(flat, tfp.random.sanitize_seed(seed))
+  return tf.nest.pack_sequence_as(state, parts)
