@@ -114,7 +114,7 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
   """The compiled moment loop, kept on the kernel and reused: continuing a
   chain with `previous_kernel_results` (a function argument, not a captured
   value) reuses one compilation instead of building a new `tf.function`
-  per call, whose graphs would accumulate (12.5 MB per call measured)."""
+  per call, whose graphs would accumulate in memory."""
   per_kernel = kernel.__dict__.setdefault("_tfp_sgmcmc_moments", {})
   key = (num_steps, num_burnin_steps, jit_compile, has_previous)
   if key in per_kernel:
@@ -194,11 +194,10 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   """`tfp.mcmc.sample_chain` with a progress report every few steps.
 
   The chain runs as `num_reports` compiled chunks (burn-in and sampling
-  each), with a report between chunks: no host round trip inside a chunk.
-  Measured (benchmarks/progress.py): 1.006x the same chunked run without
-  reports on a 7 us logistic step, 1.10x on a 2 us one; against a plain
-  `sample_chain` add `StepSeeded`'s seed op, about 0.2 us per step. TFP's `ProgressBarReducer` instead calls back to
-  Python at every step through `tf.numpy_function`, which XLA cannot compile.
+  each), with a report between chunks: no host round trip inside a chunk
+  (its cost is measured by benchmarks/progress.py). TFP's
+  `ProgressBarReducer` instead calls back to Python at every step through
+  `tf.numpy_function`, which XLA cannot compile.
 
   The kernel is wrapped in `StepSeeded(kernel, seed)`: step i uses the seed
   fold_in(seed, i), so the draws do not depend on the chunking or on

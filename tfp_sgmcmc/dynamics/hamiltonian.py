@@ -145,10 +145,14 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
     step_size: h.
     diffusion: A >= 0.
     temperature: T.
-    event_ndims: per part, how many trailing axes are parameters (the rest
-      are chain axes); default: all axes beyond the thermostat's rank.
+    event_ndims: per part (or one for all parts), how many trailing axes
+      are parameters; the rest are chain axes, which must be the
+      thermostat's. Default: all axes beyond the thermostat's rank. A value
+      that disagrees with the thermostat's rank raises a `ValueError`.
   """
   parts_r = tf.nest.flatten(momentum)
+  if event_ndims is not None:
+    _check_event_ndims(event_ndims, parts_r, thermostat.shape.rank)
   dtype = parts_r[0].dtype
   h = as_dtype(step_size, dtype)
   t = as_dtype(temperature, dtype)
@@ -179,6 +183,21 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
     dim += int(np.prod(r.shape[batch_rank:]))
   new_thermostat = thermostat + h * (sq / tf.cast(dim, dtype) - t)
   return new_position, new_momentum, new_thermostat
+
+
+def _check_event_ndims(event_ndims, parts, batch_rank):
+  ndims = tf.nest.flatten(event_ndims)
+  if len(ndims) == 1:
+    ndims = ndims * len(parts)
+  if len(ndims) != len(parts) or any(
+      not isinstance(k, int) or p.shape.rank - k != batch_rank
+      for k, p in zip(ndims, parts)):
+    raise ValueError(
+        f"`event_ndims` = {event_ndims!r} does not fit a state of ranks "
+        f"{[p.shape.rank for p in parts]} and a thermostat of rank "
+        f"{batch_rank} (one per chain): each part's rank less its "
+        "event_ndims must be the thermostat's rank. Leave it None to use "
+        "the thermostat's rank.")
 
 
 def is_refresh_step(step_count, period):

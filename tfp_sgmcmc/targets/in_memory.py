@@ -62,9 +62,8 @@ class InMemoryTarget(DataLikelihoodTarget):
     energy_chunk_size: number of examples per chunk when the exact energy is
       accumulated (default: as many examples as fit in 16 MiB of `data`,
       at least 4096 and at most N; so a small data set, e.g. N = 1e5
-      examples of 20 floats, is one pass over the data as stored, no copy:
-      on that logistic regression with 4 chains one pass took 1.7 ms of
-      CPU time against 2.5 ms in chunks of 4096). Lower it if a model's
+      examples of 20 floats, is one pass over the data as stored, with no
+      copy, which is faster than chunks). Lower it if a model's
       activations for [chains, chunk] examples do not fit in memory.
     parameter_shapes: optional per-chain shape of the state (`[d]`) or of
       each part of a list state (`[[d], [1]]`); when given, a state that does
@@ -106,9 +105,8 @@ class InMemoryTarget(DataLikelihoodTarget):
   `xb * w` with as many chains as examples, cannot be detected.)
   `minibatch_energies` evaluates every state on the same per-chain batches,
   and the exact `energy` still sums over shared chunks of the data. The
-  cost: each step gathers n examples per chain, n x chains in all; SGLD with
-  64 chains on a logistic regression (N = 1e5, d = 20, n = 100) took about
-  4x the time per step of shared batches.
+  cost: each step gathers n examples per chain, n x chains in all, so a
+  step costs several times a step with shared batches (docs/performance.md).
 
   #### Example
 
@@ -347,11 +345,8 @@ class InMemoryTarget(DataLikelihoodTarget):
     First called once on all chains (the documented broadcasting contract);
     if that raises or returns the wrong shape, called once per chain through
     `tf.vectorized_map`, where it sees one chain's parameters and a batch
-    [n] + example_shape, as for a single chain. On the N = 1e5 logistic
-    regression of benchmarks/common.py with 64 chains, SGLD steps through the
-    fallback took 0.96-1.07x the time of the broadcasting function's (medians
-    of three interleaved runs on a shared 2-core machine), so the fallback
-    costs nothing measurable there."""
+    [n] + example_shape, as for a single chain (`tf.vectorized_map`
+    vectorises the per-chain calls)."""
     n, chain_shape = spec
     static_chains = isinstance(chain_shape, list)
     num_chain_dims = (len(chain_shape) if static_chains

@@ -16,7 +16,30 @@ from tfp_sgmcmc.targets.checks import check_initial_state
 __all__ = ["ControlVariateTarget", "TemperedTarget", "find_mode"]
 
 
-class ControlVariateTarget(MinibatchTarget):
+class _OnBaseTarget(MinibatchTarget):
+  """A target defined on another one, `base_target`: same examples, same
+  parameter shapes, and the base's checks of states and functions."""
+
+  def __init__(self, target):
+    if not isinstance(target, MinibatchTarget):
+      raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
+                      f"{type(target).__name__}.")
+    super().__init__(target.num_examples,
+                     parameter_shapes=target.parameter_shapes)
+    self._base = target
+
+  @property
+  def base_target(self):
+    return self._base
+
+  def check_state(self, state):
+    self._base.check_state(state)
+
+  def check_functions(self, state):
+    self._base.check_functions(state)
+
+
+class ControlVariateTarget(_OnBaseTarget):
   """Control-variate gradients around a mode (Baker, Fearnhead, Fox, Nemeth).
 
       grad U~_cv(theta) = grad U(theta_hat)
@@ -55,16 +78,11 @@ class ControlVariateTarget(MinibatchTarget):
   """
 
   def __init__(self, target, centre):
-    if not isinstance(target, MinibatchTarget):
-      raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
-                      f"{type(target).__name__}.")
+    super().__init__(target)
     if not target.has_exact_energy:
       raise TargetCapabilityError(
           "ControlVariateTarget needs the base target's exact full-data "
           "energy to compute grad U(theta_hat); this target has none.")
-    super().__init__(target.num_examples,
-                     parameter_shapes=target.parameter_shapes)
-    self._base = target
     centre = tf.nest.map_structure(tf.convert_to_tensor, centre)
     target.check_state(centre)
     parts = tf.nest.flatten(centre)
@@ -77,22 +95,12 @@ class ControlVariateTarget(MinibatchTarget):
     self._centre_gradient = pack_like(centre, grads)
 
   @property
-  def base_target(self):
-    return self._base
-
-  @property
   def centre(self):
     return self._centre
 
   @property
   def has_exact_energy(self):
     return True
-
-  def check_state(self, state):
-    self._base.check_state(state)
-
-  def check_functions(self, state):
-    self._base.check_functions(state)
 
   def log_prior(self, state):
     return self._base.log_prior(state)
@@ -131,7 +139,7 @@ class ControlVariateTarget(MinibatchTarget):
                                            state_mb.dtype) + correction)
 
 
-class TemperedTarget(MinibatchTarget):
+class TemperedTarget(_OnBaseTarget):
   """The tempered posterior pi_T(theta) proportional to exp(-U(theta) / T).
 
   Divides every energy, gradient and gradient-noise estimate of `target` by
@@ -142,9 +150,7 @@ class TemperedTarget(MinibatchTarget):
   """
 
   def __init__(self, target, temperature):
-    if not isinstance(target, MinibatchTarget):
-      raise TypeError(f"`target` must be a tfp_sgmcmc target; got "
-                      f"{type(target).__name__}.")
+    super().__init__(target)
     if isinstance(temperature, (str, bytes, bool)) or temperature is None:
       raise TypeError(f"`temperature` must be a number > 0; got "
                       f"{temperature!r}.")
@@ -152,14 +158,7 @@ class TemperedTarget(MinibatchTarget):
     if not t > 0 or not np.isfinite(t):
       raise ValueError(f"`temperature` must be > 0 and finite; got "
                        f"{temperature!r}.")
-    super().__init__(target.num_examples,
-                     parameter_shapes=target.parameter_shapes)
-    self._base = target
     self._temperature = t
-
-  @property
-  def base_target(self):
-    return self._base
 
   @property
   def temperature(self):
@@ -168,12 +167,6 @@ class TemperedTarget(MinibatchTarget):
   @property
   def has_exact_energy(self):
     return self._base.has_exact_energy
-
-  def check_state(self, state):
-    self._base.check_state(state)
-
-  def check_functions(self, state):
-    self._base.check_functions(state)
 
   def _cool(self, x):
     return x / tf.cast(self._temperature, x.dtype)
