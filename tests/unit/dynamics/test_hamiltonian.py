@@ -1,0 +1,323 @@
+"""Hamiltonian update rules of `dynamics` against numpy written from the
+papers: the drift, SGHMC's Euler step (Chen et al. 2014, Algorithm 2), the
+B-O-B core of the symmetric splitting integrator (Chen, Ding & Carin 2015),
+the kinetic energy and SGNHT (Ding et al. 2014, Algorithm 2)."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfp_sgmcmc import dynamics
+
+CHAINS = 3
+SHAPES = [(CHAINS, 4), (CHAINS, 2, 2)]  # Two parts, a leading chain axis.
+TOL = {tf.float32: dict(rtol=1e-6, atol=1e-6),
+       tf.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+def draws(seed, scale=1., shapes=SHAPES):
+  rng = np.random.default_rng(seed)
+  return [scale * rng.normal(size=s) for s in shapes]
+
+
+def const(parts, dtype):
+  return [tf.constant(p, dtype) for p in parts]
+
+
+def f64(parts, dtype):
+  """The parts as the function sees them (rounded to `dtype`), in float64."""
+  return [tf.cast(tf.constant(p, dtype), tf.float64).numpy() for p in parts]
+
+
+def check(got, expected, dtype):
+  assert len(got) == len(expected)
+  for g, e in zip(got, expected):
+    assert g.dtype == dtype and g.shape == e.shape
+    np.testing.assert_allclose(g.numpy(), e, **TOL[dtype])
+
+
+PER_CHAIN = [np.array([0.05, 0.011, 0.2]).reshape(3, 1),
+             np.array([0.03, 0.07, 0.002]).reshape(3, 1, 1)]
+# (argument, the per-part values the reference uses)
+STEP_SIZES = {"scalar": (0.07, [0.07, 0.07]),
+              "per_part": ([0.07, 0.013], [0.07, 0.013]),
+              "per_chain": (PER_CHAIN, PER_CHAIN)}
+
+
+def step_size_arg(name, dtype):
+  arg, _ = STEP_SIZES[name]
+  return const(arg, dtype) if name == "per_chain" else arg
+
+
+# --- drift --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("step", list(STEP_SIZES))
+def test_drift_is_the_position_flow_theta_plus_h_r(dtype, step):
+  theta, r = draws(0), draws(1)
+  got = dynamics.drift(const(theta, dtype), const(r, dtype),
+                       step_size_arg(step, dtype))
+  theta, r = f64(theta, dtype), f64(r, dtype)
+  check(got, [t + h * m for t, m, h in zip(theta, r, STEP_SIZES[step][1])],
+        dtype)
+
+
+# --- SGHMC, Euler form --------------------------------------------------------
+
+
+def sghmc_reference(r, g, xi, h, c, t, b_hat):
+  """Chen et al. (2014), Algorithm 2, in momentum units (v = h r,
+  eta = h^2, alpha = h C, beta-hat = h B-hat):
+
+      v' = v - eta grad U~ - alpha v + N(0, 2 (alpha - beta-hat) eta),
+
+  at temperature T (friction and noise in balance at C T), with the
+  injected variance never negative."""
+  v = h * r
+  eta, alpha, beta_hat = h * h, h * c, h * b_hat
+  variance = np.maximum(2. * (alpha * t - beta_hat) * eta, 0.)
+  return (v - eta * g - alpha * v + np.sqrt(variance) * xi) / h
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("step", list(STEP_SIZES))
+@pytest.mark.parametrize("friction,temperature,noise_estimate",
+                         [(0.8, 1., 0.), (2.3, 0.4, 0.3), (0., 1., 0.)])
+def test_sghmc_euler_momentum_matches_algorithm_2(
+    dtype, step, friction, temperature, noise_estimate):
+  r, g, xi = draws(2), draws(3, 4.), draws(4)
+  got = dynamics.sghmc_euler_momentum(
+      const(r, dtype), const(g, dtype), step_size_arg(step, dtype), friction,
+      const(xi, dtype), noise_estimate=noise_estimate,
+      temperature=temperature)
+  r, g, xi = f64(r, dtype), f64(g, dtype), f64(xi, dtype)
+  expected = [sghmc_reference(*p, h, friction, temperature, noise_estimate)
+              for *p, h in zip(r, g, xi, STEP_SIZES[step][1])]
+  check(got, expected, dtype)
+
+
+def test_sghmc_euler_momentum_clips_the_injected_variance_at_zero():
+  # A per-coordinate B-hat: above C T on some coordinates (no noise there,
+  # rather than a NaN), below it on others.
+  r, g, xi = draws(5), draws(6), draws(7)
+  friction, temperature, h = 1.5, 0.6, 0.05  # C T = 0.9.
+  b_hat = [np.where(np.arange(np.prod(s)).reshape(s) % 2 == 0, 2.5, 0.2)
+           for s in SHAPES]
+  got = dynamics.sghmc_euler_momentum(
+      const(r, tf.float64), const(g, tf.float64), h, friction,
+      const(xi, tf.float64), noise_estimate=const(b_hat, tf.float64),
+      temperature=temperature)
+  expected = [sghmc_reference(*p, h, friction, temperature, b)
+              for *p, b in zip(r, g, xi, b_hat)]
+  check(got, expected, tf.float64)
+  # Where B-hat > C T, r' is the noiseless r - h grad U - h C r.
+  noiseless = r[0] - h * g[0] - h * friction * r[0]
+  clipped = b_hat[0] > friction * temperature
+  np.testing.assert_allclose(got[0].numpy()[clipped], noiseless[clipped],
+                             rtol=1e-13)
+  # A scalar B-hat above C T: the noise does not enter at all.
+  quiet = dynamics.sghmc_euler_momentum(
+      const(r, tf.float64), const(g, tf.float64), h, friction,
+      const(xi, tf.float64), noise_estimate=5., temperature=temperature)
+  check(quiet, [m - h * d - h * friction * m for m, d in zip(r, g)],
+        tf.float64)
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("step", list(STEP_SIZES))
+@pytest.mark.parametrize("noise_estimate", [0., 0.3, 9.])
+def test_sghmc_euler_momentum_refresh_folds_a_fresh_momentum_into_the_noise(
+    dtype, step, noise_estimate):
+  r, g, xi = draws(8), draws(9, 4.), draws(10)
+  friction, temperature, t0 = 2.3, 0.4, 0.7
+  args = (const(g, dtype), step_size_arg(step, dtype), friction,
+          const(xi, dtype))
+  kwargs = dict(noise_estimate=noise_estimate, temperature=temperature,
+                refresh_temperature=t0)
+  refreshed = dynamics.sghmc_euler_momentum(
+      const(r, dtype), *args, refresh=tf.constant(True), **kwargs)
+  kept = dynamics.sghmc_euler_momentum(
+      const(r, dtype), *args, refresh=tf.constant(False), **kwargs)
+  g, xi, r = f64(g, dtype), f64(xi, dtype), f64(r, dtype)
+  # r0 ~ N(0, T0) then r' = (1 - h C) r0 - h grad U~ + N(0, s^2), s^2 the
+  # clipped injected variance: r' = -h grad U~ + N(0, (1 - h C)^2 T0 + s^2),
+  # here with the step's one standard normal xi.
+  expected = []
+  for d, x, h in zip(g, xi, STEP_SIZES[step][1]):
+    injected = np.maximum(2. * (friction * temperature - noise_estimate) * h,
+                          0.)
+    expected.append(-h * d + np.sqrt((1. - h * friction) ** 2 * t0
+                                     + injected) * x)
+  check(refreshed, expected, dtype)
+  # refresh=False is the plain step.
+  check(kept, [sghmc_reference(m, d, x, h, friction, temperature,
+                               noise_estimate)
+               for m, d, x, h in zip(r, g, xi, STEP_SIZES[step][1])], dtype)
+
+
+def test_sghmc_euler_momentum_refresh_ignores_the_old_momentum():
+  g, xi = const(draws(11), tf.float64), const(draws(12), tf.float64)
+  outs = [dynamics.sghmc_euler_momentum(
+      const(draws(seed, 5.), tf.float64), g, 0.1, 1.2, xi,
+      refresh=tf.constant(True)) for seed in (13, 14)]
+  for a, b in zip(*outs):
+    np.testing.assert_array_equal(a, b)
+
+
+def test_sghmc_euler_momentum_refresh_has_the_documented_law():
+  # In distribution: the folded step equals drawing r0 ~ N(0, T0) and taking
+  # the plain step with independent noise; compare their variances.
+  n, h, c, t, t0 = 200000, 0.2, 1.5, 0.5, 2.
+  rng = np.random.default_rng(15)
+  folded = dynamics.sghmc_euler_momentum(
+      tf.zeros([n], tf.float64), tf.zeros([n], tf.float64), h, c,
+      tf.constant(rng.normal(size=n)), temperature=t,
+      refresh=tf.constant(True), refresh_temperature=t0).numpy()
+  two_draws = dynamics.sghmc_euler_momentum(
+      tf.constant(np.sqrt(t0) * rng.normal(size=n)), tf.zeros([n], tf.float64),
+      h, c, tf.constant(rng.normal(size=n)), temperature=t).numpy()
+  variance = (1 - h * c) ** 2 * t0 + 2 * c * t * h  # 0.98 + 0.3
+  for x in (folded, two_draws):
+    assert abs(x.var() - variance) < 5 * variance * np.sqrt(2. / n)
+
+
+# --- SGHMC, symmetric splitting -----------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("step", list(STEP_SIZES))
+@pytest.mark.parametrize("friction,temperature,noise_estimate",
+                         [(0.8, 1., 0.), (2.3, 0.4, 0.3), (1.5, 0.6, 2.)])
+def test_sghmc_splitting_momentum_is_b_o_b_of_chen_ding_carin(
+    dtype, step, friction, temperature, noise_estimate):
+  r, g, xi = draws(16), draws(17, 4.), draws(18)
+  got = dynamics.sghmc_splitting_momentum(
+      const(r, dtype), const(g, dtype), step_size_arg(step, dtype), friction,
+      const(xi, dtype), noise_estimate=noise_estimate,
+      temperature=temperature)
+  r, g, xi = f64(r, dtype), f64(g, dtype), f64(xi, dtype)
+  expected = []
+  for m, d, x, h in zip(r, g, xi, STEP_SIZES[step][1]):
+    # B: the friction flow dr = -C r dt solved over h/2.
+    m = np.exp(-friction * h / 2.) * m
+    # O: the gradient kick and the injected noise over h.
+    m = m - h * d + np.sqrt(np.maximum(2. * (friction * temperature
+                                      - noise_estimate) * h, 0.)) * x
+    # B again.
+    expected.append(np.exp(-friction * h / 2.) * m)
+  check(got, expected, dtype)
+
+
+def test_sghmc_splitting_momentum_solves_the_friction_flow_exactly():
+  # Without gradient and noise two half-step B's give r exp(-C h) exactly
+  # (where Euler's 1 - h C would go negative at h C > 1).
+  r = const(draws(19), tf.float64)
+  zeros = [tf.zeros_like(p) for p in r]
+  got = dynamics.sghmc_splitting_momentum(r, zeros, 0.9, 3., zeros,
+                                          noise_estimate=10.)
+  check(got, [np.exp(-2.7) * p.numpy() for p in r], tf.float64)
+
+
+# --- kinetic energy -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("sigma", [1., 1.7])
+def test_kinetic_energy_is_half_r_squared_over_the_mass(dtype, sigma):
+  r = draws(20)
+  per_chain = dynamics.kinetic_energy(const(r, dtype), sigma, batch_ndims=1)
+  total = dynamics.kinetic_energy(const(r, dtype), sigma)
+  r = f64(r, dtype)
+  expected = sum((p ** 2).reshape(CHAINS, -1).sum(-1) for p in r) / (
+      2. * sigma ** 2)
+  assert per_chain.dtype == dtype and per_chain.shape == (CHAINS,)
+  np.testing.assert_allclose(per_chain, expected, **TOL[dtype])
+  assert total.shape == ()
+  np.testing.assert_allclose(total, expected.sum(), **TOL[dtype])
+  # K is -log N(r; 0, sigma^2 I) up to its normaliser.
+  single = dynamics.kinetic_energy(tf.constant([3., 4.], tf.float64), sigma)
+  np.testing.assert_allclose(single, 25. / (2. * sigma ** 2), rtol=1e-15)
+
+
+# --- SGNHT --------------------------------------------------------------------
+
+
+def sgnht_reference(theta, r, xi, g, z, h, a, t, batch_rank, refresh=False,
+                    t0=1.):
+  """Ding et al. (2014), Algorithm 2, at temperature T (their T = 1):
+
+      p'  = p - xi p h - grad U~ h + sqrt(2 A h T) N(0, I)
+      th' = th + p' h
+      xi' = xi + (p'^T p' / n - T) h,   n = all parameters of a chain.
+
+  With `refresh` p is first drawn from N(0, T0 I) and folded into the
+  noise: p' = -grad U~ h + sqrt((1 - xi h)^2 T0 + 2 A h T) z."""
+  def per_chain(x, part):
+    return np.reshape(x, np.shape(x) + (1,) * (part.ndim - batch_rank))
+  new_r = []
+  for p, d, w in zip(r, g, z):
+    if refresh:
+      scale = np.sqrt((1. - per_chain(xi, p) * h) ** 2 * t0 + 2. * a * h * t)
+      new_r.append(-d * h + scale * w)
+    else:
+      new_r.append(p - per_chain(xi, p) * p * h - d * h
+                   + np.sqrt(2. * a * h * t) * w)
+  new_theta = [x + p * h for x, p in zip(theta, new_r)]
+  sq = sum((p ** 2).reshape(np.shape(xi) + (-1,)).sum(-1) for p in new_r)
+  n = sum(p[(0,) * batch_rank].size for p in new_r)
+  new_xi = xi + (sq / n - t) * h
+  return new_theta, new_r, new_xi
+
+
+# Chain batch shapes: none (one chain), [3] and [2, 3].
+BATCHES = {"one_chain": (), "chains": (3,), "chain_grid": (2, 3)}
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("batch", list(BATCHES))
+@pytest.mark.parametrize("refresh", [None, False, True])
+@pytest.mark.parametrize("temperature,diffusion", [(1., 0.5), (0.3, 2.)])
+def test_sgnht_step_matches_ding_et_al_algorithm_2(
+    dtype, batch, refresh, temperature, diffusion):
+  batch_shape = BATCHES[batch]
+  shapes = [batch_shape + (4,), batch_shape + (2, 3)]  # d = 4 + 6 = 10.
+  theta, r, g, z = (draws(s, 1., shapes) for s in (21, 22, 23, 24))
+  g = [4. * x for x in g]
+  xi = np.random.default_rng(25).uniform(-1., 3., size=batch_shape)
+  h, t0 = 0.06, 0.8
+  kwargs = {} if refresh is None else dict(refresh=tf.constant(refresh),
+                                           refresh_temperature=t0)
+  got_theta, got_r, got_xi = dynamics.sgnht_step(
+      const(theta, dtype), const(r, dtype), tf.constant(xi, dtype),
+      const(g, dtype), h, const(z, dtype), diffusion, temperature, **kwargs)
+  theta, r, g, z = (f64(p, dtype) for p in (theta, r, g, z))
+  xi = f64([xi], dtype)[0]
+  exp_theta, exp_r, exp_xi = sgnht_reference(
+      theta, r, xi, g, z, h, diffusion, temperature, len(batch_shape),
+      refresh=bool(refresh), t0=t0)
+  check(got_r, exp_r, dtype)
+  check(got_theta, exp_theta, dtype)
+  check([got_xi], [np.asarray(exp_xi)], dtype)
+
+
+def test_sgnht_thermostat_counts_d_over_all_parts():
+  # Each chain's kinetic energy per dimension is exactly T after the step
+  # (r' chosen so), so the thermostat stays put; counting d per part, or
+  # over one part only, would move it.
+  h, t = 0.1, 0.5
+  chains = 2
+  r_new = [np.full((chains, 3), np.sqrt(t) * 2.), np.zeros((chains, 9))]
+  # |r'|^2 / d = 3 * 4 t / 12 = t, with d = 3 + 9 = 12.
+  zeros = lambda parts: [tf.zeros_like(tf.constant(p)) for p in parts]  # noqa
+  _, got_r, got_xi = dynamics.sgnht_step(
+      zeros(r_new), const(r_new, tf.float64), tf.zeros([chains], tf.float64),
+      zeros(r_new), h, zeros(r_new), 0., t)
+  check(got_r, r_new, tf.float64)
+  np.testing.assert_allclose(got_xi, np.zeros(chains), atol=1e-15)
+  # Half that kinetic energy: xi' = h (t / 2 - t).
+  _, _, got_xi = dynamics.sgnht_step(
+      zeros(r_new), const([p / np.sqrt(2.) for p in r_new], tf.float64),
+      tf.zeros([chains], tf.float64), zeros(r_new), h, zeros(r_new), 0., t)
+  np.testing.assert_allclose(got_xi, np.full(chains, -h * t / 2.),
+                             rtol=1e-13)
