@@ -117,15 +117,16 @@ SIZES = {"small": dict(hidden=(100,), sample_epochs=30, num_train=8000),
 
 def load(data_dir, seed, num_train=8000):
   """MNIST split (standardised as the authors do) and the OOD images."""
-  def flat(images):
-    x = images.reshape(len(images), -1).astype(np.float32) / 255.
+  def standardise(x):
     return (x - MNIST_MEAN) / MNIST_STD
-  images, labels = datasets.load_mnist(data_dir, "test")
-  order = np.random.default_rng(seed).permutation(len(images))
-  train, test = order[:num_train], order[8000:]
-  return dict(x_train=flat(images[train]),
-              y_train=labels[train].astype(np.int32),
-              x_test=flat(images[test]), y_test=labels[test].astype(np.int32),
+
+  def flat(images):
+    return standardise(
+        images.reshape(len(images), -1).astype(np.float32) / 255.)
+  split = datasets.load_mnist_split(data_dir, seed, train=slice(num_train))
+  (x_train, y_train), (x_test, y_test) = split["train"], split["test"]
+  return dict(x_train=standardise(x_train), y_train=y_train,
+              x_test=standardise(x_test), y_test=y_test,
               x_ood=flat(datasets.load_fashion_mnist_sprite(data_dir)),
               split=f"{num_train} of the 10,000 MNIST test images for "
               "training, 2,000 for testing, by numpy.random.default_rng("

@@ -94,17 +94,15 @@ def load(data_dir, use_tfds, seed):
     xtr, ytr = datasets.load_mnist(data_dir, "train", download=True)
     xte, yte = datasets.load_mnist(data_dir, "test", download=True)
     split = "MNIST 60,000 train / 10,000 test (tensorflow-datasets)"
+    xtr, xte = flat(xtr), flat(xte)
   else:
-    images, labels = datasets.load_mnist(data_dir, "test")
-    order = np.random.default_rng(seed).permutation(len(images))
-    train, test = order[:8000], order[8000:]
-    xtr, ytr = images[train], labels[train]
-    xte, yte = images[test], labels[test]
+    parts = datasets.load_mnist_split(data_dir, seed)
+    (xtr, ytr), (xte, yte) = parts["train"], parts["test"]
     split = ("the 10,000 MNIST test images split 8,000 train / 2,000 test "
              f"by numpy.random.default_rng({seed}).permutation")
   ood = datasets.load_fashion_mnist_sprite(data_dir)
-  return dict(x_train=flat(xtr), y_train=ytr.astype(np.int32),
-              x_test=flat(xte), y_test=yte.astype(np.int32), x_ood=flat(ood),
+  return dict(x_train=xtr, y_train=ytr.astype(np.int32),
+              x_test=xte, y_test=yte.astype(np.int32), x_ood=flat(ood),
               split=split)
 
 

@@ -80,14 +80,9 @@ SIZES = {"ci": dict(epochs=30, warmup=2), "full": dict(epochs=800,
 
 
 def load(data_dir, seed):
-  def flat(images):
-    return (images.reshape(len(images), -1) / 255.).astype(np.float32)
-  images, labels = datasets.load_mnist(data_dir, "test")
-  order = np.random.default_rng(seed).permutation(len(images))
-  train, test = order[:8000], order[8000:]
-  return dict(x_train=flat(images[train]),
-              y_train=labels[train].astype(np.int32),
-              x_test=flat(images[test]), y_test=labels[test].astype(np.int32),
+  split = datasets.load_mnist_split(data_dir, seed)
+  (x_train, y_train), (x_test, y_test) = split["train"], split["test"]
+  return dict(x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test,
               split="the 10,000 MNIST test images split 8,000 train / 2,000 "
               f"test by numpy.random.default_rng({seed}).permutation")
 

@@ -59,15 +59,12 @@ PAPER = {  # papers/003, Sec. 5.3: warm-up epochs -> (accuracy, seconds)
 
 
 def load_split(data_dir=SHARED_DATA, num_train=8000, num_test=2000):
-  """MNIST test images split into train / test parts by a fixed permutation."""
-  x, y = sg.datasets.load_mnist(data_dir)
-  x = np.asarray(x, np.float32).reshape(-1, 784)
-  if x.max() > 1.:
-    x = x / 255.
-  y = np.asarray(y, np.int32)
-  order = np.random.default_rng(0).permutation(len(x))
-  train, test = order[:num_train], order[num_train:num_train + num_test]
-  return (x[train], y[train]), (x[test], y[test])
+  """MNIST test images split into train / test parts by a fixed permutation
+  (the test part follows the training part in it)."""
+  split = sg.datasets.load_mnist_split(
+      data_dir, 0, train=slice(num_train),
+      test=slice(num_train, num_train + num_test))
+  return split["train"], split["test"]
 
 
 def mlp_logits(params, x):
