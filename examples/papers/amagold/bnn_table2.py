@@ -55,9 +55,12 @@ A diverged chain (the adapter's divergence stop, which warns and stops
 weights seen by this script's own check) is reported as "diverged (at epoch
 k)" and kept out of the entropy figure, instead of crashing the script.
 
-    python examples/bnn_table2.py --sample-epochs 100  # docs/results table
-    python examples/bnn_table2.py --small          # 784-100-10, 30 epochs
-    python examples/bnn_table2.py --no-adapt       # only the 8 Keras chains
+    python examples/papers/amagold/bnn_table2.py --sample-epochs 100
+        # the docs/results table
+    python examples/papers/amagold/bnn_table2.py --small
+        # 784-100-10, 30 epochs
+    python examples/papers/amagold/bnn_table2.py --no-adapt
+        # only the 8 Keras chains
 
 The data directory defaults to ../shared/data (or $TFP_SGMCMC_DATA).
 Writes `table2.md`, `table2.json` and `fig5_entropy_cdf.png` into `--out`
@@ -81,7 +84,8 @@ import tfp_sgmcmc  # noqa: E402
 from tfp_sgmcmc import datasets  # noqa: E402
 import tfp_sgmcmc.keras as sgk  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
+                                    ".."))
 DEFAULT_DATA = os.environ.get("TFP_SGMCMC_DATA",
                               os.path.join(REPO, "..", "shared", "data"))
 

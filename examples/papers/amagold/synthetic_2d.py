@@ -51,7 +51,8 @@ Outputs (into --out): fig2a_dist1_densities.png, fig2b_dist1_kl.png,
 fig2c_dist2_densities.png, fig2d_dist2_kl.png, fig3_convergence_dist1.png,
 table.md and results.json.
 
-    python examples/synthetic_2d.py [--out out/synthetic_2d] [--full]
+    python examples/papers/amagold/synthetic_2d.py [--out out/synthetic_2d] \
+        [--full]
 """
 
 import argparse

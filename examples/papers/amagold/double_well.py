@@ -36,7 +36,8 @@ Symmetric KL is KL(p||q) + KL(q||p) over the bins, with empty bins floored at
 so a sampler that misses a region is penalised heavily, not infinitely. The
 histogram has 110 bins of width 0.1 on [-6, 5]; U > 26 outside it.
 
-    python examples/double_well.py [--out out/double_well] [--full]
+    python examples/papers/amagold/double_well.py [--out out/double_well] \
+        [--full]
 """
 
 import argparse
