@@ -42,7 +42,7 @@ Writes to --out (default ./out/sgbd):
   against s for each sampler, the reference mean +- 2 sd as horizontal lines;
 * sgbd_logistic.md: the robust ranges and per-coefficient tables.
 
-    python examples/sgbd_logistic.py [--data-dir ../shared/data] \
+    python examples/papers/sgbd/sgbd_logistic.py [--data-dir ../shared/data] \
         [--out out/sgbd] [--full] [--methods sgld,vanilla,corrected,extreme]
 
 The default run (11 step sizes from 1e-5 to 1, 4 chains of 300,000 steps
@@ -73,8 +73,8 @@ import tfp_sgmcmc as sg  # noqa: E402
 warnings.filterwarnings("ignore", message=".*is not calibrated.*")
 
 PRIOR_SCALE = 5.
-DEFAULT_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "shared", "data")
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DEFAULT_DATA_DIR = os.path.join(EXAMPLES, "..", "..", "shared", "data")
 METHOD_LABELS = {"sgld": "SGLD", "vanilla": "v-SGBD", "corrected": "c-SGBD",
                  "extreme": "e-SGBD"}
 METHOD_COLORS = {"sgld": "tab:red", "vanilla": "tab:blue",
