@@ -47,9 +47,9 @@ right is less confident, which is right for images of clothes). Writes
 and `fig5` (one run: AMAGOLD paper Table 2 and Fig. 5,
 `examples/papers/amagold/bnn_table2.py`, into `--out`/table2/),
 `sghmc_paper` (paper 003's Fig. 5, test error against epochs,
-`examples/mnist_sghmc_paper.py`, into `--out`/sghmc_paper/), `all` (this
-comparison and both). The default, `bma`,
-is this script's own comparison above.
+`examples/papers/sghmc/mnist_sghmc_paper.py`, into `--out`/sghmc_paper/),
+`all` (this comparison and both). The default, `bma`, is this script's own
+comparison above.
 """
 
 import argparse
@@ -333,7 +333,7 @@ def paper_script(paper, name):
 def run_reproductions(args):
   """The paper reproductions of `--experiment`, each into a subdirectory."""
   bnn_table2 = paper_script("amagold", "bnn_table2")
-  import mnist_sghmc_paper  # pylint: disable=import-outside-toplevel
+  mnist_sghmc_paper = paper_script("sghmc", "mnist_sghmc_paper")
   common = ["--data-dir", args.data_dir, "--seed", str(args.seed)]
   common += ["--full"] if args.full else []
   out = {}

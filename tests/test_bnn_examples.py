@@ -1,5 +1,5 @@
 """CI-sized checks of the Keras BNN reproductions (examples/papers/amagold/bnn_table2.py,
-examples/mnist_sghmc_paper.py) on the MNIST file of ../shared/data."""
+examples/papers/sghmc/mnist_sghmc_paper.py) on the MNIST file of ../shared/data."""
 
 import os
 import sys

@@ -41,9 +41,10 @@ optimizers (`SamplingCallback` without burn-in); after `warmup` epochs one
 sample per epoch enters the running average of the predictive
 probabilities.
 
-    python examples/mnist_sghmc_paper.py           # 30 epochs, 2 warm-up
-    python examples/mnist_sghmc_paper.py --epochs 300 --warmup 19  # docs
-    python examples/mnist_sghmc_paper.py --full    # 800 epochs, 50 warm-up
+    python examples/papers/sghmc/mnist_sghmc_paper.py  # 30 epochs, 2 warm-up
+    python examples/papers/sghmc/mnist_sghmc_paper.py --epochs 300 \
+        --warmup 19                                   # docs
+    python examples/papers/sghmc/mnist_sghmc_paper.py --full  # 800, 50 warm-up
 
 Writes `error_vs_epochs.png`, `sghmc_paper.md` and `sghmc_paper.json` into
 `--out` (default out/mnist_sghmc_paper/).
@@ -63,7 +64,8 @@ import tensorflow as tf  # noqa: E402
 from tfp_sgmcmc import datasets  # noqa: E402
 import tfp_sgmcmc.keras as sgk  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
+                                    ".."))
 DEFAULT_DATA = os.path.join(REPO, "..", "shared", "data")
 
 PAPER_N = 60000

@@ -84,7 +84,8 @@ Outputs in --out: fig1_double_well_densities.png, fig2_phase_portrait.png,
 fig3a_first_50_samples.png, fig3b_cov_error_vs_autocorrelation.png,
 table.md, table.json.
 
-    python examples/sghmc_toys.py [--out out/sghmc_toys] [--full] [--seed 0]
+    python examples/papers/sghmc/sghmc_toys.py [--out out/sghmc_toys] [--full] \
+        [--seed 0]
 """
 
 import argparse
