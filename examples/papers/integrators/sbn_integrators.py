@@ -18,7 +18,8 @@ a grid, friction D = 1 / sqrt(h) (the paper's middle choice,
 the Bayesian predictive, -mean log(mean_s p(v | theta_s)) over the kept
 samples (the last half, thinned to 10).
 
-    python examples/sbn_integrators.py [--steps 2000] [--out DIR]
+    python examples/papers/integrators/sbn_integrators.py [--steps 2000] \
+        [--out DIR]
 
 Writes sbn.png (test NLL against step size), sbn.md and sbn.json into
 --out (default out/sbn_integrators).
@@ -42,8 +43,9 @@ warnings.filterwarnings("ignore", message=".*is not calibrated.*")
 
 LABELS = {"splitting": "SGHMC-S", "euler": "SGHMC-E", "sgld": "SGLD"}
 PAPER = {"splitting": 103, "euler": 105, "sgld": 126}
-SHARED_DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                           "..", "shared", "data")
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
+                                        ".."))
+SHARED_DATA = os.path.join(EXAMPLES, "..", "..", "shared", "data")
 
 
 @dataclasses.dataclass
@@ -59,8 +61,8 @@ class Config:
 
 
 def load(num_train=8000, data_dir=SHARED_DATA):
-  # The split of the SG-NUTS MNIST experiments (papers/sghmc): the 2,000
-  # test images follow the training images in the permutation.
+  # The split of the SG-NUTS MNIST experiments (papers/sghmc/mnist_mlp.py):
+  # the 2,000 test images follow the training images in the permutation.
   split = sg.datasets.load_mnist_split(
       data_dir, 0, train=slice(num_train),
       test=slice(num_train, num_train + 2000))
