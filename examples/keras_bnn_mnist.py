@@ -40,8 +40,8 @@ right is less confident, which is right for images of clothes). Writes
 `table.md`, `results.json`, `entropy_cdf.png` and the AMAGOLD samples
 (`amagold_posterior.npz`) into `--out`.
 
-    python examples/keras_bnn_mnist.py              # about 1.5 minutes, 2 cores
-    python examples/keras_bnn_mnist.py --full       # 300 epochs (~3x longer)
+    python examples/keras_bnn_mnist.py              # 100 epochs
+    python examples/keras_bnn_mnist.py --full       # 300 epochs
 
 `--experiment` runs the paper reproductions instead (or as well): `table2`
 and `fig5` (one run: AMAGOLD paper Table 2 and Fig. 5,

@@ -97,8 +97,8 @@ class LogisticTarget(sg.InMemoryTarget):
   The library's generic estimate takes the Jacobian of the per-example
   log-likelihoods with `tape.jacobian`, whose cost here grows as n^2 x
   chains per step (each example's gradient is a backward pass through the
-  whole [chains, n] batch): at n = 800 c-SGBD ran over 10 times slower than
-  v-SGBD. The estimate is the same: N^2 / n times the unbiased per-example
+  whole [chains, n] batch), which at n = 800 makes c-SGBD many times slower
+  than v-SGBD. The estimate is the same: N^2 / n times the unbiased per-example
   variance of the gradient on the step's minibatch.
   """
 

@@ -46,8 +46,7 @@ held-out log-likelihood within 0.1 nats per point of the best).
         [--out DIR]
 
 Default: 9 step sizes s = 10^-4.5 ... 10^-0.5 by half decades, 2 chains
-per step size, 20,000 steps (MF) and 4,000 steps (ICA) per chain; about
-5 minutes on the shared cores (2 cores, 6 jobs).
+per step size, 20,000 steps (MF) and 4,000 steps (ICA) per chain.
 
 Writes to --out (default ./out/sgbd_mf_ica): fig3_mf.png, fig4_ica.png,
 sgbd_mf_ica.md (tables) and sgbd_mf_ica.json.
