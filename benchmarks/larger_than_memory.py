@@ -31,10 +31,6 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                ".."))
-
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 import numpy as np  # noqa: E402
@@ -243,9 +239,8 @@ def main():
                 shards=SHARDS, record_size=RECORD,
                 write_seconds=seconds),
       big=big, small=small)
-  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  import common  # pylint: disable=import-outside-toplevel
-  common.write_json(RESULTS, payload)
+  import harness  # pylint: disable=import-outside-toplevel
+  harness.write_json(RESULTS, payload)
 
 
 if __name__ == "__main__":
