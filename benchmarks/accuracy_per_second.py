@@ -7,7 +7,7 @@ TFP's NUTS; and effective samples per second.
 Problem: common.synthetic_logistic() (N = 100,000, d = 20, N(0, 1) prior,
 minibatch 100 unless a method says otherwise). Every method runs 4 chains
 batched in one kernel, all started at the posterior mode (Newton's method in
-numpy, ~1 s, not counted), compiled with XLA in chunks of steps. The clock
+numpy, not counted), compiled with XLA in chunks of steps. The clock
 (compile excluded) runs from the first step: each method's warm-up
 (step-size adaptation, burn-in) runs to its end and is reported, then it
 samples for `--budget` seconds. After every chunk past the warm-up the
@@ -29,19 +29,18 @@ it); checked against the Laplace approximation at the mode.
 
 Methods (see `methods`): NUTS and HMC (L = 10) with dual averaging, and
 NUTS at a fixed step size near the adapted one (NUTS inside TFP's
-dual-averaging wrapper ran about 70x slower per step here; see
-docs/performance.md); SGLD
-and SGHMC at a few step sizes (no M-H; per-chain minibatches); AMAGOLD with
-the exact M-H test and dual averaging to a target acceptance, on plain
-minibatches, with control variates around the mode
-(`tfp_sgmcmc.ControlVariateTarget`), with larger minibatches, and with the
-minibatch M-H test. Goal: AMAGOLD's sds within 10% of the reference and
+dual-averaging wrapper ran far slower per step here; docs/performance.md,
+section 6); SGLD and SGHMC at a few step sizes (no M-H; per-chain
+minibatches); AMAGOLD with the exact M-H test and dual averaging to a
+target acceptance, on plain minibatches, with control variates around the
+mode (`tfp_sgmcmc.ControlVariateTarget`), with larger minibatches, and with
+the minibatch M-H test. Goal: AMAGOLD's sds within 10% of the reference and
 ESS/s >= 5x NUTS's (the best NUTS run: with `--only "NAME [C chains]"`
 each method can run with its own number of chains, e.g. NUTS with 4, 8 and
 16 in the same run).
 
-    python benchmarks/accuracy_per_second.py          # ~5 min (+ reference once)
-    python benchmarks/accuracy_per_second.py --quick  # < 1 min (reference cached)
+    python benchmarks/accuracy_per_second.py          # (+ the reference once)
+    python benchmarks/accuracy_per_second.py --quick  # 3 methods
 
 Writes benchmarks/results/accuracy_per_second.json and
 docs/figures/performance/accuracy_per_second.png.
@@ -166,7 +165,7 @@ def methods(problem, mode, quick, only=None):
       "AMAGOLD T=20, CV b=1000": amagold(cv(1000), 1e-3, t=20),
       "AMAGOLD T=10, CV b=1000, minibatch M-H": amagold(cv(1000), 1e-3,
                                                         mh="minibatch"),
-      # Levers of issue 18 (not run by default; `--only NAME ...`): the
+      # Levers for AMAGOLD's ESS/s (not run by default; `--only NAME`): the
       # skew-reversible variant (momentum carried across tests, refreshed
       # only by the friction noise; beta = 10 keeps about 0.8 of it per
       # outer step at eps = 1e-3, beta = 30 about 0.55), the acceptance
@@ -493,7 +492,8 @@ if __name__ == "__main__":
   parser.add_argument("--quick", action="store_true")
   parser.add_argument("--budget", type=float, default=None,
                       help="seconds of sampling per method (default 20)")
-  parser.add_argument("--clock", choices=sorted(harness.CLOCKS), default="wall",
+  parser.add_argument("--clock", choices=sorted(harness.CLOCKS),
+                      default="wall",
                       help="wall (default) or this process's CPU time "
                       "(on a machine shared with other jobs)")
   parser.add_argument("--only", nargs="*", default=None,

@@ -6,8 +6,8 @@ C chains batched in one kernel, each piece timed alone in a compiled
 `while_loop` of its own (XLA, compile excluded, minimum of 3 repeats):
 
   * energy: the exact full-data energy U(theta*) of the C chains
-    (`InMemoryTarget.energy`; also in chunks of 4096 examples, the default
-    before issue 18, and its parts: the matmul x @ w alone);
+    (`InMemoryTarget.energy`; also in chunks of 4096 examples, the earlier
+    default, and its parts: the matmul x @ w alone);
   * gradient: one full-data gradient (NUTS's unit of work);
   * minibatch: one control-variate minibatch gradient (index draw, gather of
     b rows, the gradient at theta and at the centre), and the index draw and

@@ -1,5 +1,5 @@
 """AMAGOLD with the minibatch M-H test against its own floor, at 1 to 256
-batched chains (issue 19).
+batched chains.
 
 AMAGOLD's outer step is T leapfrog steps (one gradient and one draw each)
 and an M-H test that needs two minibatch energies, U~(theta) and
@@ -13,7 +13,7 @@ d = 20, shared minibatch of 100). One thread, process CPU time per
 gradient, interleaved repeats; ratios are taken within a repeat and
 reported as median [min, max].
 
-    python benchmarks/amagold_floor.py            # 1, 8, 64, 256 chains, ~2 minutes
+    python benchmarks/amagold_floor.py            # 1, 8, 64, 256 chains
     python benchmarks/amagold_floor.py --chains 8 256
 """
 

@@ -1,7 +1,7 @@
 """Chains: time per step of C independent chains batched in one kernel,
 relative to one chain and relative to the kernel's own gradient floor.
 
-Goals (issue 19): sampler / gradient floor <= 1.15 at every chain count for
+Goals: sampler / gradient floor <= 1.15 at every chain count for
 SGLD, SGHMC and AMAGOLD (minibatch M-H) with shared minibatches; 64 shared-
 batch chains <= 4x one chain; the per-chain-minibatch floor within 2x of the
 shared one at 64 chains.
@@ -57,8 +57,8 @@ measured, printed after the tables and written under "floors"): the
 normals against NumPy's C generators, the gather of 6,400 random rows
 against C's `np.take`, and the 64-chain gradient's own arithmetic.
 
-    python benchmarks/chains.py            # ~4 minutes on 2 quiet cores
-    python benchmarks/chains.py --quick    # ~1 minute (1 and 64 chains)
+    python benchmarks/chains.py            # 1, 8, 64, 256 chains
+    python benchmarks/chains.py --quick    # 1 and 64 chains
     python benchmarks/chains.py --profile SGLD,shared,64 [--profile-dir D]
         # optimized HLO of that configuration's compiled loop, a listing of
         # its while body (what one step computes) and a TF profiler trace

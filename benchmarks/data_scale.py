@@ -18,8 +18,8 @@ timed interleaved over several repeats; the table gives the median time
 per gradient evaluation, its [min, max] over repeats, and the log-log
 slope of time against N from 1e4 to 1e6 (0 = flat, 1 = linear).
 
-    python benchmarks/data_scale.py            # ~2-3 minutes on 2 cores
-    python benchmarks/data_scale.py --quick    # < 1 minute
+    python benchmarks/data_scale.py            # N = 1e3 ... 1e6
+    python benchmarks/data_scale.py --quick    # N = 1e3 ... 1e5, 2 repeats
 """
 
 import argparse

@@ -1,7 +1,7 @@
 """Cost of DatasetTarget's exhaustion check per minibatch draw.
 
 A `DatasetTarget` draws one batch per gradient evaluation from a tf.data
-iterator. Before issue 16's last change every draw went through
+iterator. Formerly every draw went through
 `get_next_as_optional()` plus an in-graph `Assert(has_value)` (the clear
 "dataset is exhausted" error); now only a dataset that can run out (finite
 or unknown cardinality) takes that path, and a repeated one (infinite

@@ -1,4 +1,4 @@
-"""Floor proofs for issue 19's chain goals: what optimized code elsewhere
+"""Floor proofs for chains.py's goals: what optimized code elsewhere
 needs for the work a batched SG-MCMC step cannot avoid, timed side by side
 with the shared-minibatch gradient floor of `chains.py` (same process, one
 thread, process CPU time, interleaved repeats).

@@ -21,12 +21,12 @@ first epoch of every `fit` (which traces and compiles the train step) is
 excluded. Each repeat runs one `fit` per method, interleaved (SGD, SGHMC,
 ..., SGD, SGHMC, ...); the ratio of a repeat is the median epoch of the
 method over the median epoch of SGD in that repeat; the table shows the
-median ratio over repeats and its [min, max]. Bounds (issue 13): SGHMC /
+median ratio over repeats and its [min, max]. Bounds: SGHMC /
 SGD <= 1.25 (goal 1.10; the Gaussian draws are the known floor), AMAGOLD
 with the exact test / SGD <= 1.5; both from the same run.
 
-    python benchmarks/keras_epoch.py            # ~2-3 minutes on 2 cores
-    python benchmarks/keras_epoch.py --quick    # < 1 minute
+    python benchmarks/keras_epoch.py            # 5 repeats x 8 timed epochs
+    python benchmarks/keras_epoch.py --quick    # 2 repeats x 3 timed epochs
 
 `--jit-compile false` (or `auto`, Keras' default, which is False on a
 machine without an accelerator) times the same fits without XLA, and the

@@ -15,7 +15,7 @@ examples) under --dir (default /tmp; the files are deleted at the end unless
   `TFRecordTarget` over the same examples, timed interleaved (A, B, A, B)
   in one process: time per gradient and per exact-energy pass.
 
-    python benchmarks/larger_than_memory.py                 # ~2.1 GB, minutes
+    python benchmarks/larger_than_memory.py                 # ~2.1 GB
     python benchmarks/larger_than_memory.py --size-gb 0.1   # quick check
 
 Writes benchmarks/results/larger_than_memory.json.
