@@ -7,7 +7,7 @@ TFP's NUTS; and effective samples per second.
 Problem: common.synthetic_logistic() (N = 100,000, d = 20, N(0, 1) prior,
 minibatch 100 unless a method says otherwise). Every method runs 4 chains
 batched in one kernel, all started at the posterior mode (Newton's method in
-numpy, ~1 s, not counted), compiled with XLA in chunks of steps. The clock
+numpy, not counted), compiled with XLA in chunks of steps. The clock
 (compile excluded) runs from the first step: each method's warm-up
 (step-size adaptation, burn-in) runs to its end and is reported, then it
 samples for `--budget` seconds. After every chunk past the warm-up the
@@ -29,19 +29,18 @@ it); checked against the Laplace approximation at the mode.
 
 Methods (see `methods`): NUTS and HMC (L = 10) with dual averaging, and
 NUTS at a fixed step size near the adapted one (NUTS inside TFP's
-dual-averaging wrapper ran about 70x slower per step here; see
-docs/performance.md); SGLD
-and SGHMC at a few step sizes (no M-H; per-chain minibatches); AMAGOLD with
-the exact M-H test and dual averaging to a target acceptance, on plain
-minibatches, with control variates around the mode
-(`tfp_sgmcmc.ControlVariateTarget`), with larger minibatches, and with the
-minibatch M-H test. Goal: AMAGOLD's sds within 10% of the reference and
+dual-averaging wrapper ran far slower per step here; docs/performance.md,
+section 6); SGLD and SGHMC at a few step sizes (no M-H; per-chain
+minibatches); AMAGOLD with the exact M-H test and dual averaging to a
+target acceptance, on plain minibatches, with control variates around the
+mode (`tfp_sgmcmc.ControlVariateTarget`), with larger minibatches, and with
+the minibatch M-H test. Goal: AMAGOLD's sds within 10% of the reference and
 ESS/s >= 5x NUTS's (the best NUTS run: with `--only "NAME [C chains]"`
 each method can run with its own number of chains, e.g. NUTS with 4, 8 and
 16 in the same run).
 
-    python benchmarks/accuracy_per_second.py          # ~5 min (+ reference once)
-    python benchmarks/accuracy_per_second.py --quick  # < 1 min (reference cached)
+    python benchmarks/accuracy_per_second.py          # (+ the reference once)
+    python benchmarks/accuracy_per_second.py --quick  # 3 methods
 
 Writes benchmarks/results/accuracy_per_second.json and
 docs/figures/performance/accuracy_per_second.png.
@@ -50,13 +49,10 @@ docs/figures/performance/accuracy_per_second.png.
 import argparse
 import json
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _timing  # noqa: E402
 import common  # noqa: E402
+import harness  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -113,7 +109,7 @@ def methods(problem, mode, quick, only=None):
   evaluations per step (for reporting))."""
   log_prob = full_log_prob(problem)
   centre = tf.constant(mode, tf.float32)
-  per_chain = _timing.PerChainLogistic(problem)
+  per_chain = common.PerChainLogistic(problem)
   da = tfp.mcmc.DualAveragingStepSizeAdaptation
 
   def cv(batch_size):
@@ -169,7 +165,7 @@ def methods(problem, mode, quick, only=None):
       "AMAGOLD T=20, CV b=1000": amagold(cv(1000), 1e-3, t=20),
       "AMAGOLD T=10, CV b=1000, minibatch M-H": amagold(cv(1000), 1e-3,
                                                         mh="minibatch"),
-      # Levers of issue 18 (not run by default; `--only NAME ...`): the
+      # Levers for AMAGOLD's ESS/s (not run by default; `--only NAME`): the
       # skew-reversible variant (momentum carried across tests, refreshed
       # only by the friction noise; beta = 10 keeps about 0.8 of it per
       # outer step at eps = 1e-3, beta = 30 about 0.55), the acceptance
@@ -227,16 +223,13 @@ def methods(problem, mode, quick, only=None):
   return specs
 
 
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
 def run_method(spec, init, seed, budget_seconds, ref, max_chunks=10**6,
                clock="wall"):
   """Runs one method in compiled chunks until `budget_seconds` on `clock`
   (compile excluded); returns the error curve and summaries. `init` is one
   chain's start, or the chains' ([chains, d]); a spec's `chains` (if set)
   tiles one chain's start that many times."""
-  now = CLOCKS[clock]
+  now = harness.CLOCKS[clock]
   init = np.asarray(init, np.float32)
   if init.ndim == 2 and spec.get("chains"):
     init = init[0]
@@ -329,7 +322,7 @@ def cross_chain_correlation(samples):
 
 def reference(problem, mode, cov, refresh=False, path=None,
               num_samples=2000, warmup=500):
-  path = path or os.path.join(_timing.RESULTS, "accuracy_reference.json")
+  path = path or os.path.join(harness.RESULTS, "accuracy_reference.json")
   if os.path.exists(path) and not refresh:
     with open(path) as f:
       ref = json.load(f)
@@ -366,7 +359,7 @@ def reference(problem, mode, cov, refresh=False, path=None,
   # Monte Carlo standard error of the reference's sds, relative: about
   # 1 / sqrt(2 ESS).
   ref["sd_relative_mcse"] = float(1 / np.sqrt(2 * ess.min()))
-  common.write_json(path, ref)
+  harness.write_json(path, ref)
   return ref
 
 
@@ -432,8 +425,8 @@ def report(results, clock):
 
 
 def write(results, ref, budget, clock, quick, out, figure_path, name=None):
-  common.write_json(
-      os.path.join(out or _timing.RESULTS,
+  harness.write_json(
+      os.path.join(out or harness.RESULTS,
                    name or "accuracy_per_second.json"),
       dict(results=results, chains=CHAINS, budget_seconds=budget,
            clock=clock, quick=quick,
@@ -465,7 +458,7 @@ def main(quick=False, smoke=False, budget=None, only=None, out=None,
   budget = budget or (1.0 if smoke else 8. if quick else 20.)
   problem = common.synthetic_logistic(n=n)
   start = time.perf_counter()
-  mode, cov = _timing.newton_mode(problem)
+  mode, cov = common.newton_mode(problem)
   print(f"{problem.name}: mode by Newton in "
         f"{time.perf_counter() - start:.1f} s", flush=True)
   if smoke:
@@ -499,7 +492,8 @@ if __name__ == "__main__":
   parser.add_argument("--quick", action="store_true")
   parser.add_argument("--budget", type=float, default=None,
                       help="seconds of sampling per method (default 20)")
-  parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+  parser.add_argument("--clock", choices=sorted(harness.CLOCKS),
+                      default="wall",
                       help="wall (default) or this process's CPU time "
                       "(on a machine shared with other jobs)")
   parser.add_argument("--only", nargs="*", default=None,

@@ -6,8 +6,8 @@ C chains batched in one kernel, each piece timed alone in a compiled
 `while_loop` of its own (XLA, compile excluded, minimum of 3 repeats):
 
   * energy: the exact full-data energy U(theta*) of the C chains
-    (`InMemoryTarget.energy`; also in chunks of 4096 examples, the default
-    before issue 18, and its parts: the matmul x @ w alone);
+    (`InMemoryTarget.energy`; also in chunks of 4096 examples, the earlier
+    default, and its parts: the matmul x @ w alone);
   * gradient: one full-data gradient (NUTS's unit of work);
   * minibatch: one control-variate minibatch gradient (index draw, gather of
     b rows, the gradient at theta and at the centre), and the index draw and
@@ -30,35 +30,15 @@ machine), `--clock wall` wall-clock time.
 
 import argparse
 import os
-import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _timing  # noqa: E402
 import common  # noqa: E402
+import harness  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
-
-CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
-
-
-def per_call(run, init, steps, clock, repeats=3):
-  """Seconds per iteration of run(init, steps) (compiled first)."""
-  now = CLOCKS[clock]
-  tf.nest.map_structure(lambda t: t.numpy(), run(init, tf.constant(2)))
-  times, out = [], None
-  for _ in range(repeats):
-    start = now()
-    out = run(init, tf.constant(steps))
-    tf.nest.map_structure(lambda t: t.numpy(), out)
-    times.append((now() - start) / steps)
-  return min(times), out
-
 
 def state_loop(fn):
   """run(state, n): n iterations of state <- fn(state, seed_i), compiled;
@@ -72,9 +52,11 @@ def state_loop(fn):
   return run
 
 
-def kernel_loop(kernel, feed_back=False):
-  """run(state, n): n steps of kernel.one_step, compiled; with `feed_back`
-  the proposal is folded into the state (for an uncalibrated kernel)."""
+def step_loop(kernel, feed_back=False):
+  """run(state, n): n steps of kernel.one_step, compiled, with the step
+  seeds [i, 9] as `state_loop`'s (not `harness.kernel_loop`'s split seeds);
+  with `feed_back` the proposal is folded into the state (for an
+  uncalibrated kernel)."""
   @tf.function(jit_compile=True, autograph=False)
   def run(state, n):
     results = kernel.bootstrap_results(state)
@@ -88,7 +70,7 @@ def kernel_loop(kernel, feed_back=False):
 
 def main(chains=(4,), clock="cpu", steps=200, out=None):
   problem = common.synthetic_logistic()
-  mode, _ = _timing.newton_mode(problem)
+  mode, _ = common.newton_mode(problem)
   centre = tf.constant(mode, tf.float32)
   x, y = tf.constant(problem.x), tf.constant(problem.y)
   base = problem.target(1000)
@@ -131,14 +113,14 @@ def main(chains=(4,), clock="cpu", steps=200, out=None):
                        tf.float32)
     row = dict(chains=c)
     for name, fn in pieces.items():
-      row[name], _ = per_call(state_loop(fn), init, steps, clock)
+      row[name], _ = harness.per_call(state_loop(fn), init, steps, clock)
     proposal = sg.UncalibratedAMAGOLD(cv, 2.8e-3, num_leapfrog_steps=10,
                                       friction=0.)
-    row["proposal T=10"], _ = per_call(kernel_loop(proposal, True), init,
-                                       steps, clock)
+    row["proposal T=10"], _ = harness.per_call(step_loop(proposal, True),
+                                               init, steps, clock)
     amagold = sg.AMAGOLD(cv, 2.8e-3, num_leapfrog_steps=10, friction=0.)
-    row["AMAGOLD outer step"], _ = per_call(kernel_loop(amagold), init,
-                                            steps, clock)
+    row["AMAGOLD outer step"], _ = harness.per_call(step_loop(amagold),
+                                                    init, steps, clock)
     nuts = tfp.mcmc.NoUTurnSampler(lambda w: -full_energy(w), 5e-3)
 
     @tf.function(jit_compile=True, autograph=False)
@@ -151,8 +133,8 @@ def main(chains=(4,), clock="cpu", steps=200, out=None):
       out = tf.while_loop(lambda i, *_: i < n, body,
                           (tf.constant(0), state, results, 0.))
       return out[1], out[3] / tf.cast(n, tf.float32)
-    row["NUTS draw"], (_, leapfrogs) = per_call(run_nuts, init,
-                                                max(10, steps // 5), clock)
+    row["NUTS draw"], (_, leapfrogs) = harness.per_call(
+        run_nuts, init, max(10, steps // 5), clock)
     row["NUTS leapfrogs per draw"] = float(leapfrogs.numpy())
     row["floor (NUTS draw / AMAGOLD outer step)"] = (
         row["NUTS draw"] / row["AMAGOLD outer step"])
@@ -175,15 +157,15 @@ def main(chains=(4,), clock="cpu", steps=200, out=None):
     print(f"  AMAGOLD {r['chains']:3d} chains: "
           f"{r['floor vs best NUTS']:.2f}x")
   if out:
-    common.write_json(os.path.join(out, "amagold_cost.json"),
-                      dict(clock=clock, rows=rows))
+    harness.write_json(os.path.join(out, "amagold_cost.json"),
+                       dict(clock=clock, rows=rows))
   return rows
 
 
 if __name__ == "__main__":
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--chains", type=int, nargs="*", default=[4])
-  parser.add_argument("--clock", choices=sorted(CLOCKS), default="cpu")
+  parser.add_argument("--clock", choices=sorted(harness.CLOCKS), default="cpu")
   parser.add_argument("--steps", type=int, default=200)
   parser.add_argument("--out", default=None)
   a = parser.parse_args()

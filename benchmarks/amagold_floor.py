@@ -1,5 +1,5 @@
 """AMAGOLD with the minibatch M-H test against its own floor, at 1 to 256
-batched chains (issue 19).
+batched chains.
 
 AMAGOLD's outer step is T leapfrog steps (one gradient and one draw each)
 and an M-H test that needs two minibatch energies, U~(theta) and
@@ -13,18 +13,15 @@ d = 20, shared minibatch of 100). One thread, process CPU time per
 gradient, interleaved repeats; ratios are taken within a repeat and
 reported as median [min, max].
 
-    python benchmarks/amagold_floor.py            # 1, 8, 64, 256 chains, ~2 minutes
+    python benchmarks/amagold_floor.py            # 1, 8, 64, 256 chains
     python benchmarks/amagold_floor.py --chains 8 256
 """
 
 import argparse
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import chains  # noqa: E402
 import common  # noqa: E402
+import harness  # noqa: E402
 
 import tensorflow as tf  # noqa: E402
 
@@ -39,7 +36,7 @@ class TestFloor:
   def __init__(self, target, num_steps):
     self.target = target
     self.num_steps = num_steps
-    self.step = chains.GradientOnly(target, noise=True)
+    self.step = common.GradientOnly(target, noise=True)
 
   def bootstrap_results(self, state):
     del state
@@ -60,7 +57,7 @@ class TestFloor:
 
 def configurations(target):
   """name -> (kernel, gradients per kernel step)."""
-  out = {"gradient + noise (floor)": (chains.GradientOnly(target, noise=True),
+  out = {"gradient + noise (floor)": (common.GradientOnly(target, noise=True),
                                       1)}
   for t in (10, 100):
     out[f"gradient + noise + 2 energies / {t}"] = (TestFloor(target, t), t)
@@ -84,21 +81,21 @@ def main(chain_counts=(1, 8, 64, 256), repeats=3):
     loops = {}
     for name, (kernel, g) in configs.items():
       steps = max(4, int(20000 // (g * c)))  # About 20,000 chain-gradients.
-      loops[name] = (common.kernel_loop(kernel, steps), steps, g)
-      _ = chains._cpu_timed(loops[name][0], state, tf.constant([1, 2]))
+      loops[name] = (harness.kernel_loop(kernel, steps), steps, g)
+      _ = harness.cpu_timed(loops[name][0], state, tf.constant([1, 2]))
     for _ in range(repeats):
       for name, (loop, steps, g) in loops.items():
-        t = chains._cpu_timed(loop, state, tf.constant([1, 2]))
+        t = harness.cpu_timed(loop, state, tf.constant([1, 2]))
         times[name].append(t / (steps * g))
     floor = times["gradient + noise (floor)"]
     print(f"\n{c} chains (gradient + noise floor "
           f"{1e6 * min(floor):.1f} us per gradient)")
     for name, ts in times.items():
-      r = chains._ratios(ts, floor)
+      r = harness.ratios(ts, floor)
       print(f"  {name:40s} / gradient + noise floor  {r['median']:.2f} "
             f"[{r['min']:.2f}, {r['max']:.2f}]")
     for t in (10, 100):
-      r = chains._ratios(times[f"AMAGOLD T={t} minibatch M-H"],
+      r = harness.ratios(times[f"AMAGOLD T={t} minibatch M-H"],
                          times[f"gradient + noise + 2 energies / {t}"])
       print(f"  AMAGOLD T={t} / its floor (gradient + noise + 2 energies / "
             f"{t}): {r['median']:.2f} [{r['min']:.2f}, {r['max']:.2f}]")

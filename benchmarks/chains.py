@@ -1,7 +1,7 @@
 """Chains: time per step of C independent chains batched in one kernel,
 relative to one chain and relative to the kernel's own gradient floor.
 
-Goals (issue 19): sampler / gradient floor <= 1.15 at every chain count for
+Goals: sampler / gradient floor <= 1.15 at every chain count for
 SGLD, SGHMC and AMAGOLD (minibatch M-H) with shared minibatches; 64 shared-
 batch chains <= 4x one chain; the per-chain-minibatch floor within 2x of the
 shared one at 64 chains.
@@ -25,7 +25,7 @@ Two ways the chains get their minibatches:
   (common random numbers; the chains' injected noise is independent). The
   gradient is then one [n, d] x [d, C] matrix product.
 * per-chain: `InMemoryTarget(..., independent_minibatches=True)`
-  (`_timing.PerChainLogistic`), which draws [C, n] indices in one draw, so
+  (`common.PerChainLogistic`), which draws [C, n] indices in one draw, so
   each chain sees its own minibatch (C times the gathered data per step).
 
 Floors (what any sampler of this kind must do per step):
@@ -57,8 +57,8 @@ measured, printed after the tables and written under "floors"): the
 normals against NumPy's C generators, the gather of 6,400 random rows
 against C's `np.take`, and the 64-chain gradient's own arithmetic.
 
-    python benchmarks/chains.py            # ~4 minutes on 2 quiet cores
-    python benchmarks/chains.py --quick    # ~1 minute (1 and 64 chains)
+    python benchmarks/chains.py            # 1, 8, 64, 256 chains
+    python benchmarks/chains.py --quick    # 1 and 64 chains
     python benchmarks/chains.py --profile SGLD,shared,64 [--profile-dir D]
         # optimized HLO of that configuration's compiled loop, a listing of
         # its while body (what one step computes) and a TF profiler trace
@@ -67,14 +67,10 @@ against C's `np.take`, and the 64-chain gradient's own arithmetic.
 import argparse
 import os
 import re
-import sys
-import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _timing  # noqa: E402
 import common  # noqa: E402
 import floors  # noqa: E402
+import harness  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -232,67 +228,20 @@ def kernels(target, batching, quick=False, smoke=False):
   return out
 
 
-def _cpu_timed(fn, *args):
-  start = time.process_time()
-  out = fn(*args)
-  tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t,
-                        out)
-  return time.process_time() - start
-
-
-def _calibrate(fn, args, target_seconds, min_steps=100):
-  """Compiles fn(*args, num_steps); returns a num_steps that takes about
-  `target_seconds` of process CPU time, at least `min_steps` (so that the
-  fixed cost of a call, and a loaded machine's scheduling, stay small next
-  to the steps)."""
-  steps = 100
-  _cpu_timed(fn, *args, tf.constant(steps))  # Compile.
-  while True:
-    t = _cpu_timed(fn, *args, tf.constant(steps))
-    if t > 0.2 * target_seconds or steps >= 10**7:
-      break
-    steps *= 4
-  return int(max(min_steps, steps * target_seconds / max(t, 1e-6)))
-
-
-def _interleaved(fns, target_seconds, repeats):
-  """Like `_timing.interleaved_per_step`, timing each call in wall and
-  process CPU time: returns (wall, cpu) dicts name -> seconds per step per
-  repeat, and the steps used."""
-  steps = {name: _calibrate(fn, args, target_seconds)
-           for name, (fn, args) in fns.items()}
-  wall = {name: [] for name in fns}
-  cpu = {name: [] for name in fns}
-  for _ in range(repeats):
-    for name, (fn, args) in fns.items():
-      n = tf.constant(steps[name])
-      c0, w0 = time.process_time(), time.perf_counter()
-      out = fn(*args, n)
-      tf.nest.map_structure(
-          lambda t: t.numpy() if hasattr(t, "numpy") else t, out)
-      wall[name].append((time.perf_counter() - w0) / steps[name])
-      cpu[name].append((time.process_time() - c0) / steps[name])
-  return wall, cpu, steps
-
-
-def _ratios(a, b):
-  return _timing.spread([x / y for x, y in zip(a, b)])
-
-
 def profile(problem, spec, out_dir, steps=2000):
   """Writes the optimized HLO of one configuration's compiled loop, a
   listing of its while body, and a TF profiler trace of `steps` steps."""
   name, batching, chains = spec.split(",")
   chains = int(chains)
   target = (problem.target() if batching == "shared" else
-            _timing.PerChainLogistic(problem))
+            common.PerChainLogistic(problem))
   table = kernels(target, batching)
   matches = [k for k in table if k.lower().startswith(name.lower())]
   if not matches:
     raise ValueError(f"--profile: no kernel named {name!r} for "
                      f"{batching!r}; choose from {list(table)}")
   kernel = table[matches[0]][0]
-  loop = _timing.kernel_loop(kernel)
+  loop = harness.kernel_loop(kernel)
   args = (tf.zeros([chains, problem.d]), tf.constant([1, 2]))
   os.makedirs(out_dir, exist_ok=True)
   stem = os.path.join(out_dir, re.sub(r"\W+", "_", f"{matches[0]}_{batching}"
@@ -341,7 +290,7 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
   target_seconds = target_seconds or (0.02 if smoke else 0.1)
   problem = common.synthetic_logistic(n=n)
   targets = {"shared": problem.target(),
-             "per-chain": _timing.PerChainLogistic(problem)}
+             "per-chain": common.PerChainLogistic(problem)}
   if smoke:  # The library's shared batches are exercised by the others.
     del targets["shared"]
   seed = tf.constant([1, 2])
@@ -356,13 +305,14 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
     table = kernels(target, batching, quick, smoke)
     fns = {}
     for name, (kernel, _, _) in table.items():
-      loop = _timing.kernel_loop(kernel)
+      loop = harness.kernel_loop(kernel)
       for c in chains:
         fns[(name, c)] = (loop, (tf.zeros([c, problem.d]), seed))
     if batching == "shared" and with_floors:
       for name, (fn, args, _) in floors.all_fns(problem).items():
         fns[(name, "proof")] = (fn, args)
-    wall, cpu, steps = _interleaved(fns, target_seconds, repeats)
+    wall, cpu, steps = harness.interleaved_per_step_cpu(fns, target_seconds,
+                                                         repeats)
     if batching == "shared" and with_floors:
       floor_cpu = {k[0]: cpu.pop(k) for k in list(cpu) if k[1] == "proof"}
     cpu_all[batching] = cpu
@@ -376,24 +326,25 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
         floor = cpu[("gradient only (floor)", c)]
         row = dict(
             kernel=name, batches=batching, chains=c, floor=is_floor,
-            us_per_gradient=_timing.spread(us),
-            wall_us_per_gradient=_timing.spread(
+            us_per_gradient=harness.spread(us),
+            wall_us_per_gradient=harness.spread(
                 [1e6 * t / grads for t in wall[key]]),
-            ratio_to_one_chain=_ratios(cpu[key], cpu[one]),
-            wall_ratio_to_one_chain=_ratios(wall[key], wall[one]),
-            over_gradient_floor=_ratios([t / grads for t in cpu[key]], floor),
-            wall_over_gradient_floor=_ratios(
+            ratio_to_one_chain=harness.ratios(cpu[key], cpu[one]),
+            wall_ratio_to_one_chain=harness.ratios(wall[key], wall[one]),
+            over_gradient_floor=harness.ratios(
+                [t / grads for t in cpu[key]], floor),
+            wall_over_gradient_floor=harness.ratios(
                 [t / grads for t in wall[key]],
                 wall[("gradient only (floor)", c)]),
             us_per_chain_gradient=float(np.median(us)) / c,
             steps_timed=steps[key])
         if batching == "shared" and not smoke:
           for field, floor_name in SHARED_FLOORS.items():
-            row[field] = _ratios([t / grads for t in cpu[key]],
-                                 cpu[(floor_name, c)])
+            row[field] = harness.ratios([t / grads for t in cpu[key]],
+                                        cpu[(floor_name, c)])
         rows.append(row)
         cells.append(f"{row['us_per_gradient']['median']:8.1f}us "
-                     f"x{_timing.fmt(row['ratio_to_one_chain'], digits=1)}")
+                     f"x{harness.fmt(row['ratio_to_one_chain'], digits=1)}")
       print(f"{name:32s} " + " ".join(f"{c:>24s}" for c in cells),
             flush=True)
   by = {(r["kernel"], r["batches"], r["chains"]): r for r in rows}
@@ -429,31 +380,31 @@ def main(quick=False, smoke=False, repeats=None, chains=None,
       print(f"\n64 chains / 1 chain (goal <= {GOAL_64_OVER_1:g}), shared:")
       for name in kernels(targets["shared"], "shared", quick):
         r = by[(name, "shared", 64)]
-        print(f"  {name:32s} {_timing.fmt(r['ratio_to_one_chain'])}")
+        print(f"  {name:32s} {harness.fmt(r['ratio_to_one_chain'])}")
       pc = cpu_all["per-chain"][("gradient only (floor)", 64)]
       sh = cpu_all["shared"][("gradient only (floor)", 64)]
       print(f"\nper-chain / shared gradient floor at 64 chains (goal <= "
-            f"{GOAL_PER_CHAIN_FLOOR:g}): {_timing.fmt(_ratios(pc, sh))}")
+            f"{GOAL_PER_CHAIN_FLOOR:g}): {harness.fmt(harness.ratios(pc, sh))}")
       for name in ("indices + gather", "gather (fixed random indices)"):
         g = cpu_all["per-chain"][(name, 64)]
         print(f"  {name} alone / shared gradient floor: "
-              f"{_timing.fmt(_ratios(g, sh))}")
+              f"{harness.fmt(harness.ratios(g, sh))}")
   proofs = {}
   if floor_cpu:
     shared = cpu_all["shared"]
     proofs = floors.report(floor_cpu, {
         c: shared[("gradient only (floor)", c)] for c in (1, 64)})
   if not smoke or out:
-    common.write_json(os.path.join(out or _timing.RESULTS, "chains.json"),
-                      dict(rows=rows, problem=problem.name,
-                           batch_size=problem.batch_size, repeats=repeats,
-                           target_seconds=target_seconds, quick=quick,
-                           floors=proofs,
-                           timing="process CPU time (wall in wall_*)",
-                           goals=dict(over_gradient_floor=GOAL_OVER_FLOOR,
-                                      chains64_over_1=GOAL_64_OVER_1,
-                                      per_chain_floor_over_shared=(
-                                          GOAL_PER_CHAIN_FLOOR))))
+    harness.write_json(os.path.join(out or harness.RESULTS, "chains.json"),
+                       dict(rows=rows, problem=problem.name,
+                            batch_size=problem.batch_size, repeats=repeats,
+                            target_seconds=target_seconds, quick=quick,
+                            floors=proofs,
+                            timing="process CPU time (wall in wall_*)",
+                            goals=dict(over_gradient_floor=GOAL_OVER_FLOOR,
+                                       chains64_over_1=GOAL_64_OVER_1,
+                                       per_chain_floor_over_shared=(
+                                           GOAL_PER_CHAIN_FLOOR))))
   return rows
 
 
@@ -468,7 +419,7 @@ if __name__ == "__main__":
                       help="instead of the table, profile one configuration,"
                       " e.g. SGLD,shared,64 or 'gradient only,per-chain,64'")
   parser.add_argument("--profile-dir", default=os.path.join(
-      _timing.RESULTS, "profile"))
+      harness.RESULTS, "profile"))
   parser.add_argument("--threads", type=int, default=1,
                       help="TensorFlow intra/inter-op threads (default 1: "
                       "one core per run; 0: TensorFlow's default)")

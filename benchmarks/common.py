@@ -1,16 +1,10 @@
-"""Shared benchmark machinery: problems, compiled loops, interleaved timing.
-
-Timings on these machines vary by up to 2x between runs, so every script
-measures the things it compares side by side in one process, interleaved
-(A, B, A, B, ...), and reports medians and the median of per-pair ratios.
-Compilation is excluded: each compiled function is called once to warm up.
+"""The benchmarks' problems and gradient floors: the Bayesian logistic
+regressions (synthetic and Statlog Australian, also with one minibatch per
+chain), the posterior mode, and the floor kernel and loop that a sampler
+step is compared with. How they are timed is in harness.py.
 """
 
-import json
 import os
-import platform
-import statistics
-import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -22,22 +16,6 @@ import tfp_sgmcmc as sg  # noqa: E402
 
 SHARED_DATA = os.path.abspath(os.path.join(
     os.path.dirname(__file__), "..", "..", "shared", "data"))
-
-
-def machine():
-  return {"platform": platform.platform(), "python": platform.python_version(),
-          "tensorflow": tf.__version__, "tfp": tfp.__version__,
-          "cpus": os.cpu_count(),
-          "devices": [d.device_type for d in tf.config.list_physical_devices()]}
-
-
-def write_json(path, payload):
-  os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-  payload = dict(payload, machine=machine(),
-                 date=time.strftime("%Y-%m-%d %H:%M:%S"))
-  with open(path, "w") as f:
-    json.dump(payload, f, indent=2, default=float)
-  print(f"wrote {path}")
 
 
 class LogisticProblem:
@@ -137,63 +115,43 @@ def bare_gradient_loop(target, num_steps):
   return run
 
 
-def kernel_loop(kernel, num_steps):
-  """num_steps of kernel.one_step in one compiled while_loop (no tracing
-  of draws): the kernel's own cost."""
-  @tf.function(jit_compile=True, autograph=False)
-  def run(state, seed):
-    results = kernel.bootstrap_results(state)
-    def body(i, state, results, seed):
-      seed, step_seed = tfp.random.split_seed(seed)
-      state, results = kernel.one_step(state, results, seed=step_seed)
-      return i + 1, state, results, seed
-    _, state, _, _ = tf.while_loop(lambda i, *_: i < num_steps, body,
-                                   (tf.constant(0), state, results, seed))
-    return state
-  return run
+def PerChainLogistic(problem, batch_size=None):  # pylint: disable=invalid-name
+  """Logistic regression where each chain draws its own minibatch.
 
-
-def timed(fn, *args):
-  return timed_both(fn, *args)[0]
-
-
-def timed_both(fn, *args):
-  """(wall-clock seconds, process CPU seconds) of one call.
-
-  The compiled loops run on one thread, so on a machine shared with other
-  jobs their CPU time stays close to the quiet machine's wall time while the
-  wall time inflates with the load (seen here: at a load average of 17 on 2
-  cores the wall time of the same loop varied 5.9-9.5 us per step and its
-  CPU time 2.00-2.15 us). Both are reported.
+  `InMemoryTarget`'s default draws one set of n indices per step and every
+  chain evaluates its gradient on it (common random numbers); with
+  `independent_minibatches=True` the indices have shape [chains, n]: the
+  gathered batch is [chains, n, d], chains times more memory traffic per
+  step, and the chains' gradient noises are independent.
   """
-  wall, cpu = time.perf_counter(), time.process_time()
-  out = fn(*args)
-  tf.nest.map_structure(lambda t: t.numpy() if hasattr(t, "numpy") else t,
-                        out)
-  return time.perf_counter() - wall, time.process_time() - cpu
+  def log_likelihood(w, batch):
+    x, y = batch
+    if x.shape.rank == 3:  # Per-chain batches [C, n, d], w [C, d].
+      logits = tf.linalg.matvec(x, w)
+    else:                  # Energy chunks [n, d].
+      logits = tf.einsum("nd,...d->...n", x, w)
+    return -tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.broadcast_to(y, tf.shape(logits)), logits=logits)
+  return sg.InMemoryTarget(log_likelihood, (problem.x, problem.y),
+                           batch_size or problem.batch_size,
+                           log_prior_fn=problem.log_prior,
+                           parameter_shapes=[problem.d],
+                           independent_minibatches=True)
 
 
-def interleaved(fns, args, repeats=5, cpu=False):
-  """Times each fn(*args) `repeats` times, interleaved; returns lists of
-  wall-clock times per name (and, with `cpu=True`, a second dict of process
-  CPU times)."""
-  for fn in fns.values():
-    timed(fn, *args)  # Compile and warm up.
-  times = {name: [] for name in fns}
-  cpu_times = {name: [] for name in fns}
-  for _ in range(repeats):
-    for name, fn in fns.items():
-      wall, proc = timed_both(fn, *args)
-      times[name].append(wall)
-      cpu_times[name].append(proc)
-  return (times, cpu_times) if cpu else times
-
-
-def spread(a, b):
-  """(min, max) of the per-pair ratios a_i / b_i."""
-  ratios = [x / y for x, y in zip(a, b)]
-  return min(ratios), max(ratios)
-
-
-def median_ratio(a, b):
-  return statistics.median(x / y for x, y in zip(a, b))
+def newton_mode(problem, iters=25):
+  """The posterior mode of a `LogisticProblem` (float64 Newton)."""
+  x = problem.x.astype(np.float64)
+  y = problem.y.astype(np.float64)
+  w = np.zeros(problem.d)
+  for _ in range(iters):
+    p = 1 / (1 + np.exp(-x @ w))
+    grad = x.T @ (y - p) - w
+    hess = -(x.T * (p * (1 - p))) @ x - np.eye(problem.d)
+    step = np.linalg.solve(hess, grad)
+    w = w - step
+    if np.max(np.abs(step)) < 1e-12:
+      break
+  p = 1 / (1 + np.exp(-x @ w))
+  hess = (x.T * (p * (1 - p))) @ x + np.eye(problem.d)
+  return w, np.linalg.inv(hess)

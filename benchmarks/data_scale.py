@@ -18,18 +18,15 @@ timed interleaved over several repeats; the table gives the median time
 per gradient evaluation, its [min, max] over repeats, and the log-log
 slope of time against N from 1e4 to 1e6 (0 = flat, 1 = linear).
 
-    python benchmarks/data_scale.py            # ~2-3 minutes on 2 cores
-    python benchmarks/data_scale.py --quick    # < 1 minute
+    python benchmarks/data_scale.py            # N = 1e3 ... 1e6
+    python benchmarks/data_scale.py --quick    # N = 1e3 ... 1e5, 2 repeats
 """
 
 import argparse
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _timing  # noqa: E402
 import common  # noqa: E402
+import harness  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -90,11 +87,11 @@ def main(quick=False, smoke=False, repeats=None, sizes=None,
   for n in sizes:
     problem = common.synthetic_logistic(n=n)
     for name, (kernel, per_step) in samplers(problem, which).items():
-      fns[(name, n)] = (_timing.kernel_loop(kernel), (problem.init(), seed))
+      fns[(name, n)] = (harness.kernel_loop(kernel), (problem.init(), seed))
       grads[name] = per_step
   print(f"logistic d=20, minibatch 100, N in {sizes}; {repeats} interleaved "
         "repeats; calibrating and compiling ...", flush=True)
-  per_step, steps = _timing.interleaved_per_step(fns, target_seconds,
+  per_step, steps = harness.interleaved_per_step(fns, target_seconds,
                                                  repeats)
   rows = []
   print(f"\n{'sampler':34s} " + " ".join(f"{f'N={n:.0e}':>24s}"
@@ -105,23 +102,23 @@ def main(quick=False, smoke=False, repeats=None, sizes=None,
     cells = []
     for n in sizes:
       us = [1e6 * t / grads[name] for t in per_step[(name, n)]]
-      s = _timing.spread(us)
+      s = harness.spread(us)
       medians.append(s["median"])
       rows.append(dict(sampler=name, n=n, us_per_gradient=s,
                        gradients_per_step=grads[name],
                        steps_timed=steps[(name, n)]))
-      cells.append(_timing.fmt(s, digits=1))
+      cells.append(harness.fmt(s, digits=1))
     b = slope(sizes, medians)
     for r in rows[-len(sizes):]:
       r["loglog_slope"] = b
     print(f"{name:34s} " + " ".join(f"{c:>24s}" for c in cells) +
           f" {b:6.2f}", flush=True)
   if not smoke or out:
-    common.write_json(os.path.join(out or _timing.RESULTS,
-                                   "data_scale.json"),
-                      dict(rows=rows, sizes=sizes, repeats=repeats,
-                           target_seconds=target_seconds, quick=quick,
-                           slope_fit="log-log, N >= 1e4"))
+    harness.write_json(os.path.join(out or harness.RESULTS,
+                                    "data_scale.json"),
+                       dict(rows=rows, sizes=sizes, repeats=repeats,
+                            target_seconds=target_seconds, quick=quick,
+                            slope_fit="log-log, N >= 1e4"))
   return rows
 
 

@@ -1,7 +1,7 @@
 """Cost of DatasetTarget's exhaustion check per minibatch draw.
 
 A `DatasetTarget` draws one batch per gradient evaluation from a tf.data
-iterator. Before issue 16's last change every draw went through
+iterator. Formerly every draw went through
 `get_next_as_optional()` plus an in-graph `Assert(has_value)` (the clear
 "dataset is exhausted" error); now only a dataset that can run out (finite
 or unknown cardinality) takes that path, and a repeated one (infinite
@@ -22,16 +22,11 @@ machine).
 
 import argparse
 import json
-import os
-import sys
-import time
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import _timing  # noqa: E402
+import harness  # noqa: E402
 import tfp_sgmcmc as sg  # noqa: E402
 
 
@@ -114,20 +109,19 @@ def main():
   for r in range(args.repeats):
     order = list(arms) if r % 2 == 0 else list(arms)[::-1]
     for name in order:
-      start, start_cpu = time.perf_counter(), time.process_time()
-      arms[name](state).numpy()
-      wall[name].append((time.perf_counter() - start) / args.steps)
-      cpu[name].append((time.process_time() - start_cpu) / args.steps)
+      w, c = harness.timed_both(arms[name], state)
+      wall[name].append(w / args.steps)
+      cpu[name].append(c / args.steps)
   report = {"config": vars(args)}
   for clock, times in (("wall", wall), ("cpu", cpu)):
     ratios = [a / b for a, b in zip(times["checked"], times["plain"])]
-    report[clock] = {name: _timing.spread(t) for name, t in times.items()}
-    report[clock]["ratio_checked_over_plain"] = _timing.spread(ratios)
+    report[clock] = {name: harness.spread(t) for name, t in times.items()}
+    report[clock]["ratio_checked_over_plain"] = harness.spread(ratios)
     for name in arms:
       print(f"{clock:4s} {name:8s} us/step: "
-            f"{_timing.fmt(report[clock][name], 1e6)}")
+            f"{harness.fmt(report[clock][name], 1e6)}")
     print(f"{clock:4s} ratio checked/plain (per pair): "
-          f"{_timing.fmt(report[clock]['ratio_checked_over_plain'], 1., 3)}")
+          f"{harness.fmt(report[clock]['ratio_checked_over_plain'], 1., 3)}")
   if args.out:
     with open(args.out, "w") as f:
       json.dump(report, f, indent=1)

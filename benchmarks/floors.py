@@ -1,4 +1,4 @@
-"""Floor proofs for issue 19's chain goals: what optimized code elsewhere
+"""Floor proofs for chains.py's goals: what optimized code elsewhere
 needs for the work a batched SG-MCMC step cannot avoid, timed side by side
 with the shared-minibatch gradient floor of `chains.py` (same process, one
 thread, process CPU time, interleaved repeats).
@@ -25,13 +25,10 @@ them alone with the shared gradient floor at 1 and 64 chains.
 """
 
 import os
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _timing  # noqa: E402
 import common  # noqa: E402
+import harness  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
@@ -214,10 +211,10 @@ def report(cpu, floor_cpu):
         )
   for name, t in cpu.items():
     if name.startswith("gather"):
-      ratio = _timing.spread([a / b for a, b in zip(t, floor64)])
+      ratio = harness.ratios(t, floor64)
       rows[name] = dict(us=1e6 * med(t), over_shared_floor_64=ratio)
       print(f"  {name:55s} {1e6 * med(t):7.1f} us  "
-            f"/ floor {_timing.fmt(ratio)}")
+            f"/ floor {harness.fmt(ratio)}")
   print("\n(c) the gradient's arithmetic on a fixed batch (no index draw, no "
         "gather): us per step, / the shared gradient floor at the same chain "
         "count and / the one-chain floor")
@@ -225,8 +222,8 @@ def report(cpu, floor_cpu):
     if not name.startswith("arithmetic"):
       continue
     c = int(name.split()[1])
-    r_same = _timing.spread([a / b for a, b in zip(t, floor_cpu[c])])
-    r_one = _timing.spread([a / b for a, b in zip(t, floor_cpu[1])])
+    r_same = harness.ratios(t, floor_cpu[c])
+    r_one = harness.ratios(t, floor_cpu[1])
     rows[name] = dict(us=1e6 * med(t), over_shared_floor_same_chains=r_same,
                       over_shared_floor_1_chain=r_one)
     print(f"  {name:52s} {1e6 * med(t):7.2f} us  / floor({c}) "
@@ -235,23 +232,21 @@ def report(cpu, floor_cpu):
 
 
 def main(repeats=3, target_seconds=0.1, out=None):
-  import chains  # noqa: E402  (its timers and gradient floor)
   problem = common.synthetic_logistic()
   target = problem.target()
-  floor = _timing.kernel_loop(chains.GradientOnly(target))
+  floor = harness.kernel_loop(common.GradientOnly(target))
   seed = tf.constant([1, 2])
   fns = {("floor", c): (floor, (tf.zeros([c, problem.d]), seed))
          for c in (1, 64)}
   proofs = all_fns(problem)
   for name, (fn, args, _) in proofs.items():
     fns[name] = (fn, args)
-  _, cpu, _ = chains._interleaved(  # pylint: disable=protected-access
-      fns, target_seconds, repeats)
+  _, cpu, _ = harness.interleaved_per_step_cpu(fns, target_seconds, repeats)
   rows = report({k: v for k, v in cpu.items() if isinstance(k, str)},
                 {c: cpu[("floor", c)] for c in (1, 64)})
-  common.write_json(os.path.join(out or _timing.RESULTS, "floors.json"),
-                    dict(floors=rows, repeats=repeats,
-                         timing="process CPU time, one thread"))
+  harness.write_json(os.path.join(out or harness.RESULTS, "floors.json"),
+                     dict(floors=rows, repeats=repeats,
+                          timing="process CPU time, one thread"))
 
 
 if __name__ == "__main__":

@@ -21,12 +21,12 @@ first epoch of every `fit` (which traces and compiles the train step) is
 excluded. Each repeat runs one `fit` per method, interleaved (SGD, SGHMC,
 ..., SGD, SGHMC, ...); the ratio of a repeat is the median epoch of the
 method over the median epoch of SGD in that repeat; the table shows the
-median ratio over repeats and its [min, max]. Bounds (issue 13): SGHMC /
+median ratio over repeats and its [min, max]. Bounds: SGHMC /
 SGD <= 1.25 (goal 1.10; the Gaussian draws are the known floor), AMAGOLD
 with the exact test / SGD <= 1.5; both from the same run.
 
-    python benchmarks/keras_epoch.py            # ~2-3 minutes on 2 cores
-    python benchmarks/keras_epoch.py --quick    # < 1 minute
+    python benchmarks/keras_epoch.py            # 5 repeats x 8 timed epochs
+    python benchmarks/keras_epoch.py --quick    # 2 repeats x 3 timed epochs
 
 `--jit-compile false` (or `auto`, Keras' default, which is False on a
 machine without an accelerator) times the same fits without XLA, and the
@@ -41,13 +41,10 @@ import argparse
 import math
 import os
 import statistics
-import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-
-import _timing  # noqa: E402
 import common  # noqa: E402
+import harness  # noqa: E402
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -83,11 +80,10 @@ class EpochClock(keras.callbacks.Callback):
 
 
 def load_train(num_train=8000):
-  images, labels = datasets.load_mnist(
-      os.path.join(common.SHARED_DATA, "mnist"), "test")
-  order = np.random.default_rng(0).permutation(len(images))[:num_train]
-  x = (images[order].reshape(len(order), -1) / 255.).astype(np.float32)
-  return x, labels[order].astype(np.int32)
+  """The training part of examples/keras_bnn_mnist.py's split."""
+  return datasets.load_mnist_split(
+      os.path.join(common.SHARED_DATA, "mnist"), 0,
+      train=slice(num_train))["train"]
 
 
 def make_model(seed=0):
@@ -147,15 +143,15 @@ def summarize(epoch_times, extra=None, epochs_run=None, cpu_times=None):
     medians = [statistics.median(e) for e in per_repeat]
     ratios = [m / s for m, s in zip(medians, sgd_medians)]
     all_epochs = [t for e in per_repeat for t in e]
-    row = dict(method=name, ms_per_epoch=_timing.spread(
-        [1e3 * t for t in all_epochs]), ratio=_timing.spread(ratios),
+    row = dict(method=name, ms_per_epoch=harness.spread(
+        [1e3 * t for t in all_epochs]), ratio=harness.spread(ratios),
                ratio_of_minima=min(all_epochs) / sgd_min,
                bound=BOUNDS.get(name, (None,))[0],
                goal=BOUNDS.get(name, (None, None))[1],
                **extra.get(name, {}))
     if cpu_times:
       cpu_sgd = [statistics.median(e) for e in cpu_times["SGD"]]
-      row["cpu_ratio"] = _timing.spread(
+      row["cpu_ratio"] = harness.spread(
           [statistics.median(e) / c for e, c in zip(cpu_times[name],
                                                      cpu_sgd)])
     if row["bound"] is not None:
@@ -165,8 +161,8 @@ def summarize(epoch_times, extra=None, epochs_run=None, cpu_times=None):
       # included), per epoch run.
       row["mh_ms_per_epoch"] = 1e3 * extra[name]["mh_seconds"] / epochs_run
     rows.append(row)
-    print(f"{name:28s} {_timing.fmt(row['ms_per_epoch'], digits=0):>30s} "
-          f"{_timing.fmt(row['ratio']):>32s} {row['ratio_of_minima']:16.2f}"
+    print(f"{name:28s} {harness.fmt(row['ms_per_epoch'], digits=0):>30s} "
+          f"{harness.fmt(row['ratio']):>32s} {row['ratio_of_minima']:16.2f}"
           f" {row.get('cpu_ratio', {}).get('median', math.nan):15.2f}"
           + _bound_note(row))
   return rows
@@ -240,8 +236,8 @@ def main(quick=False, smoke=False, repeats=None, epochs=None,
         ", ".join(f"{k} {v:.1f}" for k, v in first_fit_epoch.items()))
   if smoke and not out:
     return rows
-  common.write_json(os.path.join(out or _timing.RESULTS,
-                                 "keras_epoch.json"), dict(
+  harness.write_json(os.path.join(out or harness.RESULTS,
+                                  "keras_epoch.json"), dict(
       rows=rows, num_train=n, batch_size=batch_size, steps_per_epoch=steps,
       steps_per_execution=steps_per_execution, repeats=repeats,
       repeated_dataset=repeat,

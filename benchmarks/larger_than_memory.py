@@ -15,7 +15,7 @@ examples) under --dir (default /tmp; the files are deleted at the end unless
   `TFRecordTarget` over the same examples, timed interleaved (A, B, A, B)
   in one process: time per gradient and per exact-energy pass.
 
-    python benchmarks/larger_than_memory.py                 # ~2.1 GB, minutes
+    python benchmarks/larger_than_memory.py                 # ~2.1 GB
     python benchmarks/larger_than_memory.py --size-gb 0.1   # quick check
 
 Writes benchmarks/results/larger_than_memory.json.
@@ -30,10 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                ".."))
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -243,9 +239,8 @@ def main():
                 shards=SHARDS, record_size=RECORD,
                 write_seconds=seconds),
       big=big, small=small)
-  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  import common  # pylint: disable=import-outside-toplevel
-  common.write_json(RESULTS, payload)
+  import harness  # pylint: disable=import-outside-toplevel
+  harness.write_json(RESULTS, payload)
 
 
 if __name__ == "__main__":

@@ -30,15 +30,13 @@ weight, on the MLP).
 import argparse
 import gzip
 import os
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 import common  # noqa: E402
+import harness  # noqa: E402
 import tfp_sgmcmc as sg  # noqa: E402
 
 T = 10
@@ -110,12 +108,12 @@ def _row(name, label, t, cpu, grads, goal):
   row = dict(problem=name, kernel=label,
              us_per_gradient=1e6 * np.median(t["kernel"]) / grads,
              floor_us=1e6 * np.median(t["floor"]) / grads,
-             ratio=common.median_ratio(t["kernel"], t["floor"]),
-             ratio_range=common.spread(t["kernel"], t["floor"]),
+             ratio=harness.median_ratio(t["kernel"], t["floor"]),
+             ratio_range=harness.ratio_range(t["kernel"], t["floor"]),
              cpu_us_per_gradient=1e6 * np.median(cpu["kernel"]) / grads,
              cpu_floor_us=1e6 * np.median(cpu["floor"]) / grads,
-             cpu_ratio=common.median_ratio(cpu["kernel"], cpu["floor"]),
-             cpu_ratio_range=common.spread(cpu["kernel"], cpu["floor"]),
+             cpu_ratio=harness.median_ratio(cpu["kernel"], cpu["floor"]),
+             cpu_ratio_range=harness.ratio_range(cpu["kernel"], cpu["floor"]),
              goal=goal)
   note = {1.10: "(goal <= 1.10)", "noise": "(the Gaussian draw's share)",
           1.2: "(goal <= 1.2, floor incl. full energy)",
@@ -134,20 +132,20 @@ def bench_problem(name, target, init, num_steps, h, friction, repeats):
   seed = tf.constant([1, 2])
   floor = common.bare_gradient_loop(target, num_steps)
   for kname, kernel in kernels(target, h, friction).items():
-    loop = common.kernel_loop(kernel, num_steps)
-    t, cpu = common.interleaved({"kernel": loop, "floor": floor},
-                                (init, seed), repeats, cpu=True)
+    loop = harness.kernel_loop(kernel, num_steps)
+    t, cpu = harness.interleaved({"kernel": loop, "floor": floor},
+                                 (init, seed), repeats, cpu=True)
     rows.append(_row(name, kname, t, cpu, num_steps,
                      "noise" if kname == "gradient + noise" else 1.10))
   num_outer = max(num_steps // T, 1)
   for mode in ("exact", "minibatch"):
     kernel = sg.AMAGOLD(target, h, num_leapfrog_steps=T,
                         friction=friction / 2, acceptance_energy=mode)
-    loop = common.kernel_loop(kernel, num_outer)
+    loop = harness.kernel_loop(kernel, num_outer)
     fl = (exact_mh_floor(target, num_outer) if mode == "exact" else
           common.bare_gradient_loop(target, num_outer * T))
-    t, cpu = common.interleaved({"kernel": loop, "floor": fl}, (init, seed),
-                                repeats, cpu=True)
+    t, cpu = harness.interleaved({"kernel": loop, "floor": fl},
+                                 (init, seed), repeats, cpu=True)
     rows.append(_row(name, f"AMAGOLD T={T} {mode} M-H", t, cpu,
                      num_outer * T, 1.2 if mode == "exact" else None))
   return rows
@@ -183,7 +181,7 @@ def main():
     print(f"skipping real-data problems: {common.SHARED_DATA} not found")
   stem = ("overhead" if set(problems) >= {"logistic", "australian", "mlp"}
           else "overhead_" + "_".join(problems))
-  common.write_json(os.path.join(args.out, stem + ".json"), {"rows": rows})
+  harness.write_json(os.path.join(args.out, stem + ".json"), {"rows": rows})
 
 
 if __name__ == "__main__":

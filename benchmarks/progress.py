@@ -23,14 +23,12 @@ import argparse
 import io
 import os
 import statistics
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
 import common  # noqa: E402
+import harness  # noqa: E402
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc import runs  # noqa: E402
 
@@ -65,7 +63,7 @@ def bench(problem, num_results, step_size, repeats):
 
   fns = {"progress bar": with_bar, "no bar": without_bar,
          "tfp sample_chain": lambda: plain(init, seed)}
-  wall, cpu = common.interleaved(fns, (), repeats, cpu=True)
+  wall, cpu = harness.interleaved(fns, (), repeats, cpu=True)
   rows = []
   for base in ("no bar", "tfp sample_chain"):
     row = dict(problem=problem.name, steps=num_results,
@@ -74,10 +72,12 @@ def bench(problem, num_results, step_size, repeats):
                / num_results,
                baseline_us_per_step=1e6 * statistics.median(wall[base]) /
                num_results,
-               ratio=common.median_ratio(wall["progress bar"], wall[base]),
-               ratio_range=common.spread(wall["progress bar"], wall[base]),
-               cpu_ratio=common.median_ratio(cpu["progress bar"], cpu[base]),
-               cpu_ratio_range=common.spread(cpu["progress bar"], cpu[base]))
+               ratio=harness.median_ratio(wall["progress bar"], wall[base]),
+               ratio_range=harness.ratio_range(wall["progress bar"],
+                                               wall[base]),
+               cpu_ratio=harness.median_ratio(cpu["progress bar"], cpu[base]),
+               cpu_ratio_range=harness.ratio_range(cpu["progress bar"],
+                                                   cpu[base]))
     rows.append(row)
     print(f"{problem.name:30s} {base:18s} {row['bar_us_per_step']:8.2f} "
           f"{row['baseline_us_per_step']:8.2f} {row['ratio']:6.3f} "
@@ -98,7 +98,7 @@ def main():
   rows = bench(common.synthetic_logistic(), 200_000, 1e-5, args.repeats)
   if os.path.isdir(common.SHARED_DATA):
     rows += bench(common.australian(), 500_000, 1e-3, args.repeats)
-  common.write_json(os.path.join(args.out, "progress.json"), {"rows": rows})
+  harness.write_json(os.path.join(args.out, "progress.json"), {"rows": rows})
 
 
 if __name__ == "__main__":

@@ -14,16 +14,12 @@ CPU time.
 """
 
 import argparse
-import os
-import sys
 import time
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorflow as tf  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
-import _timing  # noqa: E402
+import harness  # noqa: E402
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc.kernels import _common  # noqa: E402
 
@@ -77,10 +73,11 @@ def main():
         times[("cpu", arm)].append(cpu)
     for clock in ("wall", "cpu"):
       w, wo = times[(clock, "with")], times[(clock, "without")]
-      ratio = _timing.spread([a / b for a, b in zip(w, wo)])
-      print(f"{name:20s} {clock:4s} ms/step with {_timing.fmt(_timing.spread(w), 1e3)}"
-            f", without {_timing.fmt(_timing.spread(wo), 1e3)}; ratio "
-            f"{_timing.fmt(ratio, 1., 3)}")
+      ratio = harness.ratios(w, wo)
+      print(f"{name:20s} {clock:4s} ms/step with "
+            f"{harness.fmt(harness.spread(w), 1e3)}"
+            f", without {harness.fmt(harness.spread(wo), 1e3)}; ratio "
+            f"{harness.fmt(ratio, 1., 3)}")
 
 
 if __name__ == "__main__":

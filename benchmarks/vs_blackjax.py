@@ -34,13 +34,11 @@ Needs the optional `bench` extra: pip install -e ".[bench]" (jax, blackjax).
 import argparse
 import os
 import statistics
-import sys
-
-sys.path.insert(0, os.path.dirname(__file__))
 
 import tensorflow as tf  # noqa: E402
 
 import common  # noqa: E402
+import harness  # noqa: E402
 import tfp_sgmcmc as sg  # noqa: E402
 
 SGHMC_K = 10  # BlackJAX's default num_integration_steps.
@@ -122,7 +120,7 @@ def ours_loop(problem, algorithm, num_steps, step_size, friction):
                       momentum_resampling_period=SGHMC_K)
   else:
     kernel = sg.SGHMC(target, step_size, friction)
-  loop = common.kernel_loop(kernel, num_steps)
+  loop = harness.kernel_loop(kernel, num_steps)
   init, seed = problem.init(), tf.constant([1, 2])
 
   def call():
@@ -152,23 +150,24 @@ def main():
     for algorithm in ("sgld", "sghmc", "sghmc-fresh"):
       fns = {"ours": ours_loop(problem, algorithm, num_steps, h, c),
              "theirs": blackjax_loop(problem, algorithm, num_steps, h, c)}
-      wall, cpu = common.interleaved({k: (lambda f=f: f()) for k, f in
-                                      fns.items()}, (), args.repeats,
-                                     cpu=True)
-      ratio = common.median_ratio(wall["ours"], wall["theirs"])
-      cpu_ratio = common.median_ratio(cpu["ours"], cpu["theirs"])
+      wall, cpu = harness.interleaved({k: (lambda f=f: f()) for k, f in
+                                       fns.items()}, (), args.repeats,
+                                      cpu=True)
+      ratio = harness.median_ratio(wall["ours"], wall["theirs"])
+      cpu_ratio = harness.median_ratio(cpu["ours"], cpu["theirs"])
       row = dict(problem=problem.name, sampler=algorithm,
                  gradients=num_steps,
                  ours_us=1e6 * statistics.median(wall["ours"]) / num_steps,
                  blackjax_us=1e6 * statistics.median(wall["theirs"]) /
                  num_steps,
                  ratio=ratio,
-                 ratio_range=common.spread(wall["ours"], wall["theirs"]),
+                 ratio_range=harness.ratio_range(wall["ours"], wall["theirs"]),
                  ours_cpu_us=1e6 * statistics.median(cpu["ours"]) / num_steps,
                  blackjax_cpu_us=1e6 * statistics.median(cpu["theirs"]) /
                  num_steps,
                  cpu_ratio=cpu_ratio,
-                 cpu_ratio_range=common.spread(cpu["ours"], cpu["theirs"]),
+                 cpu_ratio_range=harness.ratio_range(cpu["ours"],
+                                                     cpu["theirs"]),
                  goal=0.6)
       if algorithm == "sghmc":
         row["blackjax_num_integration_steps"] = SGHMC_K
@@ -179,8 +178,8 @@ def main():
       print(f"{problem.name:30s} {algorithm:11s} {row['ours_us']:8.2f} "
             f"{row['blackjax_us']:8.2f} {ratio:6.2f} ({lo:4.2f}-{hi:4.2f}) "
             f"{cpu_ratio:9.2f} ({clo:4.2f}-{chi:4.2f})", flush=True)
-  common.write_json(os.path.join(args.out, "vs_blackjax.json"),
-                    {"rows": rows})
+  harness.write_json(os.path.join(args.out, "vs_blackjax.json"),
+                     {"rows": rows})
 
 
 if __name__ == "__main__":

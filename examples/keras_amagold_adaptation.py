@@ -17,7 +17,6 @@ step size and the acceptance over the frozen epochs, and writes them to
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -26,7 +25,6 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import keras_bnn_mnist as bnn  # noqa: E402
 import tfp_sgmcmc.keras as sgk  # noqa: E402
 

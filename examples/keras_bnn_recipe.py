@@ -42,15 +42,12 @@ BATCH = 100
 
 
 def load(data_dir, train):
-  images, labels = datasets.load_mnist(data_dir, "test")
-  x = (images.reshape(len(images), -1) / 255.).astype(np.float32)
-  y = labels.astype(np.int32)
-  order = np.random.default_rng(0).permutation(len(x))
-  parts = dict(train=order[:train], val=order[6000:8000], test=order[8000:])
+  parts = datasets.load_mnist_split(data_dir, 0, train=slice(train),
+                                    val=slice(6000, 8000))
   if train > 6000:
     raise ValueError("--train must be at most 6000 (val and test are the "
                      "last 4,000 images of the permutation).")
-  return {k: (x[v], y[v]) for k, v in parts.items()}
+  return parts
 
 
 def model_and_data(data, seed):

@@ -32,9 +32,16 @@ EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
 
 
 def load_example(name):
-  """The module examples/<name>.py (examples/ is not a package)."""
-  spec = importlib.util.spec_from_file_location(
-      name, os.path.join(EXAMPLES, name + ".py"))
+  """The module examples/<name>.py, e.g. name "papers/amagold/double_well"
+  (examples/ is not a package). Its folder goes on sys.path, as when the
+  script runs, so that it imports its sibling modules."""
+  import sys  # pylint: disable=import-outside-toplevel
+  path = os.path.join(EXAMPLES, *name.split("/")) + ".py"
+  folder = os.path.dirname(os.path.abspath(path))
+  if folder not in sys.path:
+    sys.path.insert(0, folder)
+  spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3],
+                                                path)
   module = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(module)
   return module

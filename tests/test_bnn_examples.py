@@ -1,5 +1,5 @@
-"""CI-sized checks of the Keras BNN reproductions (examples/bnn_table2.py,
-examples/mnist_sghmc_paper.py) on the MNIST file of ../shared/data."""
+"""CI-sized checks of the Keras BNN reproductions (examples/papers/amagold/bnn_table2.py,
+examples/papers/sghmc/mnist_sghmc_paper.py) on the MNIST file of ../shared/data."""
 
 import os
 import sys
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
-sys.path.insert(0, EXAMPLES)
+for _folder in ("", "papers/amagold", "papers/sghmc"):
+  sys.path.insert(0, os.path.join(EXAMPLES, _folder))
 
 import bnn_table2  # noqa: E402  pylint: disable=wrong-import-position
 import mnist_sghmc_paper  # noqa: E402  pylint: disable=wrong-import-position

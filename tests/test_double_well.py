@@ -1,6 +1,6 @@
 """The double-well experiment of the AMAGOLD paper (Figure 1), CI-sized.
 
-Runs `examples/double_well.py` at its default size (1e5 draws per sampler
+Runs `examples/papers/amagold/double_well.py` at its default size (1e5 draws per sampler
 and step size over 40 chains) for the two largest step sizes and the tuned
 run, and asserts the paper's ordering. The margins come from the run-to-run
 spread over seeds 0-7 of exactly this configuration:
@@ -25,7 +25,7 @@ from helpers import load_example
 
 @pytest.fixture(scope="module")
 def double_well():
-  return load_example("double_well")
+  return load_example("papers/amagold/double_well")
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""CI-sized runs of examples/integrators.py (Chen, Ding & Carin 2015).
+"""CI-sized runs of examples/papers/integrators/integrators.py (Chen, Ding & Carin 2015).
 
 Fig. 1. The paper's claims: Euler SGHMC is more biased than the symmetric
 splitting integrator at the same step size, and explodes at large step sizes
@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples",
+                                "papers", "integrators"))
 
 import integrators  # noqa: E402  pylint: disable=g-import-not-at-top
 

@@ -1,6 +1,6 @@
 """Chen, Ding & Carin (2015), Fig. 4 on a synthetic LDA corpus (CI size).
 
-`examples/lda_integrators.py`: topics of an LDA model sampled by SGHMC with
+`examples/papers/integrators/lda_integrators.py`: topics of an LDA model sampled by SGHMC with
 the Euler and the symmetric splitting integrators (friction D = 20), on a
 synthetic corpus with known topics in place of the paper's Wikipedia
 corpus. The claim asserted: at a large step size (h = 0.1, where hD = 2
@@ -19,7 +19,7 @@ from helpers import load_example
 
 @pytest.fixture(scope="module")
 def ex():
-  return load_example("lda_integrators")
+  return load_example("papers/integrators/lda_integrators")
 
 
 def test_euler_explodes_where_splitting_does_not(ex):

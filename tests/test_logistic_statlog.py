@@ -1,6 +1,6 @@
 """AMAGOLD paper, Fig. 4 (logistic regression on Statlog) at CI size.
 
-`examples/logistic_statlog.py` runs the experiment: a full-batch NUTS
+`examples/papers/amagold/logistic_statlog.py` runs the experiment: a full-batch NUTS
 reference, then HMC, L2MC, SGHMC and AMAGOLD over step sizes 1e-6 to 5e-3
 and their wall clock. These tests run the same code on Australian (N = 690,
 minibatch 32) with short chains and check the claims of the paper's Sec. 6.2
@@ -33,7 +33,7 @@ import tensorflow as tf
 import tfp_sgmcmc as sg
 from helpers import load_example
 
-ex = load_example("logistic_statlog")
+ex = load_example("papers/amagold/logistic_statlog")
 
 
 def test_heart_loader_reads_the_libsvm_file(shared_data):
@@ -84,7 +84,7 @@ def _run(fn, problem, eps, seed):
 def short_runs():
   """AMAGOLD and L2MC, 4 chains at each of eps = 1e-4 and 5e-3, 2e4
   gradient steps per chain, two seeds. (The speed claim, AMAGOLD much
-  faster than full-batch L2MC, is measured by `examples/logistic_statlog.py`
+  faster than full-batch L2MC, is measured by `examples/papers/amagold/logistic_statlog.py`
   and not asserted here: timings are benchmarks, not unit tests.)"""
   from conftest import SHARED_DATA  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(SHARED_DATA):

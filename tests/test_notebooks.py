@@ -248,7 +248,7 @@ def test_install_cell_installs_from_what_the_user_uploaded(monkeypatch,
   archive.mkdir()
   with zipfile.ZipFile(archive / "tfp_sgmcmc-main.zip", "w") as z:
     z.writestr("tfp_sgmcmc-main/setup.py", "")
-    z.writestr("tfp_sgmcmc-main/examples/integrators.py", "")
+    z.writestr("tfp_sgmcmc-main/examples/papers/integrators/integrators.py", "")
   calls, _ = install_cell_namespace(monkeypatch, archive)
   assert calls[0][-1] == str(archive / "tfp_sgmcmc-main_unpacked" /
                              "tfp_sgmcmc-main")

@@ -1,6 +1,6 @@
 """Chen, Ding & Carin (2015), the sigmoid belief network, small.
 
-`examples/sbn_integrators.py`: an 8-hidden-unit SBN on the binarised MNIST
+`examples/papers/integrators/sbn_integrators.py`: an 8-hidden-unit SBN on the binarised MNIST
 test-file split, its log-likelihood exact by summing over the 2^8 hidden
 states (in place of the paper's AIS at 100 hidden units).
 """
@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from helpers import load_example
 
-ex = load_example("sbn_integrators")
+ex = load_example("papers/integrators/sbn_integrators")
 
 
 def test_exact_marginal_matches_brute_force():

@@ -1,6 +1,6 @@
 """SG Barker paper, Fig. 2 on synthetic data with the paper's shape (CI size).
 
-`examples/sgbd_heterogeneous.py`: logistic regression with N = 80,000,
+`examples/papers/sgbd/sgbd_heterogeneous.py`: logistic regression with N = 80,000,
 d = 4, minibatch 800 (the paper's Sepsis sizes), unscaled Sepsis-like
 covariates (age 20-100, sex, episode 1-5), known generating coefficients;
 posterior sds from 6e-4 (age) to 6e-2 (intercept). The reference here is
@@ -20,7 +20,7 @@ from helpers import load_example
 
 @pytest.fixture(scope="module")
 def ex():
-  return load_example("sgbd_heterogeneous")
+  return load_example("papers/sgbd/sgbd_heterogeneous")
 
 
 def test_closed_form_noise_estimate_matches_the_library(ex):

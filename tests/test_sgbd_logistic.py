@@ -1,7 +1,7 @@
 """The scale-heterogeneity experiment (SGBD paper, Fig. 2) at CI size.
 
 Bayesian logistic regression on Statlog Australian with unscaled covariates
-(reference posterior sds from 1.6e-4 to 1.1). `examples/sgbd_logistic.py`
+(reference posterior sds from 1.6e-4 to 1.1). `examples/papers/sgbd/sgbd_logistic.py`
 runs it at full size; here the same code runs a smaller grid and shorter
 chains, against a shorter NUTS reference.
 
@@ -57,7 +57,7 @@ def experiment():
   from conftest import SHARED_DATA  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(SHARED_DATA):
     pytest.skip(f"real data not found at {SHARED_DATA} (../shared/data)")
-  ex = load_example("sgbd_logistic")
+  ex = load_example("papers/sgbd/sgbd_logistic")
   config = ex.Config(
       log10_scales=tuple(np.arange(-5., -0.99, 0.5)), reps=4,
       num_steps=100_000, batch_size=138,

@@ -1,6 +1,6 @@
 """SG Barker paper, Figs. 3-4 on synthetic data (CI size).
 
-`examples/sgbd_mf_ica.py`: Bayesian matrix factorisation (synthetic ratings
+`examples/papers/sgbd/sgbd_mf_ica.py`: Bayesian matrix factorisation (synthetic ratings
 with known factors, in place of MovieLens) and ICA (synthetic logistic
 sources mixed by a heterogeneous matrix, in place of the MEG data). The
 rows in docs/results.md state what holds; these tests assert it at a small
@@ -19,7 +19,7 @@ from helpers import load_example
 
 @pytest.fixture(scope="module")
 def ex():
-  return load_example("sgbd_mf_ica")
+  return load_example("papers/sgbd/sgbd_mf_ica")
 
 
 def test_closed_form_noise_estimates_match_the_library(ex):

@@ -1,7 +1,7 @@
 """Paper 003, Fig. 7b at CI size: SGHMC samples a Bayesian CNN (convolutions,
 batch norm, max pooling, tanh) through Keras `fit`.
 
-`examples/sghmc_cnn.py` on the MNIST test-file split; skips when
+`examples/papers/sghmc/sghmc_cnn.py` on the MNIST test-file split; skips when
 ../shared/data is absent. The row's claim (docs/results.md, 003 Fig. 7b):
 SGHMC trains the CNN, its averaged test error falling far below chance.
 """
@@ -13,7 +13,7 @@ import pytest
 
 from helpers import load_example
 
-ex = load_example("sghmc_cnn")
+ex = load_example("papers/sghmc/sghmc_cnn")
 DATA = ex.base.DEFAULT_DATA
 
 pytestmark = pytest.mark.skipif(

@@ -1,6 +1,6 @@
 """Paper 003, Fig. 6a: SGHMC BNN uncertainty out of distribution (small).
 
-`examples/sghmc_ood.py`: MNIST test-file split, Fashion-MNIST sprite images
+`examples/papers/sghmc/sghmc_ood.py`: MNIST test-file split, Fashion-MNIST sprite images
 as the out-of-distribution set; skips when ../shared/data is absent.
 """
 
@@ -10,7 +10,7 @@ import pytest
 
 from helpers import load_example
 
-ex = load_example("sghmc_ood")
+ex = load_example("papers/sghmc/sghmc_ood")
 DATA = ex.base.SHARED_DATA
 
 pytestmark = pytest.mark.skipif(

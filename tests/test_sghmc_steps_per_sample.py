@@ -1,6 +1,6 @@
 """Paper 003, Fig. 8: SGHMC with m steps per minibatch, eps m fixed (small).
 
-`examples/sghmc_steps_per_sample.py` on the MNIST test-file split; skips
+`examples/papers/sghmc/sghmc_steps_per_sample.py` on the MNIST test-file split; skips
 when ../shared/data is absent. The row's claim ("does not hold"): at fixed
 eps m, m = 5 does not reach a low test error sooner than m = 1.
 """
@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from helpers import load_example
 
-ex = load_example("sghmc_steps_per_sample")
+ex = load_example("papers/sghmc/sghmc_steps_per_sample")
 DATA = ex.base.SHARED_DATA
 
 pytestmark = pytest.mark.skipif(

@@ -1,7 +1,7 @@
 """The toy experiments of the SGHMC paper (Chen, Fox & Guestrin 2014,
 Figures 1-3; papers/003 Section 4.1), CI-sized.
 
-Runs `examples/sghmc_toys.py` at its default size (`DEFAULT`; 10000 draws
+Runs `examples/papers/sghmc/sghmc_toys.py` at its default size (`DEFAULT`; 10000 draws
 per sampler in (a), 200 chains in (b), 4e5 draws per setting in (c)), seed 0,
 and asserts the papers' qualitative claims. The margins come from the
 run-to-run spread over seeds 0-9 of exactly this configuration:
@@ -23,7 +23,7 @@ run-to-run spread over seeds 0-9 of exactly this configuration:
       bias: 0.450, 0.129, 0.068, 0.043, 0.029) within 0.9% for k = 0, 1.
 
 Each bound sits at about half the least favourable value seen (twice, for
-upper bounds). The module is imported by name from examples/ (as the
+upper bounds). The module is imported by name from examples/papers/sghmc/ (as the
 notebook colab/paper_003_sghmc.ipynb does), so both share compiled samplers
 when run in one process.
 """
@@ -34,7 +34,8 @@ import sys
 import numpy as np
 import pytest
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples", "papers",
+                        "sghmc")
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """Paper 003, Fig. 6b at CI size: SGHMC against mean-field VI on an MNIST BNN.
 
-`examples/sghmc_vs_vi.py` on the MNIST test-file split; skips when
+`examples/papers/sghmc/sghmc_vs_vi.py` on the MNIST test-file split; skips when
 ../shared/data is absent. The row (docs/results.md, 003 Fig. 6b) says the
 paper's claim does not hold at our budget: VI's averaged test error is below
 SGHMC's. This test asserts that direction at a small size.
@@ -13,7 +13,7 @@ import pytest
 
 from helpers import load_example
 
-ex = load_example("sghmc_vs_vi")
+ex = load_example("papers/sghmc/sghmc_vs_vi")
 DATA = ex.base.DEFAULT_DATA
 
 pytestmark = pytest.mark.skipif(

@@ -1,6 +1,6 @@
 """Paper 003, Fig. 9: SG-NUTS learning curves on MNIST (CI size).
 
-`examples/sgnuts_curves.py` on the MNIST test-file split; the test skips
+`examples/papers/sghmc/sgnuts_curves.py` on the MNIST test-file split; the test skips
 when ../shared/data is absent. At CI size (784-32-10, 1,000 training images,
 10 iterations per epoch, no warm-up, 3 epochs), the row's claim: SG-NUTS's
 curve is ahead of SGHMC's early on and rises.
@@ -13,7 +13,7 @@ import pytest
 
 from helpers import load_example
 
-ex = load_example("sgnuts_curves")
+ex = load_example("papers/sghmc/sgnuts_curves")
 DATA = ex.base.SHARED_DATA
 
 pytestmark = pytest.mark.skipif(

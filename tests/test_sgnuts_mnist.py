@@ -9,7 +9,7 @@ gradients. CI size: 2,000 training images, MLP 784-32-10, minibatch 100
 What is asserted is the claim's direction (SG-NUTS ahead) and its cost, not
 the size of the gap: the gap depends on the size of the problem. Here it
 was 0.10 to 0.34 over seeds 0-4; at the paper's size (784-100-10, 8,000
-images, `examples/sgnuts_mnist.py --full`) it was 0.018 (0.899 against
+images, `examples/papers/sghmc/sgnuts_mnist.py --full`) it was 0.018 (0.899 against
 0.881), and with the learning rate rescaled to keep eta N at the paper's,
 SG-NUTS lost (0.86 against 0.90): docs/results.md says "holds partly".
 """
@@ -24,7 +24,7 @@ from helpers import load_example
 def test_sgnuts_is_ahead_of_sghmc_after_the_first_epoch():
   if not os.path.isdir(SHARED_DATA):
     pytest.skip(f"real data not found at {SHARED_DATA} (../shared/data)")
-  ex = load_example("sgnuts_mnist")
+  ex = load_example("papers/sghmc/sgnuts_mnist")
   train, test = ex.load_split(SHARED_DATA, num_train=2000, num_test=1000)
   target = ex.make_target(train, batch_size=100)
   kernels = ex.make_kernels(target, learning_rate=2e-6, momentum_decay=0.01,

@@ -1,6 +1,6 @@
 """The 2-D synthetic experiments of the AMAGOLD paper (Figures 2 and 3).
 
-CI-sized: `examples/synthetic_2d.py` on Dist2 (Yin & Zhou's X shape) with
+CI-sized: `examples/papers/amagold/synthetic_2d.py` on Dist2 (Yin & Zhou's X shape) with
 grad U~ = grad U + N(0, I), SGHMC and AMAGOLD at step sizes 0.1 and 0.25,
 4e5 draws each (400 chains x 1000, 200 burn-in). Spread over seeds 0-5 of
 exactly this configuration, run twice (before and after a change to the
@@ -28,7 +28,8 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples",
+                                "papers", "amagold"))
 import synthetic_2d  # noqa: E402  pylint: disable=g-import-not-at-top
 
 CI_SIZE = dict(num_chains=400, draws_per_chain=1000, burnin=200)

@@ -265,3 +265,43 @@ def load_fashion_mnist_sprite(data_dir):
     raise ValueError(f"{path!r} holds an array of shape {images.shape}; "
                      "expected [n, 28, 28] images.")
   return images
+
+
+# --- The MNIST test file split into parts (one function for every example) --
+
+__all__ += ["load_mnist_split"]
+
+
+def load_mnist_split(data_dir, seed=0, train=slice(0, 8000),
+                     test=slice(8000, None), **parts):
+  """The 10,000 MNIST test images split into parts by one fixed permutation.
+
+  Where only the MNIST *test* file is at hand (as on this project's
+  machines), an experiment trains on part of it and tests on the rest. This
+  is that split, written once so that experiments which name the same seed
+  and slices train and test on the same images:
+  `numpy.random.default_rng(seed).permutation(10000)` orders the images, and
+  each part takes the images at its slice of that order (by default the
+  first 8,000 for training and the last 2,000 for testing).
+
+  Args:
+    data_dir: a directory holding the MNIST test files (see `load_mnist`).
+    seed: the permutation's seed.
+    train: the training part's slice of the permutation.
+    test: the test part's slice of the permutation.
+    **parts: more parts, each a slice, e.g. `validation=slice(6000, 8000)`.
+
+  Returns:
+    {name: (x, y)} for "train", "test" and each of `parts`: x float32
+    [n, 784], pixel values / 255 in [0, 1]; y int32 [n], labels 0..9.
+
+  Raises:
+    FileNotFoundError, ValueError: as `load_mnist`.
+  """
+  images, labels = load_mnist(data_dir, "test")
+  x = (images.reshape(len(images), -1) / 255.).astype(np.float32)
+  y = labels.astype(np.int32)
+  order = np.random.default_rng(seed).permutation(len(images))
+  parts = dict(train=train, test=test, **parts)
+  return {name: (x[order[part]], y[order[part]])
+          for name, part in parts.items()}

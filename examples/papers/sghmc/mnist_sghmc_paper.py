@@ -41,9 +41,10 @@ optimizers (`SamplingCallback` without burn-in); after `warmup` epochs one
 sample per epoch enters the running average of the predictive
 probabilities.
 
-    python examples/mnist_sghmc_paper.py           # 30 epochs, 2 warm-up
-    python examples/mnist_sghmc_paper.py --epochs 300 --warmup 19  # docs
-    python examples/mnist_sghmc_paper.py --full    # 800 epochs, 50 warm-up
+    python examples/papers/sghmc/mnist_sghmc_paper.py  # 30 epochs, 2 warm-up
+    python examples/papers/sghmc/mnist_sghmc_paper.py --epochs 300 \
+        --warmup 19                                   # docs
+    python examples/papers/sghmc/mnist_sghmc_paper.py --full  # 800, 50 warm-up
 
 Writes `error_vs_epochs.png`, `sghmc_paper.md` and `sghmc_paper.json` into
 `--out` (default out/mnist_sghmc_paper/).
@@ -63,7 +64,8 @@ import tensorflow as tf  # noqa: E402
 from tfp_sgmcmc import datasets  # noqa: E402
 import tfp_sgmcmc.keras as sgk  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
+                                    ".."))
 DEFAULT_DATA = os.path.join(REPO, "..", "shared", "data")
 
 PAPER_N = 60000
@@ -80,14 +82,9 @@ SIZES = {"ci": dict(epochs=30, warmup=2), "full": dict(epochs=800,
 
 
 def load(data_dir, seed):
-  def flat(images):
-    return (images.reshape(len(images), -1) / 255.).astype(np.float32)
-  images, labels = datasets.load_mnist(data_dir, "test")
-  order = np.random.default_rng(seed).permutation(len(images))
-  train, test = order[:8000], order[8000:]
-  return dict(x_train=flat(images[train]),
-              y_train=labels[train].astype(np.int32),
-              x_test=flat(images[test]), y_test=labels[test].astype(np.int32),
+  split = datasets.load_mnist_split(data_dir, seed)
+  (x_train, y_train), (x_test, y_test) = split["train"], split["test"]
+  return dict(x_train=x_train, y_train=y_train, x_test=x_test, y_test=y_test,
               split="the 10,000 MNIST test images split 8,000 train / 2,000 "
               f"test by numpy.random.default_rng({seed}).permutation")
 

@@ -17,7 +17,8 @@ for the Bayesian average over `draws_per_epoch` draws in each of the
 `--epochs` sampled epochs after `--warmup` epochs, and for the point
 estimate's final weights after the same number of epochs.
 
-    python examples/sghmc_ood.py [--warmup 5] [--epochs 20] [--out DIR]
+    python examples/papers/sghmc/sghmc_ood.py [--warmup 5] [--epochs 20] \
+        [--out DIR]
 
 Writes sghmc_ood.png (entropy histograms), sghmc_ood.md and sghmc_ood.json
 into --out (default out/sghmc_ood).
@@ -26,15 +27,13 @@ into --out (default out/sghmc_ood).
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sgnuts_mnist as base  # noqa: E402  pylint: disable=wrong-import-position
+import mnist_mlp as base
 
 
 def load_ood(data_dir=base.SHARED_DATA):

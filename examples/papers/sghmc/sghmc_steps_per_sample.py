@@ -18,7 +18,8 @@ MNIST test file, MLP 784-100-10, N(0, 1) prior, minibatch 100. After
 average; the curve is its test error after each epoch (during warm-up: the
 current weights').
 
-    python examples/sghmc_steps_per_sample.py [--warmup 2] [--epochs 10]
+    python examples/papers/sghmc/sghmc_steps_per_sample.py [--warmup 2] \
+        [--epochs 10]
 
 Writes steps_per_sample.png, .md and .json into --out (default
 out/sghmc_steps_per_sample).
@@ -27,7 +28,6 @@ out/sghmc_steps_per_sample).
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
@@ -35,8 +35,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sgnuts_mnist as base  # noqa: E402  pylint: disable=wrong-import-position
+import mnist_mlp as base
 
 
 class HeldBatchTarget(sg.InMemoryTarget):

@@ -18,7 +18,8 @@ a grid, friction D = 1 / sqrt(h) (the paper's middle choice,
 the Bayesian predictive, -mean log(mean_s p(v | theta_s)) over the kept
 samples (the last half, thinned to 10).
 
-    python examples/sbn_integrators.py [--steps 2000] [--out DIR]
+    python examples/papers/integrators/sbn_integrators.py [--steps 2000] \
+        [--out DIR]
 
 Writes sbn.png (test NLL against step size), sbn.md and sbn.json into
 --out (default out/sbn_integrators).
@@ -29,7 +30,6 @@ import dataclasses
 import itertools
 import json
 import os
-import sys
 import time
 import warnings
 
@@ -39,13 +39,13 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sgnuts_mnist as base  # noqa: E402  pylint: disable=wrong-import-position
-
 warnings.filterwarnings("ignore", message=".*is not calibrated.*")
 
 LABELS = {"splitting": "SGHMC-S", "euler": "SGHMC-E", "sgld": "SGLD"}
 PAPER = {"splitting": 103, "euler": 105, "sgld": 126}
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
+                                        ".."))
+SHARED_DATA = os.path.join(EXAMPLES, "..", "..", "shared", "data")
 
 
 @dataclasses.dataclass
@@ -60,8 +60,13 @@ class Config:
   seed: int = 1
 
 
-def load(num_train=8000, data_dir=base.SHARED_DATA):
-  (x, _), (xt, _) = base.load_split(data_dir, num_train)
+def load(num_train=8000, data_dir=SHARED_DATA):
+  # The split of the SG-NUTS MNIST experiments (papers/sghmc/mnist_mlp.py):
+  # the 2,000 test images follow the training images in the permutation.
+  split = sg.datasets.load_mnist_split(
+      data_dir, 0, train=slice(num_train),
+      test=slice(num_train, num_train + 2000))
+  (x, _), (xt, _) = split["train"], split["test"]
   return (x > 0.5).astype(np.float32), (xt > 0.5).astype(np.float32)
 
 

@@ -13,7 +13,8 @@ softmax; the curve is the test accuracy of that running average after each
 epoch (during warm-up: of the current weights). Fashion-MNIST is not run:
 only 900 unlabelled Fashion-MNIST images are on these machines.
 
-    python examples/sgnuts_curves.py [--warmup 2] [--epochs 8] [--out DIR]
+    python examples/papers/sghmc/sgnuts_curves.py [--warmup 2] [--epochs 8] \
+        [--out DIR]
 
 Default: 2 warm-up + 8 sampled epochs (the paper: 20 + 50; an SG-NUTS epoch
 costs 31 times SGHMC's gradients here). Writes sgnuts_curves.png,
@@ -24,14 +25,12 @@ out/sgnuts_curves).
 import argparse
 import json
 import os
-import sys
 import time
 
 import numpy as np
 import tensorflow as tf
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import sgnuts_mnist as base  # noqa: E402  pylint: disable=wrong-import-position
+import mnist_mlp as base
 
 PAPER_FINAL = {"MNIST": 0.94, "Fashion-MNIST": 0.85}
 

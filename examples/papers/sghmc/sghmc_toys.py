@@ -75,16 +75,16 @@ MATLAB code (tqchen/ML-SGHMC, matlab/figure1-3) where the text is silent.
     SGHMC (eta = 0.05, alpha = 0.035) from theta = 0 (figure3b.m), run as an
     extra setting started at the origin in the same compiled loop.
 
-Default size (the CI tests' and the notebook's): about 25 s of CPU, mostly
-XLA compilation; --full (80000 draws per sampler in (a), the paper's count;
-1e7 draws per setting in (c), the authors' L) about 8 minutes on 2 shared
-cores.
+Default size: the CI tests' and the notebook's; --full: 80000 draws per
+sampler in (a), the paper's count, and 1e7 draws per setting in (c), the
+authors' L.
 
 Outputs in --out: fig1_double_well_densities.png, fig2_phase_portrait.png,
 fig3a_first_50_samples.png, fig3b_cov_error_vs_autocorrelation.png,
 table.md, table.json.
 
-    python examples/sghmc_toys.py [--out out/sghmc_toys] [--full] [--seed 0]
+    python examples/papers/sghmc/sghmc_toys.py [--out out/sghmc_toys] [--full] \
+        [--seed 0]
 """
 
 import argparse

@@ -33,7 +33,7 @@ Writes to --out (default ./out/sgbd_heterogeneous): sgbd_heterogeneous.png
 (mean +- 2 sd per coefficient against s, reference lines in black),
 sgbd_heterogeneous.md (tables) and .json.
 
-    python examples/sgbd_heterogeneous.py [--full] [--out DIR]
+    python examples/papers/sgbd/sgbd_heterogeneous.py [--full] [--out DIR]
 
 Default: 9 step sizes (s = 1e-5 ... 1e-1 by half decades), 4 chains of
 10,000 steps each per step size and sampler; --full: 21 step sizes (1e-6
@@ -47,7 +47,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -57,7 +56,6 @@ import tensorflow as tf  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgbd_logistic as base  # noqa: E402  pylint: disable=wrong-import-position
 
 NUM_EXAMPLES = 80_000
@@ -99,8 +97,8 @@ class LogisticTarget(sg.InMemoryTarget):
   The library's generic estimate takes the Jacobian of the per-example
   log-likelihoods with `tape.jacobian`, whose cost here grows as n^2 x
   chains per step (each example's gradient is a backward pass through the
-  whole [chains, n] batch): at n = 800 c-SGBD ran over 10 times slower than
-  v-SGBD. The estimate is the same: N^2 / n times the unbiased per-example
+  whole [chains, n] batch), which at n = 800 makes c-SGBD many times slower
+  than v-SGBD. The estimate is the same: N^2 / n times the unbiased per-example
   variance of the gradient on the step's minibatch.
   """
 

@@ -63,12 +63,12 @@ Writes into --out (default out/logistic_statlog):
   one chain at `runtime_step_size`;
 * logistic_statlog.md and logistic_statlog.json: the tables.
 
-    python examples/logistic_statlog.py [--data-dir ../shared/data] \
+    python examples/papers/amagold/logistic_statlog.py \
+        [--data-dir ../shared/data] \
         [--out out/logistic_statlog] [--full] [--datasets australian,heart]
 
-`--full` is the paper's budget (5e6 gradient steps per chain; hours on a
-2-core CPU; not run here). The default uses 2e5 steps per chain and 4
-chains per step size; it took about 20 minutes on 2 shared CPU cores.
+`--full` is the paper's budget (5e6 gradient steps per chain; not run
+here). The default uses 2e5 steps per chain and 4 chains per step size.
 """
 
 import argparse
@@ -91,8 +91,9 @@ import tfp_sgmcmc as sg  # noqa: E402
 # SGHMC is uncalibrated by design: that is what this experiment measures.
 warnings.filterwarnings("ignore", message=".*is not calibrated.*")
 
-DEFAULT_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "shared", "data")
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
+                                        ".."))
+DEFAULT_DATA_DIR = os.path.join(EXAMPLES, "..", "..", "shared", "data")
 PRIOR_SCALE = 1.
 NUM_LEAPFROG_STEPS = 10  # T
 FRICTION = 0.25          # beta (AMAGOLD, L2MC)

@@ -29,12 +29,12 @@ Fig. 1) and the exact bias of phi~_L at every L (a moment recursion; the
 dotted curves of Figs. 2-3, and the same with full-data gradients) are
 computed too, against which the sampled values can be checked.
 
-    python examples/integrators.py [--figure {1,2,3,all}] [--out DIR] [--full]
+    python examples/papers/integrators/integrators.py [--figure {1,2,3,all}] \
+        [--out DIR] [--full]
 
-Fig. 1 default: 8 chains x 1e5 steps per step size (about a minute on 2
-cores); --full: the paper's L = 1e6 steps. Figs. 2-3 default: 200 runs to
-L = 1e4 (a few minutes); --full: L = 1e5 and 50 runs per grid setting
-(about 10 minutes); --max-steps, --runs and --grid-runs override.
+Fig. 1 default: 8 chains x 1e5 steps per step size; --full: the paper's
+L = 1e6 steps. Figs. 2-3 default: 200 runs to L = 1e4; --full: L = 1e5 and
+50 runs per grid setting; --max-steps, --runs and --grid-runs override.
 """
 import argparse
 import json

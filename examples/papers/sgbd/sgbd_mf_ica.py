@@ -42,11 +42,11 @@ The summary per sampler is its robust range: the longest run of step sizes
 over all samplers and step sizes (MF: rMSE within 5% of the best; ICA: mean
 held-out log-likelihood within 0.1 nats per point of the best).
 
-    python examples/sgbd_mf_ica.py [--parts mf,ica] [--steps N] [--out DIR]
+    python examples/papers/sgbd/sgbd_mf_ica.py [--parts mf,ica] [--steps N] \
+        [--out DIR]
 
 Default: 9 step sizes s = 10^-4.5 ... 10^-0.5 by half decades, 2 chains
-per step size, 20,000 steps (MF) and 4,000 steps (ICA) per chain; about
-5 minutes on the shared cores (2 cores, 6 jobs).
+per step size, 20,000 steps (MF) and 4,000 steps (ICA) per chain.
 
 Writes to --out (default ./out/sgbd_mf_ica): fig3_mf.png, fig4_ica.png,
 sgbd_mf_ica.md (tables) and sgbd_mf_ica.json.
@@ -56,7 +56,6 @@ import argparse
 import dataclasses
 import json
 import os
-import sys
 import time
 import warnings
 
@@ -68,7 +67,6 @@ import tensorflow_probability as tfp  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sgbd_logistic as base  # noqa: E402  pylint: disable=wrong-import-position
 
 warnings.filterwarnings("ignore", message=".*is not calibrated.*")

@@ -30,7 +30,8 @@ Our protocol (the paper does not state all of its own):
 * time: wall-clock of the warm-up plus the sampled epoch, compiled
   (`tf.function(jit_compile=True)`, compile time excluded by a first run).
 
-    python examples/sgnuts_mnist.py [--out out/sgnuts_mnist] [--full]
+    python examples/papers/sghmc/sgnuts_mnist.py [--out out/sgnuts_mnist] \
+        [--full]
 
 Writes `table.md`, `results.json` and `sgnuts_mnist.png` (accuracy after
 the sampled epoch against warm-up epochs and against seconds, ours beside the
@@ -45,90 +46,15 @@ import time
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
 
-import tfp_sgmcmc as sg
+from mnist_mlp import (SHARED_DATA, initial_state, load_split, make_kernels,
+                       make_runner, make_target, mlp_logits)
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED_DATA = os.path.join(HERE, "..", "..", "shared", "data")
 PAPER = {  # papers/003, Sec. 5.3: warm-up epochs -> (accuracy, seconds)
     "SGHMC": {0: (0.7747, 3.2), 1: (0.5764, 4.5), 2: (0.4141, 6.2),
               5: (0.6471, 11.4), 10: (0.7100, 20.3), 25: (0.8866, 50.2)},
     "SG-NUTS": {0: (0.8715, 28.3), 1: (0.9296, 127.2), 2: (0.9231, 453.3)},
 }
-
-
-def load_split(data_dir=SHARED_DATA, num_train=8000, num_test=2000):
-  """MNIST test images split into train / test parts by a fixed permutation."""
-  x, y = sg.datasets.load_mnist(data_dir)
-  x = np.asarray(x, np.float32).reshape(-1, 784)
-  if x.max() > 1.:
-    x = x / 255.
-  y = np.asarray(y, np.int32)
-  order = np.random.default_rng(0).permutation(len(x))
-  train, test = order[:num_train], order[num_train:num_train + num_test]
-  return (x[train], y[train]), (x[test], y[test])
-
-
-def mlp_logits(params, x):
-  w1, b1, w2, b2 = params
-  return tf.nn.relu(x @ w1 + b1) @ w2 + b2
-
-
-def make_target(train, batch_size):
-  def log_likelihood(params, batch):
-    xb, yb = batch
-    return -tf.nn.sparse_softmax_cross_entropy_with_logits(
-        yb, mlp_logits(params, xb))
-
-  def log_prior(params):
-    return sum(-0.5 * tf.reduce_sum(p ** 2) for p in params)
-
-  return sg.InMemoryTarget(log_likelihood, train, batch_size,
-                           log_prior_fn=log_prior)
-
-
-def initial_state(hidden, seed=0):
-  rng = np.random.default_rng(seed)
-  return [tf.constant(rng.normal(size=(784, hidden)) * np.sqrt(2. / 784),
-                      tf.float32),
-          tf.zeros([hidden]),
-          tf.constant(rng.normal(size=(hidden, 10)) * np.sqrt(2. / hidden),
-                      tf.float32),
-          tf.zeros([10])]
-
-
-def make_kernels(target, learning_rate, momentum_decay, max_tree_depth):
-  sghmc = sg.SGHMC.from_sgd_momentum(target, learning_rate=learning_rate,
-                                     momentum_decay=momentum_decay)
-  nuts = sg.SGNUTS(target, step_size=sghmc.step_size,
-                   friction=sghmc.friction, max_tree_depth=max_tree_depth)
-  return {"SGHMC": sghmc, "SG-NUTS": nuts}
-
-
-_RUNNERS = {}
-
-
-def make_runner(kernel):
-  """A compiled run of `num_steps` (a tensor) kernel steps, one per kernel."""
-  if id(kernel) in _RUNNERS:
-    return _RUNNERS[id(kernel)][1]
-
-  @tf.function(jit_compile=True, autograph=False)
-  def run(state, results, num_steps, seed):
-    def body(i, state, results, grads, seed):
-      step_seed, seed = tfp.random.split_seed(seed, 2)
-      state, results = kernel.one_step(state, results, seed=step_seed)
-      used = getattr(results, "num_gradient_evaluations", None)
-      used = tf.ones([], tf.int32) if used is None else tf.cast(
-          tf.reduce_max(used), tf.int32)
-      return i + 1, state, results, grads + used, seed
-    _, state, results, grads, _ = tf.while_loop(
-        lambda i, *_: i < num_steps, body,
-        (tf.constant(0), state, results, tf.constant(0), seed))
-    return state, results, grads
-  _RUNNERS[id(kernel)] = (kernel, run)  # the kernel is kept alive with its id
-  return run
 
 
 def predictive_accuracy(draws, test):

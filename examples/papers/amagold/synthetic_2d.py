@@ -37,9 +37,8 @@ iterations (each iteration is one M-H test and T = 10 gradient evaluations
 for both samplers; AMAGOLD's are stochastic, L2MC's full-batch).
 
 The paper draws 5e6 samples from one chain per setting. The default here is
-CI-sized (4e5 draws per setting over 400 chains, a few minutes on 2 CPU
-cores); `--full` draws the paper's 5e6 per setting, over 1000 chains (about
-30 minutes on 2 shared CPU cores).
+CI-sized (4e5 draws per setting over 400 chains); `--full` draws the paper's
+5e6 per setting, over 1000 chains.
 
 SGHMC's KL is not monotone in the step size here: this Euler SGHMC with the
 momentum resampled every 10 steps is too cold at small step sizes (with
@@ -51,7 +50,8 @@ Outputs (into --out): fig2a_dist1_densities.png, fig2b_dist1_kl.png,
 fig2c_dist2_densities.png, fig2d_dist2_kl.png, fig3_convergence_dist1.png,
 table.md and results.json.
 
-    python examples/synthetic_2d.py [--out out/synthetic_2d] [--full]
+    python examples/papers/amagold/synthetic_2d.py [--out out/synthetic_2d] \
+        [--full]
 """
 
 import argparse

@@ -55,9 +55,12 @@ A diverged chain (the adapter's divergence stop, which warns and stops
 weights seen by this script's own check) is reported as "diverged (at epoch
 k)" and kept out of the entropy figure, instead of crashing the script.
 
-    python examples/bnn_table2.py --sample-epochs 100  # docs/results table
-    python examples/bnn_table2.py --small          # 784-100-10, 30 epochs
-    python examples/bnn_table2.py --no-adapt       # only the 8 Keras chains
+    python examples/papers/amagold/bnn_table2.py --sample-epochs 100
+        # the docs/results table
+    python examples/papers/amagold/bnn_table2.py --small
+        # 784-100-10, 30 epochs
+    python examples/papers/amagold/bnn_table2.py --no-adapt
+        # only the 8 Keras chains
 
 The data directory defaults to ../shared/data (or $TFP_SGMCMC_DATA).
 Writes `table2.md`, `table2.json` and `fig5_entropy_cdf.png` into `--out`
@@ -81,7 +84,8 @@ import tfp_sgmcmc  # noqa: E402
 from tfp_sgmcmc import datasets  # noqa: E402
 import tfp_sgmcmc.keras as sgk  # noqa: E402
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..",
+                                    ".."))
 DEFAULT_DATA = os.environ.get("TFP_SGMCMC_DATA",
                               os.path.join(REPO, "..", "shared", "data"))
 
@@ -117,15 +121,16 @@ SIZES = {"small": dict(hidden=(100,), sample_epochs=30, num_train=8000),
 
 def load(data_dir, seed, num_train=8000):
   """MNIST split (standardised as the authors do) and the OOD images."""
-  def flat(images):
-    x = images.reshape(len(images), -1).astype(np.float32) / 255.
+  def standardise(x):
     return (x - MNIST_MEAN) / MNIST_STD
-  images, labels = datasets.load_mnist(data_dir, "test")
-  order = np.random.default_rng(seed).permutation(len(images))
-  train, test = order[:num_train], order[8000:]
-  return dict(x_train=flat(images[train]),
-              y_train=labels[train].astype(np.int32),
-              x_test=flat(images[test]), y_test=labels[test].astype(np.int32),
+
+  def flat(images):
+    return standardise(
+        images.reshape(len(images), -1).astype(np.float32) / 255.)
+  split = datasets.load_mnist_split(data_dir, seed, train=slice(num_train))
+  (x_train, y_train), (x_test, y_test) = split["train"], split["test"]
+  return dict(x_train=standardise(x_train), y_train=y_train,
+              x_test=standardise(x_test), y_test=y_test,
               x_ood=flat(datasets.load_fashion_mnist_sprite(data_dir)),
               split=f"{num_train} of the 10,000 MNIST test images for "
               "training, 2,000 for testing, by numpy.random.default_rng("

@@ -21,7 +21,7 @@ batch 500, eta scaled by 60,000 / 8,000):
   TensorFlow. Scored after every epoch by the test error of the average of
   the predictive probabilities over 100 draws from q (the paper: 80,000).
 
-    python examples/sghmc_vs_vi.py            # 30 epochs, 2 warm-up
+    python examples/papers/sghmc/sghmc_vs_vi.py       # 30 epochs, 2 warm-up
 
 Writes `vi_error_vs_epochs.png`, `sghmc_vs_vi.md` and `sghmc_vs_vi.json` into
 `--out` (default out/sghmc_vs_vi/).
@@ -30,7 +30,6 @@ Writes `vi_error_vs_epochs.png`, `sghmc_vs_vi.md` and `sghmc_vs_vi.json` into
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -38,7 +37,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnist_sghmc_paper as base  # noqa: E402  pylint: disable=wrong-import-position
 
 SHAPES = ((784, base.HIDDEN), (base.HIDDEN,), (base.HIDDEN, 10), (10,))

@@ -16,9 +16,8 @@ r' = r - h grad U~ - h C r + N(0, 2 C h) is the same update, mass 1).
 Both samplers get the same gradient budget: AMAGOLD keeps one draw per outer
 step (10 gradients), SGHMC one draw every 10 steps. The default run keeps the
 paper's 1e5 draws per sampler and step size but spreads them over 40 chains
-run side by side (about 15 s on 2 CPU cores); `--full` is the paper's
-protocol, one chain of 1e5 draws (under a minute; noisier, since one chain
-crosses between the wells less often than 40 do).
+run side by side; `--full` is the paper's protocol, one chain of 1e5 draws
+(noisier, since one chain crosses between the wells less often than 40 do).
 
 Figures (PNG, into --out):
 
@@ -36,7 +35,8 @@ Symmetric KL is KL(p||q) + KL(q||p) over the bins, with empty bins floored at
 so a sampler that misses a region is penalised heavily, not infinitely. The
 histogram has 110 bins of width 0.1 on [-6, 5]; U > 26 outside it.
 
-    python examples/double_well.py [--out out/double_well] [--full]
+    python examples/papers/amagold/double_well.py [--out out/double_well] \
+        [--full]
 """
 
 import argparse

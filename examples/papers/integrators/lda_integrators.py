@@ -35,7 +35,8 @@ Perplexity: exp(-mean log p(w)) over the held-out words, p(w) the average
 over the kept samples (the last half, thinned) of sum_k theta-hat_k
 beta_kw; per-sample perplexities along the run give the Fig. 4 curves.
 
-    python examples/lda_integrators.py [--steps L] [--friction D] [--out DIR]
+    python examples/papers/integrators/lda_integrators.py [--steps L] \
+        [--friction D] [--out DIR]
 
 Writes to --out (default ./out/lda_integrators): fig4_lda.png (test
 perplexity against iterations per step size, Euler and splitting; final

@@ -42,13 +42,12 @@ Writes to --out (default ./out/sgbd):
   against s for each sampler, the reference mean +- 2 sd as horizontal lines;
 * sgbd_logistic.md: the robust ranges and per-coefficient tables.
 
-    python examples/sgbd_logistic.py [--data-dir ../shared/data] \
+    python examples/papers/sgbd/sgbd_logistic.py [--data-dir ../shared/data] \
         [--out out/sgbd] [--full] [--methods sgld,vanilla,corrected,extreme]
 
-The default run (11 step sizes from 1e-5 to 1, 4 chains of 300,000 steps
-each per step size and sampler) took 2 minutes on 2 shared CPU cores;
---full (21 step sizes, 8 chains of 3,000,000 steps, a 8 x 20,000 reference)
-77 minutes. Results of --full: SGLD is within at no step size, v-SGBD over
+The default run: 11 step sizes from 1e-5 to 1, 4 chains of 300,000 steps
+each per step size and sampler; --full: 21 step sizes, 8 chains of
+3,000,000 steps, a 8 x 20,000 reference. Results of --full: SGLD is within at no step size, v-SGBD over
 0.25 decades (s = 1e-3 to 10^-2.75), e-SGBD over 2.25 decades (s = 10^-4.75
 to 10^-2.5); per coefficient v-SGBD's range is at least SGLD's for all 15.
 """
@@ -73,8 +72,9 @@ import tfp_sgmcmc as sg  # noqa: E402
 warnings.filterwarnings("ignore", message=".*is not calibrated.*")
 
 PRIOR_SCALE = 5.
-DEFAULT_DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "shared", "data")
+EXAMPLES = os.path.abspath(os.path.join(os.path.dirname(__file__), "..",
+                                        ".."))
+DEFAULT_DATA_DIR = os.path.join(EXAMPLES, "..", "..", "shared", "data")
 METHOD_LABELS = {"sgld": "SGLD", "vanilla": "v-SGBD", "corrected": "c-SGBD",
                  "extreme": "e-SGBD"}
 METHOD_COLORS = {"sgld": "tab:red", "vanilla": "tab:blue",

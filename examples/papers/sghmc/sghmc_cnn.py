@@ -27,8 +27,8 @@ noise, the prior as an L2 penalty) from the same initialisation. After
 `warmup` epochs the SGHMC curve is the test error of the running average of
 the predictive probabilities over one sample per epoch.
 
-    python examples/sghmc_cnn.py            # 12 epochs, 2 warm-up
-    python examples/sghmc_cnn.py --epochs 30 --warmup 5
+    python examples/papers/sghmc/sghmc_cnn.py         # 12 epochs, 2 warm-up
+    python examples/papers/sghmc/sghmc_cnn.py --epochs 30 --warmup 5
 
 Writes `cnn_error_vs_epochs.png`, `sghmc_cnn.md` and `sghmc_cnn.json` into
 `--out` (default out/sghmc_cnn/).
@@ -37,7 +37,6 @@ Writes `cnn_error_vs_epochs.png`, `sghmc_cnn.md` and `sghmc_cnn.json` into
 import argparse
 import json
 import os
-import sys
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -46,7 +45,6 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mnist_sghmc_paper as base  # noqa: E402  pylint: disable=wrong-import-position
 import tfp_sgmcmc.keras as sgk  # noqa: E402  pylint: disable=wrong-import-position
 
