@@ -77,7 +77,7 @@ import tensorflow as tf  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 from tfp_sgmcmc import dynamics  # noqa: E402
-from tfp_sgmcmc.kernels import _common  # noqa: E402
+from tfp_sgmcmc import _structure  # noqa: E402
 
 T = 10
 
@@ -142,10 +142,10 @@ class MomentumFloor:
       return new_state, new_momentum
     # The per-chain divergence check SGHMC keeps (the library's own
     # functions): theta' finite, else the chain keeps theta and r.
-    diverged = diverged | ~_common.finite_per_chain(None, [new_state],
+    diverged = diverged | ~_structure.finite_per_chain(None, [new_state],
                                                     chains=diverged)
-    return (_common.keep_where_diverged(diverged, state, new_state),
-            (_common.keep_where_diverged(diverged, momentum, new_momentum),
+    return (_structure.choose(diverged, state, new_state),
+            (_structure.choose(diverged, momentum, new_momentum),
              diverged))
 
 

@@ -1,6 +1,6 @@
 """Cost of a progress bar on a compiled chain.
 
-`tfp_sgmcmc.runs.sample_chain_with_progress` runs `tfp.mcmc.sample_chain` as
+`tfp_sgmcmc.sample_chain_with_progress` runs `tfp.mcmc.sample_chain` as
 `num_reports` compiled chunks with a tqdm bar (or printed lines) between
 them, so there is no host round trip inside the compiled loop. This prints,
 for SGLD on the N = 100,000 logistic regression and on Statlog Australian,
@@ -30,7 +30,7 @@ import tensorflow_probability as tfp  # noqa: E402
 import common  # noqa: E402
 import harness  # noqa: E402
 import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc import runs  # noqa: E402
+from tfp_sgmcmc.chains import runs  # noqa: E402
 
 NUM_REPORTS = 20
 

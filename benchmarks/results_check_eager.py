@@ -21,7 +21,7 @@ import tensorflow_probability as tfp  # noqa: E402
 
 import harness  # noqa: E402
 import tfp_sgmcmc as sg  # noqa: E402
-from tfp_sgmcmc.kernels import _common  # noqa: E402
+from tfp_sgmcmc.kernels import results_guard  # noqa: E402
 
 
 def quadratic(x):
@@ -37,10 +37,10 @@ KERNELS = {
 
 
 def run(make_kernel, steps, checked):
-  saved = (_common.check_cached_values, _common.record_results)
+  saved = (results_guard.check_cached_values, results_guard.record_results)
   if not checked:
-    _common.check_cached_values = lambda *a, **k: None
-    _common.record_results = lambda *a, **k: None
+    results_guard.check_cached_values = lambda *a, **k: None
+    results_guard.record_results = lambda *a, **k: None
   try:
     kernel = make_kernel()
     state = tf.ones([4, 10])
@@ -51,7 +51,7 @@ def run(make_kernel, steps, checked):
     return ((time.perf_counter() - start) / steps,
             (time.process_time() - start_cpu) / steps)
   finally:
-    _common.check_cached_values, _common.record_results = saved
+    results_guard.check_cached_values, results_guard.record_results = saved
 
 
 def main():

@@ -13,27 +13,27 @@ class SGHMC(base.SamplerOptimizer):
   """Stochastic gradient HMC (Chen, Fox & Guestrin 2014) for Keras.
 
   Each train step is the update of `tfp_sgmcmc.SGHMC.one_step`
-  (`tfp_sgmcmc.kernels.sghmc.sghmc_update`) with the Keras gradient:
+  (`tfp_sgmcmc.dynamics.hamiltonian.sghmc_update`) with the Keras gradient:
 
   * `"euler"`: r' = r - h grad U~(theta) - h C r + N(0, 2 (C T - B-hat) h),
     theta' = theta + h r';
   * `"splitting"` (ABOBA, Chen, Ding & Carin 2015): theta1 = theta + r h/2,
     r' = B-O-B(r, grad U~(theta1)), theta' = theta1 + r' h/2. The gradient
     is taken at theta1, so between train steps the model's variables hold
-    the next step's theta1 (`kernels.sghmc.gradient_position`);
+    the next step's theta1 (`dynamics.hamiltonian.gradient_position`);
     `chain_state()` and the kept samples are theta', and `SamplingCallback`
     removes the half drift at the end of `fit`.
 
   The momentum refresh (N(0, T I) at step 0 and, with
   `momentum_resampling_period=m`, every m steps) is the kernel's: the
-  Euler update folds it into its noise (`kernels.sghmc.sghmc_update`), and
-  the splitting integrator draws it (`kernels.sghmc.refresh_momentum`) from
+  Euler update folds it into its noise (`dynamics.hamiltonian.sghmc_update`), and
+  the splitting integrator draws it (`dynamics.hamiltonian.refresh_momentum`) from
   the same step seed one step ahead, so that its half drift can precede the
   gradient.
 
   `SGHMC.from_sgd_momentum(learning_rate=eta, momentum_decay=alpha)` takes
   the SGD-with-momentum units of the kernel's classmethod
-  (`kernels.sghmc.sgd_momentum_to_sghmc`: eta = h^2, alpha = h C), applied
+  (`dynamics.hamiltonian.sgd_momentum_to_sghmc`: eta = h^2, alpha = h C), applied
   to grad U (eta = lambda / N for an SGD learning rate lambda on the mean
   loss).
 
@@ -151,7 +151,7 @@ class SGNHT(base.SamplerOptimizer):
       theta'  = theta + h r'
       xi'     = xi + h (r'^T r' / d - T)
 
-  each train step is `tfp_sgmcmc.kernels.sgnht.sgnht_update`, the update of
+  each train step is `tfp_sgmcmc.dynamics.hamiltonian.sgnht_update`, the update of
   `tfp_sgmcmc.SGNHT.one_step`, over all trainable variables at once (d
   counts every weight of the model). The momentum is drawn from N(0, T I)
   at the first step (folded into that step's noise, as in the kernel); the

@@ -12,7 +12,7 @@ class SGLD(base.SamplerOptimizer):
 
       theta' = theta - h grad U~(theta) + sqrt(2 h T) xi,   xi ~ N(0, I),
 
-  each train step is `tfp_sgmcmc.kernels.sgld.sgld_update`, the update of
+  each train step is `tfp_sgmcmc.dynamics.langevin.sgld_update`, the update of
   `tfp_sgmcmc.SGLD.one_step`, with the Keras gradient. The step size may be
   a `keras.optimizers.schedules.LearningRateSchedule` (e.g. a polynomial
   decay h_l = a (b + l)^-gamma), evaluated at the sampler's step count.
@@ -43,7 +43,7 @@ class PreconditionedSGLD(base.SamplerOptimizer):
       G      = 1 / (lambda + sqrt(V'))
       theta' = theta - h G grad U~(theta) + sqrt(2 h T G) xi
 
-  each train step is `tfp_sgmcmc.kernels.psgld.psgld_update`, the update of
+  each train step is `tfp_sgmcmc.dynamics.langevin.psgld_update`, the update of
   `tfp_sgmcmc.PreconditionedSGLD.one_step` (the Gamma term is dropped, as
   in the kernel; the first step starts V at g_bar^2).
 
