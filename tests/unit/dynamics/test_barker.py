@@ -560,3 +560,25 @@ def test_check_increment_distribution_accepts_the_two_laws_only():
   for name in ("uniform", "Bimodal", None, ""):
     with pytest.raises(ValueError, match="increment_distribution"):
       dynamics.barker.check_increment_distribution(name)
+
+
+def test_sgbd_variants_and_reverse_minibatches_are_the_documented_names():
+  assert dynamics.barker.SGBD_VARIANTS == ("vanilla", "corrected", "extreme")
+  assert dynamics.barker.REVERSE_MINIBATCHES == ("same", "independent")
+  theta = tf.zeros([2000], tf.float64)
+  g = tf.constant(np.random.default_rng(46).normal(size=2000))
+  tau = tf.ones([2000], tf.float64)
+  moves = [dynamics.barker_update(
+      theta, g, 0.5, INCREMENT_SEED, DIRECTION_SEED, variant,
+      noise_std=tau, noise_variance=tau, noise_ema_weight=0.5)[0].numpy()
+           for variant in dynamics.barker.SGBD_VARIANTS]
+  # Three different rules on the same draws.
+  assert not np.array_equal(moves[0], moves[1])
+  assert not np.array_equal(moves[0], moves[2])
+  assert not np.array_equal(moves[1], moves[2])
+  theta = const(draws(46), tf.float64)
+  for reverse in dynamics.barker.REVERSE_MINIBATCHES:
+    fake = FakeEnergy()
+    dynamics.barker.barker_proposal_step(theta, 0.5, SEED, fake,
+                                         reverse_minibatch=reverse)
+    assert len(fake.calls) == 2

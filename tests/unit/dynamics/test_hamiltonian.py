@@ -686,3 +686,12 @@ def test_check_sghmc_parameters_rejects_each_bad_argument(changes, error,
                                                           match):
   with pytest.raises(error, match=match):
     dynamics.hamiltonian.check_sghmc_parameters(**{**GOOD_SGHMC, **changes})
+
+
+def test_integrators_are_euler_and_splitting_and_each_is_accepted():
+  assert dynamics.hamiltonian.INTEGRATORS == ("euler", "splitting")
+  theta, r = const(draws(80), tf.float64), const(draws(81), tf.float64)
+  for name in dynamics.hamiltonian.INTEGRATORS:
+    dynamics.hamiltonian.check_sghmc_parameters(
+        **{**GOOD_SGHMC, "integrator": name})
+    dynamics.sghmc_update(theta, r, r, 0.1, 1., 0., 1., name, SEED)
