@@ -360,7 +360,7 @@ def test_proposal_from_its_pieces_is_the_numpy_trajectory_with_those_seeds():
   np.testing.assert_allclose(rho, exp_rho, rtol=1e-12, atol=1e-12)
 
 
-# --- units and argument checks -------------------------------------------------
+# --- units and argument checks ------------------------------------------------
 
 
 @pytest.mark.parametrize("h,b", [(1e-4, 0.), (0.04, 0.1), (5e-4 / 50000,

@@ -601,7 +601,7 @@ def test_sgnht_update_is_sgnht_step_refreshed_at_step_0_with_the_seeds_noise(
   check([got_xi], [np.asarray(exp_xi)], dtype)
 
 
-# --- SGD-with-momentum units and argument checks -------------------------------
+# --- SGD-with-momentum units and argument checks ------------------------------
 
 
 @pytest.mark.parametrize("eta,alpha,beta_hat", [
