@@ -1,15 +1,20 @@
-"""Unit tests of the stateless random-number functions of `dynamics`
-(derive_seeds, walk_seed, standard_normal_like, uniform_like,
-uniform_indices), against a plain-Python SplitMix64 (Steele, Lea & Flood
-2014; Vigna's splitmix64.c) and the salting rule of `derive_seeds`'s
-docstring. The N(0, 1) statistics of the noise and the uniformity of the
+"""Unit tests of `tfp_sgmcmc.random`: the SplitMix64 functions
+(derive_seeds, derive_inner_seeds, walk_seed, standard_normal_like,
+uniform_like, uniform_indices) against a plain-Python SplitMix64 (Steele,
+Lea & Flood 2014; Vigna's splitmix64.c) and the salting rule of
+`derive_seeds`'s docstring; the functions that hand over to TF or TFP
+(split_seed, fold_in, philox_indices, philox_uniform, philox_normal)
+against the TF/TFP calls they document; the constants RNG_ALG and
+BOOTSTRAP_SEED. The N(0, 1) statistics of the noise and the uniformity of the
 indices across steps and chains are tests/test_noise.py's."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import random as random_lib
 
 M64 = 2**64 - 1
 GAMMA = 0x9E3779B97F4A7C15  # SplitMix64's increment (the golden ratio).
@@ -247,3 +252,181 @@ def test_uniform_indices_eager_equal_xla():
     np.testing.assert_array_equal(
         dynamics.uniform_indices(seed, shape, 60000),
         compiled(seed, tf.constant(shape)))
+
+
+# --- derive_inner_seeds -------------------------------------------------------
+
+# The second salt family (MurmurHash3's finaliser constants).
+INNER_SALTS = (0x85EBCA6B, 0xC2B2AE35)
+
+
+def _salt(i, family):
+  return np.array([(i * a) % 2**32 for a in family], np.uint32).view(np.int32)
+
+
+def test_derive_inner_seeds_xors_the_seed_with_the_second_salt_family():
+  seed = np.array([-123456789, 987654321], np.int32)
+  derived = random_lib.derive_inner_seeds(tf.constant(seed), 5)
+  assert len(derived) == 5
+  for i, d in enumerate(derived):
+    d = np.asarray(d)
+    assert d.dtype == np.int32 and d.shape == (2,)
+    np.testing.assert_array_equal(d, seed ^ _salt(i + 1, INNER_SALTS))
+  # Not the first family.
+  for a, b in zip(derived, random_lib.derive_seeds(seed, 5)):
+    assert not np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", [[0, 0], [1, 2], [-1, 2**31 - 1]])
+def test_derive_inner_seeds_of_a_derived_seed_never_give_back_a_step_seed(
+    seed):
+  # A step derives seeds from its seed; a draw derives inner seeds from one
+  # of those. None may be the step's seed or another of its derived seeds
+  # (derive_seeds twice would return the step's own seed).
+  derived = random_lib.derive_seeds(seed, 8)
+  taken = {tuple(seed)} | {tuple(np.asarray(d)) for d in derived}
+  for d in derived:
+    inner = [tuple(np.asarray(x)) for x in random_lib.derive_inner_seeds(d, 8)]
+    assert len(set(inner)) == 8
+    assert not taken & set(inner)
+
+
+def test_no_inner_seed_of_300_derived_seeds_is_the_seed_or_a_derived_one():
+  # By XOR's linearity: the salts are the seeds derived from [0, 0], and
+  # inner(derived_i)_j = seed ^ s_i ^ t_j, which is seed or derived_k for
+  # every seed exactly when s_i ^ t_j is 0 or s_k.
+  salts = np.array([np.asarray(d) for d in random_lib.derive_seeds(
+      [0, 0], 300)])
+  inner = np.array([np.asarray(d) for d in random_lib.derive_inner_seeds(
+      [0, 0], 300)])
+  first = {tuple(s) for s in salts} | {(0, 0)}
+  both = (salts[:, None, :] ^ inner[None, :, :]).reshape(-1, 2)
+  assert not first & {tuple(s) for s in both}
+
+
+# --- split_seed ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [[5, -6], (0, 0), np.array([2**31 - 1, -7])])
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_split_seed_is_tfps_split_of_the_sanitized_seed(seed, n):
+  got = random_lib.split_seed(seed, n)
+  expected = tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=n)
+  assert len(got) == n
+  for g, e in zip(got, expected):
+    assert g.dtype == tf.int32 and g.shape == (2,)
+    np.testing.assert_array_equal(g, e)
+  assert len({tuple(np.asarray(g)) for g in got}) == n
+
+
+def test_split_seed_is_a_real_split_not_a_salt():
+  # The seeds carried from step to step: unlike derive_seeds, splitting a
+  # split seed again does not return the seed.
+  seed = tf.constant([7, 11])
+  for s in random_lib.split_seed(seed, 3):
+    again = [tuple(np.asarray(x)) for x in random_lib.split_seed(s, 3)]
+    assert (7, 11) not in again
+  assert not any(np.array_equal(a, b) for a, b in zip(
+      random_lib.split_seed(seed, 3), random_lib.derive_seeds(seed, 3)))
+
+
+# --- fold_in ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data", [0, 1, 12345, 2**40])
+def test_fold_in_is_tfs_stateless_fold_in(data):
+  seed = tf.constant([-3, 99])
+  default = random_lib.fold_in(seed, data)
+  np.testing.assert_array_equal(
+      default, tf.random.experimental.stateless_fold_in(seed, data))
+  np.testing.assert_array_equal(
+      random_lib.fold_in(seed, data, alg="philox"),
+      tf.random.experimental.stateless_fold_in(seed, data, alg="philox"))
+  # A tensor step index (as in a loop), int32 and int64.
+  for dtype in (tf.int32, tf.int64):
+    if dtype == tf.int32 and data >= 2**31:
+      continue
+    np.testing.assert_array_equal(
+        random_lib.fold_in(seed, tf.constant(data, dtype)),
+        tf.random.experimental.stateless_fold_in(seed,
+                                                 tf.constant(data, dtype)))
+
+
+def test_fold_in_passes_alg_on_and_gives_a_seed_per_index():
+  seed = tf.constant([1, 2])
+  # alg reaches TF (an unknown one is refused there), and None is TF's
+  # default, not an error.
+  with pytest.raises(ValueError, match="alg"):
+    random_lib.fold_in(seed, 3, alg="no-such-generator")
+  random_lib.fold_in(seed, 3, alg=None)
+  folded = {tuple(np.asarray(random_lib.fold_in(seed, i))) for i in range(50)}
+  assert len(folded) == 50 and (1, 2) not in folded
+
+
+# --- Philox draws -------------------------------------------------------------
+
+
+def test_rng_alg_and_bootstrap_seed_are_the_documented_constants():
+  assert random_lib.RNG_ALG == "philox"
+  assert dynamics.RNG_ALG == random_lib.RNG_ALG
+  # BOOTSTRAP_SEED: a fixed, valid stateless seed (int32[2] after
+  # sanitising, and the same every time).
+  assert tuple(random_lib.BOOTSTRAP_SEED) == (0, 0)
+  seed = tfp.random.sanitize_seed(random_lib.BOOTSTRAP_SEED)
+  assert seed.dtype == tf.int32 and seed.shape == (2,)
+  np.testing.assert_array_equal(seed, [0, 0])
+  np.testing.assert_array_equal(
+      random_lib.philox_normal([3], random_lib.BOOTSTRAP_SEED),
+      random_lib.philox_normal([3], (0, 0)))
+
+
+@pytest.mark.parametrize("seed", [[-3, 17], (2**31 - 1, 0)])
+@pytest.mark.parametrize("maxval", [1, 7, 60000, 2**31 - 1])
+def test_philox_indices_are_tfs_philox_uniform_integers(seed, maxval):
+  got = random_lib.philox_indices(seed, [4, 6], maxval)
+  assert got.dtype == tf.int32 and got.shape == (4, 6)
+  expected = tf.random.stateless_uniform(
+      [4, 6], seed=tfp.random.sanitize_seed(seed), minval=0, maxval=maxval,
+      dtype=tf.int32, alg="philox")
+  np.testing.assert_array_equal(got, expected)
+  assert got.numpy().min() >= 0 and got.numpy().max() < maxval
+
+
+def test_philox_indices_cover_zero_to_maxval_and_are_not_splitmix64():
+  idx = random_lib.philox_indices([1, 1], [20000], 10).numpy()
+  assert idx.min() == 0 and idx.max() == 9
+  assert np.all(np.bincount(idx, minlength=10) > 1800)
+  np.testing.assert_array_equal(
+      random_lib.philox_indices([1, 1], tf.constant([3, 5]), 1000),
+      random_lib.philox_indices(tf.constant([1, 1]), [3, 5], 1000))
+  # Another generator than uniform_indices' (TFRecordTarget's records are
+  # not InMemoryTarget's).
+  assert not np.array_equal(random_lib.philox_indices([1, 1], [50], 1000),
+                            random_lib.uniform_indices([1, 1], [50], 1000))
+
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.float32, tf.float64])
+def test_philox_uniform_and_normal_are_tfs_philox_draws(dtype):
+  seed = tf.constant([8, -9])
+  u = random_lib.philox_uniform([5, 3], seed, dtype)
+  z = random_lib.philox_normal([5, 3], seed, dtype)
+  for x in (u, z):
+    assert x.dtype == dtype and x.shape == (5, 3)
+  np.testing.assert_array_equal(u, tf.random.stateless_uniform(
+      [5, 3], seed, dtype=dtype, alg="philox"))
+  np.testing.assert_array_equal(z, tf.random.stateless_normal(
+      [5, 3], seed=seed, dtype=dtype, alg="philox"))
+
+
+def test_philox_uniform_and_normal_default_to_float32_and_have_their_laws():
+  n = 100000
+  u = random_lib.philox_uniform([n], [4, 4])
+  z = random_lib.philox_normal([n], [4, 4])
+  assert u.dtype == tf.float32 and z.dtype == tf.float32
+  u, z = u.numpy().astype(np.float64), z.numpy().astype(np.float64)
+  assert np.all(u >= 0.) and np.all(u < 1.)
+  assert abs(u.mean() - 0.5) < 5 * np.sqrt(1 / 12 / n)
+  assert abs(z.mean()) < 5 / np.sqrt(n)
+  assert abs(z.var() - 1.) < 5 * np.sqrt(2. / n)
+  # Two different draws, not one in two forms.
+  assert abs(np.corrcoef(u, z)[0, 1]) < 5 / np.sqrt(n)

@@ -2,7 +2,11 @@
 2022; Mauri & Zanella 2024) against numpy written from the papers. The
 functions take the energy gradient grad U~, so delta = -grad U~ below.
 (uniform_like's own tests are in tests/unit/test_random.py; eq. (5)'s
-Proposition 2 and the move's law over many draws are tests/test_sgbd.py's.)"""
+Proposition 2 and the move's law over many draws are tests/test_sgbd.py's.)
+The whole moves (barker_update per variant, sgbd_update's seeds) and a step
+of the multi-step proposal (barker_proposal_step, with a fake
+energy_and_gradient that records its seeds) are composed from those pieces
+and the documented seeds."""
 
 import numpy as np
 import pytest
@@ -11,6 +15,7 @@ import scipy.stats
 import tensorflow as tf
 
 from tfp_sgmcmc import dynamics
+from tfp_sgmcmc import random as random_lib
 
 CHAINS = 3
 SHAPES = [(CHAINS, 4), (CHAINS, 2, 2)]  # Two parts, a leading chain axis.
@@ -334,3 +339,246 @@ def test_barker_log_proposal_ratio_in_float32():
       .reshape(CHAINS, -1).sum(-1) for a, b, ga, gb in zip(x, y, g_x, g_y))
   assert got.dtype == tf.float32
   np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+# --- whole moves: barker_update, sgbd_update ----------------------------------
+
+
+INCREMENT_SEED, DIRECTION_SEED = tf.constant([3, -4]), tf.constant([-5, 6])
+
+
+def barker_reference(theta, g, w, u, variant, tau=None):
+  """theta'_j = theta_j + w_j if u_j < P(delta_j, w_j) else theta_j - w_j,
+  P the variant's probability (delta = -grad U~)."""
+  out = []
+  for i, (x, d, z, v) in enumerate(zip(theta, g, w, u)):
+    if variant == "vanilla":
+      p = p_barker(-d, z)
+    elif variant == "extreme":
+      p = (-d * z > 0).astype(np.float64)
+    else:
+      p = corrected_reference(-d, z, tau[i])
+    out.append(x + np.where(v < p, z, -z))
+  return out
+
+
+def draws_of(structure, step_size, distribution, dtype):
+  """The increments and the uniforms a move draws from its two seeds."""
+  w = dynamics.barker_increment_like(structure, step_size, INCREMENT_SEED,
+                                     distribution)
+  u = dynamics.uniform_like(structure, DIRECTION_SEED)
+  return ([x.numpy().astype(np.float64) for x in w],
+          [x.numpy().astype(np.float64) for x in u])
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("distribution", ["bimodal", "gaussian"])
+@pytest.mark.parametrize("variant", ["vanilla", "extreme"])
+def test_barker_update_moves_by_w_in_the_variants_direction(
+    dtype, distribution, variant):
+  theta, g = const(draws(30), dtype), const(draws(31, 2.), dtype)
+  step_size = [0.4, 0.9]
+  tau = const([np.abs(x) for x in draws(32)], dtype)
+  got, got_tau = dynamics.barker_update(
+      theta, g, step_size, INCREMENT_SEED, DIRECTION_SEED, variant,
+      distribution, noise_std=tau, noise_variance=const(draws(33), dtype),
+      noise_ema_weight=0.5)
+  w, u = draws_of(theta, step_size, distribution, dtype)
+  check(got, barker_reference(f64(draws(30), dtype), f64(draws(31, 2.), dtype),
+                              w, u, variant), dtype)
+  # The noise estimate passes through untouched but for "corrected".
+  assert got_tau is tau
+  # Both directions are taken, and |theta' - theta| = |w|.
+  moved = np.concatenate([np.ravel(a.numpy() - b.numpy())
+                          for a, b in zip(got, theta)])
+  assert np.any(moved > 0) and np.any(moved < 0)
+  np.testing.assert_allclose(np.abs(moved),
+                             np.abs(np.concatenate([np.ravel(x) for x in w])),
+                             **TOL[dtype])
+
+
+def test_barker_update_defaults_to_vanilla_and_bimodal():
+  theta, g = const(draws(34), tf.float64), const(draws(35), tf.float64)
+  default, tau = dynamics.barker_update(theta, g, 0.5, INCREMENT_SEED,
+                                        DIRECTION_SEED)
+  explicit, _ = dynamics.barker_update(theta, g, 0.5, INCREMENT_SEED,
+                                       DIRECTION_SEED, "vanilla", "bimodal")
+  check(default, [x.numpy() for x in explicit], tf.float64)
+  assert tau == ()
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64])
+@pytest.mark.parametrize("distribution", ["bimodal", "gaussian"])
+def test_barker_update_corrected_first_moves_tau_by_the_ema(dtype,
+                                                            distribution):
+  theta, g = const(draws(36), dtype), const(draws(37, 2.), dtype)
+  tau = [np.abs(x) for x in draws(38)]
+  variance = [x ** 2 * 4. for x in draws(39)]
+  weight, step_size = 0.3, 0.7
+  got, got_tau = dynamics.barker_update(
+      theta, g, step_size, INCREMENT_SEED, DIRECTION_SEED, "corrected",
+      distribution, noise_std=const(tau, dtype),
+      noise_variance=const(variance, dtype), noise_ema_weight=weight)
+  tau, variance = f64(tau, dtype), f64(variance, dtype)
+  new_tau = [(1. - weight) * t + weight * np.sqrt(v)
+             for t, v in zip(tau, variance)]
+  check(got_tau, new_tau, dtype)
+  w, u = draws_of(theta, step_size, distribution, dtype)
+  # The move uses the updated tau-hat, not the old one.
+  check(got, barker_reference(f64(draws(36), dtype), f64(draws(37, 2.), dtype),
+                              w, u, "corrected", new_tau), dtype)
+
+
+SEED = tf.constant([77, -88])
+
+
+@pytest.mark.parametrize("variant", ["vanilla", "corrected", "extreme"])
+@pytest.mark.parametrize("distribution", ["bimodal", "gaussian"])
+def test_sgbd_update_is_barker_update_with_the_steps_second_and_third_seeds(
+    variant, distribution):
+  theta, g = const(draws(40), tf.float64), const(draws(41), tf.float64)
+  tau = const([np.abs(x) for x in draws(42)], tf.float64)
+  variance = const([x ** 2 for x in draws(43)], tf.float64)
+  kwargs = dict(variant=variant, increment_distribution=distribution,
+                noise_std=tau, noise_variance=variance, noise_ema_weight=0.2)
+  got, got_tau = dynamics.sgbd_update(theta, g, 0.6, SEED, **kwargs)
+  _, increment_seed, direction_seed = dynamics.derive_seeds(SEED, 3)
+  expected, expected_tau = dynamics.barker_update(
+      theta, g, 0.6, increment_seed, direction_seed, **kwargs)
+  check(got, [x.numpy() for x in expected], tf.float64)
+  for a, b in zip(tf.nest.flatten(got_tau), tf.nest.flatten(expected_tau)):
+    np.testing.assert_array_equal(a, b)
+  # Not the step seed's first derived seed (the minibatch's).
+  first, _, _ = dynamics.derive_seeds(SEED, 3)
+  other, _ = dynamics.barker_update(theta, g, 0.6, first, direction_seed,
+                                    **kwargs)
+  assert not np.allclose(other[0], got[0])
+
+
+# --- one step of the multi-step Barker proposal -------------------------------
+
+
+def sum_parts(parts):
+  return [p.reshape(CHAINS, -1) for p in parts]
+
+
+def per_chain(parts):
+  return sum(p.sum(-1) for p in parts)
+
+
+class FakeEnergy:
+  """energy_and_gradient(theta, seed) of U~ = sum lam theta^2 / 2 + c theta
+  with a c that depends on the seed (each minibatch a different gradient),
+  recording the seeds it is called with."""
+
+  def __init__(self, lam=1.5):
+    self.lam = lam
+    self.calls = []
+
+  def shift(self, seed):
+    return (int(np.asarray(seed)[0]) % 101) / 25. - 2.
+
+  def __call__(self, theta, seed):
+    self.calls.append(([np.array(x) for x in theta], np.array(seed)))
+    c = self.shift(seed)
+    energy = sum(tf.reduce_sum(0.5 * self.lam * x * x + c * x,
+                               axis=list(range(1, x.shape.rank)))
+                 for x in theta)
+    return energy, [self.lam * x + c for x in theta]
+
+
+@pytest.mark.parametrize("distribution", ["bimodal", "gaussian"])
+@pytest.mark.parametrize("reverse", ["same", "independent"])
+def test_barker_proposal_step_moves_and_scores_with_the_documented_seeds(
+    distribution, reverse):
+  theta = const(draws(44), tf.float64)
+  fake = FakeEnergy()
+  new, rho, energy, gradient, new_gradient, next_seed = (
+      dynamics.barker.barker_proposal_step(
+          theta, 0.5, SEED, fake, increment_distribution=distribution,
+          reverse_minibatch=reverse, batch_ndims=1))
+  batch, increment, direction, reverse_seed, expected_next = (
+      random_lib.split_seed(SEED, 5))
+  np.testing.assert_array_equal(next_seed, expected_next)
+  # Two evaluations: at x_t on the batch seed, at x_{t+1} on the batch
+  # seed again ("same") or on another one ("independent").
+  assert len(fake.calls) == 2
+  (x0, seed0), (x1, seed1) = fake.calls
+  np.testing.assert_array_equal(seed0, batch)
+  if reverse == "same":
+    np.testing.assert_array_equal(seed1, batch)
+  else:
+    np.testing.assert_array_equal(seed1, reverse_seed)
+    assert not np.array_equal(seed1, seed0)
+  for a, b in zip(x0, theta):
+    np.testing.assert_array_equal(a, b)
+  # The move: barker_update (vanilla) with the gradient at x_t and the
+  # split's increment and direction seeds.
+  expected, _ = dynamics.barker_update(
+      theta, [fake.lam * x + fake.shift(batch) for x in theta], 0.5,
+      increment, direction, "vanilla", distribution)
+  check(new, [x.numpy() for x in expected], tf.float64)
+  for a, b in zip(x1, new):
+    np.testing.assert_array_equal(a, b)
+  # The energies and gradients it returns are the fake's.
+  c0, c1 = fake.shift(seed0), fake.shift(seed1)
+  x, y = [p.numpy() for p in theta], [p.numpy() for p in new]
+  check(gradient, [fake.lam * p + c0 for p in x], tf.float64)
+  check(new_gradient, [fake.lam * p + c1 for p in y], tf.float64)
+  np.testing.assert_allclose(
+      energy, per_chain(sum_parts([0.5 * fake.lam * p * p + c0 * p
+                                   for p in x])), rtol=1e-12)
+  # rho = barker_log_proposal_ratio: the softplus terms, per chain.
+  softplus = lambda v: np.logaddexp(0., v)  # noqa: E731
+  expected_rho = sum(
+      (softplus((b - a) * (fake.lam * a + c0))
+       - softplus(-(b - a) * (fake.lam * b + c1))).reshape(CHAINS, -1).sum(-1)
+      for a, b in zip(x, y))
+  assert rho.shape == (CHAINS,)
+  np.testing.assert_allclose(rho, expected_rho, rtol=1e-12, atol=1e-12)
+
+
+def test_barker_proposal_step_same_and_independent_differ_only_in_reverse():
+  theta = const(draws(45), tf.float64)
+  same = dynamics.barker.barker_proposal_step(
+      theta, 0.5, SEED, FakeEnergy(), reverse_minibatch="same",
+      batch_ndims=1)
+  independent = dynamics.barker.barker_proposal_step(
+      theta, 0.5, SEED, FakeEnergy(), reverse_minibatch="independent",
+      batch_ndims=1)
+  for i in (0, 2, 3, 5):  # Move, energy, gradient, next seed.
+    for a, b in zip(tf.nest.flatten(same[i]),
+                    tf.nest.flatten(independent[i])):
+      np.testing.assert_array_equal(a, b)
+  assert not np.allclose(same[1], independent[1])  # rho.
+  assert not np.allclose(same[4][0], independent[4][0])  # grad at x_{t+1}.
+
+
+def test_check_increment_distribution_accepts_the_two_laws_only():
+  for name in dynamics.BARKER_INCREMENT_DISTRIBUTIONS:
+    dynamics.barker.check_increment_distribution(name)
+  for name in ("uniform", "Bimodal", None, ""):
+    with pytest.raises(ValueError, match="increment_distribution"):
+      dynamics.barker.check_increment_distribution(name)
+
+
+def test_sgbd_variants_and_reverse_minibatches_are_the_documented_names():
+  assert dynamics.barker.SGBD_VARIANTS == ("vanilla", "corrected", "extreme")
+  assert dynamics.barker.REVERSE_MINIBATCHES == ("same", "independent")
+  theta = tf.zeros([2000], tf.float64)
+  g = tf.constant(np.random.default_rng(46).normal(size=2000))
+  tau = tf.ones([2000], tf.float64)
+  moves = [dynamics.barker_update(
+      theta, g, 0.5, INCREMENT_SEED, DIRECTION_SEED, variant,
+      noise_std=tau, noise_variance=tau, noise_ema_weight=0.5)[0].numpy()
+           for variant in dynamics.barker.SGBD_VARIANTS]
+  # Three different rules on the same draws.
+  assert not np.array_equal(moves[0], moves[1])
+  assert not np.array_equal(moves[0], moves[2])
+  assert not np.array_equal(moves[1], moves[2])
+  theta = const(draws(46), tf.float64)
+  for reverse in dynamics.barker.REVERSE_MINIBATCHES:
+    fake = FakeEnergy()
+    dynamics.barker.barker_proposal_step(theta, 0.5, SEED, fake,
+                                         reverse_minibatch=reverse)
+    assert len(fake.calls) == 2
