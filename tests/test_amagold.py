@@ -16,8 +16,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE, ess, mean_and_se, sample, variance_and_se
-from linear_regression import LinearRegression
+from support.helpers import NUM_SE, ess, mean_and_se, sample, variance_and_se
+from support.linear_regression import LinearRegression
 from tfp_sgmcmc.kernels import _common
 
 # A 2-D Gaussian N(0, diag(1, 1/4)) with grad U~ = grad U + N(0, 4 I).

@@ -11,12 +11,13 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE
-from linear_regression import LinearRegression
+from support.helpers import NUM_SE
+from support.linear_regression import LinearRegression
+from support.paths import WORKERS
 
 
 def test_sharded_chains_equal_single_device_chains_on_two_devices():
-  worker = os.path.join(os.path.dirname(__file__), "sharded_worker.py")
+  worker = os.path.join(WORKERS, "sharded_worker.py")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   out = subprocess.run([sys.executable, worker], capture_output=True,
                        text=True, env=env, timeout=300, check=False)

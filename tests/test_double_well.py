@@ -21,7 +21,7 @@ least favourable value seen (twice, for upper bounds).
 import os
 
 import pytest
-from helpers import load_example
+from support.helpers import load_example
 
 @pytest.fixture(scope="module")
 def double_well():

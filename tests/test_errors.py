@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from helpers import sample
+from support.helpers import sample
 
 
 def quadratic(x):

@@ -18,8 +18,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE, mean_and_se, sample, stationary_covariance
-from linear_regression import LinearRegression
+from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from support.linear_regression import LinearRegression
 from test_linear_regression import BATCH, check_moments
 
 

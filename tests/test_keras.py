@@ -20,9 +20,10 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 import tfp_sgmcmc.keras as sgk
-from helpers import NUM_SE, mean_and_se, sample, stationary_covariance
-from helpers import variance_and_se
-from linear_regression import LinearRegression
+from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from support.helpers import variance_and_se
+from support.linear_regression import LinearRegression
+from support.paths import WORKERS
 
 BATCH = 50
 
@@ -437,7 +438,7 @@ def test_minibatch_acceptance_on_the_whole_data_is_the_exact_test(problem):
 
 
 def test_mirrored_strategy_replicas_stay_identical_and_match_one_device():
-  worker = os.path.join(os.path.dirname(__file__), "keras_mirrored_worker.py")
+  worker = os.path.join(WORKERS, "keras_mirrored_worker.py")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   out = subprocess.run([sys.executable, worker, "sghmc", "amagold"],
                        capture_output=True, text=True, env=env, timeout=300,

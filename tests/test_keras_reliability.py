@@ -3,7 +3,7 @@
 * An interrupted `fit` with SamplingCallback + BackupAndRestore, restarted
   with the same call, ends with the same weights, samples, running moments,
   momentum, counters and burn-in optimizer state, bit for bit, as a run
-  that never stopped (tests/keras_resume_worker.py holds the run).
+  that never stopped (tests/workers/keras_resume_worker.py holds the run).
 * A diverging chain stops with a message naming the sampler, the epoch,
   the step and what went non-finite, and keeps its finite samples.
 * Under mixed_float16 the sampler's state stays float32 and the posterior
@@ -20,13 +20,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras_resume_worker as worker
+from workers import keras_resume_worker as worker
 import tfp_sgmcmc.keras as sgk
-from helpers import NUM_SE, mean_and_se, stationary_covariance
-from helpers import variance_and_se
-from linear_regression import LinearRegression
-
-HERE = os.path.dirname(os.path.abspath(__file__))
+from support.helpers import NUM_SE, mean_and_se, stationary_covariance
+from support.helpers import variance_and_se
+from support.linear_regression import LinearRegression
+from support.paths import WORKERS
 
 
 def assert_same_run(expected, got):
@@ -78,7 +77,7 @@ def test_fit_interrupted_by_an_exception_resumes_bit_identically(name,
 def _run_worker(*args):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   return subprocess.run(
-      [sys.executable, os.path.join(HERE, "keras_resume_worker.py"),
+      [sys.executable, os.path.join(WORKERS, "keras_resume_worker.py"),
        *map(str, args)], env=env, capture_output=True, text=True,
       timeout=300, check=False)
 

@@ -26,9 +26,9 @@ import tensorflow_probability as tfp
 import tfp_sgmcmc as sg
 import tfp_sgmcmc.keras as sgk
 from tfp_sgmcmc.keras import base as keras_base
-from helpers import NUM_SE, mean_and_se, stationary_covariance
-from helpers import variance_and_se
-from linear_regression import LinearRegression
+from support.helpers import NUM_SE, mean_and_se, stationary_covariance
+from support.helpers import variance_and_se
+from support.linear_regression import LinearRegression
 
 BATCH = 50
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import keras_resume_worker as worker
+from workers import keras_resume_worker as worker
 import tfp_sgmcmc.keras as sgk
 
 N = 60

@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from helpers import load_example
+from support.helpers import load_example
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,9 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE, mean_and_se, sample, stationary_covariance
-from helpers import variance_and_se
-from linear_regression import LinearRegression
+from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from support.helpers import variance_and_se
+from support.linear_regression import LinearRegression
 
 BATCH = 50
 

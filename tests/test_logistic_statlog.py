@@ -31,7 +31,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from helpers import load_example
+from support.helpers import load_example
 
 ex = load_example("logistic_statlog")
 
@@ -86,7 +86,7 @@ def short_runs():
   gradient steps per chain, two seeds. (The speed claim, AMAGOLD much
   faster than full-batch L2MC, is measured by `examples/logistic_statlog.py`
   and not asserted here: timings are benchmarks, not unit tests.)"""
-  from conftest import SHARED_DATA  # pylint: disable=g-import-not-at-top
+  from support.paths import SHARED_DATA  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(SHARED_DATA):
     pytest.skip(f"real data not found at {SHARED_DATA} (../shared/data)")
   problem = ex.load_problem("australian", SHARED_DATA)

@@ -11,8 +11,9 @@ import sys
 import numpy as np
 
 import tfp_sgmcmc.keras as sgk
+from support.paths import WORKERS
 
-WORKER = os.path.join(os.path.dirname(__file__), "multi_worker_worker.py")
+WORKER = os.path.join(WORKERS, "multi_worker_worker.py")
 TIMEOUT = 240  # seconds per phase; about 20-40 s each on 2 quiet cores
 
 

@@ -22,7 +22,7 @@ import re
 import matplotlib
 import pytest
 
-from conftest import SHARED_DATA
+from support.paths import SHARED_DATA
 
 matplotlib.use("Agg")
 

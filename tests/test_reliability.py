@@ -11,10 +11,11 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from helpers import (NUM_SE, mean_and_se, sample, stationary_covariance,
-                     variance_and_se)
+from support.helpers import (NUM_SE, mean_and_se, sample,
+                             stationary_covariance, variance_and_se)
+from support.paths import WORKERS
 
-WORKER = os.path.join(os.path.dirname(__file__), "resume_worker.py")
+WORKER = os.path.join(WORKERS, "resume_worker.py")
 
 
 def test_chains_resume_bit_identically_in_a_new_process(tmp_path):
@@ -27,8 +28,7 @@ def test_chains_resume_bit_identically_in_a_new_process(tmp_path):
     proc = subprocess.run([sys.executable, WORKER, mode, str(tmp_path)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-  sys.path.insert(0, os.path.dirname(WORKER))
-  import resume_worker  # pylint: disable=g-import-not-at-top
+  from workers import resume_worker  # pylint: disable=g-import-not-at-top
   k = resume_worker.K
   for name in resume_worker.kernels():
     full = np.load(tmp_path / f"{name}_full.npy")
@@ -146,7 +146,7 @@ def test_million_step_chain_with_running_moments_has_constant_memory():
   # running moments must need (almost) nothing more. Measured on the dev
   # machine: 904 MB and 902 MB peak.
   peaks = {}
-  worker = os.path.join(os.path.dirname(__file__), "memory_worker.py")
+  worker = os.path.join(WORKERS, "memory_worker.py")
   for n in ("1e5", "1e6"):
     proc = subprocess.run([sys.executable, worker, n], capture_output=True,
                           text=True, timeout=600)

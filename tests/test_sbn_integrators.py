@@ -10,7 +10,7 @@ import itertools
 import numpy as np
 import tensorflow as tf
 
-from helpers import load_example
+from support.helpers import load_example
 
 ex = load_example("sbn_integrators")
 

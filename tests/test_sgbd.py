@@ -16,9 +16,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from barker_stationary import PROBIT_LOGIT, stationary_moments
-from helpers import NUM_SE, mean_and_se, sample, variance_and_se
-from linear_regression import LinearRegression
+from support.barker_stationary import PROBIT_LOGIT, stationary_moments
+from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
+from support.linear_regression import LinearRegression
 from tfp_sgmcmc.kernels import _common
 
 # N(MEAN, I) in 2-D with grad U~ = grad U + N(0, TAU^2 I): both coordinates

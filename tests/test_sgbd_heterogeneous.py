@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from helpers import load_example
+from support.helpers import load_example
 
 
 @pytest.fixture(scope="module")

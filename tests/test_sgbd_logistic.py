@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 import tfp_sgmcmc as sg
-from helpers import load_example
+from support.helpers import load_example
 
 def test_loader_reads_the_original_file(shared_data):
   x, y = sg.datasets.load_statlog_australian(shared_data)
@@ -54,7 +54,7 @@ def test_loader_rejects_a_file_of_the_wrong_shape(tmp_path):
 def experiment():
   # A module-scoped fixture cannot take `shared_data` (function-scoped), so
   # it makes the same check.
-  from conftest import SHARED_DATA  # pylint: disable=g-import-not-at-top
+  from support.paths import SHARED_DATA  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(SHARED_DATA):
     pytest.skip(f"real data not found at {SHARED_DATA} (../shared/data)")
   ex = load_example("sgbd_logistic")

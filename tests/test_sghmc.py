@@ -6,8 +6,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE, mean_and_se, sample, stationary_covariance
-from helpers import variance_and_se
+from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from support.helpers import variance_and_se
 
 
 def gaussian_target(mean, precision, noise):

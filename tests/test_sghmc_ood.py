@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from helpers import load_example
+from support.helpers import load_example
 
 ex = load_example("sghmc_ood")
 DATA = ex.base.SHARED_DATA

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from helpers import load_example
+from support.helpers import load_example
 
 ex = load_example("sghmc_steps_per_sample")
 DATA = ex.base.SHARED_DATA

@@ -4,8 +4,8 @@ import numpy as np
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE, mean_and_se, sample, stationary_covariance
-from helpers import variance_and_se
+from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from support.helpers import variance_and_se
 
 
 def gaussian_target(noise, mean=0.):

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE, mean_and_se, sample, variance_and_se
+from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
 
 
 def gaussian(scales, noise=1.):

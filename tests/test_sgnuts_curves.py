@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from helpers import load_example
+from support.helpers import load_example
 
 ex = load_example("sgnuts_curves")
 DATA = ex.base.SHARED_DATA

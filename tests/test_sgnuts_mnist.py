@@ -18,8 +18,8 @@ import os
 
 import pytest
 
-from conftest import SHARED_DATA
-from helpers import load_example
+from support.paths import SHARED_DATA
+from support.helpers import load_example
 
 def test_sgnuts_is_ahead_of_sghmc_after_the_first_epoch():
   if not os.path.isdir(SHARED_DATA):

@@ -6,8 +6,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE
-from linear_regression import LinearRegression
+from support.helpers import NUM_SE
+from support.linear_regression import LinearRegression
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.internal import unnest
 
 import tfp_sgmcmc as sg
-from helpers import NUM_SE, mean_and_se, sample, variance_and_se
+from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
 
 tfd, tfb = tfp.distributions, tfp.bijectors
 
@@ -522,7 +522,7 @@ def test_joint_distribution_target_energy_and_structure(model, structure):
 
 
 def _compare(problem, sizes):
-  from helpers import load_example  # pylint: disable=import-outside-toplevel
+  from support.helpers import load_example  # pylint: disable=import-outside-toplevel
   example = load_example("joint_distribution")
   data_dir = example.DEFAULT_DATA_DIR
   if problem == "logistic" and not os.path.exists(

@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from linear_regression import LinearRegression
+from support.linear_regression import LinearRegression
 
 RECORD = 4
 

@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from support.paths import WORKERS
 
 
 def quadratic(x):
@@ -23,7 +24,7 @@ def test_continuing_with_sample_moments_has_constant_memory():
   # fix each call built a new tf.function: RSS grew 923 -> 1,389 MB over 40
   # calls (11.7 MB per call). Now the compiled loop is reused: measured
   # 886,092 -> 886,116 KiB over the same 40 calls.
-  worker = os.path.join(os.path.dirname(__file__), "continuation_worker.py")
+  worker = os.path.join(WORKERS, "continuation_worker.py")
   proc = subprocess.run([sys.executable, worker, "25"], capture_output=True,
                         text=True, timeout=600)
   assert proc.returncode == 0, proc.stderr[-3000:]

@@ -28,7 +28,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 NUM_SE = 4.  # Two-sided 4-sigma: a false alarm about once in 16,000 checks.
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 
 
 def load_example(name):

@@ -23,9 +23,10 @@ tf.config.set_logical_device_configuration(
 import numpy as np  # noqa: E402
 import tensorflow_probability as tfp  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(__file__))
-import helpers  # noqa: E402
-from linear_regression import LinearRegression  # noqa: E402
+# tests/, for the shared test machinery in tests/support.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from support import helpers  # noqa: E402
+from support.linear_regression import LinearRegression  # noqa: E402
 
 import tfp_sgmcmc as sg  # noqa: E402
 

@@ -5,7 +5,7 @@ Imported by the tests (in-process runs) and run as a script (a process that
 kills itself with SIGKILL in the middle of an epoch, then a fresh process
 that resumes with the same call):
 
-    python tests/keras_resume_worker.py SAMPLER BACKUP_DIR OUT.npz \
+    python tests/workers/keras_resume_worker.py SAMPLER BACKUP_DIR OUT.npz \
         [--kill EPOCH BATCH] [--seed-file PATH]
 
 The data are numpy arrays fitted with shuffle=False, so that every epoch

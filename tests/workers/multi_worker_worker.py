@@ -1,8 +1,8 @@
 """Run by tests/test_multi_worker.py: Keras `fit` with a sampler under
 `tf.distribute.MultiWorkerMirroredStrategy`, one process per worker.
 
-    python tests/multi_worker_worker.py OUT_DIR PHASE single
-    python tests/multi_worker_worker.py OUT_DIR PHASE worker INDEX PORT0 PORT1
+    python tests/workers/multi_worker_worker.py OUT_DIR PHASE single
+    python tests/workers/multi_worker_worker.py OUT_DIR PHASE worker INDEX PORT0 PORT1
 
 PHASE "first": SGHMC for the whole fit, then exact AMAGOLD with a
 `BackupAndRestore`, interrupted by an exception after epoch INTERRUPT.
