@@ -52,21 +52,6 @@ def test_heart_loader_reads_the_libsvm_file(shared_data):
   np.testing.assert_allclose(problem.x[:, :-1].mean(0), 0., atol=1e-12)
   np.testing.assert_allclose(problem.x[:, -1], 1.)
 
-
-def test_heart_loader_errors_name_the_problem(tmp_path):
-  with pytest.raises(FileNotFoundError, match=r"heart_scale"):
-    sg.datasets.load_statlog_heart(tmp_path)
-  (tmp_path / "heart_scale").write_text("2 1:0.5\n")
-  with pytest.raises(ValueError, match=r"label 2\.0"):
-    sg.datasets.load_statlog_heart(tmp_path)
-  (tmp_path / "heart_scale").write_text("+1 14:0.5\n")
-  with pytest.raises(ValueError, match=r"indices \[14\]"):
-    sg.datasets.load_statlog_heart(tmp_path)
-  (tmp_path / "heart_scale").write_text("+1 1:0.5\n-1 2:0.1\n")
-  with pytest.raises(ValueError, match=r"2 rows.*270"):
-    sg.datasets.load_statlog_heart(tmp_path)
-
-
 SMALL, LARGE = 1e-4, 5e-3  # The paper's runtime step size; its largest.
 CHAINS = 4                 # per step size
 NUM_GRADIENTS = 20_000     # per chain: 2,000 M-H tests

@@ -23,31 +23,7 @@ import os
 import numpy as np
 import pytest
 
-import tfp_sgmcmc as sg
 from support.helpers import load_example
-
-def test_loader_reads_the_original_file(shared_data):
-  x, y = sg.datasets.load_statlog_australian(shared_data)
-  assert x.shape == (690, 14) and y.shape == (690,)
-  assert set(np.unique(y)) == {0., 1.}
-  # The raw covariates range over orders of magnitude (no scaling applied).
-  assert x.max() == 100001. and x[:, 0].max() == 1.
-  # Also from the directory that holds the file itself.
-  x2, _ = sg.datasets.load_statlog_australian(
-      os.path.join(shared_data, "statlog"))
-  np.testing.assert_array_equal(x, x2)
-
-
-def test_loader_error_names_the_missing_file(tmp_path):
-  with pytest.raises(FileNotFoundError, match=r"australian\.dat.*"
-                     + str(tmp_path).replace("\\", "\\\\")):
-    sg.datasets.load_statlog_australian(tmp_path)
-
-
-def test_loader_rejects_a_file_of_the_wrong_shape(tmp_path):
-  (tmp_path / "australian.dat").write_text("1 2 3\n4 5 6\n")
-  with pytest.raises(ValueError, match=r"shape \(2, 3\).*\(690, 15\)"):
-    sg.datasets.load_statlog_australian(tmp_path)
 
 
 @pytest.fixture(scope="module")

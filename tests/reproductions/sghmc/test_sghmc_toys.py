@@ -34,7 +34,8 @@ import sys
 import numpy as np
 import pytest
 
-EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                        "examples")
 
 
 @pytest.fixture(scope="module")
