@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
@@ -69,16 +68,3 @@ def test_sharded_target_on_one_replica_is_in_memory_target():
   for a, b in zip(cv.energy_and_gradient(w, [4, 5]),
                   cv_single.energy_and_gradient(w, [4, 5])):
     np.testing.assert_allclose(a, b, rtol=1e-4)
-
-
-def test_sharded_target_rejects_bad_arguments():
-  problem = LinearRegression(num_examples=100, dim=2)
-  strategy = tf.distribute.get_strategy()
-  with pytest.raises(ValueError, match="minibatch"):
-    sg.ShardedTarget(problem.log_likelihood, problem.data, 10,
-                     strategy=strategy, minibatch="stratified")
-  with pytest.raises(TypeError, match="strategy"):
-    sg.ShardedTarget(problem.log_likelihood, problem.data, 10,
-                     strategy="mirrored")
-  with pytest.raises(ValueError, match="batch_size"):
-    sg.ShardedTarget(problem.log_likelihood, problem.data, 1000)

@@ -20,32 +20,14 @@ import tensorflow_probability as tfp
 import tfp_sgmcmc as sg
 from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
 from support.linear_regression import LinearRegression
-from test_linear_regression import BATCH, check_moments
+from support.per_chain_minibatches import BATCH, broadcasting_log_likelihood
+from support.per_chain_minibatches import make_target
+from test_linear_regression import check_moments
 
 
 @pytest.fixture(scope="module")
 def problem():
   return LinearRegression(num_examples=500, dim=2, seed=1)
-
-
-def broadcasting_log_likelihood(w, batch):
-  """Broadcasts over chain dimensions: w [..., d], xb [..., n, d]."""
-  xb, yb = batch
-  return tfp.distributions.Normal(tf.linalg.matvec(xb, w), 1.).log_prob(yb)
-
-
-def log_prior(w):
-  """N(0, I), problem.log_prior in any float dtype."""
-  return -0.5 * tf.reduce_sum(w ** 2 + np.log(2 * np.pi), -1)
-
-
-def make_target(problem, independent, batch_size=BATCH, dtype=np.float32,
-                log_likelihood=broadcasting_log_likelihood):
-  data = tuple(a.astype(dtype) for a in problem.data)
-  return sg.InMemoryTarget(log_likelihood, data, batch_size,
-                           log_prior_fn=log_prior,
-                           parameter_shapes=[problem.dim],
-                           independent_minibatches=independent)
 
 
 def numpy_minibatch(problem, w, idx, batch_size=BATCH):
@@ -206,45 +188,6 @@ def test_shared_minibatches_correlate_chains_at_large_gradient_noise(problem):
   assert np.all(np.abs(r_own) < NUM_SE * se_own)
   # Independent chains have the same stationary moments at large noise too.
   check_moments(problem, own, predicted)
-
-
-def test_independent_minibatches_need_parameter_shapes(problem):
-  with pytest.raises(ValueError, match="needs `parameter_shapes`"):
-    sg.InMemoryTarget(broadcasting_log_likelihood, problem.data, BATCH,
-                      independent_minibatches=True)
-  with pytest.raises(TypeError, match="`independent_minibatches` must be"):
-    sg.InMemoryTarget(broadcasting_log_likelihood, problem.data, BATCH,
-                      parameter_shapes=[2], independent_minibatches="yes")
-  target = make_target(problem, True)
-  with pytest.raises(ValueError, match="pass `state`"):
-    target.minibatch_indices([1, 2])
-  # A state that does not end in parameter_shapes is rejected by name.
-  with pytest.raises(ValueError, match="parameter_shapes"):
-    target.minibatch_energy(tf.zeros([4, 3]), [1, 2])
-
-
-@pytest.mark.parametrize("jit", [False, True])
-def test_log_likelihood_that_cannot_take_per_chain_batches_is_named(
-    problem, jit):
-  # Needs a shared batch [n, d] AND chain-batched params [c, d]: neither the
-  # per-chain broadcast call nor the one-chain fallback can run it.
-  target = make_target(problem, True, log_likelihood=lambda w, b: tf.einsum(
-      "nd,cd->cn", b[0], w))
-  energy = target.minibatch_energy
-  if jit:
-    energy = tf.function(energy, jit_compile=True, autograph=False)
-  with pytest.raises(ValueError, match=r"(?s)independent_minibatches=True.*"
-                     r"must return shape \(4, 50\).*vectorized_map.*"
-                     r"broadcast over leading chain dimensions"):
-    energy(tf.zeros([4, 2]), tf.constant([1, 2]))
-
-
-def test_log_likelihood_that_sums_the_batch_is_rejected(problem):
-  target = make_target(problem, True, log_likelihood=lambda w, b: (
-      tf.reduce_sum(broadcasting_log_likelihood(w, b), -1)))
-  with pytest.raises(ValueError, match=r"returned shape \[4\].*expected "
-                     r"\[50\], one value per example"):
-    target.minibatch_energy(tf.zeros([4, 2]), [1, 2])
 
 
 def test_control_variates_reduce_every_chains_noise(problem):

@@ -211,15 +211,6 @@ def test_sgld_cv_is_closer_to_the_reference_than_plain_sgld(logistic):
   assert np.all(err_plain - err_cv > NUM_SE * np.hypot(se_plain, se_cv))
 
 
-def test_control_variate_target_needs_an_exact_energy():
-  x = np.zeros((10, 1), np.float32)
-  ds = tf.data.Dataset.from_tensor_slices(x).batch(2).repeat()
-  target = sg.DatasetTarget(lambda w, b: -tf.reduce_sum((b - w) ** 2, -1),
-                            ds, 10)
-  with pytest.raises(sg.TargetCapabilityError, match="exact full-data"):
-    sg.ControlVariateTarget(target, tf.zeros([1]))
-
-
 # --- Schedules ---------------------------------------------------------------
 
 def test_cyclical_schedule_values_and_phases():

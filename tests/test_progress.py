@@ -82,11 +82,6 @@ def _raise_import_error(*_):
   raise ImportError
 
 
-def test_rejects_no_results():
-  with pytest.raises(ValueError, match="num_results"):
-    runs.sample_chain_with_progress(0, tf.zeros([3]), _kernel(), [1, 2])
-
-
 def test_thinning_keeps_every_kth_draw_of_the_same_chain():
   # num_steps_between_results=2 keeps every third draw of the chain that an
   # unthinned run draws (same StepSeeded seeds), starting, as sample_chain

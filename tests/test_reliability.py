@@ -38,17 +38,6 @@ def test_chains_resume_bit_identically_in_a_new_process(tmp_path):
     assert np.std(full[2 * k:]) > 0, name
 
 
-def test_load_chain_rejects_a_checkpoint_of_another_kernel(tmp_path):
-  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
-                                  gradient_noise_variance=1.)
-  sgld, sghmc = sg.SGLD(target, 0.1), sg.SGHMC(target, 0.1, 1.)
-  init = tf.zeros([2])
-  path = str(tmp_path / "c.npz")
-  sg.save_chain(path, init, sgld.bootstrap_results(init))
-  with pytest.raises(ValueError, match="another kernel"):
-    sg.load_chain(path, sghmc.bootstrap_results(init), init)
-
-
 def test_summary_reports_divergence_acceptance_and_unbounded_energy():
   target = sg.NoisyGradientTarget(
       lambda x: tf.reduce_sum(0.25 * x ** 4, -1), gradient_noise_variance=0.)

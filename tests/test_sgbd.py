@@ -345,69 +345,6 @@ def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
 # --- bad inputs ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("step_size", [0., -0.5, float("nan")])
-def test_non_positive_step_size(step_size):
-  with pytest.raises(ValueError, match=r"`step_size` must be > 0.*got"):
-    sg.SGBD(noisy_gaussian(), step_size)
-  with pytest.raises(ValueError, match=r"`step_size` must be > 0.*got"):
-    sg.AmortizedBarker(noisy_gaussian(), step_size, num_steps=3)
-
-
-@pytest.mark.parametrize("beta", [0., 1., -0.1, 1.5, float("nan")])
-def test_noise_ema_weight_outside_the_open_unit_interval(beta):
-  with pytest.raises(ValueError, match=r"`noise_ema_weight` \(beta\) must be "
-                     r"a number in the open interval \(0, 1\); got"):
-    sg.SGBD(noisy_gaussian(), 0.1, variant="corrected",
-            noise_ema_weight=beta)
-
-
-def test_other_bad_arguments():
-  target = noisy_gaussian()
-  with pytest.raises(ValueError, match="`variant` must be one of.*'fast'"):
-    sg.SGBD(target, 0.1, variant="fast")
-  with pytest.raises(ValueError, match="`increment_distribution` must be one "
-                     "of.*'uniform'"):
-    sg.SGBD(target, 0.1, increment_distribution="uniform")
-  with pytest.raises(ValueError, match="`initial_noise_std` must be >= 0.*-1"):
-    sg.SGBD(target, 0.1, variant="corrected", initial_noise_std=-1.)
-  with pytest.raises(TypeError, match="`target` must be a tfp_sgmcmc target"):
-    sg.SGBD(gaussian_energy, 0.1)
-  with pytest.raises(ValueError, match=r"`num_steps` \(T\) must be >= 1; "
-                     "got 0"):
-    sg.AmortizedBarker(target, 0.1, num_steps=0)
-  with pytest.raises(TypeError, match=r"`num_steps` \(T\).*got 2.5"):
-    sg.AmortizedBarker(target, 0.1, num_steps=2.5)
-
-
-def test_data_too_small_for_a_per_example_noise_estimate():
-  problem = LinearRegression(num_examples=20, dim=2, seed=2)
-  with pytest.raises(ValueError, match=r"variant='corrected'.*`batch_size` "
-                     ">= 2; got 1"):
-    sg.SGBD(problem.in_memory_target(batch_size=1), 0.1, variant="corrected")
-  # The other variants need no noise estimate.
-  sg.SGBD(problem.in_memory_target(batch_size=1), 0.1, variant="vanilla")
-
-
-def test_target_without_a_noise_estimate():
-  class NoNoise(sg.NoisyGradientTarget):
-    def gradient_noise_variance(self, state, seed):
-      return sg.MinibatchTarget.gradient_noise_variance(self, state, seed)
-  kernel = sg.SGBD(NoNoise(gaussian_energy, gradient_noise_variance=1.), 0.1,
-                   variant="corrected")
-  with pytest.raises(sg.TargetCapabilityError, match="cannot estimate"):
-    kernel.bootstrap_results(tf.zeros([2]))
-
-
-def test_amortized_barker_needs_seed_chosen_minibatches():
-  problem = LinearRegression(num_examples=20, dim=2, seed=3)
-  dataset = tf.data.Dataset.from_tensor_slices(problem.data).repeat().batch(5)
-  target = sg.DatasetTarget(problem.log_likelihood, dataset, 20)
-  with pytest.raises(sg.TargetCapabilityError, match="chosen by the"):
-    sg.UncalibratedBarker(target, 0.1, num_steps=2)
-  with pytest.raises(ValueError, match="`reverse_minibatch` must be one of"):
-    sg.AmortizedBarker(noisy_gaussian(), 0.1, 2, reverse_minibatch="fresh")
-
-
 # --- amortized exact Barker ------------------------------------------------
 
 
@@ -676,12 +613,3 @@ def test_step_size_schedule():
                    trace_fn=lambda _, r: r.step_size)
   np.testing.assert_allclose(used, 0.5 * np.arange(1., 5.) ** -0.5,
                              rtol=1e-6)
-
-
-def test_amortized_barker_refuses_a_wrapped_dataset_target():
-  x = np.zeros((10, 1), np.float32)
-  ds = tf.data.Dataset.from_tensor_slices(x).batch(2).repeat()
-  target = sg.DatasetTarget(lambda w, b: -tf.reduce_sum((b - w) ** 2, -1),
-                            ds, 10)
-  with pytest.raises(sg.TargetCapabilityError, match="DatasetTarget"):
-    sg.UncalibratedBarker(sg.TemperedTarget(target, 0.5), 0.1, num_steps=2)

@@ -1,7 +1,6 @@
 """SG-NUTS: moments on noisy Gaussians, and trajectory lengths that adapt."""
 
 import numpy as np
-import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
@@ -57,18 +56,3 @@ def test_sgnuts_takes_longer_trajectories_where_the_posterior_is_wider():
   for a, b in zip(order, order[1:]):
     (ma, sa), (mb, sb) = results[a], results[b]
     assert mb[0] - ma[0] > NUM_SE * np.hypot(sa[0], sb[0]), (a, b)
-
-
-def test_sgnuts_bad_arguments_and_reproducibility():
-  target = gaussian([1., 1.])
-  with pytest.raises(ValueError, match="`max_tree_depth` must be"):
-    sg.SGNUTS(target, 0.1, 1., max_tree_depth=0)
-  with pytest.raises(ValueError, match="`weighting` must be one of"):
-    sg.SGNUTS(target, 0.1, 1., weighting="slice")
-  with pytest.raises(ValueError, match="`friction` must be > 0"):
-    sg.SGNUTS(target, 0.1, 0.)
-  a = run(target, 0.1, num_results=20)[0]
-  b = run(target, 0.1, num_results=20)[0]
-  c = run(target, 0.1, num_results=20, seed=(3, 4))[0]
-  np.testing.assert_array_equal(a, b)
-  assert not np.allclose(a, c)

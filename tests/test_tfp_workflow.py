@@ -256,21 +256,6 @@ def test_transformed_kernel_samples_a_correlation_exactly_with_amagold():
   assert abs(var - rho_var) < NUM_SE * var_se, (var, rho_var, var_se)
 
 
-def test_metropolis_hastings_and_replica_exchange_refuse_minibatch_targets():
-  target, _, _ = _variance_problem(num_examples=100, batch_size=10)
-  with pytest.raises(ValueError, match="minibatch energies"):
-    tfp.mcmc.MetropolisHastings(sg.SGLD(target, 1e-3)).bootstrap_results(
-        tf.ones([2, 1]))
-  remc = tfp.mcmc.ReplicaExchangeMC(
-      target_log_prob_fn=MVN.log_prob, inverse_temperatures=[1., 0.5],
-      make_kernel_fn=lambda fn: sg.SGLD(target, 1e-3))
-  with pytest.raises(ValueError, match="swap"):
-    remc.bootstrap_results(tf.ones([1]))  # Replicas become the chains.
-  # The kernel's own minibatch function cannot be evaluated on its own.
-  with pytest.raises(ValueError, match="ReplicaExchangeMC"):
-    sg.SGLD(target, 1e-3).target_log_prob_fn(tf.ones([1]))
-
-
 def test_replica_exchange_with_full_batch_mala_replicas_is_exact():
   mixture = tfd.MixtureSameFamily(
       tfd.Categorical(probs=[0.3, 0.7]),
@@ -391,52 +376,6 @@ def test_amagold_on_a_dataset_target_says_it_is_not_exact():
                                        batch_size=5),
                      step_size=0.1, num_leapfrog_steps=2, friction=0.5)
   assert exact.is_calibrated and not exact.calibration_note
-
-
-def test_a_callable_passed_as_target_gets_a_clear_error():
-  with pytest.raises(TypeError, match="target_log_prob_fn="):
-    sg.SGLD(MVN.log_prob, step_size=0.1)
-  with pytest.raises(TypeError, match="give `target`"):
-    sg.SGLD(step_size=0.1)
-
-
-def _dataset_target(dataset, **kwargs):
-  return sg.DatasetTarget(lambda w, b: -(b[..., 0] - w) ** 2, dataset, 20,
-                          **kwargs)
-
-
-def test_a_dataset_target_under_xla_gets_a_clear_error():
-  ds = tf.data.Dataset.from_tensor_slices(np.zeros([20, 1], np.float32))
-  target = _dataset_target(ds.repeat().batch(5), full_dataset=ds.batch(5))
-  kernel = sg.SGLD(target, step_size=0.01)
-  # At trace time, in place of XLA's "unsupported operations:
-  # IteratorGetNextAsOptional" at run time.
-  with pytest.raises(ValueError, match=r"DatasetTarget(.|\n)*jit_compile=True"
-                     r"(.|\n)*without jit_compile(.|\n)*InMemoryTarget"):
-    sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=True)
-  with pytest.raises(ValueError, match=r"full_dataset(.|\n)*jit_compile=True"):
-    tf.function(target.energy, jit_compile=True)(tf.zeros([2, 1]))
-  # The fix the message names works: tf.function without XLA.
-  draws = sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=False)
-  assert draws.shape == (3, 2, 1)
-  np.testing.assert_allclose(
-      tf.function(target.energy)(tf.zeros([2, 1])), target.energy(
-          tf.zeros([2, 1])))
-
-
-def test_an_exhausted_dataset_gets_a_clear_error_eagerly_and_in_graphs():
-  ds = tf.data.Dataset.from_tensor_slices(np.zeros([20, 1], np.float32))
-  # 4 batches; a chain of 10 SGLD steps needs 11 gradient evaluations.
-  kernel = sg.SGLD(_dataset_target(ds.batch(5)), step_size=0.01)
-  with pytest.raises(ValueError, match=r"`dataset` is exhausted.*repeat\(\)"):
-    tfp.mcmc.sample_chain(10, tf.zeros([2, 1]), kernel=kernel,
-                          trace_fn=None, seed=[1, 2])
-  # In a graph the same message, not TF's "The given optional does not have
-  # a value".
-  kernel = sg.SGLD(_dataset_target(ds.batch(5)), step_size=0.01)
-  with pytest.raises(tf.errors.InvalidArgumentError,
-                     match=r"`dataset` is exhausted.*repeat\(\)"):
-    sample(kernel, tf.zeros([2, 1]), 10, seed=[1, 2], jit=False)
 
 
 # --- JointDistribution targets -------------------------------------------------
@@ -676,3 +615,41 @@ def test_amagold_compute_energy_false_is_the_same_chain(acceptance_energy):
   assert np.all(np.isfinite(energy)) and np.all(np.isnan(nan_energy))
   assert not np.any(diverged)
   assert kernel.copy().inner_kernel.compute_energy is False
+
+
+_ENERGY_FREE_KERNELS = {
+    "SGLD": lambda t, **kw: sg.SGLD(t, 0.1, **kw),
+    "SGHMC": lambda t, **kw: sg.SGHMC(t, 0.1, friction=1., **kw),
+    "PreconditionedSGLD": lambda t, **kw: sg.PreconditionedSGLD(t, 0.1, **kw),
+    "SGNHT": lambda t, **kw: sg.SGNHT(t, 0.1, **kw),
+    "SGBD": lambda t, **kw: sg.SGBD(t, 0.5, variant="extreme", **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_ENERGY_FREE_KERNELS))
+def test_diverging_chain_is_flagged_without_the_energy(name):
+  # U = -10 x, finite everywhere, with a NaN gradient from x = 3 on: every
+  # kernel climbs from x = 0 and meets the NaN gradient; a chain at -1000
+  # cannot reach it in 60 steps. With compute_energy=False the flag reads the
+  # gradient (SGBD's move stays finite with a NaN gradient: without that
+  # check its chain 0 is not flagged and this test fails).
+  @tf.custom_gradient
+  def energy_nan_gradient(x):
+    def gradient(upstream):
+      return upstream[..., None] * tf.where(
+          x < 3., tf.fill(tf.shape(x), -10.), tf.fill(tf.shape(x), np.nan))
+    return -10. * x[..., 0], gradient
+  target = sg.NoisyGradientTarget(energy_nan_gradient,
+                                  gradient_noise_variance=0.)
+  kernel = _ENERGY_FREE_KERNELS[name](target, compute_energy=False)
+  draws, (diverged, reported) = sample(
+      kernel, tf.constant([[0.], [-1000.]]), 60, seed=[1, 2],
+      trace_fn=lambda _, r: (r.diverged, r.energy))
+  draws, diverged = np.asarray(draws), np.asarray(diverged)
+  assert np.all(np.isnan(reported))
+  assert diverged[-1, 0] and not diverged[:, 1].any()
+  assert np.all(np.isfinite(draws))
+  first = np.argmax(diverged[:, 0])
+  assert diverged[first:, 0].all()
+  assert np.all(draws[first:, 0] == draws[first, 0])
+  assert draws[first, 0, 0] >= 3.  # The state whose gradient was NaN.

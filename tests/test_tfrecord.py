@@ -92,15 +92,3 @@ def test_minibatch_energy_is_unbiased(written):
   exact = problem.energy(w.numpy())
   se = energies.std() / np.sqrt(len(energies))
   assert abs(energies.mean() - exact) < 4 * se, (energies.mean(), exact, se)
-
-
-def test_bad_layouts_are_rejected(tmp_path):
-  x = np.zeros([10, 2], np.float32)
-  with pytest.raises(ValueError, match="record_size"):
-    sg.write_tfrecord_shards((x, x[:, 0]), str(tmp_path), 2, record_size=3)
-  with pytest.raises(ValueError, match="does not exist"):
-    sg.TFRecordTarget(lambda w, b: b[1], str(tmp_path / "nowhere"), 1)
-  layout = sg.write_tfrecord_shards((x, x[:, 0]), str(tmp_path), 2,
-                                    record_size=5)
-  with pytest.raises(ValueError, match="records_per_batch"):
-    sg.TFRecordTarget(lambda w, b: b[1], layout, 3)
