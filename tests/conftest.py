@@ -4,6 +4,8 @@ marker for each folder.
 The folders say what a test checks (markers registered in pytest.ini):
 
     unit/           pure functions and protocol, mirroring the package (unit)
+    integration/    the kernels run as chains through TFP's machinery and the
+                    library's long-run drivers (integration)
     statistical/    samplers against known moments and exact stationary
                     laws, Monte Carlo tolerances (statistical)
     errors/         bad input and misuse fail early and clearly (errors)
@@ -35,6 +37,7 @@ TESTS = os.path.dirname(os.path.abspath(__file__))
 # tests/<folder>/... -> the marker every test under it gets.
 FOLDER_MARKERS = {
     "unit": "unit",
+    "integration": "integration",
     "statistical": "statistical",
     "errors": "errors",
     "keras": "keras",

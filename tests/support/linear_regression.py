@@ -9,6 +9,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from support.helpers import NUM_SE, mean_and_se, variance_and_se
 
 
 class LinearRegression:
@@ -76,3 +77,12 @@ class LinearRegression:
     if not with_replacement:
       cov *= (big_n - n) / (big_n - 1)
     return cov
+
+
+def check_moments(problem, draws, predicted_cov):
+  draws = np.asarray(draws)
+  mean, mean_se = mean_and_se(draws)
+  assert np.all(np.abs(mean - problem.posterior_mean) < NUM_SE * mean_se)
+  var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
+  assert np.all(np.abs(var - np.diag(predicted_cov)) < NUM_SE * var_se)
+  return var, var_se

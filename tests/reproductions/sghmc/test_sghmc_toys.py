@@ -154,23 +154,3 @@ def test_example_writes_figures_and_tables(toys, densities_result, phase,
   for path in paths:
     assert os.path.getsize(path) > 1000
   assert (tmp_path / "table.md").read_text().count("| SGHMC |") == 5
-
-
-def test_naive_sghmc_mh_test_is_the_hmc_energy_test():
-  # Why AmortizedMetropolisHastings(UncalibratedAMAGOLD(friction=0)) is the
-  # paper's "naive SGHMC with M-H": with beta = 0 the proposal's correction
-  # is exactly K(r) - K(r*), whatever the gradient noise, so the test is
-  # exp(H(theta, r) - H(theta*, r*)) on the exact energy.
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  import tfp_sgmcmc as sg  # pylint: disable=g-import-not-at-top
-  from tfp_sgmcmc import synthetic  # pylint: disable=g-import-not-at-top
-  target = synthetic.noisy_target(synthetic.sghmc_toy_energy, 4.)
-  kernel = sg.UncalibratedAMAGOLD(target, 0.1, 10, friction=0.,
-                                  resample_momentum=False)
-  x = tf.constant([[0.3], [1.2], [-0.7]], tf.float64)
-  results = kernel.bootstrap_results(x)
-  _, new = kernel.one_step(x, results, seed=[1, 2])
-  kinetic_change = 0.5 * tf.reduce_sum(
-      results.momentum ** 2 - new.momentum ** 2, -1)
-  np.testing.assert_allclose(new.log_acceptance_correction, kinetic_change,
-                             rtol=1e-9, atol=1e-12)

@@ -1,4 +1,7 @@
-"""SG-NUTS: moments on noisy Gaussians, and trajectory lengths that adapt."""
+"""SG-NUTS: moments on noisy Gaussians (close to the truth at small friction,
+its approximation visible at larger), and trajectories that grow where the
+posterior is wider.
+"""
 
 import numpy as np
 import tensorflow as tf

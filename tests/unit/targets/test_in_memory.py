@@ -1,4 +1,8 @@
-"""Targets: unbiased minibatch estimates, exact chunked energy, noise models."""
+"""InMemoryTarget: minibatch energy and gradient unbiased (on 203 examples),
+the exact energy in chunks and under XLA, the default chunk size, the
+per-example gradient-noise estimate (batched chains, list states),
+reproducible minibatch indices, a full batch that uses every example once.
+"""
 
 import numpy as np
 import pytest
@@ -107,47 +111,17 @@ def test_minibatch_indices_are_reproducible_from_the_seed(problem):
   assert a.min() >= 0 and a.max() < problem.num_examples
 
 
-def test_dataset_target_energy_and_minibatch_scaling(problem):
-  x, y = problem.data
-  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(50)
-  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(10)
-  target = sg.DatasetTarget(problem.log_likelihood, batches.repeat(),
-                            problem.num_examples,
-                            log_prior_fn=problem.log_prior,
-                            full_dataset=full)
-  w = np.array([0.3, -0.2, 0.5], np.float32)
-  assert target.has_exact_energy
-  np.testing.assert_allclose(target.energy(tf.constant(w)),
-                             problem.energy(w), rtol=1e-5)
-  # The first streamed batch is examples 0..9, scaled by N / 10.
-  energy = target.minibatch_energy(tf.constant(w), None).numpy()
-  ll = problem.per_example_log_likelihood(w)[:10]
-  want = -problem.num_examples / 10 * ll.sum() - problem.log_prior_np(w)
-  np.testing.assert_allclose(energy, want, rtol=1e-5)
-
-
-def test_dataset_target_without_full_data_has_no_exact_energy(problem):
-  x, y = problem.data
-  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).repeat()
-  target = sg.DatasetTarget(problem.log_likelihood, batches,
-                            problem.num_examples)
-  assert not target.has_exact_energy
-  with pytest.raises(sg.TargetCapabilityError, match="exact full-data"):
-    target.energy(tf.zeros([3]))
-
-
-def test_noisy_gradient_target_has_the_requested_noise_covariance():
-  cov = np.array([[1., 0.5], [0.5, 2.]])
-  target = sg.NoisyGradientTarget(
-      lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
-      gradient_noise_covariance=cov)
-  x = tf.ones([20000, 2])  # 20,000 independent "chains" at the same point.
-  energy, grad = target.energy_and_gradient(x, [7, 8])
-  noise = grad.numpy().astype(np.float64) - 1.
-  emp = np.cov(noise.T)
-  # Var of an empirical covariance entry: (S_ij^2 + S_ii S_jj) / n.
-  se = np.sqrt((cov ** 2 + np.outer(np.diag(cov), np.diag(cov))) / 20000)
-  assert np.all(np.abs(emp - cov) < NUM_SE * se)
-  np.testing.assert_allclose(energy, 1.)
-  var = target.gradient_noise_variance(x[:2], None)
-  np.testing.assert_allclose(var, [[1., 2.], [1., 2.]])
+def test_in_memory_full_batch_uses_every_example_once_in_order():
+  x = np.arange(50, dtype=np.float32)[:, None]
+  full = sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, x,
+                           full_batch=True)
+  np.testing.assert_array_equal(full.minibatch_indices([1, 2]), np.arange(50))
+  assert full.is_full_batch and full.batch_size == 50
+  w = tf.constant([[0.5]])
+  np.testing.assert_allclose(full.minibatch_energy(w, [3, 4]), full.energy(w),
+                             rtol=1e-6)
+  draws = sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, x,
+                            batch_size=50).minibatch_indices([1, 2])
+  assert len(np.unique(draws)) < 50  # With replacement, as documented.
+  with pytest.raises(TypeError, match="full_batch=True"):
+    sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, x)

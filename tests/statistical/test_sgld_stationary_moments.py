@@ -1,4 +1,8 @@
-"""SGLD: moments against exact predictions, schedules, weighted averages."""
+"""SGLD's stationary moments against the exact prediction for a noisy
+Gaussian (the bias visible), and a decreasing polynomial schedule whose
+step-size-weighted second moment lands far closer to the truth than
+constant steps.
+"""
 
 import numpy as np
 import tensorflow as tf
@@ -29,17 +33,6 @@ def test_sgld_matches_exact_stationary_moments():
   assert var[0] - 1. > NUM_SE * var_se[0]  # The bias is visible.
 
 
-def test_sgld_temperature_scales_the_posterior():
-  h, t = 0.02, 0.25
-  kernel = sg.SGLD(gaussian_target(0.), step_size=h, temperature=t)
-  draws = sample(kernel, tf.zeros([8, 1]), 10000, seed=[3, 4])
-  var, se = variance_and_se(draws, mean=0.)
-  predicted = stationary_covariance("sgld", [[1.]], h, temperature=t)
-  assert abs(var[0] - predicted[0, 0]) < NUM_SE * se[0]
-  # Exactly T * 2 / (2 - h): the tempered target plus SGLD's O(h) bias.
-  assert np.isclose(predicted[0, 0], t * 2. / (2. - h))
-
-
 def test_polynomial_decay_schedule_and_weighted_average():
   schedule = sg.PolynomialDecay(a=0.3, b=1., gamma=0.55)
   kernel = sg.SGLD(gaussian_target(4.), step_size=schedule)
@@ -57,21 +50,3 @@ def test_polynomial_decay_schedule_and_weighted_average():
   second_moment = float(sg.step_size_weighted_mean(
       tf.square(draws[1000:]), step_sizes[1000:])[..., 0].numpy().mean())
   assert abs(second_moment - 1.) < 0.5 * const_bias
-
-
-def test_step_size_weighted_mean_is_the_weighted_sum():
-  x = np.array([[1., 2.], [3., 4.], [5., 6.]], np.float32)
-  w = np.array([0.5, 0.25, 0.25], np.float32)
-  got = sg.step_size_weighted_mean(x, w).numpy()
-  np.testing.assert_allclose(got, (w[:, None] * x).sum(0) / w.sum())
-
-
-def test_sgld_same_seed_same_chain_other_seed_other_chain():
-  kernel = sg.SGLD(gaussian_target(1.), step_size=0.1)
-  a = sample(kernel, tf.zeros([2, 3]), 100, seed=[7, 8])
-  b = sample(kernel, tf.zeros([2, 3]), 100, seed=[7, 8])
-  c = sample(kernel, tf.zeros([2, 3]), 100, seed=[7, 9])
-  np.testing.assert_array_equal(a, b)
-  assert not np.allclose(a, c)
-  # Batched chains are independent: the two chains differ.
-  assert not np.allclose(a[:, 0], a[:, 1])

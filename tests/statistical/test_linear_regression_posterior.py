@@ -15,9 +15,10 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from support.helpers import NUM_SE, sample, stationary_covariance
 from support.helpers import variance_and_se
-from support.linear_regression import LinearRegression
+from support.linear_regression import LinearRegression, check_moments
+
 
 BATCH = 50
 
@@ -25,15 +26,6 @@ BATCH = 50
 @pytest.fixture(scope="module")
 def problem():
   return LinearRegression(num_examples=500, dim=2, seed=1)
-
-
-def check_moments(problem, draws, predicted_cov):
-  draws = np.asarray(draws)
-  mean, mean_se = mean_and_se(draws)
-  assert np.all(np.abs(mean - problem.posterior_mean) < NUM_SE * mean_se)
-  var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
-  assert np.all(np.abs(var - np.diag(predicted_cov)) < NUM_SE * var_se)
-  return var, var_se
 
 
 def kernels(problem, target):

@@ -1,5 +1,8 @@
-"""TFRecordTarget: data in sharded TFRecord files, exact energy streamed,
-i.i.d. record minibatches read by offset (issue 18, item 3)."""
+"""TFRecordTarget: data in sharded TFRecord files (valid records in the data's
+order), the exact energy streamed and record minibatches equal to the
+in-memory target's (the same AMAGOLD chain), an unbiased minibatch
+energy.
+"""
 
 import numpy as np
 import pytest
@@ -8,6 +11,7 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from support.linear_regression import LinearRegression
+
 
 RECORD = 4
 

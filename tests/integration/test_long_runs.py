@@ -1,4 +1,9 @@
-"""Progress reports for long compiled runs (`sample_chain_with_progress`)."""
+"""Long compiled runs (tfp_sgmcmc/runs.py): progress reports in chunks change
+no draw (against one chunk and TFP's sample_chain), compiled chunks are
+reused across seeds and continue the chain, text reports without tqdm,
+thinning keeps every k-th draw of the same chain, and sample_moments
+continued from its results equals one long run.
+"""
 
 import numpy as np
 import pytest
@@ -103,3 +108,28 @@ def test_thinning_keeps_every_kth_draw_of_the_same_chain():
   with pytest.raises(ValueError, match="num_steps_between_results"):
     runs.sample_chain_with_progress(8, init, kernel, seed,
                                     num_steps_between_results=-1)
+
+
+def quadratic(x):
+  return 0.5 * tf.reduce_sum(x ** 2, -1)
+
+
+def test_sample_moments_continuation_equals_one_long_run():
+  # Continuation reuses the compiled loop and continues the chain: two
+  # calls of 50 steps end where the kernel's own 100 steps end.
+  target = sg.NoisyGradientTarget(quadratic, gradient_noise_variance=1.)
+  kernel = sg.StepSeeded(sg.SGHMC(target, 0.1, 1.), seed=[4, 5])
+  first = sg.sample_moments(kernel, tf.zeros([2, 3]), 50, seed=[0, 0])
+  second = sg.sample_moments(kernel, first.final_state, 50, seed=[0, 0],
+                             previous_kernel_results=first.final_kernel_results)
+  whole = sg.sample_moments(kernel, tf.zeros([2, 3]), 100, seed=[0, 0])
+  np.testing.assert_allclose(second.final_state, whole.final_state,
+                             rtol=1e-5, atol=1e-6)
+  # The pooled mean of the halves is the whole run's mean.
+  np.testing.assert_allclose((first.mean + second.mean) / 2., whole.mean,
+                             rtol=1e-4, atol=1e-5)
+  # One compiled loop per (steps, burn-in, jit, continuing): a further
+  # continuation reuses one.
+  sg.sample_moments(kernel, second.final_state, 50, seed=[0, 0],
+                    previous_kernel_results=second.final_kernel_results)
+  assert len(kernel.__dict__["_tfp_sgmcmc_moments"]) == 3
