@@ -5,6 +5,7 @@ published, from ../shared/data (skipped where it is absent).
 import os
 
 import numpy as np
+import pytest
 
 import tfp_sgmcmc as sg
 
@@ -19,3 +20,14 @@ def test_australian_loader_reads_the_original_file(shared_data):
   x2, _ = sg.datasets.load_statlog_australian(
       os.path.join(shared_data, "statlog"))
   np.testing.assert_array_equal(x, x2)
+
+
+def test_mnist_and_fashion_loaders_read_the_original_files(shared_data):
+  images, labels = sg.datasets.load_mnist(shared_data, "test")
+  assert images.shape == (10000, 28, 28) and images.dtype == np.uint8
+  np.testing.assert_array_equal(labels[:10], [7, 2, 1, 0, 4, 1, 4, 9, 5, 9])
+  assert np.bincount(labels).min() > 800
+  ood = sg.datasets.load_fashion_mnist_sprite(shared_data)
+  assert ood.shape == (900, 28, 28) and ood.max() > 200
+  with pytest.raises(FileNotFoundError, match="t10k-images"):
+    sg.datasets.load_mnist(os.path.join(shared_data, "statlog"), "test")

@@ -28,7 +28,8 @@ import sys
 import numpy as np
 import pytest
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                "examples"))
 import synthetic_2d  # noqa: E402  pylint: disable=g-import-not-at-top
 
 CI_SIZE = dict(num_chains=400, draws_per_chain=1000, burnin=200)

@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..",
+                                "examples"))
 
 import integrators  # noqa: E402  pylint: disable=g-import-not-at-top
 

@@ -1,4 +1,4 @@
-"""Keras users' traps (issue 14, item 1): each misuse of `fit` around
+"""Keras users' traps: each misuse of `fit` around
 SamplingCallback is refused with an error naming the argument, the value
 and the fix, or warned, at the earliest point it can be known
 (tfp_sgmcmc/keras/traps.py; the list is in docs/keras.md).

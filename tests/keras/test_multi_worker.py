@@ -1,5 +1,5 @@
 """Keras fit across two worker processes with MultiWorkerMirroredStrategy
-(issue 18, item 1): SGHMC and exact AMAGOLD, the chain equal to a
+(workers/multi_worker_worker.py): SGHMC and exact AMAGOLD, the chain equal to a
 single-process run with the same global batch, Posterior.save and
 BackupAndRestore from the chief."""
 

@@ -1,5 +1,6 @@
 """Predictions from kept samples: per-sample outputs, averages, regression
-spread, classification scores, non-trainable state, subclassed models.
+spread, classification scores, non-trainable state, subclassed models, the
+Bayesian model average of a fit saved and loaded.
 
 Known answers: the scores on small hand-computed arrays; the mixture's
 variance on constructed samples against E[y^2] - E[y]^2 computed the other
@@ -293,3 +294,61 @@ def test_subclassed_model_without_training_argument():
         sgk.SGLD(1e-5, seed=1), num_examples=96, prior=1.)])
   with pytest.raises(ValueError, match="no variables yet"):
     sampling.posterior.predict(x, model=NoTrainingArg())
+
+
+# --- the Bayesian model average of a fit, saved and loaded ------------------
+
+
+def logistic_setup(seed=0, n=200):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, 3)).astype(np.float32)
+  y = (rng.uniform(size=n) < 1. / (1. + np.exp(-(x @ [2., -1., .5])))
+       ).astype(np.float32)
+
+  def make():
+    return keras.Sequential([
+        keras.Input((3,)),
+        keras.layers.Dense(1, kernel_initializer="zeros")])
+  return x, y, make
+
+
+def test_predict_is_the_average_of_sample_probabilities_and_saves(tmp_path):
+  x, y, make = logistic_setup()
+  model = make()
+  model.compile(optimizer="sgd", loss=keras.losses.BinaryCrossentropy(
+      from_logits=True))
+  sampling = sgk.SamplingCallback(
+      sgk.SGHMC.from_sgd_momentum(learning_rate=1e-3, momentum_decay=0.1,
+                                  seed=8),
+      num_examples=len(x), prior=sgk.GaussianPrior(2.), burnin_epochs=1,
+      thinning=5, max_samples=7)
+  history = model.fit(x, y, batch_size=20, epochs=6, verbose=0,
+                      callbacks=[sampling])
+  for key in ("energy", "step_size"):
+    assert len(history.history[key]) == 6  # In History from epoch 0 on.
+  assert np.isnan(history.history["step_size"][0])
+  assert history.history["step_size"][-1] == pytest.approx(np.sqrt(1e-3))
+  posterior = sampling.posterior
+  assert posterior.num_samples == 7
+  probs = sampling.predict(x, batch_size=64)
+  manual = []
+  for s in range(posterior.num_samples):
+    kernel = posterior.samples[0][s]
+    bias = posterior.samples[1][s]
+    manual.append(1. / (1. + np.exp(-(x @ kernel + bias))))
+  np.testing.assert_allclose(probs, np.mean(manual, 0), rtol=1e-5)
+
+  path = sampling.save(tmp_path / "posterior.npz")
+  loaded = sgk.Posterior.load(path, model=make())
+  for a, b in zip(loaded.samples, posterior.samples):
+    np.testing.assert_array_equal(a, b)
+  for a, b in zip(loaded.mean + loaded.variance,
+                  posterior.mean + posterior.variance):
+    np.testing.assert_array_equal(a, b)
+  assert loaded.num_transitions == posterior.num_transitions > 0
+  assert loaded.metadata["sampler"] == "SGHMC"
+  np.testing.assert_allclose(loaded.predict(x, batch_size=50), probs,
+                             rtol=1e-6)
+  with pytest.raises(ValueError, match="shapes"):
+    sgk.Posterior.load(path, model=keras.Sequential(
+        [keras.Input((4,)), keras.layers.Dense(1)]))
