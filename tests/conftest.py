@@ -11,12 +11,16 @@ The folders say what a test checks (markers registered in pytest.ini):
     errors/         bad input and misuse fail early and clearly (errors)
     keras/          the Keras adapter through `fit` (keras)
     reproductions/  the papers' experiments at CI size, one folder per
-                    paper (reproduction)
+                    paper as in examples/papers/, and demos/ (reproduction)
     processes/      runs in fresh processes started from workers/ (processes)
     docs/           README blocks and Colab notebooks (docs)
     benchmarks/     the benchmark scripts at tiny sizes (benchmarks)
     support/        shared machinery, imported as `support.<module>`
     workers/        scripts run in subprocesses, not collected
+
+Test modules are imported by their file name (pytest's default import mode;
+the test folders have no __init__.py, so that tests/keras/ can never shadow
+the keras package): every test_*.py file name must be unique under tests/.
 """
 
 import os

@@ -26,7 +26,7 @@ from support.paths import SHARED_DATA
 
 matplotlib.use("Agg")
 
-COLAB = os.path.join(os.path.dirname(__file__), "..", "colab")
+COLAB = os.path.join(os.path.dirname(__file__), "..", "..", "colab")
 NOTEBOOKS = sorted(f for f in os.listdir(COLAB) if f.endswith(".ipynb"))
 SMALL = {"NOTEBOOK_NUM_GRADIENTS": "20000", "NOTEBOOK_SMALL": "1"}
 # Per notebook, where 20,000 gradients cannot show the notebook's claim.

@@ -12,7 +12,7 @@ import re
 
 import numpy as np
 
-README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
 
 
 def python_blocks():
