@@ -32,7 +32,7 @@ def _logistic_target(batch_size=20):
                                w ** 2, -1))
 
 
-# The kernels whose update uses only the gradient (issue 19, third round).
+# The kernels whose update uses only the gradient.
 _ENERGY_FREE = {
     "sgld": lambda t, **kw: sg.SGLD(t, step_size=1e-3, **kw),
     "sghmc_fisher": lambda t, **kw: sg.SGHMC(

@@ -276,8 +276,7 @@ def test_keras_sgnht_matches_its_predicted_moments(problem):
 
 
 def test_keras_skew_reversible_amagold_samples_the_posterior(problem):
-  # Reversible AMAGOLD: test_keras.py::test_keras_amagold_and_tfp_amagold_
-  # are_exact.
+  # Reversible AMAGOLD: test_keras_amagold_and_tfp_amagold_are_exact.
   sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
   x, y = problem.data
   callback = fit(problem, sgk.AMAGOLD(

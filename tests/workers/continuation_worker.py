@@ -1,4 +1,5 @@
-"""Continues one chain with repeated sample_moments calls; prints RSS.
+"""Continues one chain with repeated sample_moments calls; prints RSS (run by
+tests/processes/test_constant_memory.py).
 
     python continuation_worker.py NUM_CALLS -> "rss_first_kib=... rss_last_kib=..."
 

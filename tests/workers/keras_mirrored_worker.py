@@ -1,5 +1,5 @@
-"""Run by tests/test_keras.py in a subprocess: the samplers under
-tf.distribute.MirroredStrategy on two logical CPU devices.
+"""Run by tests/keras/test_mirrored_strategy.py in a subprocess: the
+samplers under tf.distribute.MirroredStrategy on two logical CPU devices.
 
 The logical devices must be configured before TensorFlow initialises its
 devices, hence a fresh process. For each sampler the same fit runs twice,

@@ -1,5 +1,5 @@
 """A small Keras fit with SamplingCallback + BackupAndRestore, for the
-resume tests in tests/test_keras_reliability.py.
+resume tests in tests/keras/test_resume.py and tests/keras/test_fit_traps.py.
 
 Imported by the tests (in-process runs) and run as a script (a process that
 kills itself with SIGKILL in the middle of an epoch, then a fresh process

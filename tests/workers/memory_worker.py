@@ -1,4 +1,5 @@
-"""Runs a long chain with running moments and prints its peak memory.
+"""Runs a long chain with running moments and prints its peak memory (run by
+tests/processes/test_constant_memory.py).
 
     python memory_worker.py NUM_STEPS   ->  prints "peak_kib=... mean=..."
 """

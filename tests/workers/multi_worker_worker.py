@@ -1,4 +1,4 @@
-"""Run by tests/test_multi_worker.py: Keras `fit` with a sampler under
+"""Run by tests/keras/test_multi_worker.py: Keras `fit` with a sampler under
 `tf.distribute.MultiWorkerMirroredStrategy`, one process per worker.
 
     python tests/workers/multi_worker_worker.py OUT_DIR PHASE single

@@ -1,4 +1,5 @@
-"""Worker for test_reliability.py: runs chains in a fresh process.
+"""Worker for tests/processes/test_resume_in_new_process.py: runs chains in
+a fresh process.
 
     python resume_worker.py first DIR   # 3k-step reference and 2k checkpoint
     python resume_worker.py resume DIR  # load the checkpoint, k more steps

@@ -1,5 +1,5 @@
-"""Run by tests/test_distributed.py in a subprocess: the TFP kernels on a
-`ShardedTarget` split across two logical CPU devices.
+"""Run by tests/processes/test_sharded_devices.py in a subprocess: the TFP
+kernels on a `ShardedTarget` split across two logical CPU devices.
 
 Logical devices must be configured before TensorFlow initialises its
 devices, hence a fresh process. Prints one JSON line with, per minibatch
