@@ -1,0 +1,275 @@
+"""Kernel constructors and wrappers refuse bad arguments early, naming the
+argument and the value received: step sizes, frictions, temperatures, noise
+estimates, integrators, leapfrog steps, tree depths, compute_energy, the
+target itself (a plain function, None), and the amortized M-H wrapper's
+inner kernel. Numbers given as NumPy values or Variables are accepted and
+give the same chain.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from support.bad_inputs import D, bootstrap, classify, clear, correct, noisy
+from support.bad_inputs import quadratic, steps
+from support.helpers import sample
+
+
+@pytest.fixture
+def target():
+  return sg.NoisyGradientTarget(quadratic, gradient_noise_variance=1.)
+
+
+@pytest.mark.parametrize("step_size", [0., -0.1, float("nan")])
+def test_non_positive_step_size(target, step_size):
+  with pytest.raises(ValueError, match=r"`step_size` must be > 0.*got"):
+    sg.SGLD(target, step_size)
+  with pytest.raises(ValueError, match=r"`step_size` must be > 0"):
+    sg.SGHMC(target, step_size, friction=1.)
+
+
+@pytest.mark.parametrize("friction", [0., -1.])
+def test_non_positive_friction(target, friction):
+  with pytest.raises(ValueError, match=r"`friction` must be > 0.*got"):
+    sg.SGHMC(target, 0.1, friction=friction)
+
+
+def test_friction_smaller_than_noise_estimate(target):
+  with pytest.raises(ValueError, match=r"`friction` C = 0.5 must be >= "
+                     r"`noise_estimate` B-hat = 1.0"):
+    sg.SGHMC(target, 0.1, friction=0.5, noise_estimate=1.0)
+
+
+def test_other_bad_kernel_arguments(target):
+  with pytest.raises(ValueError, match="`integrator` must be one of"):
+    sg.SGHMC(target, 0.1, 1., integrator="rk4")
+  with pytest.raises(ValueError, match="`noise_estimate` must be"):
+    sg.SGHMC(target, 0.1, 1., noise_estimate="fisher")
+  with pytest.raises(ValueError, match="`momentum_resampling_period`"):
+    sg.SGHMC(target, 0.1, 1., momentum_resampling_period=0)
+  with pytest.raises(ValueError, match="`temperature` must be > 0"):
+    sg.SGLD(target, 0.1, temperature=0.)
+  with pytest.raises(TypeError, match="`target` must be a tfp_sgmcmc target"):
+    sg.SGLD(quadratic, 0.1)
+  with pytest.raises(ValueError, match="PolynomialDecay `gamma`"):
+    sg.PolynomialDecay(a=0.1, gamma=-1.)
+
+
+_ENERGY_FREE_KERNELS = {
+    "SGLD": lambda t, **kw: sg.SGLD(t, 0.1, **kw),
+    "SGHMC": lambda t, **kw: sg.SGHMC(t, 0.1, friction=1., **kw),
+    "PreconditionedSGLD": lambda t, **kw: sg.PreconditionedSGLD(t, 0.1, **kw),
+    "SGNHT": lambda t, **kw: sg.SGNHT(t, 0.1, **kw),
+    "SGBD": lambda t, **kw: sg.SGBD(t, 0.5, variant="extreme", **kw),
+}
+_WITH_COMPUTE_ENERGY = dict(
+    _ENERGY_FREE_KERNELS,
+    AMAGOLD=lambda t, **kw: sg.AMAGOLD(t, 0.1, num_leapfrog_steps=2,
+                                       friction=0.5, **kw))
+
+
+@pytest.mark.parametrize("name", sorted(_WITH_COMPUTE_ENERGY))
+def test_compute_energy_must_be_a_python_bool_and_minibatch_only(target,
+                                                                  name):
+  make = _WITH_COMPUTE_ENERGY[name]
+  for bad in ("no", 0, None, np.bool_(False), tf.constant(False)):
+    with pytest.raises(TypeError, match=r"`compute_energy` must be a Python "
+                       r"bool \(True or False\); got .* of type"):
+      make(target, compute_energy=bad)
+  # A full-batch target needs its exact log density: refused, not ignored.
+  with pytest.raises(ValueError, match=r"`compute_energy=False`.*full-batch "
+                     r"target.*Drop `compute_energy=False`"):
+    make(None, target_log_prob_fn=lambda x: -quadratic(x),
+         compute_energy=False)
+  full = sg.InMemoryTarget(lambda w, b: -0.5 * tf.reduce_sum(
+      (b - w[..., None, :]) ** 2, -1), np.zeros((10, 2), np.float32),
+                           full_batch=True)
+  with pytest.raises(ValueError, match="full-batch target"):
+    make(full, compute_energy=False)
+  make(full, compute_energy=True)  # The default is accepted everywhere.
+
+
+# A 2-D Gaussian N(0, diag(1, 1/4)) with grad U~ = grad U + N(0, 4 I).
+PRECISION = np.array([1., 4.], np.float32)
+NOISE_VARIANCE = 4.
+
+
+def gaussian_energy(x):
+  return 0.5 * tf.reduce_sum(PRECISION * tf.square(x), -1)
+
+
+def noisy_gaussian(noise_variance=NOISE_VARIANCE):
+  return sg.NoisyGradientTarget(gaussian_energy,
+                                gradient_noise_variance=noise_variance)
+
+
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(num_leapfrog_steps=0), ValueError, "num_leapfrog_steps.*>= 1.*0"),
+    (dict(num_leapfrog_steps=2.5), TypeError, "num_leapfrog_steps.*2.5"),
+    (dict(friction=-0.1), ValueError, "friction.*>= 0.*-0.1"),
+    (dict(momentum_std=0.), ValueError, "momentum_std.*> 0.*0.0"),
+    (dict(momentum_std=-1.), ValueError, "momentum_std.*> 0.*-1.0"),
+    (dict(step_size=0.), ValueError, "step_size.*> 0.*0.0"),
+    (dict(resample_momentum="yes"), TypeError, "resample_momentum.*'yes'"),
+    (dict(acceptance_energy="approx"), ValueError,
+     "acceptance_energy.*'approx'"),
+])
+def test_bad_arguments_raise_clear_errors(kwargs, error, match):
+  args = dict(target=noisy_gaussian(), step_size=0.1, num_leapfrog_steps=10,
+              friction=0.5)
+  args.update(kwargs)
+  with pytest.raises(error, match=match):
+    sg.AMAGOLD(**args)
+
+
+def test_wrapper_rejects_a_kernel_without_a_proposal_ratio():
+  kernel = sg.AmortizedMetropolisHastings(
+      sg.SGHMC(noisy_gaussian(), step_size=0.1, friction=1.))
+  with pytest.raises(ValueError, match="log_acceptance_correction"):
+    kernel.bootstrap_results(tf.zeros([2, 2]))
+  with pytest.raises(TypeError, match="inner_kernel"):
+    sg.AmortizedMetropolisHastings(lambda x: x)
+
+
+def gaussian(scales, noise=1.):
+  scales = np.asarray(scales, np.float32)
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x / scales) ** 2, -1),
+      gradient_noise_variance=noise)
+
+
+def run(target, friction, num_results=2000, eps=0.1, seed=(1, 2)):
+  kernel = sg.SGNUTS(target, eps, friction=friction, max_tree_depth=8)
+  draws, (depth, grads) = sample(
+      kernel, tf.zeros([8, 2]), num_results, seed=list(seed),
+      num_burnin_steps=100,
+      trace_fn=lambda _, r: (r.tree_depth, r.num_gradient_evaluations))
+  return np.asarray(draws), np.asarray(depth), np.asarray(grads)
+
+
+def test_sgnuts_bad_arguments_and_reproducibility():
+  target = gaussian([1., 1.])
+  with pytest.raises(ValueError, match="`max_tree_depth` must be"):
+    sg.SGNUTS(target, 0.1, 1., max_tree_depth=0)
+  with pytest.raises(ValueError, match="`weighting` must be one of"):
+    sg.SGNUTS(target, 0.1, 1., weighting="slice")
+  with pytest.raises(ValueError, match="`friction` must be > 0"):
+    sg.SGNUTS(target, 0.1, 0.)
+  a = run(target, 0.1, num_results=20)[0]
+  b = run(target, 0.1, num_results=20)[0]
+  c = run(target, 0.1, num_results=20, seed=(3, 4))[0]
+  np.testing.assert_array_equal(a, b)
+  assert not np.allclose(a, c)
+
+
+tfd, tfb = tfp.distributions, tfp.bijectors
+MVN = tfd.MultivariateNormalDiag([1., -1.], [1., 2.])
+
+
+def test_a_callable_passed_as_target_gets_a_clear_error():
+  with pytest.raises(TypeError, match="target_log_prob_fn="):
+    sg.SGLD(MVN.log_prob, step_size=0.1)
+  with pytest.raises(TypeError, match="give `target`"):
+    sg.SGLD(step_size=0.1)
+
+
+CLEAR_MESSAGES = [
+    ("infinite step size", lambda: sg.SGLD(noisy(), float("inf")),
+     ValueError, r"`step_size` must be > 0 and finite; got inf"),
+    ("negative temperature on SGHMC", lambda: sg.SGHMC(
+        noisy(), 0.1, 1., temperature=-1.), ValueError,
+     r"`temperature` must be > 0 and finite; got -1.0"),
+    ("negative per-coordinate noise estimate", lambda: sg.SGHMC(
+        noisy(), 0.1, 1., noise_estimate=[0.1, -0.1]), ValueError,
+     r"`noise_estimate` must be >= 0"),
+    ("SGD form with zero learning rate", lambda: sg.SGHMC.from_sgd_momentum(
+        noisy(), 0., 0.1), ValueError, r"`learning_rate` must be > 0.*got 0"),
+    ("SGNHT negative diffusion", lambda: sg.SGNHT(noisy(), 0.1, -1.),
+     ValueError, r"`diffusion` must be >= 0 and finite; got -1.0"),
+    ("pSGLD decay of one", lambda: sg.PreconditionedSGLD(
+        noisy(), 0.1, decay=1.), ValueError,
+     r"`decay` \(alpha\) must be in \[0, 1\); got 1.0"),
+    ("pSGLD zero regularizer", lambda: sg.PreconditionedSGLD(
+        noisy(), 0.1, regularizer=0.), ValueError, r"`regularizer` must be"),
+    ("kernel given a plain function as target", lambda: sg.SGNHT(
+        quadratic, 0.1), TypeError, r"`target` must be a tfp_sgmcmc target"
+     r".*got function"),
+    ("M-H wrapper around a kernel without log proposal ratio", bootstrap(
+        sg.AmortizedMetropolisHastings(sg.SGLD(noisy(), 0.1)),
+        tf.zeros([1])), ValueError, r"no `log_acceptance_correction`"),
+    ("M-H wrapper around a non-kernel", lambda: sg.AmortizedMetropolisHastings(
+        noisy()), TypeError, r"`inner_kernel` must be a "
+     r"tfp.mcmc.TransitionKernel; got NoisyGradientTarget"),
+    ("unknown acceptance energy", lambda: sg.AMAGOLD(
+        noisy(), 0.1, 5, 0.5, acceptance_energy="approx"), ValueError,
+     r"`acceptance_energy` must be one of.*got 'approx'"),
+    ("SG-NUTS tree depth not an integer", lambda: sg.SGNUTS(
+        noisy(), 0.1, 1., max_tree_depth=3.5), ValueError,
+     r"`max_tree_depth` must be an integer in \[1, 12\]; got 3.5"),
+]
+
+
+@pytest.mark.parametrize("case,call,error,pattern", CLEAR_MESSAGES,
+                         ids=[c[0] for c in CLEAR_MESSAGES])
+def test_bad_input_fails_early_with_a_clear_message(case, call, error,
+                                                    pattern):
+  del case
+  with pytest.raises(error, match=pattern):
+    call()
+
+
+def variable_step_size_as_float():
+  a, _ = steps(sg.SGLD(noisy(), tf.Variable(0.1)), tf.ones([D]))
+  b, _ = steps(sg.SGLD(noisy(), 0.1), tf.ones([D]))
+  np.testing.assert_array_equal(a, b)
+
+
+def numpy_step_size_as_float():
+  a, _ = steps(sg.SGHMC(noisy(), np.float64(0.1), np.array(2.)),
+               tf.ones([D]))
+  b, _ = steps(sg.SGHMC(noisy(), 0.1, 2.), tf.ones([D]))
+  np.testing.assert_array_equal(a, b)
+
+
+OUTCOMES = [
+    clear("step size None", lambda: sg.SGLD(noisy(), None), "step_size",
+          r"got None"),
+    clear("per-coordinate step sizes with a negative one", lambda: sg.SGLD(
+        noisy(), [0.1, -0.1, 0.1]), "step_size", r"-0.1"),
+    clear("complex step size", lambda: sg.SGLD(noisy(), 0.1j),
+          "step_size", r"0.1j"),
+    clear("friction as a string", lambda: sg.SGHMC(noisy(), 0.1, "1"),
+          "friction", r"got '1'"),
+    clear("negative friction in a Variable", lambda: sg.SGHMC(
+        noisy(), 0.1, tf.Variable(-1.)), "friction", r"Variable.*-1"),
+    clear("NaN step size in numpy float32", lambda: sg.SGNHT(
+        noisy(), np.float32(np.nan)), "step_size", r"nan"),
+    clear("zero temperature", lambda: sg.SGLD(noisy(), 0.1, temperature=0),
+          "temperature", r"got 0"),
+    clear("boolean temperature", lambda: sg.SGLD(noisy(), 0.1,
+                                                 temperature=True),
+          "temperature", r"got True"),
+    clear("momentum resampling every 0 steps", lambda: sg.SGHMC(
+        noisy(), 0.1, 1., momentum_resampling_period=0),
+          "momentum_resampling_period", r"got 0"),
+    clear("noise estimate above the friction", lambda: sg.SGHMC(
+        noisy(), 0.1, 1., noise_estimate=2.), "friction", r"noise_estimate"),
+    clear("pSGLD negative decay", lambda: sg.PreconditionedSGLD(
+        noisy(), 0.1, decay=-0.1), "decay", r"-0.1"),
+    clear("SG-NUTS tree depth 0", lambda: sg.SGNUTS(
+        noisy(), 0.1, 1., max_tree_depth=0), "max_tree_depth", r"got 0"),
+    clear("AMAGOLD with no leapfrog steps", lambda: sg.AMAGOLD(
+        noisy(), 0.1, 0, 1.), "num_leapfrog_steps", r"got 0"),
+    clear("kernel without a target", lambda: sg.SGLD(None, 0.1), "target",
+          r"NoneType"),
+    correct("step size in a positive Variable", variable_step_size_as_float),
+    correct("numpy step size and friction", numpy_step_size_as_float),
+]
+
+
+@pytest.mark.parametrize("case", OUTCOMES, ids=[c.name for c in OUTCOMES])
+def test_case_has_its_declared_outcome(case, tmp_path):
+  outcome, detail = classify(case, tmp_path)
+  assert outcome == case.outcome, f"{case.name}: {outcome}: {detail}"

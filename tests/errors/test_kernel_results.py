@@ -1,0 +1,217 @@
+"""Kernel results handed to one_step (or to load_chain, sample_moments,
+check_kernel_results) that belong to another kernel, dtype, number of
+chains, state, target, density or temperature are refused with the cached
+value that disagrees and the fix (bootstrap_results). Results from a
+rebuilt identical target, and step sizes set through the results (TFP's
+adaptation, with_step_size), are accepted and continue the right chain.
+"""
+
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from support.bad_inputs import D, X, Y, classify, clear, correct, mem, noisy
+from support.bad_inputs import prior, quadratic, steps
+
+
+def shifted(shift=3.):
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x - shift) ** 2, -1),
+      gradient_noise_variance=1.)
+
+
+def amagold(target, step_size=0.1):
+  return sg.AMAGOLD(target, step_size, 3, 0.5)
+
+
+def amagold_resumed_on_rebuilt_target(tmp_path):
+  # A checkpoint continued by a new kernel on an identical, rebuilt target
+  # (as in a new process) is accepted and continues bit for bit: the check
+  # compares the cached U(theta) with the target's, not object identities.
+  path = os.path.join(tmp_path, "c.npz")
+  kernel = amagold(mem(log_prior_fn=prior))
+  state, results = steps(kernel, tf.zeros([2, D]))
+  sg.save_chain(path, state, results)
+  expected, _ = kernel.one_step(state, results, seed=[7, 3])
+  rebuilt = amagold(mem(log_prior_fn=prior))
+  s2, r2 = sg.load_chain(path, rebuilt.bootstrap_results(state), state)
+  got, _ = rebuilt.one_step(s2, r2, seed=[7, 3])
+  np.testing.assert_array_equal(got, expected)
+
+
+def step_size_of_results_used_and_reported():
+  # TFP's protocol: the step size comes from the results. Eagerly, a kernel
+  # built with another step size says so; the step is the one with the
+  # results' step size.
+  import warnings  # pylint: disable=g-import-not-at-top
+  kernel = sg.SGLD(noisy(), 0.1)
+  state, results = steps(kernel, tf.ones([D]))
+  with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    got, _ = kernel.copy(step_size=0.02).one_step(state, results,
+                                                  seed=[7, 3])
+  assert [w for w in seen if issubclass(
+      w.category, sg.StepSizeFromResultsWarning) and
+          "0.02" in str(w.message) and "with_step_size" in str(w.message)]
+  expected, _ = kernel.one_step(state, results, seed=[7, 3])
+  np.testing.assert_array_equal(got, expected)
+
+
+def step_size_changed_with_the_results():
+  # kernel.copy(step_size=new) plus with_step_size(results, new): no
+  # warning, and the step is the new kernel's step from fresh results.
+  import warnings  # pylint: disable=g-import-not-at-top
+  kernel = sg.SGLD(noisy(), 0.1)
+  state, results = steps(kernel, tf.ones([2, D]))
+  new = kernel.copy(step_size=0.02)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", sg.StepSizeFromResultsWarning)
+    got, r = new.one_step(state, sg.with_step_size(results, 0.02),
+                          seed=[7, 3])
+  expected, _ = new.one_step(state, new.bootstrap_results(state),
+                             seed=[7, 3])
+  np.testing.assert_array_equal(got, expected)
+  assert float(r.step_size) == np.float32(0.02)
+
+
+def adaptation_changes_step_size_silently():
+  # Under TFP's step-size adaptation the results' step size differs from
+  # the kernel's by design: no warning, and the step size moves.
+  import warnings  # pylint: disable=g-import-not-at-top
+  import tensorflow_probability as tfp  # pylint: disable=g-import-not-at-top
+  kernel = tfp.mcmc.SimpleStepSizeAdaptation(amagold(noisy(), 0.5),
+                                             num_adaptation_steps=5)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", sg.StepSizeFromResultsWarning)
+    _, results = steps(kernel, tf.zeros([2, D]), n=3)
+  assert float(results.new_step_size) != 0.5
+
+
+def _amagold_on_other_target():
+  state = tf.zeros([2, D])
+  results = amagold(noisy()).bootstrap_results(state)
+  return amagold(shifted()).one_step(state, results, seed=[1, 2])
+
+
+def _barker_on_other_data():
+  state = tf.zeros([D])
+  results = sg.AmortizedBarker(mem(), 0.1, 2).bootstrap_results(state)
+  other = mem(data=(X, Y + 1.))
+  return sg.AmortizedBarker(other, 0.1, 2).one_step(state, results,
+                                                    seed=[1, 2])
+
+
+def _amagold_results_of_another_state():
+  kernel = amagold(noisy())
+  results = kernel.bootstrap_results(tf.zeros([D]))
+  return kernel.one_step(tf.ones([D]), results, seed=[1, 2])
+
+
+def _mala_on_other_density():
+  sgld = lambda fn: sg.SGLD(target_log_prob_fn=fn, step_size=0.1)
+  state = tf.ones([2, D])
+  results = sgld(lambda x: -quadratic(x)).bootstrap_results(state)
+  return sgld(lambda x: -2. * quadratic(x)).one_step(state, results,
+                                                     seed=[1, 2])
+
+
+def _moments_continued_on_other_target():
+  state = tf.zeros([2, D])
+  first = sg.sample_moments(amagold(noisy()), state, 3, seed=[1, 2])
+  return sg.sample_moments(amagold(shifted()), first.final_state, 3,
+                           seed=[3, 4],
+                           previous_kernel_results=first.final_kernel_results)
+
+
+def _checkpoint_of_other_temperature(tmp_path):
+  path = os.path.join(tmp_path, "c.npz")
+  wrap = lambda temperature: sg.StepSeeded(sg.AMAGOLD(
+      noisy(), 0.1, 3, 0.5, temperature=temperature), seed=[1, 2])
+  state = tf.zeros([2, D]) + 1.
+  sg.save_chain(path, state, wrap(1.).bootstrap_results(state))
+  kernel = wrap(2.)
+  s, r = sg.load_chain(path, kernel.bootstrap_results(state), state)
+  return sg.check_kernel_results(kernel, s, r)
+
+
+def _transformed_results_on_other_density():
+  import tensorflow_probability as tfp  # pylint: disable=g-import-not-at-top
+  make = lambda shift: tfp.mcmc.TransformedTransitionKernel(sg.AMAGOLD(
+      target_log_prob_fn=lambda x: -quadratic(x - shift), step_size=0.1,
+      num_leapfrog_steps=2, friction=0.5), tfp.bijectors.Exp())
+  state = tf.ones([2, D])
+  return sg.check_kernel_results(make(1.), state,
+                                 make(0.).bootstrap_results(state))
+
+
+def _results_of_other_kernel():
+  sgld = sg.SGLD(noisy(), 0.1)
+  return sg.SGHMC(noisy(), 0.1, 1.).one_step(
+      tf.ones([D]), sgld.bootstrap_results(tf.ones([D])), seed=[1, 2])
+
+
+def _float64_state_float32_results():
+  kernel = sg.SGLD(noisy(), 0.1)
+  return kernel.one_step(tf.ones([D], tf.float64),
+                         kernel.bootstrap_results(tf.ones([D])), seed=[1, 2])
+
+
+def _more_chains_than_results():
+  kernel = sg.SGNHT(noisy(), 0.1)
+  return kernel.one_step(tf.ones([5, D]),
+                         kernel.bootstrap_results(tf.ones([2, D])),
+                         seed=[1, 2])
+
+
+OUTCOMES = [
+    clear("results of another kernel", _results_of_other_kernel,
+          "previous_kernel_results", r"SGLDResults, not SGHMCResults"),
+    clear("float64 state with float32 results",
+          _float64_state_float32_results, "current_state",
+          r"float64.*float32"),
+    clear("5 chains continued with results for 2",
+          _more_chains_than_results, "previous_kernel_results",
+          r"\[2\].*\[5, 3\]"),
+    clear("AMAGOLD results continued on another target",
+          _amagold_on_other_target, "previous_kernel_results",
+          r"cached `energy` \(chain \(0,\): 0 in the results, 13.5 now.*"
+          r"another target.*bootstrap_results"),
+    clear("amortized Barker results continued on other data",
+          _barker_on_other_data, "previous_kernel_results",
+          r"cached `energy`.*bootstrap_results"),
+    clear("AMAGOLD results given with another state",
+          _amagold_results_of_another_state, "previous_kernel_results",
+          r"0 in the results, 1.5 now.*another state"),
+    clear("full-batch SGLD results continued on another log density",
+          _mala_on_other_density, "previous_kernel_results",
+          r"cached `target_log_prob`.*-1.5 in the results, -3 now"),
+    clear("moment run continued on another target",
+          _moments_continued_on_other_target, "previous_kernel_results",
+          r"cached `energy`.*bootstrap_results"),
+    clear("checkpoint of a chain at another temperature",
+          _checkpoint_of_other_temperature, "kernel_results",
+          r"\.inner_results.*cached `energy`.*temperature"),
+    clear("transformed AMAGOLD results checked against another density",
+          _transformed_results_on_other_density, "kernel_results",
+          r"\.inner_results.*1.5 in the results, -0 now"),
+    correct("AMAGOLD checkpoint resumed on a rebuilt identical target",
+            amagold_resumed_on_rebuilt_target),
+    correct("results with another step size continue with theirs, reported",
+            step_size_of_results_used_and_reported),
+    correct("step-size adaptation sets the step size through the results",
+            adaptation_changes_step_size_silently),
+    correct("step size changed in kernel and results together",
+            step_size_changed_with_the_results),
+    clear("results given a negative step size", lambda: sg.with_step_size(
+        steps(sg.SGLD(noisy(), 0.1), tf.ones([D]))[1], -0.1), "step_size",
+          r"-0.1"),
+]
+
+
+@pytest.mark.parametrize("case", OUTCOMES, ids=[c.name for c in OUTCOMES])
+def test_case_has_its_declared_outcome(case, tmp_path):
+  outcome, detail = classify(case, tmp_path)
+  assert outcome == case.outcome, f"{case.name}: {outcome}: {detail}"

@@ -1,0 +1,160 @@
+"""A kernel or wrapper that needs what its target cannot give says so, at
+construction or at the first step: an exact full-data energy (exact AMAGOLD,
+control variates), a gradient-noise estimate (SGHMC's empirical Fisher,
+c-SGBD), minibatches chosen by the seed (amortized Barker), a full-batch
+density (TFP's MetropolisHastings and ReplicaExchangeMC).
+"""
+
+import numpy as np
+import pytest
+import scipy.special
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from support.linear_regression import LinearRegression
+
+
+def quadratic(x):
+  return 0.5 * tf.reduce_sum(x ** 2, -1)
+
+
+def data_target(batch_size=4, n=10):
+  x = np.zeros((n, 2), np.float32)
+  return sg.InMemoryTarget(
+      lambda w, b: -0.5 * tf.reduce_sum((b - w[..., None, :]) ** 2, -1),
+      x, batch_size)
+
+
+def test_per_example_noise_estimate_needs_two_examples():
+  kernel = sg.SGHMC(data_target(batch_size=1), 0.1, 1.,
+                    noise_estimate="empirical_fisher")
+  state = tf.zeros([2])
+  results = kernel.bootstrap_results(state)
+  with pytest.raises(ValueError, match="`batch_size` >= 2; got 1"):
+    kernel.one_step(state, results, seed=[1, 2])
+
+
+def test_noise_estimate_unavailable_for_streamed_target_without_grads():
+  # NoisyGradientTarget knows V; a target that cannot estimate it says so.
+  class NoNoise(sg.NoisyGradientTarget):
+    def gradient_noise_variance(self, state, seed):
+      return sg.MinibatchTarget.gradient_noise_variance(self, state, seed)
+  kernel = sg.SGHMC(NoNoise(quadratic, gradient_noise_variance=1.), 0.1, 1.,
+                    noise_estimate="empirical_fisher")
+  state = tf.zeros([2])
+  with pytest.raises(sg.TargetCapabilityError, match="cannot estimate"):
+    kernel.one_step(state, kernel.bootstrap_results(state), seed=[1, 2])
+
+
+def test_exact_acceptance_needs_a_target_with_full_data_energy():
+  problem = LinearRegression(num_examples=20, dim=2, seed=5)
+  dataset = tf.data.Dataset.from_tensor_slices(problem.data).repeat().batch(5)
+  target = sg.DatasetTarget(problem.log_likelihood, dataset, 20)
+  assert not target.has_exact_energy
+  with pytest.raises(sg.TargetCapabilityError, match="full_dataset"):
+    sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10, friction=0.5)
+  # The approximate test is allowed.
+  sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10, friction=0.5,
+             acceptance_energy="minibatch")
+
+
+# N(MEAN, I) in 2-D with grad U~ = grad U + N(0, TAU^2 I): both coordinates
+# are independent copies of the 1-D problem the quadrature solves. At
+# sigma = 0.4, sigma tau = 1.2: Proposition 1's shrinkage factor is
+# c = 1.702 / sqrt(1.702^2 + 1.2^2) ~ 0.82, a large effect, while
+# tau |w| < 1.702 for nearly all w, where c-SGBD's correction is defined.
+MEAN = np.array([1., -2.], np.float32)
+TAU = 3.
+
+
+def gaussian_energy(x):
+  return 0.5 * tf.reduce_sum(tf.square(x - MEAN), -1)
+
+
+def noisy_gaussian(tau=TAU):
+  return sg.NoisyGradientTarget(gaussian_energy,
+                                gradient_noise_variance=tau ** 2)
+
+
+def test_data_too_small_for_a_per_example_noise_estimate():
+  problem = LinearRegression(num_examples=20, dim=2, seed=2)
+  with pytest.raises(ValueError, match=r"variant='corrected'.*`batch_size` "
+                     ">= 2; got 1"):
+    sg.SGBD(problem.in_memory_target(batch_size=1), 0.1, variant="corrected")
+  # The other variants need no noise estimate.
+  sg.SGBD(problem.in_memory_target(batch_size=1), 0.1, variant="vanilla")
+
+
+def test_target_without_a_noise_estimate():
+  class NoNoise(sg.NoisyGradientTarget):
+    def gradient_noise_variance(self, state, seed):
+      return sg.MinibatchTarget.gradient_noise_variance(self, state, seed)
+  kernel = sg.SGBD(NoNoise(gaussian_energy, gradient_noise_variance=1.), 0.1,
+                   variant="corrected")
+  with pytest.raises(sg.TargetCapabilityError, match="cannot estimate"):
+    kernel.bootstrap_results(tf.zeros([2]))
+
+
+def test_amortized_barker_needs_seed_chosen_minibatches():
+  problem = LinearRegression(num_examples=20, dim=2, seed=3)
+  dataset = tf.data.Dataset.from_tensor_slices(problem.data).repeat().batch(5)
+  target = sg.DatasetTarget(problem.log_likelihood, dataset, 20)
+  with pytest.raises(sg.TargetCapabilityError, match="chosen by the"):
+    sg.UncalibratedBarker(target, 0.1, num_steps=2)
+  with pytest.raises(ValueError, match="`reverse_minibatch` must be one of"):
+    sg.AmortizedBarker(noisy_gaussian(), 0.1, 2, reverse_minibatch="fresh")
+
+
+def test_amortized_barker_refuses_a_wrapped_dataset_target():
+  x = np.zeros((10, 1), np.float32)
+  ds = tf.data.Dataset.from_tensor_slices(x).batch(2).repeat()
+  target = sg.DatasetTarget(lambda w, b: -tf.reduce_sum((b - w) ** 2, -1),
+                            ds, 10)
+  with pytest.raises(sg.TargetCapabilityError, match="DatasetTarget"):
+    sg.UncalibratedBarker(sg.TemperedTarget(target, 0.5), 0.1, num_steps=2)
+
+
+def test_control_variate_target_needs_an_exact_energy():
+  x = np.zeros((10, 1), np.float32)
+  ds = tf.data.Dataset.from_tensor_slices(x).batch(2).repeat()
+  target = sg.DatasetTarget(lambda w, b: -tf.reduce_sum((b - w) ** 2, -1),
+                            ds, 10)
+  with pytest.raises(sg.TargetCapabilityError, match="exact full-data"):
+    sg.ControlVariateTarget(target, tf.zeros([1]))
+
+
+tfd, tfb = tfp.distributions, tfp.bijectors
+MVN = tfd.MultivariateNormalDiag([1., -1.], [1., 2.])
+
+
+def _variance_problem(num_examples=10_000, batch_size=1000, scale=1.5):
+  """y_i ~ N(0, v) with v ~ InverseGamma(a, b): v | y ~ InvGamma(a + N/2,
+  b + sum y^2 / 2), so log v has mean log(b') - digamma(a') and variance
+  trigamma(a')."""
+  rng = np.random.default_rng(3)
+  y = rng.normal(0., scale, size=num_examples).astype(np.float32)
+  a, b = 2., 2.
+  target = sg.InMemoryTarget(
+      lambda v, yb: tfd.Normal(0., tf.sqrt(v)).log_prob(yb[..., 0]),
+      y[:, None], batch_size=batch_size,
+      log_prior_fn=lambda v: tfd.InverseGamma(a, b).log_prob(v[..., 0]))
+  a_post, b_post = a + num_examples / 2, b + np.sum(y.astype(np.float64)**2) / 2
+  log_mean = np.log(b_post) - scipy.special.digamma(a_post)
+  log_var = scipy.special.polygamma(1, a_post)
+  return target, log_mean, log_var
+
+
+def test_metropolis_hastings_and_replica_exchange_refuse_minibatch_targets():
+  target, _, _ = _variance_problem(num_examples=100, batch_size=10)
+  with pytest.raises(ValueError, match="minibatch energies"):
+    tfp.mcmc.MetropolisHastings(sg.SGLD(target, 1e-3)).bootstrap_results(
+        tf.ones([2, 1]))
+  remc = tfp.mcmc.ReplicaExchangeMC(
+      target_log_prob_fn=MVN.log_prob, inverse_temperatures=[1., 0.5],
+      make_kernel_fn=lambda fn: sg.SGLD(target, 1e-3))
+  with pytest.raises(ValueError, match="swap"):
+    remc.bootstrap_results(tf.ones([1]))  # Replicas become the chains.
+  # The kernel's own minibatch function cannot be evaluated on its own.
+  with pytest.raises(ValueError, match="ReplicaExchangeMC"):
+    sg.SGLD(target, 1e-3).target_log_prob_fn(tf.ones([1]))

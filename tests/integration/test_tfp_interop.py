@@ -1,0 +1,125 @@
+"""The kernels in TFP's workflow: every kernel takes target_log_prob_fn and
+reports the exact log density, rebuilds itself with copy (a new target is
+the one sampled), runs on tuple and dict states with a step size per part,
+and under TFP's step-size adaptation (per part; SG-NUTS reporting its log
+acceptance ratio to dual averaging).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+from tensorflow_probability.python.internal import unnest
+
+import tfp_sgmcmc as sg
+from support.helpers import sample
+
+
+tfd, tfb = tfp.distributions, tfp.bijectors
+MVN = tfd.MultivariateNormalDiag([1., -1.], [1., 2.])
+
+
+def _kernels(**target):
+  """One of every kernel on the given target (keyword target or fn)."""
+  return {
+      "SGLD": sg.SGLD(step_size=0.05, **target),
+      "PreconditionedSGLD": sg.PreconditionedSGLD(step_size=0.01, **target),
+      "SGHMC": sg.SGHMC(step_size=0.05, friction=1., **target),
+      "NaiveSGHMC": sg.NaiveSGHMC(step_size=0.05, **target),
+      "SGNHT": sg.SGNHT(step_size=0.05, **target),
+      "SGNUTS": sg.SGNUTS(step_size=0.1, friction=1., max_tree_depth=3,
+                          **target),
+      "SGBD": sg.SGBD(step_size=0.5, **target),
+      "AMAGOLD": sg.AMAGOLD(step_size=0.1, num_leapfrog_steps=3, friction=0.5,
+                            **target),
+      "UncalibratedAMAGOLD": sg.UncalibratedAMAGOLD(
+          step_size=0.1, num_leapfrog_steps=3, friction=0.5, **target),
+      "AmortizedBarker": sg.AmortizedBarker(step_size=0.5, num_steps=2,
+                                            **target),
+  }
+
+
+@pytest.mark.parametrize("name", list(_kernels(target_log_prob_fn=MVN.log_prob)))
+def test_every_kernel_takes_target_log_prob_fn_and_reports_it(name):
+  kernel = _kernels(target_log_prob_fn=MVN.log_prob)[name]
+  assert kernel.parameters["target_log_prob_fn"] == MVN.log_prob
+  state = tf.zeros([3, 2])
+  results = kernel.bootstrap_results(state)
+  for _ in range(2):
+    state, results = kernel.one_step(state, results, seed=[1, 2])
+  tlp = unnest.get_innermost(results, "target_log_prob")
+  # Full batch: the exact log density at the state the step returned.
+  np.testing.assert_allclose(tlp, MVN.log_prob(state), rtol=1e-5, atol=1e-5)
+  # And the kernel rebuilds itself from TFP's `copy`.
+  copy = kernel.copy(target_log_prob_fn=lambda x: MVN.log_prob(x) + 1.)
+  assert copy.parameters["target_log_prob_fn"] != MVN.log_prob
+
+
+def _two_part_log_prob(a, b):
+  return (tfd.Normal(0., 1.).log_prob(a) +
+          tf.reduce_sum(tfd.Normal(0., 2.).log_prob(b), -1))
+
+
+@pytest.mark.parametrize("make", [
+    lambda fn: sg.SGLD(target_log_prob_fn=fn, step_size=[0.01, 0.04]),
+    lambda fn: sg.SGHMC(target_log_prob_fn=fn, step_size=[0.05, 0.1],
+                        friction=1.),
+    lambda fn: sg.AMAGOLD(target_log_prob_fn=fn, step_size=[0.1, 0.2],
+                          num_leapfrog_steps=3, friction=0.5),
+])
+def test_tuple_states_and_one_step_size_per_part(make):
+  state = (tf.zeros([4]), tf.zeros([4, 3]))
+  draws = sample(make(_two_part_log_prob), state, 5, seed=[1, 2], jit=False)
+  assert isinstance(draws, tuple) and draws[1].shape == (5, 4, 3)
+  # A dict state, as TFP's JointDistributionNamed gives.
+  dict_draws = sample(make(lambda **d: _two_part_log_prob(d["a"], d["b"])),
+                      {"a": tf.zeros([4]), "b": tf.zeros([4, 3])}, 5,
+                      seed=[1, 2], jit=False)
+  assert set(dict_draws) == {"a", "b"}
+
+
+def test_per_part_step_sizes_under_step_size_adaptation():
+  kernel = tfp.mcmc.SimpleStepSizeAdaptation(
+      sg.AMAGOLD(target_log_prob_fn=_two_part_log_prob,
+                 step_size=[0.05, 0.05], num_leapfrog_steps=3, friction=0.5),
+      num_adaptation_steps=150, target_accept_prob=0.8)
+  _, step_sizes = sample(
+      kernel, (tf.zeros([4]), tf.zeros([4, 3])), 200, seed=[5, 6],
+      trace_fn=lambda _, r: r.inner_results.accepted_results.step_size)
+  assert len(step_sizes) == 2
+  assert all(s[-1] > 0.1 for s in step_sizes)  # Grown from 0.05.
+
+
+def test_sgnuts_under_dual_averaging_reports_log_accept_ratio():
+  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x**2, -1),
+                                  gradient_noise_variance=0.1)
+  kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
+      sg.SGNUTS(target, step_size=0.01, friction=1., max_tree_depth=4),
+      num_adaptation_steps=100, target_accept_prob=0.75)
+  _, (step_size, log_accept) = sample(
+      kernel, tf.zeros([4, 2]), 200, seed=[7, 8],
+      trace_fn=lambda _, r: (r.new_step_size,
+                             r.inner_results.log_accept_ratio))
+  assert step_size[-1] > 0.05  # Tuned up from a too-small start.
+  accept = np.exp(np.minimum(log_accept[100:], 0.)).mean()
+  assert 0.6 < accept < 0.9, accept
+
+
+@pytest.mark.parametrize("make_kernel", [
+    lambda t: sg.SGLD(t, step_size=1e-3),
+    lambda t: sg.SGHMC(t, step_size=1e-2, friction=5.),
+    lambda t: sg.AMAGOLD(t, step_size=1e-2, num_leapfrog_steps=3,
+                         friction=1.),
+], ids=["sgld", "sghmc", "amagold"])
+def test_copy_with_a_new_target_samples_the_new_target(make_kernel):
+  # `parameters` holds the old target's own `target_log_prob_fn`; a copy
+  # given only a new `target` must sample the new one, not the old one.
+  def target_at(centre):
+    return sg.NoisyGradientTarget(
+        lambda x: 0.5 * tf.reduce_sum((x - centre) ** 2, -1),
+        gradient_noise_variance=0.)
+  kernel = make_kernel(target_at(0.)).copy(target=target_at(3.))
+  assert kernel.target_log_prob_fn.target is kernel.target
+  state = tf.zeros([2, 1])
+  kernel.bootstrap_results(state)
+  np.testing.assert_allclose(kernel.target.energy(state), [4.5, 4.5])

@@ -1,0 +1,86 @@
+"""A diverging chain in `fit` stops with a message naming the sampler, the
+epoch, the step and what went non-finite, and keeps its finite samples; it
+can raise instead, a weight bound catches growth early, and AMAGOLD rejects
+divergent trajectories rather than stopping.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc.keras as sgk
+from workers import keras_resume_worker as worker
+
+
+def regression_fit(sampler, epochs=3, steps=20, **kwargs):
+  x, y = worker.data()
+  keras.utils.set_random_seed(1)
+  model = keras.Sequential([keras.Input((worker.DIM,)), keras.layers.Dense(1)])
+  sgd = keras.optimizers.SGD(1e-2)
+  model.compile(optimizer=sgd, loss=sgk.GaussianNegativeLogLikelihood(1.))
+  sampling = sgk.SamplingCallback(sampler, num_examples=worker.NUM_EXAMPLES,
+                                  prior=1., max_samples=1000, **kwargs)
+  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(3).repeat()
+  history = model.fit(data, epochs=epochs, steps_per_epoch=steps, verbose=0,
+                      shuffle=False, callbacks=[sampling])
+  return model, sampling, history, sgd
+
+
+def test_a_diverging_sghmc_stops_with_a_message_and_keeps_finite_samples():
+  # Euler SGHMC at h = 0.5 on a posterior of precision about 60: every step
+  # multiplies |theta| by about h^2 * 60 = 15 until float32 overflows, in
+  # the first of three epochs of 20 steps.
+  with pytest.warns(RuntimeWarning) as record:
+    model, sampling, history, sgd = regression_fit(
+        sgk.SGHMC(step_size=0.5, friction=0.1, seed=0))
+  message = str(record[-1].message)
+  info = sampling.divergence
+  assert info is not None and model.stop_training
+  assert (f"SGHMC diverged at epoch {info['epoch']}, batch {info['batch']} "
+          f"(sampler step {info['step']})") in message
+  assert "non-finite" in message
+  assert "smaller step_size (now 0.5)" in message
+  assert "larger friction (now 0.1)" in message
+  assert len(history.history["loss"]) == info["epoch"] + 1 < 3
+  # Every transition before the divergent one was kept (thinning 1), and
+  # they are all finite; the model holds the last of them.
+  samples = sampling.samples
+  assert len(samples) == info["step"] - 1 >= 5, info
+  assert all(np.all(np.isfinite(w)) for s in samples for w in s)
+  for w, last in zip(model.get_weights(), samples[-1]):
+    np.testing.assert_array_equal(w, last)
+  assert np.max(np.abs(samples[-1][0])) > 1e6  # It really was diverging.
+  assert model.optimizer is sgd
+  assert sampling.posterior.num_samples == len(samples)
+  # A diverged chain is not continued by another fit.
+  with pytest.raises(sgk.SamplerDivergenceError, match="diverged"):
+    model.fit(*worker.data(), epochs=1, verbose=0, callbacks=[sampling])
+
+
+def test_divergence_can_raise_and_a_weight_bound_catches_growth_early():
+  with pytest.raises(sgk.SamplerDivergenceError,
+                     match="SGLD diverged.*Try a smaller step_size"):
+    regression_fit(sgk.SGLD(step_size=0.5, seed=0), on_divergence="raise")
+  # A finite bound stops the same chain long before it overflows.
+  with pytest.warns(RuntimeWarning, match="grew to.*max_abs_weight=100"):
+    _, sampling, _, _ = regression_fit(sgk.SGLD(step_size=0.5, seed=0),
+                                       max_abs_weight=100.)
+  assert sampling.divergence["step"] < 10
+  with pytest.raises(ValueError, match="on_divergence"):
+    sgk.SamplingCallback(sgk.SGLD(step_size=0.1), num_examples=10, prior=1.,
+                         on_divergence="ignore")
+
+
+def test_amagold_rejects_divergent_trajectories_instead_of_stopping():
+  # AMAGOLD's M-H test rejects a trajectory whose energy is non-finite and
+  # returns to its start, so a huge step size gives zero acceptance, not a
+  # divergence; the chain stays finite.
+  x, y = worker.data()
+  _, sampling, history, _ = regression_fit(
+      sgk.AMAGOLD(step_size=5., num_leapfrog_steps=4, friction=0.1, seed=0),
+      epochs=2, energy_data=(x, y))
+  assert sampling.divergence is None
+  assert len(history.history["loss"]) == 2
+  assert sampling.num_tests == 10 and sampling.num_accepted == 0
+  assert all(np.all(np.isfinite(w)) for s in sampling.samples for w in s)

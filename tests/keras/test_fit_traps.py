@@ -1,0 +1,300 @@
+"""Keras users' traps: each misuse of `fit` around
+SamplingCallback is refused with an error naming the argument, the value
+and the fix, or warned, at the earliest point it can be known
+(tfp_sgmcmc/keras/traps.py; the list is in docs/keras.md).
+
+One test per trap, on tiny models (a 4 -> 3 softmax classifier on 60
+examples) and 1-3 epochs; each fails if its check is removed.
+"""
+
+import json
+import os
+import tempfile
+import warnings
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from workers import keras_resume_worker as worker
+import tfp_sgmcmc.keras as sgk
+
+N = 60
+
+
+def data(n=N):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(n, 4)).astype(np.float32)
+  y = (np.argmax(x[:, :3] + 0.5 * rng.normal(size=(n, 3)), axis=1)
+       ).astype(np.int32)
+  return x, y
+
+
+def classifier(layers=None, from_logits=True):
+  keras.utils.set_random_seed(0)
+  layers = layers or [keras.layers.Dense(3)]
+  model = keras.Sequential([keras.Input((4,))] + layers)
+  model.compile(optimizer=keras.optimizers.SGD(0.1),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=from_logits))
+  return model
+
+
+def sampling(sampler=None, num_examples=N, **kwargs):
+  kwargs.setdefault("burnin_epochs", 1)
+  return sgk.SamplingCallback(sampler or sgk.SGLD(step_size=1e-3, seed=1),
+                              num_examples=num_examples, prior=1.,
+                              **kwargs)
+
+
+def fit(model, callbacks, *args, epochs=2, **kwargs):
+  if not args:
+    args = data()
+    kwargs.setdefault("batch_size", 20)
+  return model.fit(*args, epochs=epochs, verbose=0, shuffle=False,
+                   callbacks=callbacks, **kwargs)
+
+
+def our_warnings(record):
+  return [str(w.message) for w in record
+          if issubclass(w.category, (UserWarning, RuntimeWarning)) and
+          ("SamplingCallback" in str(w.message) or "sample" in
+           str(w.message) or "num_examples" in str(w.message))]
+
+
+def test_num_examples_is_checked_against_what_the_first_epoch_saw():
+  x, y = data()
+  batched = tf.data.Dataset.from_tensor_slices((x, y)).batch(20)
+  # len(batched) = 3 batches given as N, with a one-pass epoch (no
+  # steps_per_epoch): refused after the first step, from the batch size
+  # seen, during burn-in or, without one, after one sampler step.
+  for burnin_epochs in (1, None):
+    callback = sampling(num_examples=len(batched),
+                        burnin_epochs=burnin_epochs)
+    with pytest.raises(ValueError, match=r"num_examples=3, but the first "
+                       r"epoch \(3 steps of about 20 examples\) holds about "
+                       r"60 examples.*number of batches.*Pass "
+                       r"num_examples=60"):
+      fit(classifier(), [callback], batched)
+    assert callback._steps_seen == 1
+    assert (callback.sampler.step_count if callback.sampler else 0) == (
+        0 if burnin_epochs else 1)
+  # A pipeline of unknown length (filter): refused at the first epoch's
+  # end, from the examples it saw (Keras' loss tracker counts them).
+  unknown = batched.filter(lambda x, y: True)
+  with pytest.raises(ValueError, match=r"num_examples=3, but the first epoch "
+                     r"of fit saw 60 examples in 3 steps.*number of batches"):
+    fit(classifier(), [sampling(num_examples=3)], unknown)
+  # N = 600 on a pipeline of 60: warned at the end of the first epoch (a
+  # tf.data epoch may legitimately draw batches with replacement).
+  with pytest.warns(UserWarning, match=r"num_examples=600, but the first "
+                    r"epoch of fit saw 60 examples in 3 steps.*Pass "
+                    r"num_examples=60"):
+    fit(classifier(), [sampling(num_examples=600)], batched, epochs=1)
+  # Arrays: known at fit start, before any step.
+  with pytest.raises(ValueError, match=r"num_examples=60, but fit got 30 "
+                     r"training examples \(after validation_split=0.5.*"
+                     r"Pass num_examples=30"):
+    fit(classifier(), [sampling()], x, y, validation_split=0.5,
+        batch_size=10)
+  with pytest.raises(ValueError, match=r"num_examples=600, but fit got 60"):
+    fit(classifier(), [sampling(num_examples=600)])
+  # Legitimate: each epoch a part of the data (steps_per_epoch), with
+  # validation data (counted before validation resets Keras' tracker).
+  repeated = tf.data.Dataset.from_tensor_slices((x, y)).batch(20).repeat()
+  with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    fit(classifier(), [sampling()], repeated, steps_per_epoch=2)
+    fit(classifier(), [sampling()], batched,
+        validation_data=(x[:10], y[:10]))
+  assert not [m for m in our_warnings(record) if "num_examples" in m]
+
+
+@pytest.mark.parametrize("scheduler", [
+    keras.callbacks.ReduceLROnPlateau(monitor="loss", patience=1),
+    keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr * 0.5)])
+def test_learning_rate_schedulers_are_refused_at_fit_start(scheduler):
+  callback = sampling()
+  with pytest.raises(ValueError, match=f"{type(scheduler).__name__} is "
+                     "among fit's callbacks.*sampler's step size"):
+    fit(classifier(), [callback, scheduler])
+  assert callback._epochs_seen == 0  # Nothing ran.
+
+
+class HalveLearningRate(keras.callbacks.Callback):
+  def on_epoch_begin(self, epoch, logs=None):
+    self.model.optimizer.learning_rate = 0.5 * float(
+        self.model.optimizer.learning_rate)
+
+
+def test_a_step_size_changed_by_another_callback_is_refused():
+  # A scheduler the fit-start check cannot know: caught at the first
+  # sampling epoch's end (burn-in's SGD may be scheduled at will).
+  with pytest.raises(ValueError, match=r"step size is 0.0005 at the end of "
+                     r"epoch 1, but SGLD was built with step_size=0.001"):
+    fit(classifier(), [sampling(), HalveLearningRate()])
+
+
+def test_early_stopping_restoring_weights_is_refused_and_plain_warned():
+  with pytest.raises(ValueError, match=r"EarlyStopping\(restore_best_weights"
+                     r"=True\).*not the chain's position"):
+    fit(classifier(), [sampling(), keras.callbacks.EarlyStopping(
+        monitor="loss", restore_best_weights=True)])
+  with pytest.warns(UserWarning, match=r"EarlyStopping\(monitor='loss', "
+                    r"patience=2\).*stop fit after 2 epoch"):
+    fit(classifier(), [sampling(), keras.callbacks.EarlyStopping(
+        monitor="loss", patience=2)], epochs=1)
+
+
+def test_backup_and_restore_needs_the_callbacks_backup_dir(tmp_path):
+  d = str(tmp_path / "backup")
+  with pytest.raises(ValueError, match=r"SamplingCallback has no "
+                     r"`backup_dir`.*backup_dir='.*backup'"):
+    fit(classifier(), [sampling(), keras.callbacks.BackupAndRestore(d)])
+  with pytest.raises(ValueError, match="name different directories"):
+    fit(classifier(), [sampling(backup_dir=str(tmp_path / "other")),
+                       keras.callbacks.BackupAndRestore(d)])
+  with pytest.raises(ValueError, match="list SamplingCallback first"):
+    fit(classifier(), [keras.callbacks.BackupAndRestore(d),
+                       sampling(backup_dir=d)])
+  with pytest.raises(ValueError, match=r"save_freq=3"):
+    fit(classifier(), [sampling(backup_dir=d),
+                       keras.callbacks.BackupAndRestore(d, save_freq=3)])
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("reference"))
+  model, callback, backup = worker.build("sghmc", d, 5)
+  worker.fit(model, [callback, backup])
+  return worker.result(model, callback)
+
+
+@pytest.mark.parametrize("truncate", ["keras_weights", "keras_metadata",
+                                      "ours"])
+def test_a_backup_truncated_by_a_kill_resumes_bit_identically(
+    truncate, tmp_path, uninterrupted):
+  # A process killed while BackupAndRestore wrote latest.weights.h5 (or its
+  # metadata) leaves a truncated file; ours are written atomically, but a
+  # truncated one of ours (disk trouble) is survived too: the resumed run
+  # starts from the newest complete state of ours, rewrites Keras' files
+  # from it and ends bit-identical to a run that never stopped.
+  expected = uninterrupted
+  d = str(tmp_path / "backup")
+  model, callback, backup = worker.build("sghmc", d, seed=5)
+  with pytest.raises(RuntimeError, match="interrupted"):
+    worker.fit(model, [callback, backup, worker.Interrupt(3, 4, kill=False)])
+  assert json.load(open(os.path.join(d, "training_metadata.json"))) == {
+      "epoch": 3, "batch": 0}
+  name = dict(keras_weights="latest.weights.h5",
+              keras_metadata="training_metadata.json",
+              ours=os.path.join("sampling_callback", "epoch_000003.npz"))
+  path = os.path.join(d, name[truncate])
+  with open(path, "rb+") as f:
+    f.truncate(os.path.getsize(path) // 2)
+  # Ours unreadable: back to the previous epoch's state (the last two are
+  # kept), Keras' files rewritten to match.
+  epoch = 2 if truncate == "ours" else 3
+  with pytest.warns(RuntimeWarning, match="unreadable.*Resuming from "
+                    "SamplingCallback's complete state after epoch "
+                    f"{epoch}"):
+    history = worker.fit(model, [callback, backup])
+  assert len(history.history["loss"]) == 6 - epoch
+  got = worker.result(model, callback)
+  assert sorted(got) == sorted(expected)
+  for key in expected:
+    np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+
+
+def test_a_blowing_up_sgld_chain_warns_and_a_healthy_one_does_not():
+  # h = 1 with a N(0, 1) prior: the prior's pull cancels the position each
+  # step and the likelihood's gradient (bounded for a softmax) throws the
+  # weights about by ~N |x|: logits in the tens, energy thousands above
+  # the burn-in's, finite (no divergence stop), for d = 15 weights.
+  with pytest.warns(RuntimeWarning, match=r"SGLD's chain is blowing up: at "
+                    r"epoch 1 .*per weight.*d/2 = 7.5.*step size \(now 1.0\)"):
+    fit(classifier(), [sampling(sgk.SGLD(step_size=1., seed=1))])
+  with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    fit(classifier(), [sampling(sgk.SGLD(step_size=1e-3, seed=1))],
+        epochs=3)
+  assert not [m for m in our_warnings(record) if "blowing up" in m]
+
+
+def test_amagold_thinning_counts_tests_and_keeping_nothing_warns():
+  x, y = data()
+  amagold = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=3, friction=1.,
+                        seed=1)
+  callback = sampling(amagold, thinning=10, energy_data=(x, y))
+  with pytest.warns(UserWarning) as record:
+    fit(classifier(), [callback], epochs=3)
+  messages = [str(w.message) for w in record]
+  # At fit start, with the numbers: 2 sampling epochs of 3 steps = 2 tests.
+  assert any("this fit will keep no sample: 3 epoch(s) of 3 steps, 3 of "
+             "them burn-in, leave 6 sampling steps = 2 M-H test(s)" in m and
+             "`thinning` counts M-H tests" in m and "thinning <= 2" in m
+             for m in messages), messages
+  # At the end of fit, with what ran.
+  assert any("fit ended with no sample kept: the chain made 2 M-H test(s)"
+             in m for m in messages), messages
+  assert callback.num_tests == 2 and not callback.samples
+
+
+def test_logits_read_as_probabilities_are_refused():
+  # A linear output layer with from_logits=False: refused at fit start.
+  with pytest.raises(ValueError, match=r"from_logits=False.*output layer "
+                     r"'dense.*' has activation='linear'.*from_logits=True"):
+    fit(classifier(from_logits=False), [sampling()])
+  # No activation to read (Rescaling after the logits): the outputs on the
+  # first training examples are checked.
+  with pytest.raises(ValueError, match=r"from_logits=False.*outputs on the "
+                     r"first training examples range from -"):
+    fit(classifier([keras.layers.Dense(3), keras.layers.Rescaling(2.)],
+                   from_logits=False), [sampling()])
+  # A tf.data pipeline is not iterated at fit start (that would advance
+  # its reshuffling): caught at predict, on the averaged outputs.
+  x, y = data()
+  callback = sampling()
+  fit(classifier([keras.layers.Dense(3), keras.layers.Rescaling(2.)],
+                 from_logits=False), [callback],
+      tf.data.Dataset.from_tensor_slices((x, y)).batch(20))
+  with pytest.raises(ValueError, match=r"from_logits=False.*the averaged "
+                     r"predictions range from -"):
+    callback.predict(x)
+  # The same check travels with the Posterior, also through save / load.
+  with pytest.raises(ValueError, match=r"from_logits=False.*the averaged "
+                     r"predictions range from -"):
+    callback.posterior.predict(x)
+  path = os.path.join(tempfile.mkdtemp(), "posterior.npz")
+  callback.posterior.save(path)
+  with pytest.raises(ValueError, match=r"from_logits=False.*the averaged "
+                     r"predictions range from -"):
+    sgk.Posterior.load(path, model=callback.model).predict(x)
+  # A Softmax layer gives probabilities: accepted, and so are its averages.
+  callback = sampling()
+  fit(classifier([keras.layers.Dense(3), keras.layers.Softmax()],
+                 from_logits=False), [callback])
+  assert callback.predict(x).shape == (N, 3)
+  # And the other way round: softmax applied twice.
+  with pytest.raises(ValueError, match="from_logits=True, but the output "
+                     "layer .* activation='softmax'"):
+    fit(classifier([keras.layers.Dense(3, activation="softmax")]),
+        [sampling()])
+
+
+def test_class_and_sample_weights_are_refused():
+  x, y = data()
+  with pytest.raises(ValueError, match="`class_weight` was passed to fit.*"
+                     "another posterior"):
+    fit(classifier(), [sampling()], x, y, batch_size=20,
+        class_weight={0: 1., 1: 2., 2: 1.})
+  with pytest.raises(ValueError, match="`sample_weight` was passed to fit"):
+    fit(classifier(), [sampling()], x, y, batch_size=20,
+        sample_weight=np.ones(N, np.float32))
+  # Weights yielded by a dataset, as (x, y, w) triples, the same.
+  weighted = tf.data.Dataset.from_tensor_slices(
+      (x, y, np.ones(N, np.float32))).batch(20)
+  with pytest.raises(ValueError, match=r"yields \(x, y, sample_weight\) "
+                     r"triples.*dataset.map\(lambda x, y, w: \(x, y\)\)"):
+    fit(classifier(), [sampling()], weighted)

@@ -1,0 +1,290 @@
+"""Every sampler through `fit` samples the posterior it should, within 4 Monte
+Carlo standard errors from the ESS: Keras and tfp.mcmc SGHMC agree with
+each other and with the Lyapunov prediction of the discretised chain
+(running moments included), Keras and TFP AMAGOLD are exact, SGLD, SGHMC
+(Euler, splitting), pSGLD and SGNHT match their predicted moments, and
+skew-reversible AMAGOLD the analytic posterior.
+
+The model is the Bayesian linear regression of support/linear_regression.py
+written for Keras: Dense(1, no bias) with the Gaussian log-likelihood and a
+N(0, 1) prior. The minibatches are i.i.d. draws with
+replacement (as InMemoryTarget draws them), so the Lyapunov prediction of
+the stationary covariance (support/helpers.py) holds for the Keras chain as
+for the kernel. Step sizes are chosen so that the chain mixes in a few steps
+and the gradient-noise bias is many standard errors wide.
+"""
+
+import keras
+import numpy as np
+import pytest
+import scipy.linalg
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+import tfp_sgmcmc.keras as sgk
+from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
+from support.helpers import variance_and_se
+from support.linear_regression import LinearRegression
+
+
+BATCH = 50
+
+
+@pytest.fixture(scope="module")
+def problem():
+  return LinearRegression(num_examples=500, dim=2, seed=1)
+
+
+def regression_model(init):
+  return keras.Sequential([
+      keras.Input((len(init),)),
+      keras.layers.Dense(1, use_bias=False,
+                         kernel_initializer=keras.initializers.Constant(
+                             np.reshape(init, (-1, 1))))])
+
+
+def iid_batches(problem, num_batches, seed, batch_size=BATCH):
+  """Minibatches drawn with replacement, independently at every step."""
+  x, y = problem.data
+  idx = np.random.default_rng(seed).integers(
+      0, problem.num_examples, size=(num_batches, batch_size)).astype(np.int32)
+  return tf.data.Dataset.from_tensor_slices(idx).map(
+      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+
+
+def fit_regression(problem, sampler, num_steps, steps_per_execution=1,
+                   jit_compile=False, thinning=None, seed=0, **kwargs):
+  model = regression_model(problem.posterior_mean)
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
+                steps_per_execution=steps_per_execution,
+                jit_compile=jit_compile)
+  callback = sgk.SamplingCallback(
+      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
+      thinning=thinning or steps_per_execution, max_samples=10 ** 6,
+      **kwargs)
+  epochs = 10
+  model.fit(iid_batches(problem, num_steps, seed), epochs=epochs,
+            steps_per_epoch=num_steps // epochs, shuffle=False, verbose=0,
+            callbacks=[callback])
+  return model, callback
+
+
+def kept_draws(callback):
+  """The kept samples as [num_samples, 1 chain, dim] float64."""
+  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
+
+
+def test_keras_sghmc_matches_tfp_sghmc_and_the_predicted_posterior(problem):
+  # Splitting SGHMC, XLA-compiled train steps (jit_compile=True), 20 steps
+  # per execution. Reference: the exact stationary covariance of the
+  # discretised chain with this minibatch noise (Lyapunov equation).
+  h, c = 3e-3, 30.
+  predicted = stationary_covariance(
+      "splitting", problem.precision, h, c,
+      gradient_noise=problem.minibatch_gradient_covariance(BATCH))
+  _, callback = fit_regression(
+      problem, sgk.SGHMC(step_size=h, friction=c, integrator="splitting",
+                         seed=1),
+      num_steps=60000, steps_per_execution=20, jit_compile=True)
+  keras_draws = kept_draws(callback)
+  target = problem.in_memory_target(batch_size=BATCH)
+  kernel = sg.SGHMC(target, step_size=h, friction=c, integrator="splitting")
+  init = tf.constant(np.tile(problem.posterior_mean, (8, 1)), tf.float32)
+  tfp_draws = np.asarray(sample(kernel, init, 20000, seed=[1, 2],
+                                num_burnin_steps=500), np.float64)
+
+  estimates = {}
+  for name, draws in (("keras", keras_draws), ("tfp", tfp_draws)):
+    mean, mean_se = mean_and_se(draws)
+    assert np.all(np.abs(mean - problem.posterior_mean) < NUM_SE * mean_se)
+    var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
+    assert np.all(np.abs(var - np.diag(predicted)) < NUM_SE * var_se), name
+    # The minibatch-noise bias is predicted and seen, not hidden.
+    assert np.all(var - np.diag(problem.posterior_cov) > NUM_SE * var_se)
+    estimates[name] = (var, var_se)
+  (var_k, se_k), (var_t, se_t) = estimates["keras"], estimates["tfp"]
+  assert np.all(np.abs(var_k - var_t) < NUM_SE * np.hypot(se_k, se_t))
+
+  # The running moments (every step, in the train step) see the same chain.
+  posterior = callback.posterior
+  assert posterior.num_transitions == 60000
+  running_var = posterior.variance[0].ravel()
+  assert np.all(np.abs(running_var - np.diag(predicted)) < NUM_SE * se_k)
+
+
+def test_keras_amagold_and_tfp_amagold_are_exact(problem):
+  # Real minibatch noise and a step size at which acceptance is about one
+  # half: both front ends sample the analytic posterior.
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  x, y = problem.data
+  _, callback = fit_regression(
+      problem, sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=10, friction=1.,
+                           momentum_std=sigma, seed=2),
+      num_steps=30000, steps_per_execution=10, thinning=1,
+      jit_compile=True, energy_data=(x, y), energy_batch_size=128)
+  assert callback.num_tests == 3000
+  assert 0.3 < callback.acceptance_rate < 0.99
+  target = problem.in_memory_target(batch_size=BATCH, energy_chunk_size=128)
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10,
+                      friction=1., momentum_std=sigma)
+  init = tf.constant(np.tile(problem.posterior_mean, (8, 1)), tf.float32)
+  tfp_draws = np.asarray(sample(kernel, init, 1500, seed=[7, 8],
+                                num_burnin_steps=100), np.float64)
+  for draws in (kept_draws(callback), tfp_draws):
+    mean, mean_se = mean_and_se(draws)
+    assert np.all(np.abs(mean - problem.posterior_mean) < NUM_SE * mean_se)
+    var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
+    assert np.all(np.abs(var - np.diag(problem.posterior_cov)) <
+                  NUM_SE * var_se)
+
+
+@pytest.mark.parametrize("name", ["sgnht", "psgld"])
+def test_other_samplers_run_in_keras_and_find_the_posterior_mean(problem,
+                                                                 name):
+  sampler = (sgk.SGNHT(step_size=3e-3, diffusion=10., seed=3)
+             if name == "sgnht" else
+             sgk.PreconditionedSGLD(step_size=1e-4, decay=0.99, seed=3))
+  _, callback = fit_regression(problem, sampler, num_steps=20000,
+                               steps_per_execution=20)
+  draws = kept_draws(callback)
+  mean, mean_se = mean_and_se(draws)
+  assert np.all(np.abs(mean - problem.posterior_mean) < NUM_SE * mean_se)
+  # The chain moves: its spread is of the posterior's order, not zero.
+  assert np.all(draws.std(axis=0) > 0.2 * np.sqrt(
+      np.diag(problem.posterior_cov)))
+
+
+def batch_indices(problem, num_batches, seed):
+  return np.random.default_rng(seed).integers(
+      0, problem.num_examples, size=(num_batches, BATCH)).astype(np.int32)
+
+
+def batches(problem, indices):
+  x, y = problem.data
+  return tf.data.Dataset.from_tensor_slices(indices).map(
+      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+
+
+def fit(problem, sampler, indices, steps_per_execution=1, thinning=1,
+        epochs=1, jit_compile=False, after=(), **kwargs):
+  model = keras.Sequential([
+      keras.Input((problem.dim,)),
+      keras.layers.Dense(1, use_bias=False,
+                         kernel_initializer=keras.initializers.Constant(
+                             problem.posterior_mean.reshape(-1, 1)))])
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
+                steps_per_execution=steps_per_execution,
+                jit_compile=jit_compile)
+  callback = sgk.SamplingCallback(
+      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
+      thinning=thinning, max_samples=10 ** 6, **kwargs)
+  model.fit(batches(problem, indices), epochs=epochs,
+            steps_per_epoch=len(indices) // epochs, shuffle=False, verbose=0,
+            callbacks=[callback, *after])
+  return callback
+
+
+def draws_of(callback):
+  """Kept samples as [num_samples, 1 chain, dim] float64."""
+  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
+
+
+def check_moments(draws, mean, predicted_cov, bias_from=None):
+  m, m_se = mean_and_se(draws)
+  assert np.all(np.abs(m - mean) < NUM_SE * m_se), (m, mean, m_se)
+  var, var_se = variance_and_se(draws, mean=mean)
+  assert np.all(np.abs(var - np.diag(predicted_cov)) < NUM_SE * var_se), (
+      var, np.diag(predicted_cov), var_se)
+  if bias_from is not None:
+    # The gradient-noise bias is predicted and seen, not hidden.
+    assert np.all(var - np.diag(bias_from) > NUM_SE * var_se)
+
+
+def noise(problem):
+  return problem.minibatch_gradient_covariance(BATCH)
+
+
+def test_keras_sgld_matches_its_predicted_moments(problem):
+  h = 1e-3
+  callback = fit(problem, sgk.SGLD(step_size=h, seed=7),
+                 batch_indices(problem, 20000, seed=8), steps_per_execution=10,
+                 thinning=10, epochs=4, jit_compile=True)
+  predicted = stationary_covariance("sgld", problem.precision, h,
+                                    gradient_noise=noise(problem))
+  check_moments(draws_of(callback), problem.posterior_mean, predicted,
+                bias_from=problem.posterior_cov)
+
+
+@pytest.mark.parametrize("integrator", ["euler", "splitting"])
+def test_keras_sghmc_matches_its_predicted_moments(problem, integrator):
+  h, c = 0.02, 20.
+  callback = fit(problem, sgk.SGHMC(step_size=h, friction=c,
+                                    integrator=integrator, seed=9),
+                 batch_indices(problem, 20000, seed=10),
+                 steps_per_execution=10, thinning=10, epochs=4,
+                 jit_compile=True)
+  predicted = stationary_covariance(integrator, problem.precision, h, c,
+                                    gradient_noise=noise(problem))
+  check_moments(draws_of(callback), problem.posterior_mean, predicted,
+                bias_from=problem.posterior_cov)
+
+
+def psgld_prediction(problem, h, regularizer):
+  """Stationary covariance of pSGLD with its preconditioner at the fixed
+  point G = 1 / (lambda + sqrt(E[g_bar^2])), E[g_bar^2] =
+  diag(P S P + V) / N^2 (decay close to 1: G is nearly constant)."""
+  p, v, n = problem.precision, noise(problem), problem.num_examples
+  s = problem.posterior_cov
+  for _ in range(100):
+    g = 1. / (regularizer + np.sqrt(np.diag(p @ s @ p + v)) / n)
+    gm = np.diag(g)
+    a = np.eye(problem.dim) - h * gm @ p
+    q = h * h * gm @ v @ gm + 2 * h * gm
+    s = scipy.linalg.solve_discrete_lyapunov(a, q)
+  return s
+
+
+def test_keras_psgld_matches_its_predicted_moments(problem):
+  h, reg = 2e-4, 1e-5
+  callback = fit(problem, sgk.PreconditionedSGLD(step_size=h, decay=0.999,
+                                                 regularizer=reg, seed=11),
+                 batch_indices(problem, 22000, seed=12),
+                 steps_per_execution=10, thinning=10, epochs=4,
+                 jit_compile=True, burnin_steps=2000)
+  check_moments(draws_of(callback), problem.posterior_mean,
+                psgld_prediction(problem, h, reg),
+                bias_from=problem.posterior_cov)
+
+
+def test_keras_sgnht_matches_its_predicted_moments(problem):
+  # At stationarity the thermostat settles where the kinetic energy per
+  # dimension is T; around that value xi* SGNHT is Euler SGHMC with
+  # friction xi* and injected noise 2 A h T (B-hat = A - xi* in the
+  # Euler form's units). xi* is read from the chain.
+  h, a = 0.01, 5.
+  callback = fit(problem, sgk.SGNHT(step_size=h, diffusion=a, seed=13),
+                 batch_indices(problem, 20000, seed=14),
+                 steps_per_execution=10, thinning=10, epochs=4,
+                 jit_compile=True)
+  xi = float(callback.sampler.log_diagnostics()["thermostat"])
+  predicted = stationary_covariance("euler", problem.precision, h, xi,
+                                    gradient_noise=noise(problem),
+                                    noise_estimate=xi - a)
+  check_moments(draws_of(callback), problem.posterior_mean, predicted)
+
+
+def test_keras_skew_reversible_amagold_samples_the_posterior(problem):
+  # Reversible AMAGOLD: test_keras_amagold_and_tfp_amagold_are_exact.
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  x, y = problem.data
+  callback = fit(problem, sgk.AMAGOLD(
+      step_size=0.15, num_leapfrog_steps=5, friction=1., momentum_std=sigma,
+      resample_momentum=False, seed=15),
+                 batch_indices(problem, 6000, seed=16), steps_per_execution=5,
+                 epochs=4, jit_compile=True, energy_data=(x, y),
+                 energy_batch_size=500)
+  assert 0.3 < callback.acceptance_rate < 0.99
+  check_moments(draws_of(callback), problem.posterior_mean,
+                problem.posterior_cov)

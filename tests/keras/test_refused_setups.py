@@ -1,0 +1,163 @@
+"""SamplingCallback and the Keras samplers refuse what would bias a sampler or
+skip its steps, naming the argument and the fix: losses that are not a mean
+negative log-likelihood, a missing or bad number of examples or prior,
+optimizer options that bias the update (set at construction or after),
+steps_per_execution that would skip the callback, models that count the
+prior twice (regularizers, constraints), an uncompiled model, AMAGOLD
+without the whole training set for its test.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc.keras as sgk
+
+
+def logistic_setup(seed=0, n=200):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(n, 3)).astype(np.float32)
+  y = (rng.uniform(size=n) < 1. / (1. + np.exp(-(x @ [2., -1., .5])))
+       ).astype(np.float32)
+
+  def make():
+    return keras.Sequential([
+        keras.Input((3,)),
+        keras.layers.Dense(1, kernel_initializer="zeros")])
+  return x, y, make
+
+
+def tiny_fit(loss=None, sampler=None, model=None, steps_per_execution=1,
+             steps=8, **kwargs):
+  x, y, make = logistic_setup(n=40)
+  model = model or make()
+  model.compile(optimizer="sgd", steps_per_execution=steps_per_execution,
+                loss=loss or keras.losses.BinaryCrossentropy(
+                    from_logits=True))
+  callback = sgk.SamplingCallback(
+      sampler or sgk.SGLD(step_size=1e-3),
+      **{"num_examples": 40, "prior": 1., **kwargs})
+  model.fit(x, y, batch_size=5, epochs=1, steps_per_epoch=steps, verbose=0,
+            callbacks=[callback])
+  return callback
+
+
+@pytest.mark.parametrize("loss, message", [
+    ("mse", "not a supported negative log-likelihood.*Gaussian"),
+    (keras.losses.MeanSquaredError(), "not a supported"),
+    (lambda y, p: tf.square(y - p), "not a supported"),
+    (keras.losses.BinaryFocalCrossentropy(), "not a supported"),
+    (keras.losses.BinaryCrossentropy(label_smoothing=0.1), "label_smoothing"),
+    (keras.losses.BinaryCrossentropy(reduction="sum"), "reduction='sum'"),
+    ("crossentropy", "name it"),
+])
+def test_losses_that_are_not_a_mean_negative_log_likelihood_are_refused(
+    loss, message):
+  with pytest.raises(ValueError, match=message):
+    tiny_fit(loss=loss)
+
+
+def test_other_refused_losses():
+  with pytest.raises(ValueError, match="ignore_class"):
+    sgk.resolve_likelihood(keras.losses.SparseCategoricalCrossentropy(
+        ignore_class=0))
+  with pytest.raises(ValueError, match="one negative log-likelihood"):
+    sgk.resolve_likelihood(["mse", "mse"])
+  three_units = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
+  with pytest.raises(ValueError, match="3 output units"):
+    tiny_fit(model=three_units)
+  for ok in ("sparse_categorical_crossentropy",
+             keras.losses.CategoricalCrossentropy(from_logits=True),
+             sgk.NegativeLogLikelihood(lambda y, p: tf.square(y - p))):
+    sgk.resolve_likelihood(ok)
+
+
+def test_missing_or_bad_number_of_examples_is_refused():
+  sampler = sgk.SGLD(step_size=1e-3)
+  with pytest.raises(TypeError, match="num_examples"):
+    sgk.SamplingCallback(sampler, prior=1.)  # pylint: disable=missing-kwoa
+  with pytest.raises(ValueError, match="num_examples.*required"):
+    sgk.SamplingCallback(sampler, num_examples=None, prior=1.)
+  with pytest.raises(ValueError, match="num_examples.*>= 1.*0"):
+    sgk.SamplingCallback(sampler, num_examples=0, prior=1.)
+  with pytest.raises(TypeError, match="num_examples.*2.5"):
+    sgk.SamplingCallback(sampler, num_examples=2.5, prior=1.)
+  with pytest.raises(ValueError, match="prior.*None"):
+    sgk.SamplingCallback(sampler, num_examples=10, prior=None)
+
+
+@pytest.mark.parametrize("option", [
+    dict(clipnorm=1.), dict(clipvalue=1.), dict(global_clipnorm=1.),
+    dict(weight_decay=1e-4), dict(use_ema=True),
+    dict(gradient_accumulation_steps=2), dict(learning_rate=0.1)])
+def test_options_that_bias_a_sampler_are_refused(option):
+  key = next(iter(option))
+  with pytest.raises(ValueError, match=key):
+    sgk.SGHMC(step_size=1e-2, friction=1., **option)
+
+
+def test_biasing_options_set_after_construction_are_refused():
+  sampler = sgk.SGLD(step_size=1e-3)
+  sampler.clipnorm = 1.
+  with pytest.raises(ValueError, match="clipnorm"):
+    sgk.SamplingCallback(sampler, num_examples=10, prior=1.)
+  with pytest.raises(TypeError, match="Keras optimizers do not sample"):
+    sgk.SamplingCallback(keras.optimizers.SGD(0.1), num_examples=10,
+                         prior=1.)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(steps_per_execution=4, thinning=6), "thinning=6"),
+    (dict(steps_per_execution=2, burnin_steps=3), "burnin_steps=3"),
+    (dict(steps_per_execution=3, thinning=3, steps=8),
+     "steps per epoch=8"),
+    (dict(steps_per_execution=4, sampler=sgk.AMAGOLD(
+        step_size=0.1, num_leapfrog_steps=10, friction=1.),
+          thinning=4), "num_leapfrog_steps=10"),
+])
+def test_steps_per_execution_that_would_skip_the_callback_is_refused(
+    kwargs, message):
+  kwargs = dict(kwargs)
+  if isinstance(kwargs.get("sampler"), sgk.AMAGOLD):
+    x, y, _ = logistic_setup(n=40)
+    kwargs["energy_data"] = (x, y)
+  with pytest.raises(ValueError, match=f"steps_per_execution.*{message}"):
+    tiny_fit(**kwargs)
+
+
+def test_models_that_would_count_the_prior_twice_are_refused():
+  regularized = keras.Sequential([
+      keras.Input((3,)),
+      keras.layers.Dense(1, kernel_regularizer=keras.regularizers.L2(1e-3))])
+  with pytest.raises(ValueError, match="regularizer.*N times"):
+    tiny_fit(model=regularized)
+  activity = keras.Sequential([
+      keras.Input((3,)),
+      keras.layers.Dense(1, activity_regularizer=keras.regularizers.L2(1.))])
+  with pytest.raises(ValueError, match="activity_regularizer"):
+    tiny_fit(model=activity)
+  constrained = keras.Sequential([
+      keras.Input((3,)),
+      keras.layers.Dense(1, kernel_constraint=keras.constraints.MaxNorm(1.))])
+  with pytest.raises(ValueError, match="constraint"):
+    tiny_fit(model=constrained)
+  uncompiled = logistic_setup()[2]()
+  callback = sgk.SamplingCallback(sgk.SGLD(step_size=1e-3), num_examples=40,
+                                  prior=1.)
+  callback.set_model(uncompiled)
+  with pytest.raises(ValueError, match="compile the model"):
+    callback.on_train_begin()
+
+
+def test_amagold_needs_the_whole_training_set_for_its_test():
+  amagold = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.)
+  with pytest.raises(ValueError, match="energy_data"):
+    sgk.SamplingCallback(amagold, num_examples=40, prior=1.)
+  x, y, _ = logistic_setup(n=40)
+  with pytest.raises(ValueError, match="holds 30 examples.*num_examples=40"):
+    tiny_fit(sampler=amagold, energy_data=(x[:30], y[:30]))
+  with pytest.raises(ValueError, match="not both"):
+    sgk.SamplingCallback(amagold, num_examples=40, prior=1.,
+                         burnin_epochs=1, burnin_steps=5,
+                         energy_data=(x, y))

@@ -1,0 +1,136 @@
+"""Several `fit` calls with one SamplingCallback: a second fit continues the
+chain from its position (step count, momentum, samples), later fits retrace
+no train step, and AMAGOLD's M-H test is one compiled call traced once.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc.keras as sgk
+from support.linear_regression import LinearRegression
+
+
+BATCH = 50
+
+
+@pytest.fixture(scope="module")
+def problem():
+  return LinearRegression(num_examples=500, dim=2, seed=1)
+
+
+def regression_model(init):
+  return keras.Sequential([
+      keras.Input((len(init),)),
+      keras.layers.Dense(1, use_bias=False,
+                         kernel_initializer=keras.initializers.Constant(
+                             np.reshape(init, (-1, 1))))])
+
+
+def iid_batches(problem, num_batches, seed, batch_size=BATCH):
+  """Minibatches drawn with replacement, independently at every step."""
+  x, y = problem.data
+  idx = np.random.default_rng(seed).integers(
+      0, problem.num_examples, size=(num_batches, batch_size)).astype(np.int32)
+  return tf.data.Dataset.from_tensor_slices(idx).map(
+      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+
+
+def test_a_second_fit_continues_the_chain_from_its_position(problem):
+  # Splitting SGHMC keeps its variables half a drift ahead during fit; at
+  # the end of fit they hold the chain's position (the last kept sample),
+  # the compiled optimizer is back, and a second fit with the same callback
+  # continues the same chain (step count, momentum, samples).
+  model = regression_model(problem.posterior_mean)
+  sgd = keras.optimizers.SGD(1e-3)
+  model.compile(optimizer=sgd, loss=sgk.GaussianNegativeLogLikelihood(1.))
+  sampling = sgk.SamplingCallback(
+      sgk.SGHMC(step_size=3e-3, friction=30., integrator="splitting",
+                momentum_resampling_period=7, seed=9),
+      num_examples=problem.num_examples, prior=1., thinning=10)
+  data = iid_batches(problem, 200, seed=3)
+  model.fit(data.take(100), epochs=1, shuffle=False, verbose=0,
+            callbacks=[sampling])
+  np.testing.assert_array_equal(model.get_weights()[0],
+                                sampling.samples[-1][0])
+  assert model.optimizer is sgd
+  momentum = [np.array(r) for r in sampling.sampler.momentum]
+  model.fit(data.skip(100), epochs=1, shuffle=False, verbose=0,
+            callbacks=[sampling])
+  assert sampling.sampler.step_count == 200
+  assert len(sampling.samples) == 20
+  assert sampling.posterior.num_transitions == 200
+  np.testing.assert_array_equal(model.get_weights()[0],
+                                sampling.samples[-1][0])
+  assert not np.array_equal(sampling.samples[-1][0], sampling.samples[9][0])
+  assert not np.array_equal(momentum[0], sampling.sampler.momentum[0])
+
+
+def count_train_step_traces(model):
+  """A list that gets the optimizer's class name each time `model`'s train
+  step is traced (the appending runs only while tracing)."""
+  traces = []
+  train_step = model.train_step
+
+  def counting_train_step(data):
+    traces.append(type(model.optimizer).__name__)
+    return train_step(data)
+  model.train_step = counting_train_step
+  return traces
+
+
+def test_later_fits_retrace_no_train_step(problem):
+  # Each optimizer's train step is traced once per compile: the burn-in
+  # optimizer's and the sampler's train functions are swapped in with their
+  # optimizers, not rebuilt, so a second and third `fit` trace nothing. A
+  # new `compile` (possibly a new loss) makes them anew (here only the
+  # sampler's runs: the burn-in is over).
+  model = regression_model(problem.posterior_mean)
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  traces = count_train_step_traces(model)
+  sampling = sgk.SamplingCallback(
+      sgk.SGHMC(step_size=3e-3, friction=30., seed=9),
+      num_examples=problem.num_examples, prior=1., burnin_steps=5)
+  data = iid_batches(problem, 20, seed=3)
+  for _ in range(3):
+    model.fit(data, epochs=1, verbose=0, callbacks=[sampling])
+    assert traces == ["SGD", "SGHMC"]
+  assert sampling.sampler.step_count == 55
+  model.compile(optimizer=model.optimizer,
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  model.fit(data, epochs=1, verbose=0, callbacks=[sampling])
+  assert traces == ["SGD", "SGHMC", "SGHMC"]
+  assert sampling.sampler.step_count == 75
+
+
+def test_amagold_test_is_one_call_traced_once_over_fits(problem,
+                                                        monkeypatch):
+  # AMAGOLD's M-H test (full-data energy, test, health check) is one
+  # compiled function, under XLA here as the train step is, traced once:
+  # later fits with the same callback retrace neither it nor the train step.
+  x, y = problem.data
+  model = regression_model(problem.posterior_mean)
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
+                jit_compile=True)
+  traces = count_train_step_traces(model)
+  test_function = sgk.AMAGOLD.test_function
+
+  def counting_test_function(self, energy_fn, after_fn, jit_compile=False):
+    def counting_energy_fn(*args):
+      traces.append("M-H test")  # Runs while tracing.
+      return energy_fn(*args)
+    return test_function(self, counting_energy_fn, after_fn, jit_compile)
+  monkeypatch.setattr(sgk.AMAGOLD, "test_function", counting_test_function)
+  sampling = sgk.SamplingCallback(
+      sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5, friction=1.,
+                  momentum_std=20., seed=4),
+      num_examples=problem.num_examples, prior=problem.prior_scale,
+      energy_data=(x, y), energy_batch_size=128)
+  for _ in range(3):
+    model.fit(iid_batches(problem, 20, seed=5), epochs=1, verbose=0,
+              callbacks=[sampling])
+  assert traces == ["AMAGOLD", "M-H test"]
+  assert sampling.num_tests == 12

@@ -1,0 +1,248 @@
+"""The Keras sampler's chain is the tfp.mcmc kernel's: run with `one_step` on
+the same minibatches (a DatasetTarget over the batches `fit` sees) and the
+same per-step seeds (`sampler.step_seed(k)`), SGLD, pSGLD, SGHMC (Euler,
+splitting), SGNHT and AMAGOLD (reversible and skew-reversible) agree up to
+float32 rounding of the gradient (Keras: N times the gradient of the mean
+loss; the target: of the summed energy). Within Keras, AMAGOLD's exact test
+over a tf.data energy set is the chain of arrays, and the minibatch test on
+all N examples is the exact test.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+import tfp_sgmcmc.keras as sgk
+from tfp_sgmcmc.keras import base as keras_base
+from support.linear_regression import LinearRegression
+
+
+BATCH = 50
+
+
+@pytest.fixture(scope="module")
+def problem():
+  return LinearRegression(num_examples=500, dim=2, seed=1)
+
+
+def batch_indices(problem, num_batches, seed):
+  return np.random.default_rng(seed).integers(
+      0, problem.num_examples, size=(num_batches, BATCH)).astype(np.int32)
+
+
+def batches(problem, indices):
+  x, y = problem.data
+  return tf.data.Dataset.from_tensor_slices(indices).map(
+      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+
+
+def fit(problem, sampler, indices, steps_per_execution=1, thinning=1,
+        epochs=1, jit_compile=False, after=(), **kwargs):
+  model = keras.Sequential([
+      keras.Input((problem.dim,)),
+      keras.layers.Dense(1, use_bias=False,
+                         kernel_initializer=keras.initializers.Constant(
+                             problem.posterior_mean.reshape(-1, 1)))])
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
+                steps_per_execution=steps_per_execution,
+                jit_compile=jit_compile)
+  callback = sgk.SamplingCallback(
+      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
+      thinning=thinning, max_samples=10 ** 6, **kwargs)
+  model.fit(batches(problem, indices), epochs=epochs,
+            steps_per_epoch=len(indices) // epochs, shuffle=False, verbose=0,
+            callbacks=[callback, *after])
+  return callback
+
+
+def draws_of(callback):
+  """Kept samples as [num_samples, 1 chain, dim] float64."""
+  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
+
+
+def kernel_target(problem, indices):
+  """A DatasetTarget over the batches `fit` sees, for a [dim, 1] state."""
+  def log_likelihood(w, batch):
+    xb, yb = batch
+    pred = tf.linalg.matvec(xb, w[..., 0])
+    return -0.5 * (yb - pred) ** 2 / problem.noise_scale ** 2 - (
+        np.log(problem.noise_scale) + 0.5 * np.log(2 * np.pi))
+
+  def log_prior(w):
+    return tf.reduce_sum(-0.5 * w ** 2 / problem.prior_scale ** 2)
+  x, y = problem.data
+  return sg.DatasetTarget(
+      log_likelihood, batches(problem, indices), problem.num_examples,
+      log_prior_fn=log_prior,
+      full_dataset=tf.data.Dataset.from_tensor_slices((x, y)).batch(500))
+
+
+def run_kernel(kernel, problem, indices, sampler, num_steps,
+               results_fn=None):
+  """`kernel.one_step` with the Keras sampler's seeds, on its batches."""
+  init = tf.constant(problem.posterior_mean.reshape(-1, 1), tf.float32)
+  results = kernel.bootstrap_results(init)
+  if results_fn is not None:
+    results = results_fn(results)
+  # The bootstrap drew a batch; the chain starts on the first one.
+  kernel = kernel.copy(target=kernel_target(problem, indices))
+  state, states, accepted = init, [], []
+  for k in range(num_steps):
+    state, results = kernel.one_step(state, results,
+                                     seed=sampler.step_seed(k))
+    states.append(state.numpy()[:, 0])
+    if hasattr(results, "is_accepted"):
+      accepted.append(bool(results.is_accepted))
+  return np.array(states), accepted
+
+
+SAME_CHAIN = {
+    "sgld": (lambda: sgk.SGLD(step_size=1e-3, seed=3),
+             lambda t: sg.SGLD(t, step_size=1e-3)),
+    "psgld": (lambda: sgk.PreconditionedSGLD(step_size=1e-4, decay=0.9,
+                                             seed=3),
+              lambda t: sg.PreconditionedSGLD(t, step_size=1e-4, decay=0.9)),
+    "sghmc_euler": (
+        lambda: sgk.SGHMC(step_size=0.02, friction=20., seed=3,
+                          momentum_resampling_period=7),
+        lambda t: sg.SGHMC(t, step_size=0.02, friction=20.,
+                           momentum_resampling_period=7)),
+    "sghmc_splitting": (
+        lambda: sgk.SGHMC(step_size=0.02, friction=20., seed=3,
+                          integrator="splitting",
+                          momentum_resampling_period=7),
+        lambda t: sg.SGHMC(t, step_size=0.02, friction=20.,
+                           integrator="splitting",
+                           momentum_resampling_period=7)),
+    "sgnht": (lambda: sgk.SGNHT(step_size=0.01, diffusion=5., seed=3),
+              lambda t: sg.SGNHT(t, step_size=0.01, diffusion=5.)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SAME_CHAIN))
+def test_keras_chain_is_the_kernel_chain(problem, name):
+  make_sampler, make_kernel = SAME_CHAIN[name]
+  num_steps = 60
+  indices = batch_indices(problem, num_steps, seed=4)
+  callback = fit(problem, make_sampler(), indices)
+  keras_states = draws_of(callback)[:, 0]
+  kernel_states, _ = run_kernel(make_kernel(kernel_target(problem, indices)),
+                                problem, indices, callback.sampler,
+                                num_steps)
+  assert keras_states.shape == kernel_states.shape == (num_steps, 2)
+  # The chain moves (by many times the tolerance) and both agree.
+  assert np.ptp(kernel_states, axis=0).min() > 1e-2
+  np.testing.assert_allclose(keras_states, kernel_states, rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("resample_momentum", [True, False])
+def test_keras_amagold_is_the_kernel_chain(problem, resample_momentum):
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  t, num_tests = 5, 40
+  indices = batch_indices(problem, t * num_tests, seed=5)
+  x, y = problem.data
+  args = dict(step_size=0.15, num_leapfrog_steps=t, friction=1.,
+              momentum_std=sigma, resample_momentum=resample_momentum)
+  callback = fit(problem, sgk.AMAGOLD(seed=6, **args), indices,
+                 energy_data=(x, y), energy_batch_size=500)
+  sampler = callback.sampler
+  # The carried momentum the Keras chain starts from (skew-reversible).
+  r0 = sigma * sg.dynamics.standard_normal_like(
+      [tf.zeros([2, 1])], keras_base.seed_for(sampler.seed, keras_base.BEGIN,
+                                              0))[0]
+
+  def start_from_keras_momentum(results):
+    inner = results.accepted_results._replace(momentum=r0)
+    return results._replace(accepted_results=inner)
+  kernel_states, accepted = run_kernel(
+      sg.AMAGOLD(kernel_target(problem, indices), **args), problem, indices,
+      sampler, num_tests, results_fn=start_from_keras_momentum)
+  keras_states = draws_of(callback)[:, 0]
+  assert callback.num_tests == num_tests
+  assert 0 < sum(accepted) < num_tests  # both outcomes are exercised
+  assert callback.num_accepted == sum(accepted)
+  np.testing.assert_allclose(keras_states, kernel_states, rtol=0, atol=2e-5)
+
+
+def regression_model(init):
+  return keras.Sequential([
+      keras.Input((len(init),)),
+      keras.layers.Dense(1, use_bias=False,
+                         kernel_initializer=keras.initializers.Constant(
+                             np.reshape(init, (-1, 1))))])
+
+
+def iid_batches(problem, num_batches, seed, batch_size=BATCH):
+  """Minibatches drawn with replacement, independently at every step."""
+  x, y = problem.data
+  idx = np.random.default_rng(seed).integers(
+      0, problem.num_examples, size=(num_batches, batch_size)).astype(np.int32)
+  return tf.data.Dataset.from_tensor_slices(idx).map(
+      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+
+
+def fit_regression(problem, sampler, num_steps, steps_per_execution=1,
+                   jit_compile=False, thinning=None, seed=0, **kwargs):
+  model = regression_model(problem.posterior_mean)
+  model.compile(optimizer=keras.optimizers.SGD(1e-3),
+                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
+                steps_per_execution=steps_per_execution,
+                jit_compile=jit_compile)
+  callback = sgk.SamplingCallback(
+      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
+      thinning=thinning or steps_per_execution, max_samples=10 ** 6,
+      **kwargs)
+  epochs = 10
+  model.fit(iid_batches(problem, num_steps, seed), epochs=epochs,
+            steps_per_epoch=num_steps // epochs, shuffle=False, verbose=0,
+            callbacks=[callback])
+  return model, callback
+
+
+def kept_draws(callback):
+  """The kept samples as [num_samples, 1 chain, dim] float64."""
+  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
+
+
+def test_amagold_energy_data_as_a_dataset_gives_the_chain_of_arrays(problem):
+  # The exact test's U over a tf.data.Dataset (summed from Python, then
+  # handed to the compiled test) equals U over the same arrays in the same
+  # batches (summed inside the compiled test): the same chain.
+  x, y = problem.data
+  chains = []
+  for energy_data in ((x, y), tf.data.Dataset.from_tensor_slices(
+      (x, y)).batch(128)):
+    _, callback = fit_regression(
+        problem, sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5,
+                             friction=1., momentum_std=20., seed=3),
+        num_steps=100, thinning=1, energy_data=energy_data,
+        energy_batch_size=128)
+    chains.append((kept_draws(callback), callback.num_accepted))
+  (a, accepted_a), (b, accepted_b) = chains
+  assert len(a) == 20 and 0 < accepted_a < 20
+  assert accepted_a == accepted_b
+  np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_minibatch_acceptance_on_the_whole_data_is_the_exact_test(problem):
+  # acceptance_energy="minibatch" estimates U(theta) (via stateless_call,
+  # the weights untouched) and U(theta*) on one batch; with a "batch" of
+  # all N examples the estimates are the exact energies, so the chain must
+  # be the exact chain (same seed, same data).
+  x, y = problem.data
+  chains = []
+  for acceptance in ("exact", "minibatch"):
+    _, callback = fit_regression(
+        problem, sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5,
+                             friction=1., momentum_std=20.,
+                             acceptance_energy=acceptance, seed=3),
+        num_steps=400, thinning=1, energy_data=(x, y),
+        energy_batch_size=problem.num_examples)
+    chains.append((kept_draws(callback), callback.num_accepted))
+  (exact, accepted_exact), (minibatch, accepted_minibatch) = chains
+  assert accepted_exact == accepted_minibatch
+  assert 0 < accepted_exact < 80
+  np.testing.assert_allclose(minibatch, exact, rtol=1e-5, atol=1e-6)

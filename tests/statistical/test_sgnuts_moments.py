@@ -1,0 +1,61 @@
+"""SG-NUTS: moments on noisy Gaussians (close to the truth at small friction,
+its approximation visible at larger), and trajectories that grow where the
+posterior is wider.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
+
+
+def gaussian(scales, noise=1.):
+  scales = np.asarray(scales, np.float32)
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x / scales) ** 2, -1),
+      gradient_noise_variance=noise)
+
+
+def run(target, friction, num_results=2000, eps=0.1, seed=(1, 2)):
+  kernel = sg.SGNUTS(target, eps, friction=friction, max_tree_depth=8)
+  draws, (depth, grads) = sample(
+      kernel, tf.zeros([8, 2]), num_results, seed=list(seed),
+      num_burnin_steps=100,
+      trace_fn=lambda _, r: (r.tree_depth, r.num_gradient_evaluations))
+  return np.asarray(draws), np.asarray(depth), np.asarray(grads)
+
+
+def test_sgnuts_moments_on_a_noisy_gaussian():
+  # SG-NUTS is not exact (see its docstring): its SGHMC steps inject and
+  # remove energy, and the multinomial weights exp(-H) then favour states
+  # whose H drifted down. The effect scales with the friction, so at small
+  # friction the moments are close to the truth. Tolerance: 4 Monte Carlo
+  # standard errors plus 5% of the variance for that approximation (measured
+  # 2-3% at C = 0.1; at C = 0.5 it is about 20%, asserted below, so the
+  # allowance cannot hide a broken trajectory).
+  draws, _, grads = run(gaussian([1., 1.]), friction=0.1)
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws, mean=0.)
+  assert np.all(np.abs(mean) < NUM_SE * mean_se)
+  assert np.all(np.abs(var - 1.) < NUM_SE * var_se + 0.05)
+  # The number of gradient steps is reported and bounded by the depth.
+  assert np.all(grads >= 1) and np.all(grads <= 2 ** 8 - 1)
+
+  draws, _, _ = run(gaussian([1., 1.]), friction=0.5)
+  var, var_se = variance_and_se(draws, mean=0.)
+  assert np.all(1. - var > 0.05 + NUM_SE * var_se)
+
+
+def test_sgnuts_takes_longer_trajectories_where_the_posterior_is_wider():
+  results = {}
+  for name, scales in (("stiff", [1., 1.]), ("stiff+loose", [1., 5.]),
+                       ("loose", [5., 5.])):
+    _, depth, grads = run(gaussian(scales), friction=0.1, num_results=1000)
+    results[name] = mean_and_se(grads[..., None].astype(np.float64))
+    print(name, "mean gradient steps per iteration", results[name][0][0],
+          "mean depth", depth.mean())
+  order = ["stiff", "stiff+loose", "loose"]
+  for a, b in zip(order, order[1:]):
+    (ma, sa), (mb, sb) = results[a], results[b]
+    assert mb[0] - ma[0] > NUM_SE * np.hypot(sa[0], sb[0]), (a, b)

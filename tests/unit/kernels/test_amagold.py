@@ -1,0 +1,284 @@
+"""AMAGOLD's kernel step by step (tfp_sgmcmc/kernels/amagold.py): the proposal
+and log acceptance ratio against float64 NumPy, the energy accumulator as
+the log reverse-over-forward path ratio, rejection (state kept, momentum
+negated), a diverged proposal, the cached energy, the minibatch test on one
+minibatch, seeds, the SGD parameterisation, and what the kernel says about
+its own exactness.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.kernels import _common
+from support.helpers import sample
+from support.linear_regression import LinearRegression
+
+
+# A 2-D Gaussian N(0, diag(1, 1/4)) with grad U~ = grad U + N(0, 4 I).
+PRECISION = np.array([1., 4.], np.float32)
+NOISE_VARIANCE = 4.
+STEP_SIZE = 0.1
+FRICTION = 0.5  # beta; SGHMC's matching friction is C = 2 beta (Alg. 1).
+NUM_LEAPFROG_STEPS = 10
+
+
+def gaussian_energy(x):
+  return 0.5 * tf.reduce_sum(PRECISION * tf.square(x), -1)
+
+
+def noisy_gaussian(noise_variance=NOISE_VARIANCE):
+  return sg.NoisyGradientTarget(gaussian_energy,
+                                gradient_noise_variance=noise_variance)
+
+
+def accept_trace(_, pkr):
+  return pkr.is_accepted
+
+
+def quartic_energy(x):
+  """A skewed, non-Gaussian 2-D energy (exact gradients in these tests)."""
+  x0, x1 = x[..., 0], x[..., 1]
+  return (0.5 * x0 ** 2 + 0.1 * x0 ** 4 + 0.3 * x0 ** 3 / (1. + x0 ** 2)
+          + (x1 - 0.5 * x0) ** 2)
+
+
+def exact_gradient_target(energy_fn):
+  return sg.NoisyGradientTarget(energy_fn, gradient_noise_variance=0.)
+
+
+def test_one_step_log_accept_ratio_is_minus_hmc_energy_change():
+  # beta = 0, exact gradients, one outer step from a given momentum: the
+  # proposal is T leapfrog steps (drift-kick-drift) and the log acceptance
+  # ratio is HMC's -(delta U + delta K), checked against float64 NumPy.
+  eps, num_steps = 0.15, 7
+  theta0 = np.array([[0.3, -1.2], [1.5, 0.4], [-0.7, 2.0]])
+  r0 = np.array([[0.5, 1.0], [-1.3, 0.2], [0.1, -0.4]])
+  kernel = sg.AMAGOLD(exact_gradient_target(quartic_energy), step_size=eps,
+                      num_leapfrog_steps=num_steps, friction=0.,
+                      resample_momentum=False)
+  state = tf.constant(theta0)
+  results = kernel.bootstrap_results(state)
+  results = results._replace(accepted_results=results.accepted_results._replace(
+      momentum=tf.constant(r0)))
+  _, results = kernel.one_step(state, results, seed=[1, 2])
+
+  def grad(x):
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      u = quartic_energy(x)
+    return tape.gradient(u, x).numpy(), u.numpy()
+
+  theta, r = theta0 + 0.5 * eps * r0, r0.copy()
+  for t in range(num_steps):
+    r = r - eps * grad(theta)[0]
+    theta = theta + (eps if t < num_steps - 1 else 0.5 * eps) * r
+  delta_u = grad(theta)[1] - grad(theta0)[1]
+  delta_k = 0.5 * np.sum(r ** 2, -1) - 0.5 * np.sum(r0 ** 2, -1)
+  np.testing.assert_allclose(results.proposed_state, theta, rtol=1e-10)
+  np.testing.assert_allclose(results.proposed_results.momentum, r, rtol=1e-10)
+  np.testing.assert_allclose(results.log_accept_ratio, -(delta_u + delta_k),
+                             rtol=1e-8, atol=1e-10)
+  # rho = K(r0) - K(r*) exactly when the kicks are deterministic.
+  np.testing.assert_allclose(
+      results.proposed_results.log_acceptance_correction, -delta_k,
+      rtol=1e-8, atol=1e-10)
+
+
+def test_energy_accumulator_is_the_log_reverse_over_forward_path_ratio():
+  # One stochastic kick with beta > 0: rho + K(r') - K(r) must equal
+  # log N(eta_rev) - log N(eta_fwd), the densities of the noise that makes
+  # the forward move r -> r' and the momentum-flipped reverse -r' -> -r.
+  # (The K terms then cancel in pi(theta*, -r*) / pi(theta, r).)
+  eps, beta, sigma = (tf.constant(v, tf.float64) for v in (0.3, 0.7, 1.6))
+  rng = np.random.default_rng(0)
+  r, g, xi = rng.normal(size=(3, 4, 5))
+  r = 1.6 * r
+  r_new = sg.dynamics.amagold_momentum(tf.constant(r), tf.constant(g), eps,
+                                       beta, tf.constant(xi), sigma).numpy()
+  rho = sg.dynamics.energy_accumulator_increment(
+      tf.constant(g), tf.constant(r), tf.constant(r_new), eps, sigma,
+      batch_ndims=1).numpy()
+  eps, a = eps.numpy(), (eps * beta).numpy()
+  noise_var = 4. * a * sigma.numpy() ** 2
+  eta_fwd = (1 + a) * r_new - (1 - a) * r + eps * g
+  eta_rev = (1 + a) * (-r) - (1 - a) * (-r_new) + eps * g
+  log_ratio = -0.5 * np.sum(eta_rev ** 2 - eta_fwd ** 2, -1) / noise_var
+  kinetic = lambda p: sg.dynamics.kinetic_energy(  # noqa: E731
+      tf.constant(p), sigma, batch_ndims=1).numpy()
+  np.testing.assert_allclose(rho + kinetic(r_new) - kinetic(r), log_ratio,
+                             rtol=1e-10, atol=1e-10)
+
+
+def test_same_seed_same_chain_other_seed_other_chain():
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=STEP_SIZE,
+                      num_leapfrog_steps=NUM_LEAPFROG_STEPS, friction=FRICTION)
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run(seed):
+    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
+                                 trace_fn=accept_trace, seed=seed)
+  a = run(tf.constant([1, 2]))
+  b = run(tf.constant([1, 2]))
+  c = run(tf.constant([2, 1]))
+  np.testing.assert_array_equal(a[0], b[0])
+  np.testing.assert_array_equal(a[1], b[1])
+  assert not np.allclose(a[0], c[0])
+
+
+def test_rejection_keeps_state_and_negates_momentum():
+  # A huge step size makes every proposal non-finite or hopeless.
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=50.,
+                      num_leapfrog_steps=10, friction=FRICTION,
+                      resample_momentum=False)
+  state = tf.constant([[0.5, -0.5], [1., 0.2]])
+  results = kernel.bootstrap_results(state)
+  new_state, new_results = kernel.one_step(state, results, seed=[1, 2])
+  assert not np.any(new_results.is_accepted)
+  np.testing.assert_array_equal(new_state, state)
+  np.testing.assert_array_equal(new_results.accepted_results.momentum,
+                                -results.accepted_results.momentum)
+  assert new_results.accepted_results.step_count == 1
+  np.testing.assert_array_equal(new_results.energy, results.energy)
+  assert np.all(np.isneginf(new_results.log_accept_ratio) |
+                (new_results.log_accept_ratio < -100.))
+
+
+def test_diverged_proposal_is_flagged_and_rejected():
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=1e3, num_leapfrog_steps=50,
+                      friction=0.)
+  state = tf.constant([[0.5, -0.5]])
+  _, results = kernel.one_step(state, kernel.bootstrap_results(state),
+                               seed=[1, 2])
+  assert results.proposed_results.diverged.numpy().all()
+  assert np.isneginf(results.log_accept_ratio.numpy()).all()
+  assert not results.is_accepted.numpy().any()
+  assert not results.accepted_results.diverged.numpy().any()
+
+
+def test_energy_is_cached_not_recomputed():
+  calls = []
+
+  def energy(x):
+    calls.append(1)
+    return gaussian_energy(x)
+
+  class CountingTarget(sg.NoisyGradientTarget):
+
+    def energy(self, state):
+      calls.append("full")
+      return super().energy(state)
+
+  target = CountingTarget(energy, gradient_noise_variance=1.)
+  kernel = sg.AMAGOLD(target, step_size=STEP_SIZE, num_leapfrog_steps=2,
+                      friction=FRICTION)
+  state = tf.zeros([2, 2])
+  results = kernel.bootstrap_results(state)
+  assert calls.count("full") == 1
+  for i in range(3):
+    state, results = kernel.one_step(state, results, seed=[i, 0])
+  assert calls.count("full") == 4  # One full-data energy per outer step.
+  np.testing.assert_allclose(results.energy, gaussian_energy(state),
+                             rtol=1e-6)
+
+
+def test_minibatch_acceptance_uses_one_minibatch_for_both_energies():
+  problem = LinearRegression(num_examples=200, dim=2, seed=3)
+  target = problem.in_memory_target(batch_size=20)
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=5,
+                      friction=1., momentum_std=sigma,
+                      acceptance_energy="minibatch")
+  assert not kernel.is_calibrated
+  state = tf.constant(np.tile(problem.posterior_mean, (3, 1)), tf.float32)
+  seed = tf.constant([5, 6])
+  _, results = kernel.one_step(state, kernel.bootstrap_results(state), seed)
+  energy_seed = _common.split(seed, 3)[1]
+  u = target.minibatch_energy(state, energy_seed)
+  u_star = target.minibatch_energy(results.proposed_state, energy_seed)
+  rho = results.proposed_results.log_acceptance_correction
+  np.testing.assert_allclose(results.log_accept_ratio, u - u_star + rho,
+                             rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(results.proposed_energy, u_star, rtol=1e-5)
+  # And it compiles with XLA.
+  draws = sample(kernel, state, 20, seed=[1, 2])
+  assert np.all(np.isfinite(draws))
+
+
+def test_minibatch_acceptance_runs_on_a_dataset_target():
+  problem = LinearRegression(num_examples=100, dim=2, seed=4)
+  dataset = tf.data.Dataset.from_tensor_slices(problem.data).shuffle(
+      100, seed=0).repeat().batch(10)
+  target = sg.DatasetTarget(problem.log_likelihood, dataset, 100,
+                            log_prior_fn=problem.log_prior)
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=3,
+                      friction=1., momentum_std=10.,
+                      acceptance_energy="minibatch")
+  init = tf.constant(np.tile(problem.posterior_mean, (2, 1)), tf.float32)
+  draws, accepted = sample(kernel, init, 5, seed=[1, 2], jit=False,
+                           trace_fn=accept_trace)
+  assert draws.shape == (5, 2, 2) and np.all(np.isfinite(draws))
+
+
+def test_sgd_parameterisation_is_the_same_chain():
+  # v = eps sigma^-2 r, b = eps beta, h = eps^2 sigma^-2 (Appendix F): the
+  # (h, b) kernel and the (eps, sigma = 1, beta) kernel are one chain.
+  h, b = 0.01, 0.05
+  target = noisy_gaussian()
+  sgd = sg.AMAGOLD.from_sgd_parameters(target, learning_rate=h,
+                                       momentum_decay=b, num_leapfrog_steps=5)
+  direct = sg.AMAGOLD(target, step_size=np.sqrt(h), num_leapfrog_steps=5,
+                      friction=b / np.sqrt(h))
+  assert sgd.step_size == pytest.approx(0.1)
+  assert sgd.friction == pytest.approx(0.5)
+  a = sample(sgd, tf.zeros([2, 2]), 20, seed=[1, 2], jit=False)
+  c = sample(direct, tf.zeros([2, 2]), 20, seed=[1, 2], jit=False)
+  np.testing.assert_allclose(a, c, rtol=1e-6)
+  # And the SGD-form update is what the docstring says, in v units.
+  rng = np.random.default_rng(1)
+  v, g, xi = rng.normal(size=(3, 5))
+  eps, beta = np.sqrt(h), b / np.sqrt(h)
+  r_new = sg.dynamics.amagold_momentum(tf.constant(v / eps), tf.constant(g),
+                                       eps, beta, tf.constant(xi)).numpy()
+  v_new = ((1 - b) * v - h * g + 2 * np.sqrt(b * h) * xi) / (1 + b)
+  np.testing.assert_allclose(eps * r_new, v_new, rtol=1e-10)
+
+
+def test_amagold_on_a_dataset_target_says_it_is_not_exact():
+  y = np.zeros([20, 1], np.float32)
+  ds = tf.data.Dataset.from_tensor_slices(y)
+  target = sg.DatasetTarget(lambda w, b: -(b[..., 0] - w) ** 2,
+                            ds.repeat().batch(5), 20,
+                            full_dataset=ds.batch(5))
+  with pytest.warns(UserWarning, match="not guaranteed exact"):
+    kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=2,
+                        friction=0.5)
+  assert not kernel.is_calibrated and "DatasetTarget" in (
+      kernel.calibration_note)
+  exact = sg.AMAGOLD(sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, y,
+                                       batch_size=5),
+                     step_size=0.1, num_leapfrog_steps=2, friction=0.5)
+  assert exact.is_calibrated and not exact.calibration_note
+
+
+def test_naive_sghmc_mh_test_is_the_hmc_energy_test():
+  # Why AmortizedMetropolisHastings(UncalibratedAMAGOLD(friction=0)) is the
+  # paper's "naive SGHMC with M-H": with beta = 0 the proposal's correction
+  # is exactly K(r) - K(r*), whatever the gradient noise, so the test is
+  # exp(H(theta, r) - H(theta*, r*)) on the exact energy.
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tfp_sgmcmc as sg  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc import synthetic  # pylint: disable=g-import-not-at-top
+  target = synthetic.noisy_target(synthetic.sghmc_toy_energy, 4.)
+  kernel = sg.UncalibratedAMAGOLD(target, 0.1, 10, friction=0.,
+                                  resample_momentum=False)
+  x = tf.constant([[0.3], [1.2], [-0.7]], tf.float64)
+  results = kernel.bootstrap_results(x)
+  _, new = kernel.one_step(x, results, seed=[1, 2])
+  kinetic_change = 0.5 * tf.reduce_sum(
+      results.momentum ** 2 - new.momentum ** 2, -1)
+  np.testing.assert_allclose(new.log_acceptance_correction, kinetic_change,
+                             rtol=1e-9, atol=1e-12)

@@ -1,0 +1,204 @@
+"""SGBD's kernel (tfp_sgmcmc/kernels/sgbd.py) and its probability functions:
+Propositions 1 and 2 and equation 5 checked against their formulas, the
+online noise estimate tau-hat against NumPy on the step's minibatch, seeds,
+step sizes from the results, per chain and from a schedule, divergence.
+"""
+
+import numpy as np
+import pytest
+import scipy.special
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.kernels import _common
+from support.barker_stationary import PROBIT_LOGIT
+from support.helpers import NUM_SE, sample
+from support.linear_regression import LinearRegression
+
+
+# N(MEAN, I) in 2-D with grad U~ = grad U + N(0, TAU^2 I): both coordinates
+# are independent copies of the 1-D problem the quadrature solves. At
+# sigma = 0.4, sigma tau = 1.2: Proposition 1's shrinkage factor is
+# c = 1.702 / sqrt(1.702^2 + 1.2^2) ~ 0.82, a large effect, while
+# tau |w| < 1.702 for nearly all w, where c-SGBD's correction is defined.
+MEAN = np.array([1., -2.], np.float32)
+TAU = 3.
+SIGMA = 0.4
+
+
+def gaussian_energy(x):
+  return 0.5 * tf.reduce_sum(tf.square(x - MEAN), -1)
+
+
+def noisy_gaussian(tau=TAU):
+  return sg.NoisyGradientTarget(gaussian_energy,
+                                gradient_noise_variance=tau ** 2)
+
+
+def test_propositions_1_and_2_bound_the_expected_move_probability():
+  # With delta-hat ~ N(d, tau^2), expectations of the kernel's probability
+  # functions (the code under test), by the trapezoid rule on a fine grid of
+  # the noise (Gauss-Hermite is poor for the steep sigmoids at large w tau):
+  #   Proposition 1: |E p(delta-hat, w) - p(c d, w)| < 0.019,
+  #   Proposition 2: |E p~(delta-hat, w) - p(d, w)| < 0.019 for small tau
+  #                  (here tau |w| <= 1).
+  # (The maxima over this grid are 0.011 and 0.008.)
+  d, w, tau = np.meshgrid(np.linspace(-10., 10., 21),
+                          np.linspace(0.05, 3., 16),
+                          np.linspace(0., 5., 11), indexing="ij")
+  eps = np.linspace(-9., 9., 2001)
+  weights = np.exp(-0.5 * eps ** 2)
+  weights /= weights.sum()
+  delta_hat = tf.constant(d[..., None] + tau[..., None] * eps)
+  w_b = tf.constant(np.broadcast_to(w[..., None], delta_hat.shape))
+  tau_b = tf.constant(np.broadcast_to(tau[..., None], delta_hat.shape))
+  # The dynamics functions take the energy gradient, grad U~ = -delta.
+  vanilla = sg.dynamics.barker_probability(-delta_hat, w_b).numpy() @ weights
+  corrected = sg.dynamics.corrected_barker_probability(
+      -delta_hat, w_b, tau_b).numpy() @ weights
+  p = scipy.special.expit
+  c = PROBIT_LOGIT / np.sqrt(PROBIT_LOGIT ** 2 + (w * tau) ** 2)
+  assert np.max(np.abs(vanilla - p(c * d * w))) < 0.019
+  small = tau * w <= 1.
+  assert np.max(np.abs(corrected - p(d * w))[small]) < 0.019
+  # And the vanilla bias is real (the bound is not vacuous).
+  assert np.max(np.abs(vanilla - p(d * w))) > 0.1
+
+
+def test_corrected_probability_is_equation_5():
+  w = tf.constant([0.3, -0.3, 1., -1., 2., -2., 0.5], tf.float64)
+  grad = tf.constant([-1., -1., 2., 2., -0.1, -0.1, 0.], tf.float64)
+  tau = tf.constant(1.2, tf.float64)
+  got = sg.dynamics.corrected_barker_probability(grad, w, tau).numpy()
+  delta, z, t = -grad.numpy(), w.numpy(), 1.2
+  inside = np.abs(z) < PROBIT_LOGIT / t
+  expected = np.where(
+      inside,
+      scipy.special.expit(PROBIT_LOGIT / np.sqrt(np.where(
+          inside, PROBIT_LOGIT ** 2 - t ** 2 * z ** 2, 1.)) * delta * z),
+      (delta * z > 0).astype(float))
+  np.testing.assert_allclose(got, expected, rtol=1e-12)
+  # The indicator branch, 1(delta z > 0), where tau |z| >= 1.702.
+  assert not inside[4] and got[4] == 1. and got[5] == 0.
+  # tau = 0 gives the vanilla probability.
+  np.testing.assert_allclose(
+      sg.dynamics.corrected_barker_probability(grad, w, 0.).numpy(),
+      sg.dynamics.barker_probability(grad, w).numpy(), rtol=1e-12)
+
+
+def test_noise_estimate_is_the_std_of_the_scaled_minibatch_estimator():
+  # tau-hat estimates the standard deviation of the N/n-scaled minibatch
+  # gradient, (N / sqrt(n)) x the per-example standard deviation: one step
+  # of the EMA is checked exactly against NumPy on the step's minibatch.
+  problem = LinearRegression(num_examples=500, dim=2, seed=1)
+  target = problem.in_memory_target(batch_size=50)
+  n, big_n, beta = 50, 500, 0.3
+  kernel = sg.SGBD(target, step_size=1e-3, variant="corrected",
+                   noise_ema_weight=beta)
+  state = tf.constant(problem.posterior_mean[None], tf.float32)
+
+  def std_on_batch(seed, w):
+    idx = np.asarray(target.minibatch_indices(seed))
+    g = problem.per_example_gradients(w)[idx]
+    return big_n / np.sqrt(n) * g.std(axis=0, ddof=1)
+
+  results = kernel.bootstrap_results(state)
+  w0 = problem.posterior_mean
+  tau0 = std_on_batch(tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED), w0)
+  np.testing.assert_allclose(results.noise_std[0], tau0, rtol=1e-4)
+  seed = tf.constant([3, 4])
+  _, results = kernel.one_step(state, results, seed=seed)
+  batch_seed = _common.step_seeds(seed, 3)[0]
+  expected = (1. - beta) * tau0 + beta * std_on_batch(batch_seed, w0)
+  np.testing.assert_allclose(results.noise_std[0], expected, rtol=1e-4)
+  # Not the per-example scale: that is N / sqrt(n) ~ 71 times smaller.
+  per_example = problem.per_example_gradients(w0).std(axis=0)
+  assert np.all(results.noise_std[0] > 20. * per_example)
+
+
+def test_given_initial_noise_std_is_broadcast_and_then_averaged():
+  target = sg.NoisyGradientTarget(
+      lambda parts: gaussian_energy(parts[0]) + 0.5 * parts[1] ** 2,
+      gradient_noise_variance=TAU ** 2)
+  kernel = sg.SGBD(target, step_size=SIGMA, variant="corrected",
+                   initial_noise_std=1., noise_ema_weight=0.25)
+  state = [tf.zeros([3, 2]), tf.zeros([3])]
+  results = kernel.bootstrap_results(state)
+  np.testing.assert_array_equal(results.noise_std[0], np.ones([3, 2]))
+  np.testing.assert_array_equal(results.noise_std[1], np.ones([3]))
+  _, results = kernel.one_step(state, results, seed=[1, 2])
+  # (1 - beta) 1 + beta sqrt(V) with V = 9.
+  np.testing.assert_allclose(results.noise_std[0], 0.75 + 0.25 * TAU)
+
+
+def test_same_seed_same_chain_other_seed_other_chain():
+  kernel = sg.SGBD(noisy_gaussian(), step_size=SIGMA, variant="corrected")
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run(seed):
+    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
+                                 trace_fn=None, seed=seed)
+  a = run(tf.constant([1, 2]))
+  b = run(tf.constant([1, 2]))
+  c = run(tf.constant([2, 1]))
+  np.testing.assert_array_equal(a, b)
+  assert not np.allclose(a, c)
+  # Chains of one run are independent (only the minibatch is shared).
+  assert not np.allclose(a[:, 0], a[:, 1])
+
+
+def test_step_size_is_read_from_the_results():
+  # TFP's adaptation kernels set `step_size` in the results; the next move
+  # must use it. Bimodal increments have |w| = sigma (1 + 0.1 xi).
+  kernel = sg.SGBD(noisy_gaussian(), step_size=SIGMA)
+  state = tf.zeros([1000, 2])
+  results = kernel.bootstrap_results(state)._replace(
+      step_size=tf.constant(5.))
+  # Outside an adaptation kernel, eagerly, it says so.
+  with pytest.warns(sg.StepSizeFromResultsWarning, match=r"5\. differs"):
+    new_state, results = kernel.one_step(state, results, seed=[1, 2])
+  assert float(results.step_size) == 5.
+  moves = np.abs(np.asarray(new_state))
+  # 2000 draws of N(5, 0.5^2): mean within 4 standard errors (0.011).
+  assert abs(moves.mean() - 5.) < NUM_SE * 0.5 / np.sqrt(moves.size)
+  assert abs(moves.std() - 0.5) < 0.05
+
+
+def test_per_chain_step_sizes():
+  kernel = sg.SGBD(noisy_gaussian(), step_size=tf.constant([[0.1], [10.]]))
+  state = tf.zeros([2, 2])
+  new_state, _ = kernel.one_step(state, kernel.bootstrap_results(state),
+                                 seed=[3, 4])
+  moves = np.abs(np.asarray(new_state))
+  assert np.all((moves[0] > 0.05) & (moves[0] < 0.15))
+  assert np.all((moves[1] > 5.) & (moves[1] < 15.))
+
+
+def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
+  # U = -10 x for x < 3 and NaN beyond: the extreme variant climbs by about
+  # sigma per step from x = 0 and meets the NaN; a chain started at -1000
+  # cannot reach it in 200 steps of 0.5 and must not diverge.
+  def energy(x):
+    x = x[..., 0]
+    return tf.where(x < 3., -10. * x, tf.fill(tf.shape(x), np.nan))
+  target = sg.NoisyGradientTarget(energy, gradient_noise_variance=0.)
+  kernel = sg.SGBD(target, step_size=0.5, variant="extreme")
+  draws, diverged = sample(kernel, tf.constant([[0.], [-1000.]]), 200,
+                           seed=[1, 2], trace_fn=lambda _, r: r.diverged)
+  draws, diverged = np.asarray(draws), np.asarray(diverged)
+  assert diverged[-1, 0] and not diverged[:, 1].any()
+  assert np.all(np.isfinite(draws))
+  first = np.argmax(diverged[:, 0])
+  assert diverged[first:, 0].all()
+  assert np.all(draws[first:, 0] == draws[first, 0])
+  assert draws[first, 0, 0] >= 3.  # The state that produced the NaN.
+
+
+def test_step_size_schedule():
+  schedule = sg.PolynomialDecay(a=0.5, b=1., gamma=0.5)
+  kernel = sg.SGBD(noisy_gaussian(), step_size=schedule)
+  _, used = sample(kernel, tf.zeros([2, 2]), 4, seed=[1, 2], jit=False,
+                   trace_fn=lambda _, r: r.step_size)
+  np.testing.assert_allclose(used, 0.5 * np.arange(1., 5.) ** -0.5,
+                             rtol=1e-6)

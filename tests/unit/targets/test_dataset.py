@@ -1,0 +1,44 @@
+"""DatasetTarget: the exact energy streamed from a full dataset, the first
+minibatch scaled by N / n, and no exact energy without a full dataset.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from support.linear_regression import LinearRegression
+
+
+@pytest.fixture(scope="module")
+def problem():
+  return LinearRegression(num_examples=203, dim=3, seed=0)
+
+
+def test_dataset_target_energy_and_minibatch_scaling(problem):
+  x, y = problem.data
+  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(50)
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(10)
+  target = sg.DatasetTarget(problem.log_likelihood, batches.repeat(),
+                            problem.num_examples,
+                            log_prior_fn=problem.log_prior,
+                            full_dataset=full)
+  w = np.array([0.3, -0.2, 0.5], np.float32)
+  assert target.has_exact_energy
+  np.testing.assert_allclose(target.energy(tf.constant(w)),
+                             problem.energy(w), rtol=1e-5)
+  # The first streamed batch is examples 0..9, scaled by N / 10.
+  energy = target.minibatch_energy(tf.constant(w), None).numpy()
+  ll = problem.per_example_log_likelihood(w)[:10]
+  want = -problem.num_examples / 10 * ll.sum() - problem.log_prior_np(w)
+  np.testing.assert_allclose(energy, want, rtol=1e-5)
+
+
+def test_dataset_target_without_full_data_has_no_exact_energy(problem):
+  x, y = problem.data
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).repeat()
+  target = sg.DatasetTarget(problem.log_likelihood, batches,
+                            problem.num_examples)
+  assert not target.has_exact_energy
+  with pytest.raises(sg.TargetCapabilityError, match="exact full-data"):
+    target.energy(tf.zeros([3]))

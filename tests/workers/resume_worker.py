@@ -1,0 +1,85 @@
+"""Worker for tests/processes/test_resume_in_new_process.py: runs chains in
+a fresh process.
+
+    python resume_worker.py first DIR   # 3k-step reference and 2k checkpoint
+    python resume_worker.py resume DIR  # load the checkpoint, k more steps
+"""
+import os
+import sys
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+
+import tfp_sgmcmc as sg  # noqa: E402
+
+warnings.filterwarnings("ignore")
+K = 50
+
+
+def gaussian():
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x ** 2, -1), gradient_noise_variance=1.)
+
+
+def data_target():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(100, 2)).astype(np.float32)
+  y = (x @ [1., -1.] + rng.normal(size=100)).astype(np.float32)
+  return sg.InMemoryTarget(
+      lambda w, b: -0.5 * (b[1] - tf.einsum("nd,...d->...n", b[0], w)) ** 2,
+      (x, y), batch_size=10,
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1))
+
+
+def kernels():
+  g, d = gaussian(), data_target()
+  return {
+      "sgld_decay": sg.SGLD(d, sg.PolynomialDecay(0.01, 1., 0.55)),
+      "sghmc_split": sg.SGHMC(g, 0.1, 1., integrator="splitting",
+                              momentum_resampling_period=7),
+      "sghmc_cyclical": sg.SGHMC(d, sg.CyclicalSchedule(0.01, 150, 3), 5.),
+      "sghmc_fisher": sg.SGHMC(d, 0.005, 50., noise_estimate="empirical_fisher"),
+      "sgnht": sg.SGNHT(g, 0.05),
+      "psgld": sg.PreconditionedSGLD(d, 1e-3),
+      "amagold_adapted": tfp.mcmc.DualAveragingStepSizeAdaptation(
+          sg.AMAGOLD(d, 0.01, num_leapfrog_steps=5, friction=0.5,
+                     resample_momentum=False), num_adaptation_steps=120),
+      "sgnuts": sg.SGNUTS(g, 0.1, 0.1, max_tree_depth=4),
+  }
+
+
+def runner(kernel, n):
+  @tf.function(jit_compile=True, autograph=False)
+  def run(state, results):
+    out = tfp.mcmc.sample_chain(n, state, previous_kernel_results=results,
+                                kernel=kernel, trace_fn=None,
+                                return_final_kernel_results=True)
+    return out.all_states, out.final_kernel_results
+  return run
+
+
+def main():
+  mode, out = sys.argv[1], sys.argv[2]
+  for name, inner in kernels().items():
+    kernel = sg.StepSeeded(inner, seed=[3, 4])
+    init = tf.zeros([2, 2])
+    fresh = kernel.bootstrap_results(init)
+    if mode == "first":
+      full, _ = runner(kernel, 3 * K)(init, fresh)
+      np.save(os.path.join(out, f"{name}_full.npy"), full.numpy())
+      first, results = runner(kernel, 2 * K)(init, fresh)
+      sg.save_chain(os.path.join(out, f"{name}.npz"), first[-1], results)
+    else:
+      state, results = sg.load_chain(os.path.join(out, f"{name}.npz"),
+                                     fresh, init)
+      rest, _ = runner(kernel, K)(state, results)
+      np.save(os.path.join(out, f"{name}_resumed.npy"), rest.numpy())
+  print("done", mode)
+
+
+if __name__ == "__main__":
+  main()
