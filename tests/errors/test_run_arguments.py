@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc import runs
+from tfp_sgmcmc.chains import runs
 from support.bad_inputs import D, classify, clear, correct, noisy
 
 

@@ -1,5 +1,5 @@
-"""Long compiled runs (tfp_sgmcmc/runs.py): progress reports in chunks change
-no draw (against one chunk and TFP's sample_chain), compiled chunks are
+"""Long compiled runs (tfp_sgmcmc/chains/runs.py): progress reports in chunks
+change no draw (against one chunk and TFP's sample_chain), compiled chunks are
 reused across seeds and continue the chain, text reports without tqdm,
 thinning keeps every k-th draw of the same chain, and sample_moments
 continued from its results equals one long run.
@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc import runs
+from tfp_sgmcmc.chains import runs
 
 
 def _kernel():

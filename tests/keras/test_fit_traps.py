@@ -1,7 +1,7 @@
 """Keras users' traps: each misuse of `fit` around
 SamplingCallback is refused with an error naming the argument, the value
 and the fix, or warned, at the earliest point it can be known
-(tfp_sgmcmc/keras/traps.py; the list is in docs/keras.md).
+(tfp_sgmcmc/keras/validation/traps.py; the list is in docs/keras.md).
 
 One test per trap, on tiny models (a 4 -> 3 softmax classifier on 60
 examples) and 1-3 epochs; each fails if its check is removed.

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import tfp_sgmcmc.keras as sgk
-from tfp_sgmcmc.keras import backup as backup_lib
+from tfp_sgmcmc.keras.fit import backup as backup_lib
 from tfp_sgmcmc.keras import evaluation
 
 

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 import tfp_sgmcmc.keras as sgk
-from tfp_sgmcmc.keras import base as keras_base
+from tfp_sgmcmc.keras.samplers import base as keras_base
 from support.linear_regression import LinearRegression
 
 

@@ -36,8 +36,8 @@ def _draws(seed):
 def _walked_draws(seed):
   """As `_draws`, with the seed of step t carried through the loop by
   `dynamics.walk_seed`, as AMAGOLD's leapfrog steps carry theirs
-  (`kernels.amagold.leapfrog_seeds`)."""
-  from tfp_sgmcmc.kernels import amagold  # pylint: disable=g-import-not-at-top
+  (`dynamics.amagold.leapfrog_seeds`)."""
+  from tfp_sgmcmc.dynamics import amagold  # pylint: disable=g-import-not-at-top
   def step(carry, _):
     loop_seed, _ = carry
     loop_seed, _, noise_seed = amagold.leapfrog_seeds(loop_seed)

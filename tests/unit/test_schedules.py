@@ -1,4 +1,4 @@
-"""Step-size schedules and their averages (tfp_sgmcmc/schedules.py): the
+"""Step-size schedules and their averages (tfp_sgmcmc/chains/schedules.py): the
 cyclical schedule's values and phases, the step-size-weighted mean.
 """
 

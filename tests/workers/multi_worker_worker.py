@@ -44,7 +44,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tfp_sgmcmc.keras as sgk  # noqa: E402
-from tfp_sgmcmc.multi_worker import enable_keras_multi_worker_fit  # noqa: E402
+from tfp_sgmcmc.keras import enable_keras_multi_worker_fit  # noqa: E402
 
 enable_keras_multi_worker_fit()
 

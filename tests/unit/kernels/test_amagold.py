@@ -12,7 +12,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import random
 from support.helpers import sample
 from support.linear_regression import LinearRegression
 
@@ -196,7 +196,7 @@ def test_minibatch_acceptance_uses_one_minibatch_for_both_energies():
   state = tf.constant(np.tile(problem.posterior_mean, (3, 1)), tf.float32)
   seed = tf.constant([5, 6])
   _, results = kernel.one_step(state, kernel.bootstrap_results(state), seed)
-  energy_seed = _common.split(seed, 3)[1]
+  energy_seed = random.split_seed(seed, 3)[1]
   u = target.minibatch_energy(state, energy_seed)
   u_star = target.minibatch_energy(results.proposed_state, energy_seed)
   rho = results.proposed_results.log_acceptance_correction

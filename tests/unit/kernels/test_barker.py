@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import random
 from support.helpers import NUM_SE
 from support.linear_regression import LinearRegression
 
@@ -81,8 +81,8 @@ def test_one_step_log_accept_ratio_on_a_minibatched_target(reverse_minibatch):
   _, results = kernel.one_step(state, results, seed=seed)
   # The seeds the kernels derive: the wrapper's proposal seed, then the
   # proposal's per-step split (batch, increment, direction, reverse, next).
-  proposal_seed = _common.split(seed, 3)[0]
-  step_seeds = _common.split(tfp.random.sanitize_seed(proposal_seed), 5)
+  proposal_seed = random.split_seed(seed, 3)[0]
+  step_seeds = random.split_seed(tfp.random.sanitize_seed(proposal_seed), 5)
   forward = np.asarray(target.minibatch_indices(step_seeds[0]))
   reverse = (forward if reverse_minibatch == "same" else
              np.asarray(target.minibatch_indices(step_seeds[3])))

@@ -1,7 +1,6 @@
-"""The check of kernel results a kernel did not make (kernels/_common.py's
-results guard) costs nothing on a kernel's own results: no extra energy
-evaluation per step, for AMAGOLD and for TFP's MetropolisHastings around
-full-batch SGLD.
+"""The check of kernel results a kernel did not make (kernels/results_guard.py)
+costs nothing on a kernel's own results: no extra energy evaluation per
+step, for AMAGOLD and for TFP's MetropolisHastings around full-batch SGLD.
 """
 
 import pytest
@@ -13,9 +12,9 @@ from support.bad_inputs import D, quadratic
 
 def _energy_calls(make_kernel, trust_all, monkeypatch, n=4):
   """Calls of the user's energy over an eager run of n steps."""
-  from tfp_sgmcmc.kernels import _common  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.kernels import results_guard  # pylint: disable=g-import-not-at-top
   if trust_all:  # As if no results were ever checked.
-    monkeypatch.setattr(_common._ResultsGuard, "known",  # pylint: disable=protected-access
+    monkeypatch.setattr(results_guard._ResultsGuard, "known",  # pylint: disable=protected-access
                         lambda self, values, parts: (True, None))
   calls = [0]
 

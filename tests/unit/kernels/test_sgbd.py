@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.kernels import _common
+from tfp_sgmcmc import random
 from support.barker_stationary import PROBIT_LOGIT
 from support.helpers import NUM_SE, sample
 from support.linear_regression import LinearRegression
@@ -105,11 +105,11 @@ def test_noise_estimate_is_the_std_of_the_scaled_minibatch_estimator():
 
   results = kernel.bootstrap_results(state)
   w0 = problem.posterior_mean
-  tau0 = std_on_batch(tfp.random.sanitize_seed(_common.BOOTSTRAP_SEED), w0)
+  tau0 = std_on_batch(tfp.random.sanitize_seed(random.BOOTSTRAP_SEED), w0)
   np.testing.assert_allclose(results.noise_std[0], tau0, rtol=1e-4)
   seed = tf.constant([3, 4])
   _, results = kernel.one_step(state, results, seed=seed)
-  batch_seed = _common.step_seeds(seed, 3)[0]
+  batch_seed = random.derive_seeds(seed, 3)[0]
   expected = (1. - beta) * tau0 + beta * std_on_batch(batch_seed, w0)
   np.testing.assert_allclose(results.noise_std[0], expected, rtol=1e-4)
   # Not the per-example scale: that is N / sqrt(n) ~ 71 times smaller.
