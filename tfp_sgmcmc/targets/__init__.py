@@ -44,7 +44,9 @@ Modules, by where the data lives:
 
 from tfp_sgmcmc.targets.base import MinibatchTarget, TargetCapabilityError
 from tfp_sgmcmc.targets.dataset import DatasetTarget
-from tfp_sgmcmc.targets.in_memory import InMemoryTarget
+from tfp_sgmcmc.targets.in_memory import (ENERGY_CHUNK_BYTES,
+                                          MIN_ENERGY_CHUNK, InMemoryTarget,
+                                          default_energy_chunk_size)
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.log_prob import LogProbFnTarget
 from tfp_sgmcmc.targets.sharded import ShardedTarget

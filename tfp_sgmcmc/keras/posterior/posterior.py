@@ -24,9 +24,10 @@ import warnings
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.keras.posterior import evaluation
 from tfp_sgmcmc.keras import losses as losses_lib
+from tfp_sgmcmc.keras.posterior import evaluation
 from tfp_sgmcmc.keras.posterior import io as posterior_io
+from tfp_sgmcmc.keras.validation import fit_checks
 
 __all__ = ["Posterior", "RegressionPrediction"]
 
@@ -256,7 +257,6 @@ class Posterior:
     average = tf.nest.map_structure(lambda t: t / self.num_samples, total)
     loss_name = self.metadata.get("probabilities_loss")
     if loss_name:  # fitted with a cross-entropy on probabilities
-      from tfp_sgmcmc.keras import fit_checks  # pylint: disable=g-import-not-at-top
       fit_checks.check_probabilities(average, loss_name,
                                      where="the averaged predictions")
     return average
