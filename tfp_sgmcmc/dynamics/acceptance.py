@@ -14,7 +14,7 @@ import collections
 import tensorflow as tf
 
 from tfp_sgmcmc import random
-from tfp_sgmcmc._structure import choose
+from tfp_sgmcmc._structure import as_dtype, choose
 
 __all__ = ["ACCEPTANCE_ENERGIES", "ChainAfterTest", "test_seeds",
            "metropolis_hastings_test", "after_test", "momentum_after_test",
@@ -45,7 +45,7 @@ def metropolis_hastings_test(energy, proposed_energy,
   difference = tf.convert_to_tensor(energy) - proposed_energy
   if dtype is not None:
     difference = tf.cast(difference, dtype)
-  correction = tf.cast(log_acceptance_correction, difference.dtype)
+  correction = as_dtype(log_acceptance_correction, difference.dtype)
   log_accept_ratio = difference + correction
   log_accept_ratio = tf.where(
       tf.math.is_finite(log_accept_ratio), log_accept_ratio,

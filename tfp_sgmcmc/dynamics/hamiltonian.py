@@ -223,7 +223,7 @@ def refresh_momentum(momentum, step_count, period, temperature, seed):
   """
   _, _, momentum_seed = random.derive_seeds(seed, 3)
   dtype = tf.nest.flatten(momentum)[0].dtype
-  momentum_scale = tf.sqrt(tf.cast(temperature, dtype))
+  momentum_scale = tf.sqrt(as_dtype(temperature, dtype))
   return tf.cond(
       is_refresh_step(step_count, period),
       lambda: tf.nest.map_structure(

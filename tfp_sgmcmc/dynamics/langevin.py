@@ -135,7 +135,7 @@ def psgld_update(position, second_moment, gradient, step_count, step_size,
   _, noise_seed = random.derive_seeds(seed, 2)
   dtype = tf.nest.flatten(position)[0].dtype
   decay = tf.where(tf.equal(step_count, 0), tf.constant(0., dtype),
-                   tf.cast(decay, dtype))
+                   as_dtype(decay, dtype))
   second_moment, precond = rmsprop_preconditioner(
       second_moment, gradient, decay, num_examples, regularizer)
   noise = random.standard_normal_like(position, noise_seed)

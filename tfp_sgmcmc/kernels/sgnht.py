@@ -7,6 +7,7 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
+from tfp_sgmcmc._structure import as_dtype
 from tfp_sgmcmc.dynamics import hamiltonian
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
@@ -110,4 +111,4 @@ class SGNHT(base.StochasticGradientKernel):
     return dict(
         momentum=tf.nest.map_structure(tf.zeros_like, init_state),
         thermostat=tf.fill(tf.shape(energy),
-                           tf.cast(self.diffusion, energy.dtype)))
+                           as_dtype(self.diffusion, energy.dtype)))

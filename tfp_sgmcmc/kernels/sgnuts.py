@@ -7,7 +7,7 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
-from tfp_sgmcmc._structure import choose
+from tfp_sgmcmc._structure import as_dtype, choose
 from tfp_sgmcmc.dynamics import nuts
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import interop
@@ -170,7 +170,7 @@ class SGNUTS(base.StochasticGradientKernel):
     t = self._temperature_at(step)
     batch_ndims = prev.energy.shape.rank
     r0 = tf.nest.map_structure(
-        lambda z: tf.sqrt(tf.cast(self.temperature, dtype)) * z,
+        lambda z: tf.sqrt(as_dtype(self.temperature, dtype)) * z,
         random.standard_normal_like(current_state, momentum_seed))
     energy0 = tf.cast(self.target.minibatch_energy(current_state,
                                                    energy_seed), dtype)

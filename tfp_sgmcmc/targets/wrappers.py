@@ -8,7 +8,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
-from tfp_sgmcmc._structure import pack_like
+from tfp_sgmcmc._structure import as_dtype, pack_like
 from tfp_sgmcmc.targets.base import (MinibatchTarget, TargetCapabilityError,
                                      check_target)
 from tfp_sgmcmc.targets.checks import check_initial_state
@@ -169,7 +169,7 @@ class TemperedTarget(_OnBaseTarget):
     return self._base.has_exact_energy
 
   def _cool(self, x):
-    return x / tf.cast(self._temperature, x.dtype)
+    return x / as_dtype(self._temperature, x.dtype)
 
   def log_prior(self, state):
     return self._cool(tf.convert_to_tensor(self._base.log_prior(state)))

@@ -429,11 +429,9 @@ def test_refresh_momentum_draws_sqrt_t_times_the_third_derived_normal(
   check(got, expected, dtype)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "refresh_momentum takes tf.sqrt(tf.cast(temperature, dtype)) of a "
-    "Python float, which goes through float32: a float64 momentum is "
-    "scaled by sqrt(float32(0.4)), 1e-8 off"))
 def test_refresh_momentum_keeps_a_float64_temperature_at_full_precision():
+  # A Python temperature is converted straight to the state's dtype, not
+  # through float32 (sqrt(float32(0.4)) would be 1e-8 off).
   r = const(draws(61), tf.float64)
   got = dynamics.hamiltonian.refresh_momentum(r, 0, None, 0.4, SEED)
   z = dynamics.standard_normal_like(r, momentum_seed(SEED))
@@ -539,8 +537,6 @@ def test_sghmc_step_composed_of_its_pieces_is_aboba_or_euler_from_one_seed(
   # lam / 2 (exact gradient), period 3, against numpy with the documented
   # draws: the fresh momentum sqrt(T) z3 (third derived seed), the step
   # noise z2 (second).
-  # (T = 0.25: float32 holds it exactly; refresh_momentum rounds T through
-  # float32, see the xfail test above.)
   h, c, t, b, period, lam = 0.09, 1.7, 0.25, 0.2, 3, 2.5
   theta, r = const(draws(72), tf.float64), const(draws(73), tf.float64)
   refresh = dynamics.hamiltonian.is_refresh_step(tf.constant(step_count),

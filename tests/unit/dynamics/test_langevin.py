@@ -247,8 +247,7 @@ def test_sgld_update_is_deterministic_in_its_seed_and_draws_fresh_noise():
     assert not np.allclose(a[0], other[0])
 
 
-# A decay that float32 holds exactly (15/16): psgld_update rounds a Python
-# decay to float32 (see the xfail test below).
+# A decay that float32 holds exactly (15/16).
 PSGLD = dict(decay=0.9375, regularizer=1e-3, num_examples=250)
 
 
@@ -305,11 +304,9 @@ def test_psgld_update_first_step_ignores_the_carried_average():
   assert not np.allclose(later[0][0], later[1][0])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "psgld_update takes tf.cast(decay, dtype) of a Python float, which "
-    "goes through float32: a float64 chain uses decay 0.93000000715... "
-    "(rmsprop_preconditioner alone, through as_dtype, uses 0.93)"))
 def test_psgld_update_keeps_a_float64_decay_at_full_precision():
+  # A Python decay is converted straight to the chain's dtype: through
+  # float32 a float64 chain would use 0.93000000715...
   theta, grad = const(draws(40), tf.float64), const(draws(41, 50.),
                                                     tf.float64)
   v = const([np.abs(x) for x in draws(42)], tf.float64)
