@@ -18,9 +18,11 @@ The folders say what a test checks (markers registered in pytest.ini):
     support/        shared machinery, imported as `support.<module>`
     workers/        scripts run in subprocesses, not collected
 
-Test modules are imported by their file name (pytest's default import mode;
-the test folders have no __init__.py, so that tests/keras/ can never shadow
-the keras package): every test_*.py file name must be unique under tests/.
+tests/unit/ is a package (its files mirror the library's modules, so a name
+such as test_amagold.py stands in unit/dynamics/ and in unit/kernels/). The
+other folders have no __init__.py, so that tests/keras/ can never shadow the
+keras package; their modules are imported by file name (pytest's default
+import mode), so a test_*.py name outside unit/ must be unique.
 """
 
 import os
