@@ -29,6 +29,7 @@ import threading
 
 import tensorflow as tf
 
+from tfp_sgmcmc._structure import expand_to
 from tfp_sgmcmc.targets.base import MinibatchTarget, TargetCapabilityError
 from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
                                        check_float_state)
@@ -135,11 +136,7 @@ def _with_estimated_gradient(target, state, seed):
     def grad_fn(upstream):
       out = []
       for g in grads:
-        u = tf.cast(upstream, g.dtype)
-        u = tf.reshape(u, tf.concat(
-            [tf.shape(u), tf.ones([g.shape.rank - u.shape.rank], tf.int32)],
-            0))
-        out.append(-u * g)
+        out.append(-expand_to(tf.cast(upstream, g.dtype), g) * g)
       return out
     return tf.identity(-energy), grad_fn
 
