@@ -89,9 +89,10 @@ class SGNUTS(base.StochasticGradientKernel):
     favours states whose H drifted down, shrinking the spread. The effect
     grows with the friction C, not with eps: on a unit Gaussian with
     grad U~ = grad U + N(0, 1) and eps = 0.1, the variance came out 0.97-0.98
-    at C = 0.1 and about 0.80 at C = 0.5 (tests/test_sgnuts.py). Use a small
-    friction (just above B-hat), or `weighting="uniform"`, which instead
-    over-disperses (+10% at C = 0.1 on the 1-D version of that target).
+    at C = 0.1 and about 0.80 at C = 0.5
+    (tests/statistical/test_sgnuts_moments.py). Use a small friction (just
+    above B-hat), or `weighting="uniform"`, which instead over-disperses
+    (+10% at C = 0.1 on the 1-D version of that target).
   * What it does provide: trajectory lengths chosen per iteration by the
     U-turn criterion (longer where the posterior is wider), no need to set
     the number of steps, and the same O(eps) discretisation behaviour as

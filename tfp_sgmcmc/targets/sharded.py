@@ -38,9 +38,9 @@ AMAGOLD's cost at large N goes, and it divides by R.
 Chains batched along the state's leading dimensions share each step's
 minibatch (as with `InMemoryTarget`'s default); per-chain minibatches are not
 offered here. Tested with `MirroredStrategy` over two logical CPU devices
-(tests/test_distributed.py); with `MultiWorkerMirroredStrategy` every worker
-needs the same `data` (each keeps only its replicas' shards on its devices),
-which has not been run here.
+(tests/processes/test_sharded_devices.py); with
+`MultiWorkerMirroredStrategy` every worker needs the same `data` (each keeps
+only its replicas' shards on its devices), which has not been run here.
 
 The target works eagerly and inside `tf.function` (the usual way to run
 `tfp.mcmc.sample_chain`), not under XLA (`jit_compile=True`): a
