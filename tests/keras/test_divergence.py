@@ -4,27 +4,12 @@ can raise instead, a weight bound catches growth early, and AMAGOLD rejects
 divergent trajectories rather than stopping.
 """
 
-import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import tfp_sgmcmc.keras as sgk
+from support.keras_fits import regression_fit
 from workers import keras_resume_worker as worker
-
-
-def regression_fit(sampler, epochs=3, steps=20, **kwargs):
-  x, y = worker.data()
-  keras.utils.set_random_seed(1)
-  model = keras.Sequential([keras.Input((worker.DIM,)), keras.layers.Dense(1)])
-  sgd = keras.optimizers.SGD(1e-2)
-  model.compile(optimizer=sgd, loss=sgk.GaussianNegativeLogLikelihood(1.))
-  sampling = sgk.SamplingCallback(sampler, num_examples=worker.NUM_EXAMPLES,
-                                  prior=1., max_samples=1000, **kwargs)
-  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(3).repeat()
-  history = model.fit(data, epochs=epochs, steps_per_epoch=steps, verbose=0,
-                      shuffle=False, callbacks=[sampling])
-  return model, sampling, history, sgd
 
 
 def test_a_diverging_sghmc_stops_with_a_message_and_keeps_finite_samples():

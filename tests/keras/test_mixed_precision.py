@@ -11,22 +11,8 @@ import tensorflow as tf
 import tfp_sgmcmc.keras as sgk
 from support.helpers import NUM_SE, mean_and_se, stationary_covariance
 from support.helpers import variance_and_se
+from support.keras_fits import regression_fit
 from support.linear_regression import LinearRegression
-from workers import keras_resume_worker as worker
-
-
-def regression_fit(sampler, epochs=3, steps=20, **kwargs):
-  x, y = worker.data()
-  keras.utils.set_random_seed(1)
-  model = keras.Sequential([keras.Input((worker.DIM,)), keras.layers.Dense(1)])
-  sgd = keras.optimizers.SGD(1e-2)
-  model.compile(optimizer=sgd, loss=sgk.GaussianNegativeLogLikelihood(1.))
-  sampling = sgk.SamplingCallback(sampler, num_examples=worker.NUM_EXAMPLES,
-                                  prior=1., max_samples=1000, **kwargs)
-  data = tf.data.Dataset.from_tensor_slices((x, y)).batch(3).repeat()
-  history = model.fit(data, epochs=epochs, steps_per_epoch=steps, verbose=0,
-                      shuffle=False, callbacks=[sampling])
-  return model, sampling, history, sgd
 
 
 @pytest.fixture

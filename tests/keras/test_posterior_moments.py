@@ -6,15 +6,14 @@ each other and with the Lyapunov prediction of the discretised chain
 skew-reversible AMAGOLD the analytic posterior.
 
 The model is the Bayesian linear regression of support/linear_regression.py
-written for Keras: Dense(1, no bias) with the Gaussian log-likelihood and a
-N(0, 1) prior. The minibatches are i.i.d. draws with
-replacement (as InMemoryTarget draws them), so the Lyapunov prediction of
+written for Keras (support/keras_fits.py): Dense(1, no bias) with the
+Gaussian log-likelihood and a N(0, 1) prior. The minibatches are i.i.d.
+draws with replacement (as InMemoryTarget draws them), so the Lyapunov prediction of
 the stationary covariance (support/helpers.py) holds for the Keras chain as
 for the kernel. Step sizes are chosen so that the chain mixes in a few steps
 and the gradient-noise bias is many standard errors wide.
 """
 
-import keras
 import numpy as np
 import pytest
 import scipy.linalg
@@ -24,55 +23,8 @@ import tfp_sgmcmc as sg
 import tfp_sgmcmc.keras as sgk
 from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
 from support.helpers import variance_and_se
-from support.linear_regression import LinearRegression
-
-
-BATCH = 50
-
-
-@pytest.fixture(scope="module")
-def problem():
-  return LinearRegression(num_examples=500, dim=2, seed=1)
-
-
-def regression_model(init):
-  return keras.Sequential([
-      keras.Input((len(init),)),
-      keras.layers.Dense(1, use_bias=False,
-                         kernel_initializer=keras.initializers.Constant(
-                             np.reshape(init, (-1, 1))))])
-
-
-def iid_batches(problem, num_batches, seed, batch_size=BATCH):
-  """Minibatches drawn with replacement, independently at every step."""
-  x, y = problem.data
-  idx = np.random.default_rng(seed).integers(
-      0, problem.num_examples, size=(num_batches, batch_size)).astype(np.int32)
-  return tf.data.Dataset.from_tensor_slices(idx).map(
-      lambda i: (tf.gather(x, i), tf.gather(y, i)))
-
-
-def fit_regression(problem, sampler, num_steps, steps_per_execution=1,
-                   jit_compile=False, thinning=None, seed=0, **kwargs):
-  model = regression_model(problem.posterior_mean)
-  model.compile(optimizer=keras.optimizers.SGD(1e-3),
-                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
-                steps_per_execution=steps_per_execution,
-                jit_compile=jit_compile)
-  callback = sgk.SamplingCallback(
-      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
-      thinning=thinning or steps_per_execution, max_samples=10 ** 6,
-      **kwargs)
-  epochs = 10
-  model.fit(iid_batches(problem, num_steps, seed), epochs=epochs,
-            steps_per_epoch=num_steps // epochs, shuffle=False, verbose=0,
-            callbacks=[callback])
-  return model, callback
-
-
-def kept_draws(callback):
-  """The kept samples as [num_samples, 1 chain, dim] float64."""
-  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
+from support.keras_fits import BATCH, batch_indices, fit, fit_regression
+from support.keras_fits import kept_draws
 
 
 def test_keras_sghmc_matches_tfp_sghmc_and_the_predicted_posterior(problem):
@@ -155,42 +107,6 @@ def test_other_samplers_run_in_keras_and_find_the_posterior_mean(problem,
       np.diag(problem.posterior_cov)))
 
 
-def batch_indices(problem, num_batches, seed):
-  return np.random.default_rng(seed).integers(
-      0, problem.num_examples, size=(num_batches, BATCH)).astype(np.int32)
-
-
-def batches(problem, indices):
-  x, y = problem.data
-  return tf.data.Dataset.from_tensor_slices(indices).map(
-      lambda i: (tf.gather(x, i), tf.gather(y, i)))
-
-
-def fit(problem, sampler, indices, steps_per_execution=1, thinning=1,
-        epochs=1, jit_compile=False, after=(), **kwargs):
-  model = keras.Sequential([
-      keras.Input((problem.dim,)),
-      keras.layers.Dense(1, use_bias=False,
-                         kernel_initializer=keras.initializers.Constant(
-                             problem.posterior_mean.reshape(-1, 1)))])
-  model.compile(optimizer=keras.optimizers.SGD(1e-3),
-                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
-                steps_per_execution=steps_per_execution,
-                jit_compile=jit_compile)
-  callback = sgk.SamplingCallback(
-      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
-      thinning=thinning, max_samples=10 ** 6, **kwargs)
-  model.fit(batches(problem, indices), epochs=epochs,
-            steps_per_epoch=len(indices) // epochs, shuffle=False, verbose=0,
-            callbacks=[callback, *after])
-  return callback
-
-
-def draws_of(callback):
-  """Kept samples as [num_samples, 1 chain, dim] float64."""
-  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
-
-
 def check_moments(draws, mean, predicted_cov, bias_from=None):
   m, m_se = mean_and_se(draws)
   assert np.all(np.abs(m - mean) < NUM_SE * m_se), (m, mean, m_se)
@@ -213,7 +129,7 @@ def test_keras_sgld_matches_its_predicted_moments(problem):
                  thinning=10, epochs=4, jit_compile=True)
   predicted = stationary_covariance("sgld", problem.precision, h,
                                     gradient_noise=noise(problem))
-  check_moments(draws_of(callback), problem.posterior_mean, predicted,
+  check_moments(kept_draws(callback), problem.posterior_mean, predicted,
                 bias_from=problem.posterior_cov)
 
 
@@ -227,7 +143,7 @@ def test_keras_sghmc_matches_its_predicted_moments(problem, integrator):
                  jit_compile=True)
   predicted = stationary_covariance(integrator, problem.precision, h, c,
                                     gradient_noise=noise(problem))
-  check_moments(draws_of(callback), problem.posterior_mean, predicted,
+  check_moments(kept_draws(callback), problem.posterior_mean, predicted,
                 bias_from=problem.posterior_cov)
 
 
@@ -253,7 +169,7 @@ def test_keras_psgld_matches_its_predicted_moments(problem):
                  batch_indices(problem, 22000, seed=12),
                  steps_per_execution=10, thinning=10, epochs=4,
                  jit_compile=True, burnin_steps=2000)
-  check_moments(draws_of(callback), problem.posterior_mean,
+  check_moments(kept_draws(callback), problem.posterior_mean,
                 psgld_prediction(problem, h, reg),
                 bias_from=problem.posterior_cov)
 
@@ -272,7 +188,7 @@ def test_keras_sgnht_matches_its_predicted_moments(problem):
   predicted = stationary_covariance("euler", problem.precision, h, xi,
                                     gradient_noise=noise(problem),
                                     noise_estimate=xi - a)
-  check_moments(draws_of(callback), problem.posterior_mean, predicted)
+  check_moments(kept_draws(callback), problem.posterior_mean, predicted)
 
 
 def test_keras_skew_reversible_amagold_samples_the_posterior(problem):
@@ -286,5 +202,5 @@ def test_keras_skew_reversible_amagold_samples_the_posterior(problem):
                  epochs=4, jit_compile=True, energy_data=(x, y),
                  energy_batch_size=500)
   assert 0.3 < callback.acceptance_rate < 0.99
-  check_moments(draws_of(callback), problem.posterior_mean,
+  check_moments(kept_draws(callback), problem.posterior_mean,
                 problem.posterior_cov)

@@ -18,6 +18,7 @@ import pytest
 import tfp_sgmcmc.keras as sgk
 from tfp_sgmcmc.keras.fit import backup as backup_lib
 from tfp_sgmcmc.keras import evaluation
+from support.keras_fits import logistic_setup
 
 
 # --- scores on hand-computed arrays -----------------------------------------
@@ -297,19 +298,6 @@ def test_subclassed_model_without_training_argument():
 
 
 # --- the Bayesian model average of a fit, saved and loaded ------------------
-
-
-def logistic_setup(seed=0, n=200):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(n, 3)).astype(np.float32)
-  y = (rng.uniform(size=n) < 1. / (1. + np.exp(-(x @ [2., -1., .5])))
-       ).astype(np.float32)
-
-  def make():
-    return keras.Sequential([
-        keras.Input((3,)),
-        keras.layers.Dense(1, kernel_initializer="zeros")])
-  return x, y, make
 
 
 def test_predict_is_the_average_of_sample_probabilities_and_saves(tmp_path):

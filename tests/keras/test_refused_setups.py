@@ -8,24 +8,11 @@ without the whole training set for its test.
 """
 
 import keras
-import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc.keras as sgk
-
-
-def logistic_setup(seed=0, n=200):
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(n, 3)).astype(np.float32)
-  y = (rng.uniform(size=n) < 1. / (1. + np.exp(-(x @ [2., -1., .5])))
-       ).astype(np.float32)
-
-  def make():
-    return keras.Sequential([
-        keras.Input((3,)),
-        keras.layers.Dense(1, kernel_initializer="zeros")])
-  return x, y, make
+from support.keras_fits import logistic_setup
 
 
 def tiny_fit(loss=None, sampler=None, model=None, steps_per_execution=1,

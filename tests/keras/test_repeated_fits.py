@@ -5,36 +5,9 @@ no train step, and AMAGOLD's M-H test is one compiled call traced once.
 
 import keras
 import numpy as np
-import pytest
-import tensorflow as tf
 
 import tfp_sgmcmc.keras as sgk
-from support.linear_regression import LinearRegression
-
-
-BATCH = 50
-
-
-@pytest.fixture(scope="module")
-def problem():
-  return LinearRegression(num_examples=500, dim=2, seed=1)
-
-
-def regression_model(init):
-  return keras.Sequential([
-      keras.Input((len(init),)),
-      keras.layers.Dense(1, use_bias=False,
-                         kernel_initializer=keras.initializers.Constant(
-                             np.reshape(init, (-1, 1))))])
-
-
-def iid_batches(problem, num_batches, seed, batch_size=BATCH):
-  """Minibatches drawn with replacement, independently at every step."""
-  x, y = problem.data
-  idx = np.random.default_rng(seed).integers(
-      0, problem.num_examples, size=(num_batches, batch_size)).astype(np.int32)
-  return tf.data.Dataset.from_tensor_slices(idx).map(
-      lambda i: (tf.gather(x, i), tf.gather(y, i)))
+from support.keras_fits import iid_batches, regression_model
 
 
 def test_a_second_fit_continues_the_chain_from_its_position(problem):

@@ -8,7 +8,6 @@ over a tf.data energy set is the chain of arrays, and the minibatch test on
 every example once is the exact test.
 """
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -17,51 +16,8 @@ import tfp_sgmcmc as sg
 import tfp_sgmcmc.keras as sgk
 from tfp_sgmcmc.keras.fit import energies
 from tfp_sgmcmc.keras.samplers import base as keras_base
-from support.linear_regression import LinearRegression
-
-
-BATCH = 50
-
-
-@pytest.fixture(scope="module")
-def problem():
-  return LinearRegression(num_examples=500, dim=2, seed=1)
-
-
-def batch_indices(problem, num_batches, seed):
-  return np.random.default_rng(seed).integers(
-      0, problem.num_examples, size=(num_batches, BATCH)).astype(np.int32)
-
-
-def batches(problem, indices):
-  x, y = problem.data
-  return tf.data.Dataset.from_tensor_slices(indices).map(
-      lambda i: (tf.gather(x, i), tf.gather(y, i)))
-
-
-def fit(problem, sampler, indices, steps_per_execution=1, thinning=1,
-        epochs=1, jit_compile=False, after=(), **kwargs):
-  model = keras.Sequential([
-      keras.Input((problem.dim,)),
-      keras.layers.Dense(1, use_bias=False,
-                         kernel_initializer=keras.initializers.Constant(
-                             problem.posterior_mean.reshape(-1, 1)))])
-  model.compile(optimizer=keras.optimizers.SGD(1e-3),
-                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
-                steps_per_execution=steps_per_execution,
-                jit_compile=jit_compile)
-  callback = sgk.SamplingCallback(
-      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
-      thinning=thinning, max_samples=10 ** 6, **kwargs)
-  model.fit(batches(problem, indices), epochs=epochs,
-            steps_per_epoch=len(indices) // epochs, shuffle=False, verbose=0,
-            callbacks=[callback, *after])
-  return callback
-
-
-def draws_of(callback):
-  """Kept samples as [num_samples, 1 chain, dim] float64."""
-  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
+from support.keras_fits import batch_indices, batches, fit, fit_regression
+from support.keras_fits import kept_draws
 
 
 def kernel_target(problem, indices):
@@ -129,7 +85,7 @@ def test_keras_chain_is_the_kernel_chain(problem, name):
   num_steps = 60
   indices = batch_indices(problem, num_steps, seed=4)
   callback = fit(problem, make_sampler(), indices)
-  keras_states = draws_of(callback)[:, 0]
+  keras_states = kept_draws(callback)[:, 0]
   kernel_states, _ = run_kernel(make_kernel(kernel_target(problem, indices)),
                                 problem, indices, callback.sampler,
                                 num_steps)
@@ -161,51 +117,11 @@ def test_keras_amagold_is_the_kernel_chain(problem, resample_momentum):
   kernel_states, accepted = run_kernel(
       sg.AMAGOLD(kernel_target(problem, indices), **args), problem, indices,
       sampler, num_tests, results_fn=start_from_keras_momentum)
-  keras_states = draws_of(callback)[:, 0]
+  keras_states = kept_draws(callback)[:, 0]
   assert callback.num_tests == num_tests
   assert 0 < sum(accepted) < num_tests  # both outcomes are exercised
   assert callback.num_accepted == sum(accepted)
   np.testing.assert_allclose(keras_states, kernel_states, rtol=0, atol=2e-5)
-
-
-def regression_model(init):
-  return keras.Sequential([
-      keras.Input((len(init),)),
-      keras.layers.Dense(1, use_bias=False,
-                         kernel_initializer=keras.initializers.Constant(
-                             np.reshape(init, (-1, 1))))])
-
-
-def iid_batches(problem, num_batches, seed, batch_size=BATCH):
-  """Minibatches drawn with replacement, independently at every step."""
-  x, y = problem.data
-  idx = np.random.default_rng(seed).integers(
-      0, problem.num_examples, size=(num_batches, batch_size)).astype(np.int32)
-  return tf.data.Dataset.from_tensor_slices(idx).map(
-      lambda i: (tf.gather(x, i), tf.gather(y, i)))
-
-
-def fit_regression(problem, sampler, num_steps, steps_per_execution=1,
-                   jit_compile=False, thinning=None, seed=0, **kwargs):
-  model = regression_model(problem.posterior_mean)
-  model.compile(optimizer=keras.optimizers.SGD(1e-3),
-                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
-                steps_per_execution=steps_per_execution,
-                jit_compile=jit_compile)
-  callback = sgk.SamplingCallback(
-      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
-      thinning=thinning or steps_per_execution, max_samples=10 ** 6,
-      **kwargs)
-  epochs = 10
-  model.fit(iid_batches(problem, num_steps, seed), epochs=epochs,
-            steps_per_epoch=num_steps // epochs, shuffle=False, verbose=0,
-            callbacks=[callback])
-  return model, callback
-
-
-def kept_draws(callback):
-  """The kept samples as [num_samples, 1 chain, dim] float64."""
-  return callback.posterior.samples[0][:, None, :, 0].astype(np.float64)
 
 
 def test_amagold_energy_data_as_a_dataset_gives_the_chain_of_arrays(problem):

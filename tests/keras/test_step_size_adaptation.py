@@ -6,50 +6,10 @@ adaptation adapts then freezes, and only AMAGOLD takes it.
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc.keras as sgk
-from support.linear_regression import LinearRegression
-
-
-BATCH = 50
-
-
-@pytest.fixture(scope="module")
-def problem():
-  return LinearRegression(num_examples=500, dim=2, seed=1)
-
-
-def batch_indices(problem, num_batches, seed):
-  return np.random.default_rng(seed).integers(
-      0, problem.num_examples, size=(num_batches, BATCH)).astype(np.int32)
-
-
-def batches(problem, indices):
-  x, y = problem.data
-  return tf.data.Dataset.from_tensor_slices(indices).map(
-      lambda i: (tf.gather(x, i), tf.gather(y, i)))
-
-
-def fit(problem, sampler, indices, steps_per_execution=1, thinning=1,
-        epochs=1, jit_compile=False, after=(), **kwargs):
-  model = keras.Sequential([
-      keras.Input((problem.dim,)),
-      keras.layers.Dense(1, use_bias=False,
-                         kernel_initializer=keras.initializers.Constant(
-                             problem.posterior_mean.reshape(-1, 1)))])
-  model.compile(optimizer=keras.optimizers.SGD(1e-3),
-                loss=sgk.GaussianNegativeLogLikelihood(problem.noise_scale),
-                steps_per_execution=steps_per_execution,
-                jit_compile=jit_compile)
-  callback = sgk.SamplingCallback(
-      sampler, num_examples=problem.num_examples, prior=problem.prior_scale,
-      thinning=thinning, max_samples=10 ** 6, **kwargs)
-  model.fit(batches(problem, indices), epochs=epochs,
-            steps_per_epoch=len(indices) // epochs, shuffle=False, verbose=0,
-            callbacks=[callback, *after])
-  return callback
+from support.keras_fits import batch_indices, fit
 
 
 class EpochLogs(keras.callbacks.Callback):

@@ -12,32 +12,8 @@ import tensorflow as tf
 
 import tfp_sgmcmc.keras as sgk
 from support.helpers import NUM_SE
+from support.keras_fits import iid_batches, regression_model
 from support.linear_regression import LinearRegression
-
-
-BATCH = 50
-
-
-@pytest.fixture(scope="module")
-def problem():
-  return LinearRegression(num_examples=500, dim=2, seed=1)
-
-
-def regression_model(init):
-  return keras.Sequential([
-      keras.Input((len(init),)),
-      keras.layers.Dense(1, use_bias=False,
-                         kernel_initializer=keras.initializers.Constant(
-                             np.reshape(init, (-1, 1))))])
-
-
-def iid_batches(problem, num_batches, seed, batch_size=BATCH):
-  """Minibatches drawn with replacement, independently at every step."""
-  x, y = problem.data
-  idx = np.random.default_rng(seed).integers(
-      0, problem.num_examples, size=(num_batches, batch_size)).astype(np.int32)
-  return tf.data.Dataset.from_tensor_slices(idx).map(
-      lambda i: (tf.gather(x, i), tf.gather(y, i)))
 
 
 class Recorder(keras.callbacks.Callback):
