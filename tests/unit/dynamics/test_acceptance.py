@@ -16,18 +16,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc import random as random_lib
 from tfp_sgmcmc.dynamics import acceptance
-
-CHAINS = 3
-SHAPES = [(CHAINS, 4), (CHAINS, 2, 2)]  # Two parts, a leading chain axis.
-
-
-def draws(seed, scale=1., shapes=SHAPES):
-  rng = np.random.default_rng(seed)
-  return [scale * rng.normal(size=s) for s in shapes]
-
-
-def const(parts, dtype=tf.float64):
-  return [tf.constant(p, dtype) for p in parts]
+from .reference import CHAINS, const, draws
 
 
 def per_chain(mask, part):

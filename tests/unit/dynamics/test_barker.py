@@ -16,33 +16,10 @@ import tensorflow as tf
 
 from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import random as random_lib
+from .reference import CHAINS, SHAPES, TOL, check, const, draws, f64
 
-CHAINS = 3
-SHAPES = [(CHAINS, 4), (CHAINS, 2, 2)]  # Two parts, a leading chain axis.
-TOL = {tf.float32: dict(rtol=1e-6, atol=1e-6),
-       tf.float64: dict(rtol=1e-12, atol=1e-12)}
+
 A = 1.702  # The probit-logit constant: Phi(x) ~= sigmoid(1.702 x).
-
-
-def draws(seed, scale=1.):
-  rng = np.random.default_rng(seed)
-  return [scale * rng.normal(size=s) for s in SHAPES]
-
-
-def const(parts, dtype):
-  return [tf.constant(p, dtype) for p in parts]
-
-
-def f64(parts, dtype):
-  """The parts as the function sees them (rounded to `dtype`), in float64."""
-  return [tf.cast(tf.constant(p, dtype), tf.float64).numpy() for p in parts]
-
-
-def check(got, expected, dtype):
-  assert len(got) == len(expected)
-  for g, e in zip(got, expected):
-    assert g.dtype == dtype and g.shape == e.shape
-    np.testing.assert_allclose(g.numpy(), e, **TOL[dtype])
 
 
 def p_barker(delta, z):

@@ -12,47 +12,8 @@ import scipy.stats
 import tensorflow as tf
 
 from tfp_sgmcmc import dynamics
-
-CHAINS = 3
-SHAPES = [(CHAINS, 4), (CHAINS, 2, 2)]  # Two parts, a leading chain axis.
-TOL = {tf.float32: dict(rtol=1e-6, atol=1e-6),
-       tf.float64: dict(rtol=1e-12, atol=1e-12)}
-
-
-def draws(seed, scale=1.):
-  rng = np.random.default_rng(seed)
-  return [scale * rng.normal(size=s) for s in SHAPES]
-
-
-def const(parts, dtype):
-  return [tf.constant(p, dtype) for p in parts]
-
-
-def f64(parts, dtype):
-  """The parts as the function sees them (rounded to `dtype`), in float64."""
-  return [tf.cast(tf.constant(p, dtype), tf.float64).numpy() for p in parts]
-
-
-def check(got, expected, dtype):
-  assert len(got) == len(expected)
-  for g, e in zip(got, expected):
-    assert g.dtype == dtype and g.shape == e.shape
-    np.testing.assert_allclose(g.numpy(), e, **TOL[dtype])
-
-
-# Step sizes: one scalar; one per part; one per chain and part.
-PER_CHAIN = [np.array([0.05, 0.011, 0.2]).reshape(3, 1),
-             np.array([0.03, 0.07, 0.002]).reshape(3, 1, 1)]
-STEP_SIZES = {"scalar": (0.07, [0.07, 0.07]),
-              "per_part": ([0.07, 0.013], [0.07, 0.013]),
-              "per_chain": (PER_CHAIN, PER_CHAIN)}
-
-
-def step_size_arg(name, dtype):
-  arg, _ = STEP_SIZES[name]
-  if name == "per_chain":
-    return const(arg, dtype)
-  return arg
+from .reference import CHAINS, SHAPES, STEP_SIZES, check, const, draws, f64
+from .reference import step_size_arg
 
 
 # --- SGLD ---------------------------------------------------------------------

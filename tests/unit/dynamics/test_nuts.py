@@ -12,36 +12,7 @@ import tensorflow as tf
 from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import random as random_lib
 from tfp_sgmcmc.dynamics import nuts
-
-CHAINS = 3
-SHAPES = [(CHAINS, 4), (CHAINS, 2, 2)]  # Two parts, a leading chain axis.
-TOL = {tf.float32: dict(rtol=1e-6, atol=1e-6),
-       tf.float64: dict(rtol=1e-12, atol=1e-12)}
-
-
-def draws(seed, scale=1., shapes=SHAPES):
-  rng = np.random.default_rng(seed)
-  return [scale * rng.normal(size=s) for s in shapes]
-
-
-def const(parts, dtype):
-  return [tf.constant(p, dtype) for p in parts]
-
-
-def f64(parts, dtype):
-  """The parts as the function sees them (rounded to `dtype`), in float64."""
-  return [tf.cast(tf.constant(p, dtype), tf.float64).numpy() for p in parts]
-
-
-def check(got, expected, dtype):
-  assert len(got) == len(expected)
-  for g, e in zip(got, expected):
-    assert g.dtype == dtype and g.shape == e.shape
-    np.testing.assert_allclose(g.numpy(), e, **TOL[dtype])
-
-
-def per_chain_sum(parts, batch_shape=(CHAINS,)):
-  return sum(np.reshape(p, batch_shape + (-1,)).sum(-1) for p in parts)
+from .reference import CHAINS, TOL, check, const, draws, f64, per_chain_sum
 
 
 # --- dot_per_chain ------------------------------------------------------------
