@@ -4,29 +4,10 @@ the increment distribution, the initial noise estimate, the target, the
 number of steps per M-H test.
 """
 
-import numpy as np
 import pytest
-import tensorflow as tf
 
 import tfp_sgmcmc as sg
-
-
-# N(MEAN, I) in 2-D with grad U~ = grad U + N(0, TAU^2 I): both coordinates
-# are independent copies of the 1-D problem the quadrature solves. At
-# sigma = 0.4, sigma tau = 1.2: Proposition 1's shrinkage factor is
-# c = 1.702 / sqrt(1.702^2 + 1.2^2) ~ 0.82, a large effect, while
-# tau |w| < 1.702 for nearly all w, where c-SGBD's correction is defined.
-MEAN = np.array([1., -2.], np.float32)
-TAU = 3.
-
-
-def gaussian_energy(x):
-  return 0.5 * tf.reduce_sum(tf.square(x - MEAN), -1)
-
-
-def noisy_gaussian(tau=TAU):
-  return sg.NoisyGradientTarget(gaussian_energy,
-                                gradient_noise_variance=tau ** 2)
+from support.barker_gaussian import gaussian_energy, noisy_gaussian
 
 
 @pytest.mark.parametrize("step_size", [0., -0.5, float("nan")])

@@ -12,6 +12,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from support.barker_gaussian import gaussian_energy, noisy_gaussian
 from support.linear_regression import LinearRegression
 
 
@@ -57,24 +58,6 @@ def test_exact_acceptance_needs_a_target_with_full_data_energy():
   # The approximate test is allowed.
   sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10, friction=0.5,
              acceptance_energy="minibatch")
-
-
-# N(MEAN, I) in 2-D with grad U~ = grad U + N(0, TAU^2 I): both coordinates
-# are independent copies of the 1-D problem the quadrature solves. At
-# sigma = 0.4, sigma tau = 1.2: Proposition 1's shrinkage factor is
-# c = 1.702 / sqrt(1.702^2 + 1.2^2) ~ 0.82, a large effect, while
-# tau |w| < 1.702 for nearly all w, where c-SGBD's correction is defined.
-MEAN = np.array([1., -2.], np.float32)
-TAU = 3.
-
-
-def gaussian_energy(x):
-  return 0.5 * tf.reduce_sum(tf.square(x - MEAN), -1)
-
-
-def noisy_gaussian(tau=TAU):
-  return sg.NoisyGradientTarget(gaussian_energy,
-                                gradient_noise_variance=tau ** 2)
 
 
 def test_data_too_small_for_a_per_example_noise_estimate():

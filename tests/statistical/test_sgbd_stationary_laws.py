@@ -17,39 +17,12 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
-from support.barker_stationary import PROBIT_LOGIT, stationary_moments
+from support.barker_gaussian import MEAN, NUM_BURNIN, NUM_CHAINS, NUM_RESULTS
+from support.barker_gaussian import SIGMA, TAU, noisy_gaussian
+from support.barker_gaussian import predicted_variance
+from support.barker_stationary import PROBIT_LOGIT
 from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
 from support.linear_regression import LinearRegression
-
-
-# N(MEAN, I) in 2-D with grad U~ = grad U + N(0, TAU^2 I): both coordinates
-# are independent copies of the 1-D problem the quadrature solves. At
-# sigma = 0.4, sigma tau = 1.2: Proposition 1's shrinkage factor is
-# c = 1.702 / sqrt(1.702^2 + 1.2^2) ~ 0.82, a large effect, while
-# tau |w| < 1.702 for nearly all w, where c-SGBD's correction is defined.
-MEAN = np.array([1., -2.], np.float32)
-TAU = 3.
-SIGMA = 0.4
-NUM_CHAINS, NUM_RESULTS, NUM_BURNIN = 16, 20000, 500
-
-
-def gaussian_energy(x):
-  return 0.5 * tf.reduce_sum(tf.square(x - MEAN), -1)
-
-
-def noisy_gaussian(tau=TAU):
-  return sg.NoisyGradientTarget(gaussian_energy,
-                                gradient_noise_variance=tau ** 2)
-
-
-def unit_gaussian_grad_log_pi(x):
-  return -x
-
-
-def predicted_variance(variant, distribution="bimodal", sigma=SIGMA,
-                       tau=TAU):
-  return stationary_moments(unit_gaussian_grad_log_pi, sigma, tau, variant,
-                            distribution)[1]
 
 
 @pytest.fixture(scope="module")

@@ -12,28 +12,10 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import random
+from support.barker_gaussian import SIGMA, TAU, gaussian_energy, noisy_gaussian
 from support.barker_stationary import PROBIT_LOGIT
 from support.helpers import NUM_SE, sample
 from support.linear_regression import LinearRegression
-
-
-# N(MEAN, I) in 2-D with grad U~ = grad U + N(0, TAU^2 I): both coordinates
-# are independent copies of the 1-D problem the quadrature solves. At
-# sigma = 0.4, sigma tau = 1.2: Proposition 1's shrinkage factor is
-# c = 1.702 / sqrt(1.702^2 + 1.2^2) ~ 0.82, a large effect, while
-# tau |w| < 1.702 for nearly all w, where c-SGBD's correction is defined.
-MEAN = np.array([1., -2.], np.float32)
-TAU = 3.
-SIGMA = 0.4
-
-
-def gaussian_energy(x):
-  return 0.5 * tf.reduce_sum(tf.square(x - MEAN), -1)
-
-
-def noisy_gaussian(tau=TAU):
-  return sg.NoisyGradientTarget(gaussian_energy,
-                                gradient_noise_variance=tau ** 2)
 
 
 def test_propositions_1_and_2_bound_the_expected_move_probability():
