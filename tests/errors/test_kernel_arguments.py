@@ -12,6 +12,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from support.amagold_targets import noisy_gaussian
 from support.bad_inputs import D, bootstrap, classify, clear, correct, noisy
 from support.bad_inputs import quadratic, steps
 from support.helpers import sample
@@ -89,20 +90,6 @@ def test_compute_energy_must_be_a_python_bool_and_minibatch_only(target,
   with pytest.raises(ValueError, match="full-batch target"):
     make(full, compute_energy=False)
   make(full, compute_energy=True)  # The default is accepted everywhere.
-
-
-# A 2-D Gaussian N(0, diag(1, 1/4)) with grad U~ = grad U + N(0, 4 I).
-PRECISION = np.array([1., 4.], np.float32)
-NOISE_VARIANCE = 4.
-
-
-def gaussian_energy(x):
-  return 0.5 * tf.reduce_sum(PRECISION * tf.square(x), -1)
-
-
-def noisy_gaussian(noise_variance=NOISE_VARIANCE):
-  return sg.NoisyGradientTarget(gaussian_energy,
-                                gradient_noise_variance=noise_variance)
 
 
 @pytest.mark.parametrize("kwargs,error,match", [

@@ -20,25 +20,12 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from support.amagold_targets import FRICTION, NUM_LEAPFROG_STEPS, PRECISION
+from support.amagold_targets import STEP_SIZE, accept_trace
+from support.amagold_targets import exact_gradient_target, noisy_gaussian
+from support.amagold_targets import quartic_energy
 from support.helpers import NUM_SE, ess, mean_and_se, sample, variance_and_se
 from support.linear_regression import LinearRegression
-
-
-# A 2-D Gaussian N(0, diag(1, 1/4)) with grad U~ = grad U + N(0, 4 I).
-PRECISION = np.array([1., 4.], np.float32)
-NOISE_VARIANCE = 4.
-STEP_SIZE = 0.1
-FRICTION = 0.5  # beta; SGHMC's matching friction is C = 2 beta (Alg. 1).
-NUM_LEAPFROG_STEPS = 10
-
-
-def gaussian_energy(x):
-  return 0.5 * tf.reduce_sum(PRECISION * tf.square(x), -1)
-
-
-def noisy_gaussian(noise_variance=NOISE_VARIANCE):
-  return sg.NoisyGradientTarget(gaussian_energy,
-                                gradient_noise_variance=noise_variance)
 
 
 def check_gaussian_moments(draws, precision=PRECISION):
@@ -48,10 +35,6 @@ def check_gaussian_moments(draws, precision=PRECISION):
   assert np.all(np.abs(mean) < NUM_SE * mean_se), (mean, mean_se)
   assert np.all(np.abs(var - 1. / precision) < NUM_SE * var_se), (var, var_se)
   return var, var_se
-
-
-def accept_trace(_, pkr):
-  return pkr.is_accepted
 
 
 @pytest.fixture(scope="module")
@@ -112,17 +95,6 @@ def test_amagold_is_exact_on_minibatched_linear_regression():
   var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
   assert np.all(np.abs(var - np.diag(problem.posterior_cov)) <
                 NUM_SE * var_se)
-
-
-def quartic_energy(x):
-  """A skewed, non-Gaussian 2-D energy (exact gradients in these tests)."""
-  x0, x1 = x[..., 0], x[..., 1]
-  return (0.5 * x0 ** 2 + 0.1 * x0 ** 4 + 0.3 * x0 ** 3 / (1. + x0 ** 2)
-          + (x1 - 0.5 * x0) ** 2)
-
-
-def exact_gradient_target(energy_fn):
-  return sg.NoisyGradientTarget(energy_fn, gradient_noise_variance=0.)
 
 
 @pytest.fixture(scope="module")

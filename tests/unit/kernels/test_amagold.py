@@ -13,40 +13,12 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import random
+from support.amagold_targets import FRICTION, NUM_LEAPFROG_STEPS, STEP_SIZE
+from support.amagold_targets import accept_trace, exact_gradient_target
+from support.amagold_targets import gaussian_energy, noisy_gaussian
+from support.amagold_targets import quartic_energy
 from support.helpers import sample
 from support.linear_regression import LinearRegression
-
-
-# A 2-D Gaussian N(0, diag(1, 1/4)) with grad U~ = grad U + N(0, 4 I).
-PRECISION = np.array([1., 4.], np.float32)
-NOISE_VARIANCE = 4.
-STEP_SIZE = 0.1
-FRICTION = 0.5  # beta; SGHMC's matching friction is C = 2 beta (Alg. 1).
-NUM_LEAPFROG_STEPS = 10
-
-
-def gaussian_energy(x):
-  return 0.5 * tf.reduce_sum(PRECISION * tf.square(x), -1)
-
-
-def noisy_gaussian(noise_variance=NOISE_VARIANCE):
-  return sg.NoisyGradientTarget(gaussian_energy,
-                                gradient_noise_variance=noise_variance)
-
-
-def accept_trace(_, pkr):
-  return pkr.is_accepted
-
-
-def quartic_energy(x):
-  """A skewed, non-Gaussian 2-D energy (exact gradients in these tests)."""
-  x0, x1 = x[..., 0], x[..., 1]
-  return (0.5 * x0 ** 2 + 0.1 * x0 ** 4 + 0.3 * x0 ** 3 / (1. + x0 ** 2)
-          + (x1 - 0.5 * x0) ** 2)
-
-
-def exact_gradient_target(energy_fn):
-  return sg.NoisyGradientTarget(energy_fn, gradient_noise_variance=0.)
 
 
 def test_one_step_log_accept_ratio_is_minus_hmc_energy_change():
