@@ -15,7 +15,7 @@ import tfp_sgmcmc as sg
 from support.amagold_targets import noisy_gaussian
 from support.bad_inputs import D, bootstrap, classify, clear, correct, noisy
 from support.bad_inputs import quadratic, steps
-from support.helpers import sample
+from support.sgnuts_gaussian import gaussian, run
 
 
 @pytest.fixture
@@ -118,22 +118,6 @@ def test_wrapper_rejects_a_kernel_without_a_proposal_ratio():
     kernel.bootstrap_results(tf.zeros([2, 2]))
   with pytest.raises(TypeError, match="inner_kernel"):
     sg.AmortizedMetropolisHastings(lambda x: x)
-
-
-def gaussian(scales, noise=1.):
-  scales = np.asarray(scales, np.float32)
-  return sg.NoisyGradientTarget(
-      lambda x: 0.5 * tf.reduce_sum((x / scales) ** 2, -1),
-      gradient_noise_variance=noise)
-
-
-def run(target, friction, num_results=2000, eps=0.1, seed=(1, 2)):
-  kernel = sg.SGNUTS(target, eps, friction=friction, max_tree_depth=8)
-  draws, (depth, grads) = sample(
-      kernel, tf.zeros([8, 2]), num_results, seed=list(seed),
-      num_burnin_steps=100,
-      trace_fn=lambda _, r: (r.tree_depth, r.num_gradient_evaluations))
-  return np.asarray(draws), np.asarray(depth), np.asarray(grads)
 
 
 def test_sgnuts_bad_arguments_and_reproducibility():

@@ -4,26 +4,9 @@ posterior is wider.
 """
 
 import numpy as np
-import tensorflow as tf
 
-import tfp_sgmcmc as sg
-from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
-
-
-def gaussian(scales, noise=1.):
-  scales = np.asarray(scales, np.float32)
-  return sg.NoisyGradientTarget(
-      lambda x: 0.5 * tf.reduce_sum((x / scales) ** 2, -1),
-      gradient_noise_variance=noise)
-
-
-def run(target, friction, num_results=2000, eps=0.1, seed=(1, 2)):
-  kernel = sg.SGNUTS(target, eps, friction=friction, max_tree_depth=8)
-  draws, (depth, grads) = sample(
-      kernel, tf.zeros([8, 2]), num_results, seed=list(seed),
-      num_burnin_steps=100,
-      trace_fn=lambda _, r: (r.tree_depth, r.num_gradient_evaluations))
-  return np.asarray(draws), np.asarray(depth), np.asarray(grads)
+from support.helpers import NUM_SE, mean_and_se, variance_and_se
+from support.sgnuts_gaussian import gaussian, run
 
 
 def test_sgnuts_moments_on_a_noisy_gaussian():
