@@ -14,6 +14,7 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
+from support.variance_problem import variance_problem
 
 
 tfd, tfb = tfp.distributions, tfp.bijectors
@@ -41,25 +42,8 @@ def test_mala_is_metropolis_hastings_around_full_batch_sgld():
   assert abs(plain_var[0] - 1.) > NUM_SE * plain_se[0], plain_var
 
 
-def _variance_problem(num_examples=10_000, batch_size=1000, scale=1.5):
-  """y_i ~ N(0, v) with v ~ InverseGamma(a, b): v | y ~ InvGamma(a + N/2,
-  b + sum y^2 / 2), so log v has mean log(b') - digamma(a') and variance
-  trigamma(a')."""
-  rng = np.random.default_rng(3)
-  y = rng.normal(0., scale, size=num_examples).astype(np.float32)
-  a, b = 2., 2.
-  target = sg.InMemoryTarget(
-      lambda v, yb: tfd.Normal(0., tf.sqrt(v)).log_prob(yb[..., 0]),
-      y[:, None], batch_size=batch_size,
-      log_prior_fn=lambda v: tfd.InverseGamma(a, b).log_prob(v[..., 0]))
-  a_post, b_post = a + num_examples / 2, b + np.sum(y.astype(np.float64)**2) / 2
-  log_mean = np.log(b_post) - scipy.special.digamma(a_post)
-  log_var = scipy.special.polygamma(1, a_post)
-  return target, log_mean, log_var
-
-
 def test_transformed_kernel_samples_a_positive_parameter_exactly_with_amagold():
-  target, log_mean, log_var = _variance_problem()
+  target, log_mean, log_var = variance_problem()
   sd = np.sqrt(log_var)
   kernel = tfp.mcmc.TransformedTransitionKernel(
       sg.AMAGOLD(target, step_size=0.25 * sd, num_leapfrog_steps=5,
@@ -82,7 +66,7 @@ def test_transformed_kernel_sgld_matches_its_predicted_bias():
   # lam = 1/trigamma(a'); SGLD with step h and gradient-noise variance V is
   # the recursion z' = z - h lam z + h noise + sqrt(2h) xi, stationary
   # variance (2 + h V) / (lam (2 - h lam)).
-  target, log_mean, log_var = _variance_problem()
+  target, log_mean, log_var = variance_problem()
   lam = 1. / log_var
   h = 0.2 / lam
   kernel = sg.SGLD(target, step_size=h)
@@ -110,7 +94,7 @@ def test_transformed_kernel_softplus_positive_parameter_exact_with_amagold():
   # Small N and v ~ 0.25, where Softplus is far from linear: there the
   # log-det shifts the mean by ~0.2 posterior sd, which the check resolves
   # (at N = 10,000 and v ~ 2 a missing log-det would go unnoticed).
-  target, _, _ = _variance_problem(num_examples=40, batch_size=10, scale=0.5)
+  target, _, _ = variance_problem(num_examples=40, batch_size=10, scale=0.5)
   y = target.data[:, 0].numpy().astype(np.float64)
   a_post, b_post = 2. + len(y) / 2, 2. + np.sum(y**2) / 2
   v_mean = b_post / (a_post - 1.)
@@ -292,7 +276,7 @@ _TRANSFORMED_KERNELS = {
 
 @pytest.mark.parametrize("name", sorted(_TRANSFORMED_KERNELS))
 def test_transformed_kernel_works_around_every_kernel(name):
-  target, log_mean, _ = _variance_problem()
+  target, log_mean, _ = variance_problem()
   kernel = tfp.mcmc.TransformedTransitionKernel(
       _TRANSFORMED_KERNELS[name](target), tfb.Exp())
   init = tf.fill([4, 1], np.float32(np.exp(log_mean)))
