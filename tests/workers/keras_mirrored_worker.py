@@ -22,20 +22,14 @@ tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0],
     [tf.config.LogicalDeviceConfiguration()] * 2)
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 import tfp_sgmcmc.keras as sgk  # noqa: E402
 
-NUM_EXAMPLES, BATCH = 256, 64
-
-
-def data():
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(NUM_EXAMPLES, 3)).astype(np.float32)
-  logits = x @ np.array([1.5, -2., 0.5]) + 0.3
-  y = (rng.uniform(size=NUM_EXAMPLES) < 1. / (1. + np.exp(-logits)))
-  return x, y.astype(np.float32)
+# tests/, for the shared test machinery in tests/support.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from support.distributed_logistic import BATCH, NUM_EXAMPLES  # noqa: E402
+from support.distributed_logistic import compiled_model, data  # noqa: E402
 
 
 def make_sampler(name):
@@ -51,15 +45,7 @@ def make_sampler(name):
 def run(strategy, name):
   x, y = data()
   with strategy.scope():
-    model = keras.Sequential([
-        keras.Input((3,)),
-        keras.layers.Dense(4, activation="tanh",
-                           kernel_initializer=keras.initializers.GlorotNormal(
-                               seed=1)),
-        keras.layers.Dense(1, kernel_initializer=keras.initializers.
-                           GlorotNormal(seed=2))])
-    model.compile(optimizer=keras.optimizers.SGD(0.1),
-                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    model = compiled_model()
   callback = sgk.SamplingCallback(
       make_sampler(name), num_examples=NUM_EXAMPLES, prior=1.,
       burnin_steps=8, thinning=4, max_samples=100,

@@ -46,9 +46,14 @@ import numpy as np  # noqa: E402
 import tfp_sgmcmc.keras as sgk  # noqa: E402
 from tfp_sgmcmc.keras import enable_keras_multi_worker_fit  # noqa: E402
 
+# tests/, for the shared test machinery in tests/support.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from support.distributed_logistic import BATCH, NUM_EXAMPLES  # noqa: E402
+from support.distributed_logistic import compiled_model, data  # noqa: E402
+
 enable_keras_multi_worker_fit()
 
-NUM_EXAMPLES, BATCH, EPOCHS, INTERRUPT = 256, 64, 10, 4
+EPOCHS, INTERRUPT = 10, 4
 NAME = ROLE if ROLE == "single" else f"worker{INDEX}"
 
 
@@ -65,14 +70,6 @@ class InterruptAfter(keras.callbacks.Callback):
   def on_epoch_end(self, epoch, logs=None):
     if epoch == self._epoch:
       raise Interrupt(f"interrupted after epoch {epoch}")
-
-
-def data():
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(NUM_EXAMPLES, 3)).astype(np.float32)
-  logits = x @ np.array([1.5, -2., 0.5]) + 0.3
-  y = (rng.uniform(size=NUM_EXAMPLES) < 1. / (1. + np.exp(-logits)))
-  return x, y.astype(np.float32)
 
 
 def make_sampler(name):
@@ -92,15 +89,7 @@ def make_sampler(name):
 def fit(name, backup=False, interrupt=None):
   x, y = data()
   with STRATEGY.scope():
-    model = keras.Sequential([
-        keras.Input((3,)),
-        keras.layers.Dense(4, activation="tanh",
-                           kernel_initializer=keras.initializers.GlorotNormal(
-                               seed=1)),
-        keras.layers.Dense(1, kernel_initializer=keras.initializers.
-                           GlorotNormal(seed=2))])
-    model.compile(optimizer=keras.optimizers.SGD(0.1),
-                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    model = compiled_model()
   backup_dir = os.path.join(OUT_DIR, f"{name}_backup_{NAME}")
   callback = sgk.SamplingCallback(
       make_sampler(name), num_examples=NUM_EXAMPLES, prior=1.,
