@@ -1,7 +1,8 @@
 """What the tests of `dynamics` share: the structures they feed the update
 rules (two parts with a leading chain axis), the step sizes (a scalar, one
-per part, one per chain and part), and the check of a result against the
-float64 NumPy reference within the tolerance of its dtype.
+per part, one per chain and part), the check of a result against the
+float64 NumPy reference within the tolerance of its dtype, and a fake
+minibatch energy that records where and with which seed it is called.
 
 Imported by the test modules beside it (`from .reference import ...`); it is
 no test module itself, so pytest collects nothing here.
@@ -53,3 +54,24 @@ STEP_SIZES = {"scalar": (0.07, [0.07, 0.07]),
 def step_size_arg(name, dtype):
   arg, _ = STEP_SIZES[name]
   return const(arg, dtype) if name == "per_chain" else arg
+
+
+class FakeEnergy:
+  """energy_and_gradient(theta, seed) of U~ = sum lam theta^2 / 2 + c theta,
+  c depending on the seed (each minibatch its own gradient); records the
+  positions and seeds it is called with."""
+
+  def __init__(self, lam=1.5):
+    self.lam = lam
+    self.calls = []
+
+  def shift(self, seed):
+    return (int(np.asarray(seed)[0]) % 101) / 25. - 2.
+
+  def __call__(self, theta, seed):
+    self.calls.append(([np.array(x) for x in theta], np.array(seed)))
+    c = self.shift(seed)
+    energy = sum(tf.reduce_sum(0.5 * self.lam * x * x + c * x,
+                               axis=list(range(1, x.shape.rank)))
+                 for x in theta)
+    return energy, [self.lam * x + c for x in theta]

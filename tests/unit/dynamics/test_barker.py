@@ -16,7 +16,8 @@ import tensorflow as tf
 
 from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import random as random_lib
-from .reference import CHAINS, SHAPES, TOL, check, const, draws, f64
+from .reference import CHAINS, SHAPES, TOL, FakeEnergy, check, const, draws
+from .reference import f64
 
 
 A = 1.702  # The probit-logit constant: Phi(x) ~= sigmoid(1.702 x).
@@ -441,27 +442,6 @@ def sum_parts(parts):
 
 def per_chain(parts):
   return sum(p.sum(-1) for p in parts)
-
-
-class FakeEnergy:
-  """energy_and_gradient(theta, seed) of U~ = sum lam theta^2 / 2 + c theta
-  with a c that depends on the seed (each minibatch a different gradient),
-  recording the seeds it is called with."""
-
-  def __init__(self, lam=1.5):
-    self.lam = lam
-    self.calls = []
-
-  def shift(self, seed):
-    return (int(np.asarray(seed)[0]) % 101) / 25. - 2.
-
-  def __call__(self, theta, seed):
-    self.calls.append(([np.array(x) for x in theta], np.array(seed)))
-    c = self.shift(seed)
-    energy = sum(tf.reduce_sum(0.5 * self.lam * x * x + c * x,
-                               axis=list(range(1, x.shape.rank)))
-                 for x in theta)
-    return energy, [self.lam * x + c for x in theta]
 
 
 @pytest.mark.parametrize("distribution", ["bimodal", "gaussian"])

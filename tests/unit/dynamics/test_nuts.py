@@ -12,7 +12,8 @@ import tensorflow as tf
 from tfp_sgmcmc import dynamics
 from tfp_sgmcmc import random as random_lib
 from tfp_sgmcmc.dynamics import nuts
-from .reference import CHAINS, TOL, check, const, draws, f64, per_chain_sum
+from .reference import CHAINS, TOL, FakeEnergy, check, const, draws, f64
+from .reference import per_chain_sum
 
 
 # --- dot_per_chain ------------------------------------------------------------
@@ -94,27 +95,6 @@ def test_no_u_turn_is_hoffman_and_gelmans_criterion_over_all_parts(dtype):
 
 
 # --- sghmc_time_step ----------------------------------------------------------
-
-
-class FakeEnergy:
-  """energy_and_gradient(theta, seed) of U~ = sum lam theta^2 / 2 + c theta,
-  c depending on the seed (each minibatch its own gradient); records the
-  positions and seeds it is called with."""
-
-  def __init__(self, lam=1.5):
-    self.lam = lam
-    self.calls = []
-
-  def shift(self, seed):
-    return (int(np.asarray(seed)[0]) % 101) / 25. - 2.
-
-  def __call__(self, theta, seed):
-    self.calls.append(([np.array(x) for x in theta], np.array(seed)))
-    c = self.shift(seed)
-    energy = sum(tf.reduce_sum(0.5 * self.lam * x * x + c * x,
-                               axis=list(range(1, x.shape.rank)))
-                 for x in theta)
-    return energy, [self.lam * x + c for x in theta]
 
 
 SEED = tf.constant([-19, 23])
