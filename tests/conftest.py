@@ -9,7 +9,8 @@ The folders say what a test checks (markers registered in pytest.ini):
     statistical/    samplers against known moments and exact stationary
                     laws, Monte Carlo tolerances (statistical)
     errors/         bad input and misuse fail early and clearly (errors)
-    keras/          the Keras adapter through `fit` (keras)
+    keras/          the Keras adapter through `fit` (keras); its conftest.py
+                    gives the linear-regression `problem` fixture
     reproductions/  the papers' experiments at CI size, one folder per
                     paper as in examples/papers/, and demos/ (reproduction)
     processes/      runs in fresh processes started from workers/ (processes)

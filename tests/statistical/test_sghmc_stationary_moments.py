@@ -10,20 +10,9 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
+from support.gaussian_targets import gaussian_target
 from support.helpers import NUM_SE, mean_and_se, sample, stationary_covariance
 from support.helpers import variance_and_se
-
-
-def gaussian_target(mean, precision, noise):
-  mean = np.asarray(mean, np.float32)
-  precision = np.asarray(precision, np.float32)
-
-  def energy(x):
-    z = x - mean
-    return 0.5 * tf.reduce_sum(z * tf.linalg.matvec(precision, z), -1)
-  if np.ndim(noise) == 2:
-    return sg.NoisyGradientTarget(energy, gradient_noise_covariance=noise)
-  return sg.NoisyGradientTarget(energy, gradient_noise_variance=noise)
 
 
 @pytest.mark.parametrize("integrator", ["euler", "splitting"])

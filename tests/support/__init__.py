@@ -9,4 +9,14 @@ top conftest puts tests/ on sys.path).
 * keras_fits: the Keras `fit` runs of tests/keras/ (the linear regression's
   model, batches and fits, kept draws; a logistic set-up); the `problem`
   fixture they take is tests/keras/conftest.py's.
+* distributed_logistic: the data and model of the distributed Keras workers.
+* Targets that several test files sample: barker_gaussian (SGBD's noisy
+  N(MEAN, I) and its predicted variance), amagold_targets (AMAGOLD's noisy
+  Gaussian and quartic energy), sgnuts_gaussian (SG-NUTS's noisy Gaussians
+  and run), gaussian_targets (the noisy Gaussian stationary_covariance
+  predicts), variance_problem (a Normal variance with an InverseGamma
+  prior).
+* bad_inputs: inputs and machinery of the bad-input catalogues in errors/.
+* per_chain_minibatches: the per-chain minibatch target on the linear
+  regression.
 """

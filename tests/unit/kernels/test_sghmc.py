@@ -10,19 +10,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from support.gaussian_targets import gaussian_target
 from support.helpers import NUM_SE, sample
-
-
-def gaussian_target(mean, precision, noise):
-  mean = np.asarray(mean, np.float32)
-  precision = np.asarray(precision, np.float32)
-
-  def energy(x):
-    z = x - mean
-    return 0.5 * tf.reduce_sum(z * tf.linalg.matvec(precision, z), -1)
-  if np.ndim(noise) == 2:
-    return sg.NoisyGradientTarget(energy, gradient_noise_covariance=noise)
-  return sg.NoisyGradientTarget(energy, gradient_noise_variance=noise)
 
 
 def test_empirical_fisher_noise_estimate_uses_target_noise_variance():
