@@ -8,10 +8,11 @@ skew-reversible AMAGOLD the analytic posterior.
 The model is the Bayesian linear regression of support/linear_regression.py
 written for Keras (support/keras_fits.py): Dense(1, no bias) with the
 Gaussian log-likelihood and a N(0, 1) prior. The minibatches are i.i.d.
-draws with replacement (as InMemoryTarget draws them), so the Lyapunov prediction of
-the stationary covariance (support/helpers.py) holds for the Keras chain as
-for the kernel. Step sizes are chosen so that the chain mixes in a few steps
-and the gradient-noise bias is many standard errors wide.
+draws with replacement (as InMemoryTarget draws them), so the Lyapunov
+prediction of the stationary covariance (support/helpers.py) holds for the
+Keras chain as for the kernel. Step sizes are chosen so that the chain
+mixes in a few steps and the gradient-noise bias is many standard errors
+wide.
 """
 
 import numpy as np
