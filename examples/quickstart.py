@@ -38,11 +38,14 @@ T = 10
 
 
 def run(kernel, num_results, seed, burnin=1000, trace=lambda _, r: ()):
-  @tf.function(jit_compile=True, autograph=False)
   def go(seed):
     return tfp.mcmc.sample_chain(num_results, tf.zeros([CHAINS, 1]),
                                  kernel=kernel, num_burnin_steps=burnin,
                                  trace_fn=trace, seed=seed)
+  # One XLA program per kernel, traced once for its seed's signature: a
+  # concrete function, so five kernels are not taken for a retracing loop.
+  go = tf.function(go, jit_compile=True, autograph=False)
+  go = go.get_concrete_function(tf.TensorSpec([2], tf.int32))
   start = time.time()
   draws, traced = go(tf.constant(seed))
   return np.asarray(draws)[..., 0], traced, time.time() - start
@@ -68,6 +71,8 @@ def main():
                                   r.new_step_size)
   eps = 0.25
   n = args.steps
+  # Adaptation steps, fewer on a short run so that steps remain after them.
+  adapt = min(800, n // T // 2)
   runs = [
       ("SGLD h=0.1", sg.SGLD(target, step_size=0.1), n, None),
       ("SGHMC Euler eps=0.25", sg.SGHMC(
@@ -79,7 +84,7 @@ def main():
           target, eps, num_leapfrog_steps=T, friction=0.25), n // T, accept),
       ("AMAGOLD eps 0.01 -> 85%", tfp.mcmc.SimpleStepSizeAdaptation(
           sg.AMAGOLD(target, 0.01, num_leapfrog_steps=T, friction=0.25),
-          num_adaptation_steps=800, target_accept_prob=0.85),
+          num_adaptation_steps=adapt, target_accept_prob=0.85),
        n // T, adaptive_accept),
   ]
 
@@ -103,7 +108,7 @@ def main():
       acc = f"{np.mean(traced):.2f}"
       step = f"{eps:.3f}"
     elif trace is adaptive_accept:
-      acc = f"{np.mean(traced[0][800:]):.2f}"
+      acc = f"{np.mean(traced[0][adapt:]):.2f}"
       step = f"{float(np.mean(traced[1][-1])):.3f}"
     print(f"{name:26s} {draws.mean():+7.3f} {draws.var():6.3f} {kl:7.3f} "
           f"{acc:>7s} {step:>6s} {secs:5.1f}", flush=True)

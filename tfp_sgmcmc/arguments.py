@@ -13,7 +13,8 @@ import tensorflow as tf
 
 __all__ = ["static_value", "describe", "check_positive", "check_number",
            "parameter_property", "is_schedule", "is_per_part",
-           "check_step_size", "check_step_size_matches", "scale_step"]
+           "check_step_size", "check_step_size_matches", "scale_step",
+           "in_xla_context", "assert_in_graph"]
 
 
 def static_value(value):
@@ -29,6 +30,28 @@ def static_value(value):
     v = tf.get_static_value(value)
     return None if v is None else np.asarray(v, dtype=np.float64)
   return None
+
+
+def in_xla_context():
+  """Whether the graph being built (or one it is nested in) is compiled with
+  XLA, e.g. traced by `tf.function(jit_compile=True)`."""
+  if tf.executing_eagerly():
+    return False
+  from tensorflow.python.ops import control_flow_util  # pylint: disable=g-import-not-at-top
+  return control_flow_util.GraphOrParentsInXlaContext(
+      tf.compat.v1.get_default_graph())
+
+
+def assert_in_graph(condition, data):
+  """`tf.debugging.Assert(condition, data)` in a graph that runs it; nothing
+  in an XLA-compiled one, which cannot run an Assert (XLA drops it and logs
+  "Ignoring Assert operator" on every compilation). Callers keep a check
+  that holds under XLA: e.g. a non-finite value makes the chain's energy
+  non-finite, so it is flagged `diverged` at its first step. Returns the
+  op, or None."""
+  if in_xla_context():
+    return None
+  return tf.debugging.Assert(condition, data)
 
 
 def describe(value):
@@ -68,7 +91,7 @@ def check_positive(name, value, allow_zero=False):
     # the graph that builds the kernel (not in every step).
     x = tf.cast(value, tf.float64)
     ok = (x >= 0) if allow_zero else (x > 0)
-    tf.debugging.Assert(
+    assert_in_graph(
         tf.reduce_all(ok & tf.math.is_finite(x)),
         [f"`{name}` must be {want} and finite; got", x])
     return

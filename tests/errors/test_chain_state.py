@@ -70,7 +70,7 @@ def test_non_finite_initial_state_is_caught_under_tf_function():
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match="`current_state` part 0 has non-finite"):
     run(tf.constant([0., np.nan]))
-  # Under XLA assertions are dropped: the chain is flagged diverged at its
+  # XLA cannot run assertions (none is built there): the chain is flagged diverged at its
   # first step instead, and stays where it started.
 
   @tf.function(jit_compile=True, autograph=False)

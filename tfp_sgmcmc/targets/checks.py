@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc._structure import describe_structure
+from tfp_sgmcmc.arguments import assert_in_graph, in_xla_context
 
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
            "check_batch_shape", "parse_parameter_shapes",
@@ -145,7 +146,7 @@ def check_finite_data(data, name="data"):
       continue
     value = tf.get_static_value(leaf)
     if value is None:  # Symbolic (built inside tf.function): asserted once.
-      tf.debugging.Assert(tf.reduce_all(tf.math.is_finite(leaf)), [
+      assert_in_graph(tf.reduce_all(tf.math.is_finite(leaf)), [
           f"`{name}` part {i} has non-finite values (NaN or inf): remove or "
           "impute those examples before building the target."])
       continue
@@ -175,16 +176,6 @@ def check_batch_size(batch_size, num_examples):
   return value
 
 
-def in_xla_context():
-  """Whether the graph being built (or one it is nested in) is compiled with
-  XLA, e.g. traced by `tf.function(jit_compile=True)`."""
-  if tf.executing_eagerly():
-    return False
-  from tensorflow.python.ops import control_flow_util  # pylint: disable=g-import-not-at-top
-  return control_flow_util.GraphOrParentsInXlaContext(
-      tf.compat.v1.get_default_graph())
-
-
 def refuse_under_xla(what):
   """A clear trace-time error in place of XLA's 'unsupported operations:
   IteratorGetNextAsOptional' at run time."""
@@ -204,8 +195,9 @@ def check_initial_state(state, target=None):
   Structure and float dtypes always, and the shapes and dtypes of what the
   target's user functions return (at trace time). Finite values: raised
   eagerly; asserted in the graph under `tf.function` (one check per run, not
-  per step). XLA drops assertions: there a chain started at a non-finite
-  state is flagged `diverged` at its first step and stays where it is.
+  per step). XLA cannot run assertions, so none is built there: a chain
+  started at a non-finite state is flagged `diverged` at its first step and
+  stays where it is.
   """
   for i, part in enumerate(tf.nest.flatten(state)):
     if not (tf.is_tensor(part) or isinstance(part, np.ndarray)):
@@ -226,4 +218,4 @@ def check_initial_state(state, target=None):
       if not bool(finite):
         raise ValueError(message)
     else:
-      tf.debugging.Assert(finite, [message])
+      assert_in_graph(finite, [message])

@@ -27,6 +27,9 @@ tfd = tfp.distributions
 
 __all__ = ["JointDistributionTarget"]
 
+# The seed of `sample_distributions` calls that draw nothing.
+_NO_DRAW_SEED = (0, 0)
+
 
 def _per_example(dist, value, example_rank):
   """log p(value_i) per example: the example axis taken out of the event.
@@ -216,7 +219,9 @@ class JointDistributionTarget(InMemoryTarget):
     jd = self._model_fn(covariates if self._has_covariates else None)
     values = self._latent_dict(parameters)
     values.update(observed)
-    dists, _ = jd.sample_distributions(**values)
+    # Every node has a value, so nothing is drawn; a stateless seed keeps TFP
+    # from making one with tf.random.uniform (which XLA warns ignores seeds).
+    dists, _ = jd.sample_distributions(seed=_NO_DRAW_SEED, **values)
     names = list(jd._flat_resolve_names())  # pylint: disable=protected-access
     if isinstance(dists, dict):
       by_name = dict(dists)

@@ -1,0 +1,57 @@
+"""Runs SGLD, and AMAGOLD under TFP's step-size adaptation, on a
+JointDistribution target inside one XLA program, bootstrap included (run by
+tests/processes/test_quiet_console.py, which reads this process's stderr for
+TF's warnings).
+
+    python quiet_console_worker.py   ->  prints "ok <finite draws>"
+"""
+import os
+
+# The warnings under test are C++ log lines at level W: keep them visible.
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
+import warnings  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+
+import tfp_sgmcmc as sg  # noqa: E402
+
+tfd = tfp.distributions
+# The uncalibrated kernels' own UserWarning is not what this process checks.
+warnings.filterwarnings("ignore", message=".*is not calibrated.*")
+
+
+def main():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(64, 2)).astype(np.float32)
+  y = (rng.uniform(size=64) < 0.5).astype(np.int32)
+
+  def model(x):
+    return tfd.JointDistributionNamed(dict(
+        scale=tfd.HalfNormal(1.),
+        w=lambda scale: tfd.Independent(
+            tfd.Normal(tf.zeros(2), scale[..., None]), 1),
+        y=lambda w: tfd.Independent(
+            tfd.Bernoulli(logits=tf.linalg.matvec(x, w)), 1)))
+
+  target = sg.JointDistributionTarget(model, observed={"y": y}, covariates=x,
+                                      batch_size=16)
+  init = target.initial_state(2, seed=[0, 1])
+  kernels = [
+      sg.SGLD(target, 1e-3),
+      tfp.mcmc.SimpleStepSizeAdaptation(
+          sg.AMAGOLD(target, 1e-2, num_leapfrog_steps=2, friction=1.),
+          num_adaptation_steps=2),
+  ]
+  # Both chains in one program: one compilation.
+  run = tf.function(lambda: [tfp.mcmc.sample_chain(
+      3, init, kernel=k, trace_fn=None, seed=[1, 2]) for k in kernels],
+                    jit_compile=True, autograph=False)
+  finite = sum(int(all(np.all(np.isfinite(v)) for v in draws.values()))
+               for draws in run())
+  print(f"ok {finite}")
+
+
+if __name__ == "__main__":
+  main()
