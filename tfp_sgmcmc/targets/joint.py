@@ -4,7 +4,9 @@ A TFP user writes a model as a `tfd.JointDistribution*` whose observed
 node(s) are pinned to data. `JointDistributionTarget` turns such a model into
 a minibatch target:
 
-* the observed nodes are pinned to a minibatch of the data at each step (for
+* the observed nodes (given by `observed=`, or pinned by the user with
+  `model.experimental_pin(y=...)` as for TFP's own samplers) are pinned to
+  a minibatch of the data at each step (for
   a model that is a function of per-example covariates, the covariates of
   the same examples are passed to it);
 * the likelihood, and only the likelihood, is scaled by N/n: the energy is
@@ -24,6 +26,8 @@ import tensorflow_probability as tfp
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 
 tfd = tfp.distributions
+JointDistributionPinned = (
+    tfp.experimental.distributions.JointDistributionPinned)
 
 __all__ = ["JointDistributionTarget"]
 
@@ -78,6 +82,35 @@ def _per_example(dist, value, example_rank):
   return dist.log_prob(tf.cast(value, dist.dtype))
 
 
+def _pins_as_observed(model, observed):
+  """(the unpinned model, observed) for a pinned `model` (its pins are the
+  observed data); (model, observed) otherwise."""
+  if not isinstance(model, JointDistributionPinned):
+    return model, observed
+  pins = dict(model.pins)
+  if observed is not None:
+    given = (f"nodes {sorted(observed)}" if isinstance(observed, dict) else
+             f"a {type(observed).__name__}")
+    clash = sorted(set(pins) & set(observed)) if isinstance(
+        observed, dict) else []
+    raise ValueError(
+        f"`model` is already pinned (nodes {sorted(pins)}) and `observed` "
+        f"was also given ({given}"
+        + (f"; both pin {clash}" if clash else "") + "): the observed data "
+        "must be given once. Drop `observed=`, or pass the unpinned model "
+        "(`pinned_model.distribution`) with observed={name: data} for every "
+        "observed node.")
+  return model.distribution, pins
+
+
+def _uncached(state):
+  """`state` as new tensors. TFP's bijectors cache forward/inverse pairs by
+  tensor: for a state made by `unconstrain` (e.g. `initial_state`), `forward`
+  would return the cached parameters, which a gradient tape watching the
+  state does not connect to it (a zero gradient through the bijector)."""
+  return tf.nest.map_structure(tf.identity, state)
+
+
 def tensorshape_rank(shape):
   rank = tf.TensorShape(shape).rank
   if rank is None:
@@ -90,12 +123,16 @@ class JointDistributionTarget(InMemoryTarget):
 
   Args:
     model: a `tfd.JointDistribution*` (its observed nodes take all N
-      examples: for full-batch use, e.g. eight schools), or a callable
-      `covariates -> JointDistribution` building the model for the
+      examples: for full-batch use, e.g. eight schools), the same pinned to
+      its data (`model.experimental_pin(y=y)` or
+      `tfp.experimental.distributions.JointDistributionPinned(model, y=y)`:
+      the pins are the observed data, and `observed` is not passed), or a
+      callable `covariates -> JointDistribution` building the model for the
       covariates of a batch (its observed nodes then have the batch's n
       examples).
     observed: a dict `{node name: data}`, each with the examples on its
-      leading axis (N of them); these nodes are pinned.
+      leading axis (N of them); these nodes are pinned. None for a pinned
+      `model`.
     covariates: the per-example inputs passed to `model` (a tensor or a
       nested structure, leading axis N), or None.
     batch_size: n, drawn with replacement from the kernel's seed; None (the
@@ -127,10 +164,18 @@ class JointDistributionTarget(InMemoryTarget):
                                 kernel=kernel, trace_fn=None, seed=[1, 2])
   scale = target.constrain(draws)["scale"]
   ```
+
+  A model without covariates may come pinned, as TFP's samplers take it:
+
+  ```python
+  target = tfp_sgmcmc.JointDistributionTarget(
+      eight_schools.experimental_pin(y=y), batch_size=None)
+  ```
   """
 
-  def __init__(self, model, observed, covariates=None, batch_size=None,
+  def __init__(self, model, observed=None, covariates=None, batch_size=None,
                energy_chunk_size=None):
+    model, observed = _pins_as_observed(model, observed)
     if isinstance(model, tfd.JointDistribution):
       if covariates is not None:
         raise ValueError(
@@ -145,13 +190,21 @@ class JointDistributionTarget(InMemoryTarget):
                       f"covariates -> JointDistribution; got {model!r}.")
     if not isinstance(observed, dict) or not observed:
       raise TypeError("`observed` must be a non-empty dict {node name: data "
-                      f"with the examples on axis 0}}; got {observed!r}.")
+                      f"with the examples on axis 0}}; got {observed!r}. "
+                      "Pass observed={'y': y}, or a pinned model "
+                      "(model.experimental_pin(y=y)) without `observed`.")
     observed = {k: tf.convert_to_tensor(v) for k, v in observed.items()}
     if covariates is not None:
       covariates = tf.nest.map_structure(tf.convert_to_tensor, covariates)
     first = lambda t: t[:1]
     probe = model_fn(None if covariates is None else
                      tf.nest.map_structure(first, covariates))
+    if isinstance(probe, JointDistributionPinned):
+      raise TypeError(
+          "`model` returned a pinned JointDistribution; a model function is "
+          "called for each minibatch's covariates, so its observed nodes "
+          "must be pinned to the same minibatch: return the unpinned model "
+          "and pass the data as observed={name: data}.")
     if not isinstance(probe, tfd.JointDistribution):
       raise TypeError(f"`model` returned {type(probe).__name__}; expected a "
                       "tfd.JointDistribution.")
@@ -215,7 +268,7 @@ class JointDistributionTarget(InMemoryTarget):
 
   def _distributions(self, state, batch):
     covariates, observed = batch
-    parameters = self.constrain(state)
+    parameters = self.constrain(_uncached(state))
     jd = self._model_fn(covariates if self._has_covariates else None)
     values = self._latent_dict(parameters)
     values.update(observed)
@@ -245,7 +298,7 @@ class JointDistributionTarget(InMemoryTarget):
     for name in self._latent_names:
       total = total + dists[name].log_prob(values[name])
     log_det = self._bijector.forward_log_det_jacobian(
-        state, event_ndims=self._event_ranks)
+        _uncached(state), event_ndims=self._event_ranks)
     return total + log_det
 
   # --- conveniences ---------------------------------------------------------
