@@ -35,7 +35,6 @@ from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import results_guard
 from tfp_sgmcmc.targets.base import TargetCapabilityError
-from tfp_sgmcmc.targets.dataset import DatasetTarget
 
 __all__ = [
     "AmortizedMetropolisHastings",
@@ -365,14 +364,17 @@ def _calibration_note(acceptance_energy, target):
   if acceptance_energy != "exact":
     return ("acceptance_energy='minibatch': the test uses minibatch "
             "energies, so the chain is approximate.")
-  if isinstance(_innermost_target(target), DatasetTarget):
+  if target is not None and not target.minibatches_from_seed:
     return (
         "the amortized test is exact only when a trajectory's minibatches "
         "are as likely in reverse order as forward (i.i.d. batches chosen "
-        "by the kernel's seed); a DatasetTarget's pipeline chooses them, "
-        "and one that batches epoch by epoch without replacement does not "
-        "give that, so this AMAGOLD chain is not guaranteed exact "
-        "(is_calibrated=False). Use an InMemoryTarget for an exact chain.")
+        f"by the kernel's seed); a {type(_innermost_target(target)).__name__}"
+        "'s batches are not (minibatches_from_seed=False: e.g. a "
+        "DatasetTarget's pipeline chooses them, and one that batches epoch "
+        "by epoch without replacement does not give that), so this AMAGOLD "
+        "chain is not guaranteed exact (is_calibrated=False). Use an "
+        "InMemoryTarget or a TFRecordTarget (batches drawn from the seed) "
+        "for an exact chain.")
   return ""
 
 

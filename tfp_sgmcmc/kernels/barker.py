@@ -15,7 +15,6 @@ from tfp_sgmcmc.kernels import amortized_mh
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.targets.base import TargetCapabilityError
-from tfp_sgmcmc.targets.dataset import DatasetTarget
 from tfp_sgmcmc.targets.wrappers import TemperedTarget
 
 __all__ = ["AmortizedBarker", "UncalibratedBarker", "UncalibratedBarkerResults",
@@ -65,13 +64,16 @@ def _check_seed_chosen_minibatches(target, reverse_minibatch):
   base = target
   while hasattr(base, "base_target"):  # Tempered / control-variate wrappers.
     base = base.base_target
-  if isinstance(base, DatasetTarget):
+  if not target.minibatches_from_seed:
     raise TargetCapabilityError(
         "the amortized Barker test needs i.i.d. minibatches chosen by the "
         "kernel's seed (for reverse_minibatch='same', the gradient at x_t "
-        "and at x_{t+1} on the same minibatch), but a DatasetTarget's "
-        "pipeline, not the seed, chooses each batch. Use an InMemoryTarget "
-        "(batches drawn from the seed) or a NoisyGradientTarget.")
+        f"and at x_{{t+1}} on the same minibatch), but a "
+        f"{type(base).__name__}'s batches are not "
+        "(minibatches_from_seed=False: e.g. a DatasetTarget's pipeline, not "
+        "the seed, chooses each batch). Use an InMemoryTarget or a "
+        "TFRecordTarget (batches drawn from the seed) or a "
+        "NoisyGradientTarget.")
 
 
 class UncalibratedBarker(base.StochasticGradientKernel):
@@ -146,7 +148,8 @@ class UncalibratedBarker(base.StochasticGradientKernel):
 
   Args:
     target: a `tfp_sgmcmc` target whose minibatch is chosen by the seed
-      (`InMemoryTarget`, `NoisyGradientTarget`; not `DatasetTarget`).
+      (`minibatches_from_seed`: `InMemoryTarget`, `TFRecordTarget`,
+      `NoisyGradientTarget`; not `DatasetTarget`).
     step_size: sigma > 0, a scalar, a tensor broadcastable against each state
       part (e.g. `[num_chains, 1]`), or a schedule.
     num_steps: T >= 1, Barker steps per proposal.

@@ -92,6 +92,16 @@ class MinibatchTarget:
     """Whether `energy(state)` computes the exact full-data U(theta)."""
     return True
 
+  @property
+  def minibatches_from_seed(self):
+    """Whether the minibatch of `minibatch_energy(state, seed)` is a
+    function of `seed` alone: the same seed gives the same batch, batches of
+    independent seeds are i.i.d., and none depends on the state or on the
+    batches drawn before. The amortized tests (exact AMAGOLD, the amortized
+    Barker) are exact only on such batches (a trajectory's batches are then
+    as likely in reverse order as forward)."""
+    return True
+
   def log_prior(self, state):
     if self._log_prior_fn is None:
       return tf.constant(0., dtype=tf.nest.flatten(state)[0].dtype)

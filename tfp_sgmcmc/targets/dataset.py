@@ -64,6 +64,11 @@ class DatasetTarget(DataLikelihoodTarget):
   def has_exact_energy(self):
     return self._full_dataset is not None
 
+  @property
+  def minibatches_from_seed(self):
+    """False: the pipeline, not the kernel's seed, chooses each batch."""
+    return False
+
   def _next_batch(self):
     refuse_under_xla("DatasetTarget draws a minibatch from its `dataset`")
     if self._checks_exhaustion:

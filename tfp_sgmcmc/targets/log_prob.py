@@ -33,7 +33,6 @@ from tfp_sgmcmc._structure import expand_to
 from tfp_sgmcmc.targets.base import MinibatchTarget, TargetCapabilityError
 from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
                                        check_float_state)
-from tfp_sgmcmc.targets.dataset import DatasetTarget
 
 __all__ = ["LogProbFnTarget", "MinibatchLogProb", "call_log_prob_fn",
            "minibatch_log_prob_fn", "is_full_batch"]
@@ -207,6 +206,10 @@ class LogProbFnTarget(MinibatchTarget):
     return self._base
 
   @property
+  def minibatches_from_seed(self):
+    return self._base is None or self._base.minibatches_from_seed
+
+  @property
   def is_full_batch(self):
     return self._base is None or is_full_batch(self._base)
 
@@ -231,14 +234,15 @@ class LogProbFnTarget(MinibatchTarget):
 
   def minibatch_energies(self, states, seed):
     base = _innermost_base(self)
-    if isinstance(base, DatasetTarget):
+    if not base.minibatches_from_seed:
       raise TargetCapabilityError(
           "a minibatch M-H test needs the current and proposed states' "
           "energies on one shared batch; through a wrapped "
           "`target_log_prob_fn` (e.g. TransformedTransitionKernel) each "
-          "evaluation of a DatasetTarget pulls a new batch from the "
-          "pipeline. Use an InMemoryTarget (batches chosen by the seed) or "
-          "acceptance_energy='exact'.")
+          f"evaluation of a {type(base).__name__} pulls a new batch from "
+          "the pipeline (minibatches_from_seed=False). Use an "
+          "InMemoryTarget or a TFRecordTarget (batches chosen by the seed) "
+          "or acceptance_energy='exact'.")
     return [self.minibatch_energy(s, seed) for s in states]
 
   def energy_and_gradient(self, state, seed):

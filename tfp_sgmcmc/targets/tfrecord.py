@@ -171,7 +171,7 @@ class TFRecordTarget(DatasetTarget):
     parameter_shapes: as for `InMemoryTarget`.
 
   See the module docstring for the minibatch law and why AMAGOLD stays
-  exact on it.
+  exact on it (`AMAGOLD(TFRecordTarget(...)).is_calibrated` is True).
 
   #### Example
 
@@ -218,6 +218,13 @@ class TFRecordTarget(DatasetTarget):
     super().__init__(log_likelihood_fn, full, int(spec["num_examples"]),
                      log_prior_fn=log_prior_fn, full_dataset=full,
                      parameter_shapes=parameter_shapes)
+
+  @property
+  def minibatches_from_seed(self):
+    """True: each batch is `records_per_batch` records drawn uniformly, with
+    replacement, from the kernel's seed (`record_indices`), so exact AMAGOLD
+    and the amortized Barker test are exact here, as on `InMemoryTarget`."""
+    return True
 
   @property
   def batch_size(self):

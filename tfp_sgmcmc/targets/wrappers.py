@@ -32,6 +32,10 @@ class _OnBaseTarget(MinibatchTarget):
   def base_target(self):
     return self._base
 
+  @property
+  def minibatches_from_seed(self):
+    return self._base.minibatches_from_seed
+
   def check_state(self, state):
     self._base.check_state(state)
 

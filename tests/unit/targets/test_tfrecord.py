@@ -96,3 +96,90 @@ def test_minibatch_energy_is_unbiased(written):
   exact = problem.energy(w.numpy())
   se = energies.std() / np.sqrt(len(energies))
   assert abs(energies.mean() - exact) < 4 * se, (energies.mean(), exact, se)
+
+
+# A false alarm rate of 1e-3 per chi-square check (the seeds are fixed, so
+# the outcome is reproducible; a biased or seed-independent draw fails it
+# with certainty at these sizes).
+ALPHA = 1e-3
+
+
+def test_record_minibatches_are_iid_uniform_draws_of_the_seed(written):
+  # What exact AMAGOLD and the amortized Barker test need of a target
+  # (minibatches_from_seed): the batch is a function of the kernel's seed
+  # alone, uniform over records, independent within a batch and across the
+  # independent seeds of successive steps.
+  scipy_stats = pytest.importorskip("scipy.stats")
+  problem, layout = written
+  target = sg.TFRecordTarget(problem.log_likelihood, layout,
+                             records_per_batch=2)
+  assert target.minibatches_from_seed
+  seed = tf.constant([3, 4])
+  np.testing.assert_array_equal(target.record_indices(seed),
+                                target.record_indices(seed))
+  # The batch read is those records' examples (record g: examples
+  # g * RECORD ...; the fixture writes the data in order).
+  rows = np.ravel(np.asarray(target.record_indices(seed))[:, None] * RECORD
+                  + np.arange(RECORD))
+  np.testing.assert_array_equal(target._minibatch(seed)[1],  # pylint: disable=protected-access
+                                problem.data[1][rows])
+  seeds = tf.stack(tfp.random.split_seed([0, 9], 3000))  # [3000, 2]
+  draws = np.asarray(tf.function(lambda s: tf.map_fn(
+      target.record_indices, s, fn_output_signature=tf.int32))(seeds))
+  counts = np.bincount(draws.ravel(), minlength=target.num_records)
+  assert scipy_stats.chisquare(counts).pvalue > ALPHA, counts
+  # Independence, on records grouped in 6 classes of 25: the two records of
+  # one batch, and the first records of successive steps.
+  groups = draws % 6
+  for a, b in ((groups[:, 0], groups[:, 1]),
+               (groups[:-1, 0], groups[1:, 0])):
+    table = np.zeros([6, 6])
+    np.add.at(table, (a, b), 1)
+    assert scipy_stats.chi2_contingency(table).pvalue > ALPHA, table
+
+
+def test_exact_amagold_on_tfrecords_is_calibrated(written):
+  problem, layout = written
+
+  class Recording(sg.TFRecordTarget):
+    """Keeps the records each (eager) leapfrog step reads."""
+    read = []
+
+    def record_indices(self, seed):
+      indices = super().record_indices(seed)
+      self.read.append(np.asarray(indices))
+      return indices
+
+  target = Recording(problem.log_likelihood, layout, records_per_batch=3,
+                     log_prior_fn=problem.log_prior)
+  import warnings  # pylint: disable=g-import-not-at-top
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    kernel = sg.AMAGOLD(target, step_size=0.01, num_leapfrog_steps=3,
+                        friction=1.)
+    sg.AmortizedBarker(target, 0.01, num_steps=2)
+  assert kernel.is_calibrated and kernel.calibration_note == ""
+  # The records a step reads follow the kernel's seed, whatever the state:
+  # the batches do not depend on where the chain is.
+  reads = {}
+  for name, state, seed in (("a", [0.5, -1.], [1, 2]),
+                            ("b", [2., 0.3], [1, 2]),
+                            ("c", [0.5, -1.], [1, 3])):
+    state = tf.constant(state)
+    results = kernel.bootstrap_results(state)
+    Recording.read.clear()
+    kernel.one_step(state, results, seed=tf.constant(seed))
+    reads[name] = np.stack(Recording.read)
+  assert len(reads["a"]) == 3  # one batch per leapfrog step
+  np.testing.assert_array_equal(reads["a"], reads["b"])
+  assert not np.array_equal(reads["a"], reads["c"])
+  # A pipeline's batches are not the seed's: AMAGOLD says so.
+  y = np.zeros([20, 1], np.float32)
+  ds = tf.data.Dataset.from_tensor_slices(y)
+  pipeline = sg.DatasetTarget(lambda w, b: -(b[..., 0] - w) ** 2,
+                              ds.repeat().batch(5), 20,
+                              full_dataset=ds.batch(5))
+  assert not pipeline.minibatches_from_seed
+  with pytest.warns(UserWarning, match="not guaranteed exact"):
+    assert not sg.AMAGOLD(pipeline, step_size=0.1, num_leapfrog_steps=2,
+                          friction=0.5).is_calibrated
