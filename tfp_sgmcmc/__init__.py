@@ -22,6 +22,7 @@ from tfp_sgmcmc.chains import diagnostics
 from tfp_sgmcmc.chains.checkpointing import (StepSeeded, StepSeededResults,
                                              load_chain, save_chain)
 from tfp_sgmcmc.chains.diagnostics import UnhealthyChainWarning, summarize
+from tfp_sgmcmc.chains.inference_data import to_inference_data
 from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_chain_with_progress,
                                     sample_moments)
@@ -71,4 +72,6 @@ __all__ = [
     "load_chain", "summarize", "UnhealthyChainWarning", "sample_moments",
     "Moments", "sample_chain_with_progress", "ChainRun",
     "check_kernel_results", "StepSizeFromResultsWarning", "with_step_size",
+    # ArviZ output.
+    "to_inference_data",
 ]

@@ -1,14 +1,17 @@
 """Long runs of a kernel: compiled runs with progress and constant-memory
 moments (`runs`), resumable chains and their files (`checkpointing`), run
-health (`diagnostics`) and step-size schedules (`schedules`)."""
+health (`diagnostics`), step-size schedules (`schedules`) and ArviZ output
+(`inference_data`)."""
 
 from tfp_sgmcmc.chains import checkpointing
 from tfp_sgmcmc.chains import diagnostics
+from tfp_sgmcmc.chains import inference_data
 from tfp_sgmcmc.chains import runs
 from tfp_sgmcmc.chains import schedules
 from tfp_sgmcmc.chains.checkpointing import (StepSeeded, StepSeededResults,
                                              load_chain, save_chain)
 from tfp_sgmcmc.chains.diagnostics import UnhealthyChainWarning, summarize
+from tfp_sgmcmc.chains.inference_data import to_inference_data
 from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_chain_with_progress,
                                     sample_moments)
@@ -19,5 +22,5 @@ __all__ = [
     "StepSeeded", "StepSeededResults", "save_chain", "load_chain",
     "summarize", "UnhealthyChainWarning", "sample_moments", "Moments",
     "sample_chain_with_progress", "ChainRun", "PolynomialDecay",
-    "CyclicalSchedule", "step_size_weighted_mean",
+    "CyclicalSchedule", "step_size_weighted_mean", "to_inference_data",
 ]

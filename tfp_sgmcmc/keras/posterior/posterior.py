@@ -353,6 +353,32 @@ class Posterior:
         ece=evaluation.expected_calibration_error(probs, labels, num_bins),
         mean_entropy=float(np.mean(evaluation.predictive_entropy(probs))))
 
+  def to_inference_data(self, dims=None, coords=None):
+    """The kept samples as an ArviZ `InferenceData` (one chain).
+
+    Args:
+      dims: {variable path: [dimension names]} for each sample's axes, as
+        ArviZ takes them.
+      coords: {dimension name: values}.
+
+    Returns:
+      `arviz.InferenceData` whose `posterior` group has one variable per
+      trainable variable, named by its path (e.g. "dense/kernel"), of shape
+      [1 chain, num_samples, *variable shape]. A `fit` run is one chain, so
+      R-hat needs several runs: `arviz.concat(..., dim="chain")`.
+
+    #### Example
+
+    ```python
+    idata = sampling.posterior.to_inference_data()  # a SamplingCallback
+    arviz.summary(idata, var_names=["dense/bias"])
+    ```
+    """
+    from tfp_sgmcmc.chains import inference_data  # pylint: disable=g-import-not-at-top
+    return inference_data.to_inference_data(
+        list(self.samples), chain_axis=None, var_names=self.variable_paths,
+        dims=dims, coords=coords)
+
   def save(self, path):
     """Writes the samples (trainable and non-trainable variables), moments
     and metadata to one `.npz` file."""

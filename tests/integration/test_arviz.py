@@ -1,0 +1,267 @@
+"""ArviZ output: `to_inference_data` puts draws in ArviZ's [chain, draw]
+order with the state's names, reads `sample_stats` from every kernel's
+results (through TFP's wrappers too), and ArviZ's diagnostics on it agree
+with TFP's on the same draws; a trace plot renders.
+"""
+
+import os
+import warnings
+
+import arviz as az
+import matplotlib
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.keras import Posterior
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  pylint: disable=g-import-not-at-top
+
+tfd = tfp.distributions
+SCALES = np.array([1., 0.5, 2.], np.float32)
+
+
+def gaussian():
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x / SCALES) ** 2, -1), 0.5)
+
+
+@pytest.fixture(scope="module")
+def sghmc_run():
+  # 4 chains x 1000 draws of a 3-d Gaussian, well mixed (autocorrelation
+  # times of about 1 to 40 draws).
+  kernel = sg.SGHMC(gaussian(), 0.2, friction=1.)
+  run = tf.function(lambda: tfp.mcmc.sample_chain(
+      1000, tf.zeros([4, 3]), kernel=kernel, num_burnin_steps=200,
+      trace_fn=lambda _, r: r, seed=[1, 2]), jit_compile=True,
+                    autograph=False)
+  draws, trace = run()
+  return np.asarray(draws, np.float64), trace
+
+
+def test_draws_are_in_arviz_order_with_the_state_names():
+  # Draw d of chain c of part i holds 100 c + d + 0.1 i: a chain / draw
+  # transpose (or a reshape) would put other numbers in place.
+  d, c = np.meshgrid(np.arange(7), np.arange(3), indexing="ij")
+  value = (100. * c + d)[..., None] + 0.1 * np.arange(2)
+  state = {"w": value, "scale": value[..., 0]}       # [7 draws, 3 chains]
+  idata = sg.to_inference_data(state, dims={"w": ["feature"]},
+                               coords={"feature": ["a", "b"]})
+  post = idata.posterior
+  assert dict(post.sizes) == {"chain": 3, "draw": 7, "feature": 2}
+  assert post["w"].dims == ("chain", "draw", "feature")
+  for chain in range(3):
+    np.testing.assert_array_equal(post["w"].sel(chain=chain), value[:, chain])
+    np.testing.assert_array_equal(post["scale"].sel(chain=chain),
+                                  value[:, chain, 0])
+  np.testing.assert_array_equal(post["w"].sel(feature="b", chain=2, draw=5),
+                                205.1)
+  # One chain without a chain axis; chains on another axis.
+  single = sg.to_inference_data(value[:, 0], chain_axis=None)
+  assert dict(single.posterior.sizes) == {"chain": 1, "draw": 7,
+                                          "x_dim_0": 2}
+  moved = sg.to_inference_data(np.moveaxis(value, 1, 2), chain_axis=2)
+  np.testing.assert_array_equal(moved.posterior["x"],
+                                np.moveaxis(value, 1, 0))
+
+
+@pytest.mark.parametrize("model", ["named", "sequential", "coroutine"])
+def test_joint_distribution_states_are_named_by_their_nodes(model):
+  x = np.random.default_rng(0).normal(size=(20, 2)).astype(np.float32)
+  y = (x[:, 0] > 0).astype(np.int32)
+  scale = tfd.HalfNormal(1., name="scale")
+  w = lambda scale: tfd.Independent(  # noqa: E731
+      tfd.Normal(tf.zeros(2), scale[..., None]), 1, name="w")
+  lik = lambda w: tfd.Independent(  # noqa: E731
+      tfd.Bernoulli(logits=tf.linalg.matvec(x, w)), 1, name="y")
+  if model == "named":
+    jd = tfd.JointDistributionNamed(dict(scale=scale, w=w, y=lik))
+  elif model == "sequential":
+    jd = tfd.JointDistributionSequential([scale, w, lik])
+  else:
+    @tfd.JointDistributionCoroutine
+    def jd():
+      s = yield tfd.JointDistributionCoroutine.Root(scale)
+      yield lik((yield w(s)))
+  name = jd._flat_resolve_names()[-1]  # pylint: disable=protected-access
+  target = sg.JointDistributionTarget(jd, {name: y})
+  init = target.initial_state(3, seed=[0, 1])
+  draws = tf.nest.map_structure(lambda t: tf.stack([t] * 5), init)
+  var_names = target if model == "sequential" else None
+  idata = sg.to_inference_data(draws, var_names=var_names)
+  assert sorted(idata.posterior.data_vars) == ["scale", "w"]
+  assert idata.posterior["w"].shape == (3, 5, 2)
+  assert idata.posterior["scale"].shape == (3, 5)
+
+
+def kernels():
+  target = gaussian()
+  mvn = tfd.MultivariateNormalDiag(tf.zeros(3), SCALES)
+  amagold = lambda: sg.AMAGOLD(target, 0.3, num_leapfrog_steps=3,  # noqa: E731
+                               friction=0.5)
+  plain = ("diverging", "lp", "step_size")
+  tested = plain + ("acceptance_rate",)
+  return {
+      "SGLD": (sg.SGLD(target, 0.1), plain),
+      "pSGLD": (sg.PreconditionedSGLD(target, 0.01), plain),
+      "SGHMC": (sg.SGHMC(target, 0.1, friction=1.), plain),
+      "SGNHT": (sg.SGNHT(target, 0.1), plain),
+      "SGBD": (sg.SGBD(target, 0.5), plain),
+      "AMAGOLD": (amagold(), tested),
+      "AmortizedBarker": (sg.AmortizedBarker(target, 0.5, num_steps=2),
+                          tested),
+      "SGNUTS": (sg.SGNUTS(target, 0.2, friction=1.),
+                 tested + ("tree_depth", "n_steps")),
+      "SimpleStepSizeAdaptation(AMAGOLD)": (
+          tfp.mcmc.SimpleStepSizeAdaptation(amagold(), 5), tested),
+      "DualAveragingStepSizeAdaptation(AMAGOLD)": (
+          tfp.mcmc.DualAveragingStepSizeAdaptation(amagold(), 5), tested),
+      "MetropolisHastings(SGLD) (MALA)": (tfp.mcmc.MetropolisHastings(
+          sg.SGLD(target_log_prob_fn=mvn.log_prob, step_size=0.5)), tested),
+  }
+
+
+@pytest.mark.parametrize("name", list(kernels()))
+def test_sample_stats_of_every_kernel(name):
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # the uncalibrated kernels say so
+    kernel, expected = kernels()[name]
+    draws, trace = tfp.mcmc.sample_chain(
+        8, tf.zeros([2, 3]), kernel=kernel, trace_fn=lambda _, r: r,
+        seed=[3, 4])
+  stats = sg.to_inference_data(draws, trace).sample_stats
+  assert sorted(stats.data_vars) == sorted(expected)
+  for var in expected:
+    assert stats[var].dims == ("chain", "draw"), var
+  # The values are the results', moved to [chain, draw].
+  levels = [trace]
+  while True:
+    inner = getattr(levels[-1], "inner_results", None)
+    inner = getattr(levels[-1], "accepted_results", inner)
+    if inner is None:
+      break
+    levels.append(inner)
+  innermost = levels[-1]
+  np.testing.assert_array_equal(stats["diverging"],
+                                np.transpose(innermost.diverged))
+  step_size = np.broadcast_to(
+      np.reshape(innermost.step_size, [8, -1]), [8, 2])
+  np.testing.assert_array_equal(stats["step_size"], step_size.T)
+  if "acceptance_rate" in expected:
+    ratio = next(lv.log_accept_ratio for lv in levels
+                 if hasattr(lv, "log_accept_ratio"))
+    np.testing.assert_allclose(stats["acceptance_rate"],
+                               np.exp(np.minimum(np.asarray(
+                                   ratio, np.float64), 0.)).T)
+    assert np.all((stats["acceptance_rate"] >= 0) &
+                  (stats["acceptance_rate"] <= 1))
+  if "Adaptation" in name:  # the step size each draw used, as it adapts
+    assert len(np.unique(stats["step_size"].sel(chain=0))) > 1
+  if "tree_depth" in expected:
+    np.testing.assert_array_equal(stats["tree_depth"],
+                                  np.transpose(innermost.tree_depth))
+    np.testing.assert_array_equal(
+        stats["n_steps"], np.transpose(innermost.num_gradient_evaluations))
+
+
+def test_rhat_is_tfps_split_rhat(sghmc_run):
+  # The same statistic, two conventions: ArviZ's split R-hat is
+  # sqrt(sigma2_+ / W) (BDA3), TFP's potential_scale_reduction is Brooks
+  # and Gelman's (m + 1) / m * sigma2_+ / W - (n - 1) / (m n), for m split
+  # chains of n draws. Converted, they agree to float64 rounding; a chain /
+  # draw transpose changes both W and B and would not.
+  draws, _ = sghmc_run
+  idata = sg.to_inference_data(draws)
+  psrf = tfp.mcmc.potential_scale_reduction(
+      draws, independent_chain_ndims=1, split_chains=True).numpy()
+  m, n = 2 * draws.shape[1], draws.shape[0] // 2
+  rhat = np.sqrt((psrf + (n - 1) / (m * n)) * m / (m + 1))
+  np.testing.assert_allclose(az.rhat(idata, method="split")["x"], rhat,
+                             rtol=1e-10)
+  # The rank-normalized default differs by its normalization; on these
+  # well-mixed chains both are near 1.
+  assert np.all(np.abs(az.rhat(idata)["x"] - 1.) < 0.05)
+
+
+def test_ess_agrees_with_tfps(sghmc_run):
+  # az.ess(method="identity") and TFP's effective_sample_size with
+  # cross_chain_dims=1, filter_beyond_positive_pairs=True are one estimator
+  # (multi-chain autocorrelations, Geyer's initial positive sequence, no
+  # rank normalization, no split), except that ArviZ also applies Geyer's
+  # monotone smoothing and keeps the last positive even lag. Those change
+  # tau = M N / ESS only through a few autocorrelation estimates at the
+  # truncation lag, where the true autocorrelation is about 0 and each
+  # estimate has standard deviation about sqrt(tau / (M N)) (Bartlett): we
+  # allow three such terms at two standard deviations each.
+  draws, _ = sghmc_run
+  idata = sg.to_inference_data(draws)
+  total = draws.shape[0] * draws.shape[1]
+  ess_tfp = tfp.mcmc.effective_sample_size(
+      draws, cross_chain_dims=1, filter_beyond_positive_pairs=True).numpy()
+  ess_az = az.ess(idata, method="identity")["x"].values
+  tau_tfp, tau_az = total / ess_tfp, total / ess_az
+  bound = 6. * np.sqrt(tau_tfp / total)
+  assert np.all(np.abs(tau_az - tau_tfp) < bound), (tau_az, tau_tfp, bound)
+  # Genuinely different autocorrelation times (the check is not between
+  # constants): the three scales mix at different speeds.
+  assert tau_tfp.max() > 3 * tau_tfp.min(), tau_tfp
+
+
+def test_summary_matches_the_draws_and_its_diagnostics(sghmc_run):
+  draws, trace = sghmc_run
+  idata = sg.to_inference_data(draws, trace)
+  summary = az.summary(idata, round_to="none")
+  flat = draws.reshape(-1, 3)
+  np.testing.assert_allclose(summary["mean"], flat.mean(0), rtol=1e-12)
+  np.testing.assert_allclose(summary["sd"], flat.std(0, ddof=1), rtol=1e-12)
+  np.testing.assert_allclose(summary["r_hat"], az.rhat(idata)["x"],
+                             rtol=1e-12)
+  np.testing.assert_allclose(summary["ess_bulk"], az.ess(idata)["x"],
+                             rtol=1e-12)
+  assert not idata.sample_stats["diverging"].any()
+
+
+def test_a_trace_plot_renders(sghmc_run, tmp_path, monkeypatch):
+  monkeypatch.chdir(tmp_path)
+  draws, trace = sghmc_run
+  axes = az.plot_trace(sg.to_inference_data(draws[:200], trace._replace(
+      **{f: getattr(trace, f)[:200] for f in ("diverged", "step_size",
+                                               "target_log_prob")})))
+  figure = np.ravel(axes)[0].figure
+  try:
+    assert np.shape(axes) == (1, 2)
+    lines = [line for ax in np.ravel(axes) for line in ax.get_lines()]
+    assert len(lines) >= 4  # one per chain at least
+    figure.canvas.draw()
+  finally:
+    plt.close(figure)
+  assert os.listdir(tmp_path) == []
+
+
+def test_keras_posterior_to_inference_data():
+  rng = np.random.default_rng(0)
+  kernel, bias = rng.normal(size=(6, 3, 2)), rng.normal(size=(6, 2))
+  posterior = Posterior([kernel, bias], ["dense/kernel", "dense/bias"])
+  idata = posterior.to_inference_data(dims={"dense/bias": ["unit"]})
+  post = idata.posterior
+  assert post["dense/kernel"].shape == (1, 6, 3, 2)
+  assert post["dense/bias"].dims == ("chain", "draw", "unit")
+  np.testing.assert_array_equal(post["dense/kernel"][0], kernel)
+  np.testing.assert_array_equal(post["dense/bias"][0], bias)
+
+
+def test_bad_arguments_name_the_fix():
+  draws = np.zeros([5, 2, 3])
+  with pytest.raises(ValueError, match="chain_axis=None for a single chain"):
+    sg.to_inference_data(np.zeros([5]))
+  with pytest.raises(ValueError, match="`chain_axis` must be"):
+    sg.to_inference_data(draws, chain_axis=0)
+  with pytest.raises(ValueError, match=r"`var_names` = \['a'\] must be 2"):
+    sg.to_inference_data([draws, draws], var_names=["a"])
+  with pytest.raises(ValueError, match="the parts must come from one run"):
+    sg.to_inference_data([draws, draws[:4]])
+  with pytest.raises(ValueError, match="not 5 draws first"):
+    sg.to_inference_data(draws, {"lp": np.zeros([4, 2])})
