@@ -5,6 +5,7 @@ with TFP's on the same draws; a trace plot renders.
 """
 
 import os
+import sys
 import warnings
 
 import arviz as az
@@ -265,3 +266,11 @@ def test_bad_arguments_name_the_fix():
     sg.to_inference_data([draws, draws[:4]])
   with pytest.raises(ValueError, match="not 5 draws first"):
     sg.to_inference_data(draws, {"lp": np.zeros([4, 2])})
+  with pytest.raises(TypeError, match="trace_fn=lambda _, r: r"):
+    sg.to_inference_data(draws, np.zeros([5, 2]))
+
+
+def test_without_arviz_the_error_says_how_to_install_it(monkeypatch):
+  monkeypatch.setitem(sys.modules, "arviz", None)  # import arviz fails
+  with pytest.raises(ImportError, match=r'pip install -e "\.\[arviz\]"'):
+    sg.to_inference_data(np.zeros([5, 2]))

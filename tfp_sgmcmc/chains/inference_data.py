@@ -270,8 +270,25 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
   num_chains, num_draws = shape
   stats = None
   if results is not None:
-    raw = (dict(results) if isinstance(results, dict) else
-           sample_stats_from_results(results))
+    if isinstance(results, dict):
+      raw = dict(results)
+    elif hasattr(results, "_fields"):
+      raw = sample_stats_from_results(results)
+      if not raw:
+        raise ValueError(
+            f"`results` ({type(results).__name__}) have none of the fields "
+            "read into sample_stats (diverged, log_accept_ratio, step_size, "
+            "target_log_prob, tree_depth, num_gradient_evaluations, also in "
+            "inner_results / accepted_results): pass results=None, or a "
+            "dict {ArviZ name: array}.")
+    else:
+      raise TypeError(
+          "`results` must be the traced kernel results of the run "
+          "(sample_chain(..., trace_fn=lambda _, r: r)) or a dict {ArviZ "
+          f"name: array}}; got a {type(results).__name__}. A trace_fn that "
+          "returns a few fields can return them as such a dict, e.g. "
+          "lambda _, r: {'acceptance_rate': tf.exp(tf.minimum("
+          "r.log_accept_ratio, 0.))}.")
     stats = {name: _stat_layout(name, np.asarray(value), num_draws,
                                 num_chains, chain_axis)
              for name, value in raw.items()}
