@@ -239,8 +239,9 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
     coords: {dimension name: values}.
 
   Returns:
-    `arviz.InferenceData` with a `posterior` group ([chain, draw, ...] per
-    variable) and, with `results`, a `sample_stats` group.
+    `arviz.InferenceData` (with ArviZ 1, its `DataTree`) with a `posterior`
+    group ([chain, draw, ...] per variable) and, with `results`, a
+    `sample_stats` group.
 
   #### Example
 
@@ -297,5 +298,11 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
         raise ValueError(
             f"`results` give `{name}` for {value.shape[0]} chains, the draws "
             f"have {num_chains}: pass the trace of the same run.")
+  if int(az.__version__.split(".")[0]) >= 1:
+    # ArviZ 1 takes {group: {variable: array}} and returns a DataTree.
+    groups = {"posterior": posterior}
+    if stats:
+      groups["sample_stats"] = stats
+    return az.from_dict(groups, dims=dims, coords=coords)
   return az.from_dict(posterior=posterior, sample_stats=stats or None,
                       dims=dims, coords=coords)
