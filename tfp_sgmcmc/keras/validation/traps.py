@@ -180,9 +180,11 @@ class FitTraps:
 
   def _check_span(self, callback, total, this_fit, unit):
     """Warns (once per callback) when the kept samples will cover a small
-    part of the chain: `max_samples` keeps the most recent ones only."""
+    part of the chain: `max_samples` keeps the most recent ones only.
+    max_samples=1 asks for the latest state only: nothing to spread."""
     span = callback.max_samples * callback.thinning
-    if self._span_warned or total < 2 or span >= SPAN_FRACTION * total:
+    if (self._span_warned or callback.max_samples == 1 or
+        span >= SPAN_FRACTION * total):
       return
     self._span_warned = True
     spread = -(-total // callback.max_samples)
