@@ -82,7 +82,7 @@ def check_callbacks(callback, cbs):
   """The other callbacks of `fit` that would bias or break the chain."""
   mine = cbs.index(callback) if callback in cbs else None
   # The callback's own class: this module is imported by it.
-  from tfp_sgmcmc.keras.fit.callback import SamplingCallback  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.keras.fit.callback import SamplingCallback  # pylint: disable=import-outside-toplevel
   sampling = [cb for cb in cbs if isinstance(cb, SamplingCallback)]
   if len(sampling) > 1:
     same = len({id(cb) for cb in sampling}) < len(sampling)
@@ -93,8 +93,8 @@ def check_callbacks(callback, cbs):
         "model's weights follow one chain while every callback keeps "
         "samples of it as if it were its own (and a callback listed twice "
         "runs each step's bookkeeping twice). Give fit one "
-        "SamplingCallback; for several chains, fit several models (or run "
-        "the fits one after another with fresh callbacks).")
+        "SamplingCallback; for several chains, fit one model per chain, "
+        "each with its own SamplingCallback.")
   for i, cb in enumerate(cbs):
     if isinstance(cb, (keras.callbacks.ReduceLROnPlateau,
                        keras.callbacks.LearningRateScheduler)):

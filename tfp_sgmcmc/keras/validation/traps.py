@@ -2,11 +2,15 @@
 
 Each check runs at the earliest point where what it needs is known:
 
-* at the start of `fit`: the other callbacks (learning-rate schedulers,
-  `EarlyStopping`, `BackupAndRestore`), `class_weight` / `sample_weight`,
-  the number of training examples when `fit` got arrays, a classifier's
-  output activation against the loss' `from_logits`, and whether the fit
-  is long enough to keep one sample at the given `thinning`;
+* at the start of `fit`: a callback that already holds another model's
+  chain, the other callbacks (a second `SamplingCallback`, learning-rate
+  schedulers, `EarlyStopping`, `BackupAndRestore`), `class_weight` /
+  `sample_weight`, the number of training examples when `fit` got arrays,
+  a classifier's output activation against the loss' `from_logits`, the
+  checks on a first batch (`first_batch.py`: one output, one loss value per
+  example, no layer random in training), whether the fit is long enough to
+  keep one sample at the given `thinning`, and whether the kept samples
+  will span a fair part of the chain (`max_samples` x `thinning`);
 * after the first train step(s) of a fit whose first epoch is one pass
   over a pipeline of known length: the slips in the number of examples
   (N = the number of batches, N < one batch), from the batch size seen;
@@ -188,6 +192,8 @@ class FitTraps:
       return
     self._span_warned = True
     spread = -(-total // callback.max_samples)
+    if not callback._amagold:  # A multiple of steps_per_execution.
+      spread = -(-spread // callback._spe) * callback._spe
     warnings.warn(
         f"the kept samples will span only the last {span} of the {total} "
         f"{unit} the chain will have made by the end of this fit "
