@@ -298,3 +298,79 @@ def test_class_and_sample_weights_are_refused():
   with pytest.raises(ValueError, match=r"yields \(x, y, sample_weight\) "
                      r"triples.*dataset.map\(lambda x, y, w: \(x, y\)\)"):
     fit(classifier(), [sampling()], weighted)
+
+
+def test_two_sampling_callbacks_in_one_fit_are_refused():
+  # Each would install its own sampler; both would keep the one chain.
+  first, second = sampling(), sampling(sgk.SGLD(step_size=1e-3, seed=2))
+  with pytest.raises(ValueError, match=r"fit got 2 SamplingCallbacks: each "
+                     "installs its own sampler"):
+    fit(classifier(), [first, second])
+  with pytest.raises(ValueError, match=r"fit got 2 SamplingCallbacks \(the "
+                     "same one listed more than once\)"):
+    fit(classifier(), [first, first])
+  assert first._steps_seen == second._steps_seen == 0
+
+
+def test_a_callback_reused_on_another_model_is_refused():
+  callback = sampling()
+  model = classifier()
+  fit(model, [callback], epochs=1)
+  with pytest.raises(ValueError, match=r"already holds the chain of model "
+                     r"'sequential.*'.*a fit of model 'other'.*create a new "
+                     "SamplingCallback"):
+    other = classifier()
+    other.name = "other"
+    fit(other, [callback], epochs=1)
+  # The same model object continues its chain.
+  fit(model, [callback], epochs=1)
+  assert callback._epochs_seen == 2
+
+
+class LogKeys(keras.callbacks.Callback):
+  """Records the keys of each epoch's logs, as CSVLogger and TensorBoard
+  read them."""
+
+  def __init__(self):
+    super().__init__()
+    self.keys = []
+
+  def on_epoch_end(self, epoch, logs=None):
+    self.keys.append(sorted(logs))
+
+
+def test_epoch_logs_do_not_depend_on_where_the_callback_is_listed(tmp_path):
+  path = str(tmp_path / "log.csv")
+  before = LogKeys()
+  fit(classifier(), [before, keras.callbacks.CSVLogger(path), sampling()])
+  expected = ["energy", "kept_samples", "loss", "step_size"]
+  assert before.keys == [expected, expected]
+  with open(path) as f:
+    header = f.readline().strip().split(",")
+    rows = [line.strip().split(",") for line in f]
+  assert set(expected) <= set(header), header
+  # Burn-in epoch, then a sampling epoch that kept its 3 steps' samples.
+  kept = header.index("kept_samples")
+  assert [float(r[kept]) for r in rows] == [0., 3.]
+  assert float(rows[1][header.index("energy")]) > 0.
+
+
+def test_kept_samples_show_in_the_progress_bar_and_a_short_span_warns(
+    capsys):
+  # 2 sampling epochs x 3 steps, thinning=1, max_samples=2: the samples
+  # kept span the last 2 of 6 transitions (33% > 25%: no warning) ...
+  with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    fit(classifier(), [sampling(burnin_epochs=0, max_samples=2)], epochs=2)
+  assert not [m for m in our_warnings(record) if "span" in m]
+  # ... and of 12 with 4 epochs (17%): warned with the numbers and the fix.
+  callback = sampling(burnin_epochs=0, max_samples=2)
+  with pytest.warns(UserWarning, match=r"the kept samples will span only "
+                    r"the last 2 of the 12 transition\(s\) .*\(17%; 12 in "
+                    r"this fit\).*max_samples=2 keeps the most recent.*"
+                    r"thinning=6 \(or max_samples=12 at thinning=1\)"):
+    model = classifier()
+    capsys.readouterr()
+    model.fit(*data(), batch_size=20, epochs=4, verbose=1, shuffle=False,
+              callbacks=[callback])
+  assert "kept_samples: 2" in capsys.readouterr().out

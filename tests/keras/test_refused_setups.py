@@ -148,3 +148,72 @@ def test_amagold_needs_the_whole_training_set_for_its_test():
     sgk.SamplingCallback(amagold, num_examples=40, prior=1.,
                          burnin_epochs=1, burnin_steps=5,
                          energy_data=(x, y))
+
+
+class NoisyLayer(keras.layers.Layer):
+  """A custom layer drawing noise in training (no known class to name)."""
+
+  def call(self, x, training=False):
+    return x + tf.random.normal(tf.shape(x)) if training else x
+
+
+def nested_noise():
+  inner = keras.Sequential([keras.Input((3,)), keras.layers.GaussianNoise(
+      0.1), keras.layers.Dense(4)])
+  inputs = keras.Input((3,))
+  return keras.Model(inputs, keras.layers.Dense(1)(inner(inputs)))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: keras.Sequential([keras.Input((3,)), keras.layers.Dropout(0.5),
+                               keras.layers.Dense(1)]), "Dropout 'dropout"),
+    (nested_noise, "GaussianNoise 'gaussian_noise"),
+    (lambda: keras.Sequential([keras.Input((3,)), keras.layers.Dense(4),
+                               NoisyLayer(), keras.layers.Dense(1)]),
+     "its outputs with training=True differ between two calls"),
+])
+def test_layers_random_in_training_are_refused(make, message):
+  # The sampler would follow the gradient of a randomly perturbed network
+  # while the predictions average the network without the noise.
+  with pytest.raises(ValueError, match=f"is random in training: {message}.*"
+                     "Remove the layer for sampling"):
+    tiny_fit(model=make())
+  # Through a tf.data pipeline too (a batch synthesized from its spec).
+  x, y, _ = logistic_setup(n=40)
+  model = make()
+  model.compile(optimizer="sgd", loss=keras.losses.BinaryCrossentropy(
+      from_logits=True))
+  with pytest.raises(ValueError, match="is random in training"):
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(5), verbose=0,
+              shuffle=False,
+              callbacks=[sgk.SamplingCallback(
+                  sgk.SGLD(step_size=1e-3), num_examples=40, prior=1.)])
+
+
+def test_deterministic_training_layers_are_accepted():
+  # Dropout at rate 0 and batch normalisation (batch statistics, but no
+  # random numbers) pass the check.
+  tiny_fit(model=keras.Sequential([
+      keras.Input((3,)), keras.layers.Dropout(0.), keras.layers.Dense(4),
+      keras.layers.BatchNormalization(), keras.layers.Dense(1)]))
+
+
+def test_amagold_energy_data_that_never_ends_is_refused():
+  x, y, _ = logistic_setup(n=40)
+  amagold = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.)
+  repeated = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).repeat()
+  with pytest.raises(ValueError, match="infinite tf.data.Dataset.*without "
+                     r"\.repeat\(\)"):
+    sgk.SamplingCallback(amagold, num_examples=40, prior=1.,
+                         energy_data=repeated)
+  # Of unknown length (a filter after the repeat): counted, and refused as
+  # soon as it holds more than N examples, instead of summing forever.
+  unknown = repeated.filter(lambda a, b: True)
+  assert int(unknown.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+  with pytest.raises(ValueError, match="holds more than num_examples=40 "
+                     r"examples \(counted 50 so far, and stopped"):
+    tiny_fit(sampler=amagold, energy_data=unknown)
+  # The minibatch test draws from a stream: a repeated dataset is fine.
+  minibatch = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.,
+                          acceptance_energy="minibatch")
+  tiny_fit(sampler=minibatch, energy_data=repeated)

@@ -13,17 +13,25 @@ Supported, and nothing else:
   `from_logits`, no label smoothing, no `ignore_class`, class axis -1. A
   binary cross-entropy must have one output unit (Keras averages it over the
   last axis, which for k labels would divide the log-likelihood by k);
-* `GaussianNegativeLogLikelihood(scale)`: regression with known noise scale
-  (mean squared error is *not* accepted: it is a Gaussian log-likelihood only
+* `GaussianNegativeLogLikelihood(scale)`: regression with known noise scale,
+  summed over everything one example outputs (units, time steps) (mean
+  squared error is *not* accepted: it is a Gaussian log-likelihood only
   for sigma = 1/sqrt(2), which is rarely what is meant);
 * any `NegativeLogLikelihood(fn)`, where the user vouches that `fn(y_true,
-  y_pred)` is -log p(y | x, theta) per example.
+  y_pred)` is -log p(y | x, theta) per example, or per time step / output
+  unit with `event_ndims=` saying how many trailing axes one example spans.
+
+Whatever the loss, `SamplingCallback` evaluates it unreduced on a first
+batch at the start of `fit` and refuses it unless it gives exactly one value
+per example (`validation.first_batch`): Keras' mean runs over every value,
+so k values per example would divide the log-likelihood by k.
 
 Sample or class weights are not detected: they turn the loss into a weighted
 (tempered) likelihood. Do not pass them to `fit` while sampling.
 """
 
 import math
+import numbers
 
 import keras
 import tensorflow as tf
@@ -54,16 +62,30 @@ class NegativeLogLikelihood(keras.losses.Loss):
 
   Wrap a function `fn(y_true, y_pred)` returning -log p(y_i | x_i, theta),
   one value per example (shape [batch]), to tell the samplers it is one.
+  When one example has several terms (time steps of a sequence, independent
+  output units), `fn` may return them all, shape [batch, *event], and
+  `event_ndims = len(event)` says so: the loss sums them, so that the mean
+  over the batch runs over examples and N stays the number of examples:
+
+      # outputs [n, T, k] logits, labels [n, T]: one sequence per example
+      NegativeLogLikelihood(
+          lambda y, p: keras.losses.sparse_categorical_crossentropy(
+              y, p, from_logits=True),
+          event_ndims=1, predictive="softmax")
 
   Args:
-    fn: the per-example negative log-likelihood.
+    fn: the negative log-likelihood, per example (or per term of one, see
+      `event_ndims`).
     predictive: how a model output becomes the quantity the Bayesian model
       average averages: "identity" (default), "softmax", "sigmoid", or a
       callable.
+    event_ndims: how many trailing axes of `fn`'s values belong to one
+      example (summed); 0 (default): `fn` returns one value per example.
     name: the loss name.
   """
 
-  def __init__(self, fn=None, predictive="identity", name=None):
+  def __init__(self, fn=None, predictive="identity", event_ndims=0,
+               name=None):
     super().__init__(name=name or "negative_log_likelihood",
                      reduction="sum_over_batch_size")
     if fn is not None and not callable(fn):
@@ -73,21 +95,42 @@ class NegativeLogLikelihood(keras.losses.Loss):
       raise ValueError(f"`predictive` must be one of "
                        f"{sorted(PREDICTIVE_TRANSFORMS)} or a callable; got "
                        f"{predictive!r}.")
+    if isinstance(event_ndims, bool) or not isinstance(
+        event_ndims, numbers.Integral) or event_ndims < 0:
+      raise ValueError("`event_ndims` must be an integer >= 0 (the trailing "
+                       "axes of fn's values that one example spans); got "
+                       f"{event_ndims!r}.")
     self._fn = fn
     self.predictive = predictive
+    self.event_ndims = int(event_ndims)
 
   def call(self, y_true, y_pred):
     if self._fn is None:
       raise NotImplementedError("NegativeLogLikelihood needs `fn`, or a "
                                 "subclass overriding `call`.")
-    return self._fn(y_true, y_pred)
+    values = self._fn(y_true, y_pred)
+    if self.event_ndims:
+      values = tf.convert_to_tensor(values)
+      # The rank check itself is the first-batch check's (it names the
+      # shapes); here only what can be summed is.
+      rank = values.shape.rank
+      if rank is not None and rank > self.event_ndims:
+        values = tf.reduce_sum(values, axis=list(range(-self.event_ndims,
+                                                       0)))
+    return values
 
 
 class GaussianNegativeLogLikelihood(NegativeLogLikelihood):
-  """-log N(y | y_pred, scale^2), summed over the output units of an example.
+  """-log N(y | y_pred, scale^2), summed over everything one example outputs.
 
       -log p(y | x, theta) = sum_k (y_k - f_k(x))^2 / (2 scale^2)
-                             + log(scale) + log(2 pi) / 2.
+                             + log(scale) + log(2 pi) / 2,
+
+  k running over every axis of the output after the batch axis (units, time
+  steps): an output [n, T, 1] gives one value per sequence, and N counts
+  sequences. `y` must have the output's shape, up to a trailing axis of
+  size 1 (`(n,)` against `(n, 1)` either way); other shapes are refused
+  rather than broadcast.
 
   Args:
     scale: the observation noise standard deviation sigma, > 0.
@@ -104,14 +147,27 @@ class GaussianNegativeLogLikelihood(NegativeLogLikelihood):
   def call(self, y_true, y_pred):
     y_pred = tf.convert_to_tensor(y_pred)
     y_true = tf.cast(y_true, y_pred.dtype)
-    if y_pred.shape.rank is not None and y_pred.shape.rank >= 2 and (
-        y_true.shape.rank == y_pred.shape.rank - 1):
-      y_true = y_true[..., None]
+    pred_rank, true_rank = y_pred.shape.rank, y_true.shape.rank
+    if pred_rank is not None and true_rank is not None:
+      # Align a trailing axis of size 1, as Keras' own losses do (a (n, 1)
+      # against a (n,) would otherwise broadcast to (n, n)).
+      if true_rank == pred_rank - 1 and y_pred.shape[-1] in (1, None):
+        y_true = y_true[..., None]
+      elif true_rank == pred_rank + 1 and y_true.shape[-1] == 1:
+        y_true = y_true[..., 0]
+      if not y_true.shape.is_compatible_with(y_pred.shape):
+        raise ValueError(
+            f"{self.name}: y_true has shape {tuple(y_true.shape)} and the "
+            f"model's output {tuple(y_pred.shape)}; they would broadcast "
+            "against each other instead of pairing each target with its "
+            "prediction. Give y the output's shape (one target per output "
+            "value).")
     z = (y_true - y_pred) / self.scale
     per_unit = 0.5 * tf.square(z) + (
         math.log(self.scale) + 0.5 * math.log(2. * math.pi))
-    if per_unit.shape.rank is not None and per_unit.shape.rank >= 2:
-      return tf.reduce_sum(per_unit, axis=-1)
+    rank = per_unit.shape.rank
+    if rank is not None and rank >= 2:
+      return tf.reduce_sum(per_unit, axis=list(range(1, rank)))
     return per_unit
 
   def get_config(self):
@@ -133,14 +189,19 @@ class Likelihood:
     self.predictive = (PREDICTIVE_TRANSFORMS[predictive]
                        if isinstance(predictive, str) else predictive)
 
-  def batch_nll(self, y_true, y_pred):
+  def values(self, y_true, y_pred):
+    """The loss unreduced, as Keras' mean sees it: one value per example
+    for a likelihood the samplers accept."""
     y_pred = tf.convert_to_tensor(y_pred)
     if y_pred.dtype in (tf.float16, tf.bfloat16):
       # Mixed precision computes the outputs in 16 bits; the loss (as Keras'
       # Loss.__call__ does) and the energy sums are taken in float32 or
       # more: U grows with N and AMAGOLD's test needs differences of order 1.
       y_pred = tf.cast(y_pred, tf.float32)
-    values = tf.convert_to_tensor(self.loss.call(y_true, y_pred))
+    return tf.convert_to_tensor(self.loss.call(y_true, y_pred))
+
+  def batch_nll(self, y_true, y_pred):
+    values = self.values(y_true, y_pred)
     n = tf.cast(tf.shape(y_pred)[0], values.dtype)
     return n * tf.reduce_mean(values)
 
@@ -233,8 +294,11 @@ def resolve_likelihood(loss, model=None):
       raise ValueError(
           f"binary cross-entropy on {units} output units: Keras averages it "
           "over the units, which divides the log-likelihood by "
-          f"{units}. Use one output unit, or NegativeLogLikelihood with the "
-          "sum over units.")
+          f"{units}. Use one output unit, or "
+          "tfp_sgmcmc.keras.NegativeLogLikelihood(lambda y, p: "
+          "keras.losses.binary_crossentropy(y, p, from_logits=...), "
+          "event_ndims=...) summing the units (predictive='sigmoid' for "
+          "logits).")
     return Likelihood(loss, "sigmoid" if from_logits else "identity")
   return Likelihood(loss, "softmax" if from_logits else "identity")
 

@@ -198,6 +198,11 @@ class SamplingCallback(keras.callbacks.Callback):
     self._batch_begin = batch
 
   def on_train_batch_end(self, batch, logs=None):
+    self._train_batch_end(batch, logs)
+    if logs is not None:  # Shown by the progress bar (after this callback).
+      logs["kept_samples"] = len(self._samples)
+
+  def _train_batch_end(self, batch, logs):
     if self.divergence is not None:
       return
     steps = batch - self._batch_begin + 1
@@ -233,8 +238,15 @@ class SamplingCallback(keras.callbacks.Callback):
         if keep:
           self._keep_sample()
 
+  def add_epoch_logs(self, epoch, logs):
+    """The values of the epoch that ran (before a swap), see `fit.logs`."""
+    del epoch
+    self._logs.add(logs, self._strategy, self.sampler if self._sampling
+                   else None, kept_samples=len(self._samples))
+
   def on_epoch_end(self, epoch, logs=None):
-    self._add_logs(logs)  # The epoch that ran, before a swap.
+    if not self._logs.added:  # Hooks called without a CallbackList.
+      self.add_epoch_logs(epoch, logs)
     if self.divergence is not None:
       return
     self._traps.epoch_end(self, epoch, logs)
@@ -361,12 +373,6 @@ class SamplingCallback(keras.callbacks.Callback):
 
   def _restore_backup(self):
     return backup_lib.restore_backup(self)
-
-  # --- logs ----------------------------------------------------------------
-
-  def _add_logs(self, logs):
-    self._logs.add(logs, self._strategy,
-                   self.sampler if self._sampling else None)
 
   # --- results -------------------------------------------------------------
 

@@ -157,6 +157,16 @@ class AcceptanceEnergies:
       total += self._batch_nll(batch[0], batch[1])
       if not self._checked:
         count += int(tf.shape(batch[1])[0])
+        if count > self._num_examples:
+          # Stop counting: a pipeline of unknown cardinality may be
+          # infinite (a .repeat() behind a .filter()).
+          raise ValueError(
+              f"`energy_data` holds more than num_examples="
+              f"{self._num_examples} examples (counted {count} so far, "
+              "and stopped: its length is unknown to tf.data, so it may "
+              "repeat forever): the exact M-H test needs the whole "
+              "training set once (and N must be its size). Give the "
+              "dataset without .repeat(), or (x, y) arrays.")
     if not self._checked:
       if count != self._num_examples:
         raise ValueError(

@@ -5,17 +5,52 @@ Keras' running mean loss over the epoch and the prior at the epoch's end),
 the sampler's `log_diagnostics` (`step_size`; SGNHT's `thermostat`;
 AMAGOLD's `exact_energy`) and, for AMAGOLD, this epoch's `accept_rate`.
 Every key is present at every epoch (NaN during burn-in), so that each
-`History` list has one entry per epoch. Nothing here runs per train step.
+`History` list has one entry per epoch; `kept_samples` (the number of
+samples the callback holds) is in every epoch's and train step's logs, so
+the progress bar shows it. Nothing else here runs per train step.
+
+The epoch's values must not depend on where the callback is listed: a
+`CSVLogger` or `TensorBoard` listed before it would otherwise write its
+epoch logs before they hold them (CSVLogger fixes its columns at the first
+epoch). `install()` makes `keras.callbacks.CallbackList.on_epoch_end` ask
+every callback that has an `add_epoch_logs(epoch, logs)` method for its
+values first, then call the callbacks in their order as before.
 """
 
+import functools
 import math
+
+import keras
 
 import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.targets import energy as energy_lib
 
-__all__ = ["EpochLogs"]
+__all__ = ["EpochLogs", "install"]
+
+_INSTALLED = "_tfp_sgmcmc_epoch_logs_first"
+
+
+def install():
+  """Makes `CallbackList.on_epoch_end` collect the callbacks'
+  `add_epoch_logs` values before it calls any callback (idempotent)."""
+  callback_list = keras.callbacks.CallbackList
+  on_epoch_end = callback_list.on_epoch_end
+  if getattr(on_epoch_end, _INSTALLED, False):
+    return
+
+  @functools.wraps(on_epoch_end)
+  def logs_first(self, epoch, logs=None):
+    if logs is not None:
+      for callback in self.callbacks:
+        add = getattr(callback, "add_epoch_logs", None)
+        if add is not None:
+          add(epoch, logs)
+    return on_epoch_end(self, epoch, logs)
+
+  setattr(logs_first, _INSTALLED, True)
+  callback_list.on_epoch_end = logs_first
 
 
 class EpochLogs:
@@ -28,12 +63,13 @@ class EpochLogs:
   """
 
   def __init__(self, sampler, num_examples, log_prior):
-    self._keys = ["energy"] + sampler.log_keys()
+    self._keys = ["energy"] + sampler.log_keys() + ["kept_samples"]
     self._num_examples = int(num_examples)
     self._log_prior = log_prior
     self._log_prior_function = None
     self.tests = 0
     self.accepted = 0
+    self.added = False  # Whether this epoch's values are in its logs.
 
   def build(self, model, strategy):
     """Compiles log p(theta) of the model's weights, once."""
@@ -48,16 +84,19 @@ class EpochLogs:
   def start_epoch(self):
     self.tests = 0
     self.accepted = 0
+    self.added = False
 
   def count_test(self, accepted):
     self.tests += 1
     self.accepted += int(accepted)
 
-  def add(self, logs, strategy, sampler=None):
+  def add(self, logs, strategy, sampler=None, kept_samples=0):
     """Adds the values to `logs`; `sampler` None during burn-in."""
     if logs is None:
       return
     values = dict.fromkeys(self._keys, math.nan)
+    values["kept_samples"] = kept_samples
+    self.added = True
     with strategy.scope():
       if "loss" in logs:
         values["energy"] = float(energy_lib.minibatch_energy(

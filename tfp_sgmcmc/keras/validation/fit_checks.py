@@ -14,7 +14,7 @@ import tensorflow as tf
 # pylint: disable=protected-access
 
 __all__ = ["check_callbacks", "check_outputs", "probabilities_loss",
-           "check_probabilities", "examples_in"]
+           "check_probabilities", "examples_in", "check_same_model"]
 
 _CROSSENTROPIES = ("sparse_categorical_crossentropy",
                    "categorical_crossentropy", "binary_crossentropy")
@@ -81,6 +81,20 @@ def _crossentropy(likelihood):
 def check_callbacks(callback, cbs):
   """The other callbacks of `fit` that would bias or break the chain."""
   mine = cbs.index(callback) if callback in cbs else None
+  # The callback's own class: this module is imported by it.
+  from tfp_sgmcmc.keras.fit.callback import SamplingCallback  # pylint: disable=import-outside-toplevel
+  sampling = [cb for cb in cbs if isinstance(cb, SamplingCallback)]
+  if len(sampling) > 1:
+    same = len({id(cb) for cb in sampling}) < len(sampling)
+    raise ValueError(
+        f"fit got {len(sampling)} SamplingCallbacks"
+        + (" (the same one listed more than once)" if same else "")
+        + ": each installs its own sampler as model.optimizer, so the "
+        "model's weights follow one chain while every callback keeps "
+        "samples of it as if it were its own (and a callback listed twice "
+        "runs each step's bookkeeping twice). Give fit one "
+        "SamplingCallback; for several chains, fit one model per chain, "
+        "each with its own SamplingCallback.")
   for i, cb in enumerate(cbs):
     if isinstance(cb, (keras.callbacks.ReduceLROnPlateau,
                        keras.callbacks.LearningRateScheduler)):
@@ -134,6 +148,24 @@ def check_callbacks(callback, cbs):
             "a mid-epoch backup from the start of its epoch with the "
             "mid-epoch weights, which repeats steps of the chain. Use "
             "save_freq='epoch' (the default).")
+
+
+def check_same_model(callback, owner, model):
+  """A callback holds one chain, of the model it first ran in (`owner`, a
+  weak reference, None before)."""
+  first = None if owner is None else owner()
+  if owner is None or first is model:
+    return
+  was = (f"model {first.name!r}" if first is not None else
+         "a model that no longer exists")
+  raise ValueError(
+      f"this SamplingCallback already holds the chain of {was} (its "
+      f"sampler's state over that model's weights, {len(callback.samples)} "
+      f"kept sample(s), {callback._steps_seen} step(s) seen); a fit of "
+      f"model {model.name!r} would continue that chain on other weights. "
+      "A callback samples one model: create a new SamplingCallback (with "
+      "a new sampler) for each model. Another fit of the same model object "
+      "continues its chain.")
 
 
 def check_outputs(callback, x):

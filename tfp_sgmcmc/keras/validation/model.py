@@ -173,6 +173,14 @@ def check_callback_arguments(sampler, num_examples, burnin_epochs,
       energy_data, (tuple, list, tf.data.Dataset)):
     raise TypeError("`energy_data` must be (x, y) arrays or a "
                     f"tf.data.Dataset; got {type(energy_data).__name__}.")
+  if (amagold and isinstance(energy_data, tf.data.Dataset) and
+      sampler.acceptance_energy == "exact" and
+      int(energy_data.cardinality()) == tf.data.INFINITE_CARDINALITY):
+    raise ValueError(
+        "`energy_data` is an infinite tf.data.Dataset (e.g. made with "
+        ".repeat()): AMAGOLD's exact M-H test sums the energy over one "
+        "pass of it, which would never end. Give the training set once: "
+        "the dataset without .repeat() (batched), or (x, y) arrays.")
   if step_size_adaptation is not None and not amagold:
     raise ValueError(
         "`step_size_adaptation` targets an acceptance rate, which only "

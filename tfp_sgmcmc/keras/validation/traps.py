@@ -2,11 +2,15 @@
 
 Each check runs at the earliest point where what it needs is known:
 
-* at the start of `fit`: the other callbacks (learning-rate schedulers,
-  `EarlyStopping`, `BackupAndRestore`), `class_weight` / `sample_weight`,
-  the number of training examples when `fit` got arrays, a classifier's
-  output activation against the loss' `from_logits`, and whether the fit
-  is long enough to keep one sample at the given `thinning`;
+* at the start of `fit`: a callback that already holds another model's
+  chain, the other callbacks (a second `SamplingCallback`, learning-rate
+  schedulers, `EarlyStopping`, `BackupAndRestore`), `class_weight` /
+  `sample_weight`, the number of training examples when `fit` got arrays,
+  a classifier's output activation against the loss' `from_logits`, the
+  checks on a first batch (`first_batch.py`: one output, one loss value per
+  example, no layer random in training), whether the fit is long enough to
+  keep one sample at the given `thinning`, and whether the kept samples
+  will span a fair part of the chain (`max_samples` x `thinning`);
 * after the first train step(s) of a fit whose first epoch is one pass
   over a pipeline of known length: the slips in the number of examples
   (N = the number of batches, N < one batch), from the batch size seen;
@@ -27,11 +31,13 @@ loss tracker's count), nothing per step. The checks of what `fit` is given at it
 
 import math
 import warnings
+import weakref
 
 import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.keras.validation import fit_arguments
+from tfp_sgmcmc.keras.validation import first_batch
 from tfp_sgmcmc.keras.validation import fit_checks
 from tfp_sgmcmc.keras.validation.fit_checks import check_probabilities
 
@@ -44,6 +50,10 @@ __all__ = ["FitTraps", "check_probabilities"]
 # number of weights; exactly so for a Gaussian posterior). A rise beyond
 # this many times d, and this many times the lowest energy, is a blow-up.
 BLOW_UP_FACTOR = 10.
+# Kept samples spanning less than this fraction of the chain's transitions
+# (max_samples x thinning against all of them) are warned: predict would
+# average over the end of the chain only.
+SPAN_FRACTION = 0.25
 
 
 class FitTraps:
@@ -64,10 +74,18 @@ class FitTraps:
     self._epoch_start_steps = 0
     self._sampled_whole_epoch = False
     self._probe = False
+    self._span_warned = False
+    self._owner = None  # A weak reference to the model of the chain.
 
   # --- fit start -----------------------------------------------------------
 
   def train_begin(self, callback):
+    fit_checks.check_same_model(callback, self._owner, callback.model)
+    self._check_fit_start(callback)
+    # Checked: from here on the callback's state is this model's chain.
+    self._owner = weakref.ref(callback.model)
+
+  def _check_fit_start(self, callback):
     model = callback.model
     arguments = fit_arguments.of(model)
     self._count_epoch = None
@@ -109,6 +127,8 @@ class FitTraps:
           (f" (after validation_split={self._validation_split:g} held out "
            "the rest)" if self._validation_split else ""), examples, None))
     fit_checks.check_outputs(callback, x)
+    first_batch.check_first_batch(callback, x, arguments.get("y"))
+    first_batch.check_random_layers(callback, x, arguments.get("y"))
     # The first epoch of this fit is counted (unless arrays told us N).
     self._count_pending = not self._fit_uses_arrays
     self._fit_start = dict(
@@ -150,6 +170,8 @@ class FitTraps:
       unit = f"{transitions} transition(s) (one per train step)"
     kept = (done + transitions) // callback.thinning - (
         done // callback.thinning)
+    self._check_span(callback, done + transitions, transitions,
+                     "M-H test(s)" if callback._amagold else "transition(s)")
     if kept == 0 and not callback._samples:
       warnings.warn(
           f"this fit will keep no sample: {epochs_left} epoch(s) of "
@@ -159,6 +181,32 @@ class FitTraps:
           f"{max(1, done + transitions)} or more epochs (a later fit with "
           "the same callback continues the chain and its count).",
           UserWarning, stacklevel=4)
+
+  def _check_span(self, callback, total, this_fit, unit):
+    """Warns (once per callback) when the kept samples will cover a small
+    part of the chain: `max_samples` keeps the most recent ones only.
+    max_samples=1 asks for the latest state only: nothing to spread."""
+    span = callback.max_samples * callback.thinning
+    if (self._span_warned or callback.max_samples == 1 or
+        span >= SPAN_FRACTION * total):
+      return
+    self._span_warned = True
+    spread = -(-total // callback.max_samples)
+    if not callback._amagold:  # A multiple of steps_per_execution.
+      spread = -(-spread // callback._spe) * callback._spe
+    warnings.warn(
+        f"the kept samples will span only the last {span} of the {total} "
+        f"{unit} the chain will have made by the end of this fit "
+        f"({100. * span / total:.2g}%; {this_fit} in this fit): "
+        f"max_samples={callback.max_samples} keeps the most recent "
+        f"samples, one every thinning={callback.thinning}, and drops the "
+        "older ones, so predict() averages over the end of the chain only. "
+        f"To spread them over the whole run use thinning={spread} (or "
+        f"max_samples={-(-total // callback.thinning)} at thinning="
+        f"{callback.thinning}); the running moments "
+        "(posterior.mean, .variance) cover every transition either way. "
+        "The progress bar and the logs show `kept_samples`.",
+        UserWarning, stacklevel=5)
 
   # --- during fit ----------------------------------------------------------
 
