@@ -101,10 +101,10 @@ FULL = dict(
     keras_n=60_000, keras_batch=2000, keras_hidden=(500, 256),
     keras_repeats=4, keras_epochs=5)
 QUICK = dict(
-    budget_s=120., quickstart_target_s=0.01, quickstart_repeats=1,
+    budget_s=600., quickstart_target_s=0.01, quickstart_repeats=1,
     chain_counts=(1, 64), chains_n=2000, chains_target_s=0.01,
     chains_repeats=1,
-    keras_n=1000, keras_batch=250, keras_hidden=(16, 8),
+    keras_n=1000, keras_batch=100, keras_hidden=(16, 8),
     keras_repeats=1, keras_epochs=1)
 
 
@@ -120,6 +120,7 @@ class Report:
     self.settings = settings
     self.budget_s = budget_s
     self.start = time.perf_counter()
+    self.cpu_start = time.process_time()
     self.rows = []
     self.device = {}
 
@@ -160,7 +161,9 @@ class Report:
 
   def payload(self, complete):
     return dict(report="gpu_report", complete=complete,
-                elapsed_s=round(self.elapsed(), 2), device=self.device,
+                elapsed_s=round(self.elapsed(), 2),
+                cpu_s=round(time.process_time() - self.cpu_start, 2),
+                device=self.device,
                 data=SYNTHETIC_DATA, goals={f"{s}: {n}": g
                                             for (s, n), g in GOALS.items()},
                 settings=self.settings, rows=self.rows,
@@ -561,8 +564,9 @@ def epoch_rows(report, section, fits, epochs, first, peaks, errors, specs,
       row["same_policy_sgd"] = same
     if callbacks and callbacks[0].sampler is not None and \
         callbacks[0].sampler.has_acceptance_test:
-      row["acceptance"] = callbacks[0].acceptance_rate
       row["mh_tests"] = callbacks[0].num_tests
+      row["acceptance"] = (callbacks[0].acceptance_rate if row["mh_tests"]
+                           else None)
     report.add(_with_goal(row, (section, name)))
 
 
@@ -665,7 +669,7 @@ def main(argv=None):
                       "gpu_report_<date>.json)")
   parser.add_argument("--budget-s", type=float, default=None,
                       help="skip the rows left (with the reason) once this "
-                      "many seconds have passed (default 450; 120 with "
+                      "many seconds have passed (default 450; 600 with "
                       "--quick)")
   parser.add_argument("--sections", default=",".join(SECTIONS),
                       help="comma-separated subset of " + ",".join(SECTIONS))
@@ -714,8 +718,10 @@ def main(argv=None):
       done = {r["name"] for r in report.rows if r["section"] == section}
       report.fail(section, [n for n in names if n not in done], e)
   report.save(complete=True)
-  print(f"\n{table(report.rows)}\n\n({report.elapsed():.0f} s; wrote {out})")
-  return report.payload(complete=True)
+  payload = report.payload(complete=True)
+  print(f"\n{payload['table_markdown']}\n\n({payload['elapsed_s']:.0f} s, "
+        f"process CPU time {payload['cpu_s']:.0f} s; wrote {out})")
+  return payload
 
 
 if __name__ == "__main__":
