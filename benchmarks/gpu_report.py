@@ -142,13 +142,15 @@ class Report:
     detail = {"ok": row.get("summary") or (f"{_fmt_time(row)}" + (
         f", x{ratio['median']:.2f} vs {row['ratio_to']}" if ratio else "")),
               "skipped": row.get("reason"),
-              "error": row.get("error")}[row["status"]]
+              "error": short_error(row.get("error", ""))}[row["status"]]
     print(f"[{self.elapsed():7.1f} s] {row['section']}: {row['name']}: "
           f"{row['status']}: {detail}", flush=True)
     self.save(complete=False)
 
   def fail(self, section, names, error, **extra):
     text = f"{type(error).__name__}: {error}"
+    if len(text) > 2000:  # TF's graph errors end with what went wrong.
+      text = text[:500] + " [...] " + text[-1500:]
     traceback.print_exception(error, file=sys.stderr)
     for name in names:
       self.add(dict(section=section, name=name, status="error",
@@ -172,6 +174,20 @@ class Report:
   def save(self, complete):
     with contextlib.redirect_stdout(io.StringIO()):
       harness.write_json(self.path, self.payload(complete))
+
+
+def short_error(text):
+  """One line of an error: its first, and where that only announces what
+  follows (TF's "Graph execution error:"), the last that says what failed."""
+  lines = [l.strip() for l in text.splitlines() if l.strip()]
+  if not lines:
+    return ""
+  line = lines[0]
+  if line.endswith(":") and len(lines) > 1:
+    tail = [l for l in lines[1:] if not l.startswith(("[[", "File ", "Cf. "))]
+    if tail:
+      line += " " + tail[-1]
+  return line[:200]
 
 
 def _fmt_time(row):
@@ -208,7 +224,7 @@ def table(rows):
     if status == "skipped":
       status += f": {r['reason']}"
     elif status == "error":
-      status += f": {r['error'].splitlines()[0][:120]}"
+      status += f": {short_error(r['error'])}"
     if r["section"] == "device" and status == "ok":
       status = f"ok: {r['summary']}"
     lines.append(f"| {r['section']} | {r['name']} | {_fmt_time(r)} | "
