@@ -51,6 +51,7 @@ import subprocess
 import sys
 import time
 import traceback
+import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
@@ -692,6 +693,9 @@ def main(argv=None):
   args = parser.parse_args(argv)
   # Each row's loop is its own tf.function: their tracing is expected.
   tf.get_logger().setLevel("ERROR")
+  # The fits are timed, not sampled from: short ones keep no sample.
+  warnings.filterwarnings(
+      "ignore", message=".*(will keep no sample|with no sample kept)")
   mirrored_note = _split_cpu_for_mirrored() if args.quick else None
   cfg = dict(QUICK if args.quick else FULL)
   if args.budget_s is not None:
