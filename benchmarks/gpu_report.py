@@ -234,7 +234,7 @@ def table(rows):
   return "\n".join(lines)
 
 
-# --- Device memory -------------------------------------------------------------
+# --- Device memory -----------------------------------------------------------
 
 
 def _gpu_names():
@@ -267,7 +267,7 @@ def peak_of_call(fn, *args):
   return read_peak()
 
 
-# --- Device ----------------------------------------------------------------------
+# --- Device ------------------------------------------------------------------
 
 
 def device_row(mirrored_note):
@@ -278,7 +278,8 @@ def device_row(mirrored_note):
               build={k: v for k, v in tf.sysconfig.get_build_info().items()
                      if k in ("is_cuda_build", "cuda_version",
                               "cudnn_version", "is_rocm_build")},
-              logical_devices=[d.name for d in tf.config.list_logical_devices()],
+              logical_devices=[d.name
+                               for d in tf.config.list_logical_devices()],
               quick_mirrored_devices_note=mirrored_note)
   details = []
   for g in gpus:
@@ -305,9 +306,11 @@ def device_row(mirrored_note):
           f"CPU ({platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores), no GPU")
   info["device_name"] = name
+  xla = info["xla"]
   summary = (f"{name}; TF {tf.__version__}, TFP {tfp.__version__}, Keras "
-             f"{keras.__version__}; XLA "
-             f"{'compiled on ' + info['xla']['ran_on'] if info['xla']['compiled'] else 'FAILED'}")
+             f"{keras.__version__}; XLA " +
+             (f"compiled on {xla['ran_on']}" if xla["compiled"] else
+              "FAILED"))
   if info["total_memory_mib"]:
     summary += f"; {info['total_memory_mib']} MiB"
   return dict(section="device", name="device", summary=summary, **info)
@@ -327,7 +330,7 @@ def _nvidia_smi_memory():
     return None
 
 
-# --- Compiled chains: quickstart and batched chains ------------------------------
+# --- Compiled chains: quickstart and batched chains --------------------------
 
 
 def timed_group(report, section, specs, target_s, repeats, ratio_of):
@@ -429,7 +432,7 @@ def chains_name(kernel, chains):
   return f"{kernel}, {chains} chain{'' if chains == 1 else 's'}"
 
 
-# --- Keras ---------------------------------------------------------------------------
+# --- Keras -------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -638,8 +641,11 @@ def mirrored_section(report, cfg, quick, mirrored_note):
   sghmc = keras_epoch.samplers(n, x, y)["SGHMC"]
   specs = {names[0]: ("float32", None, {}, None),
            names[1]: ("float32",) + sghmc + (None,)}
+  architecture = "-".join(map(str, (784,) + tuple(hidden) + (10,)))
   extra = {name: dict(devices=devices, global_batch_size=batch,
-                      num_examples=n) for name in names}
+                      num_examples=n, steps_per_epoch=n // batch,
+                      policy="float32", model=f"MLP {architecture} ReLU")
+           for name in names}
   fits = {}
   for name, (policy, factory, kwargs, _) in specs.items():
     try:
@@ -655,7 +661,7 @@ def mirrored_section(report, cfg, quick, mirrored_note):
              extra, baseline=names[0])
 
 
-# --- Main ----------------------------------------------------------------------------
+# --- Main --------------------------------------------------------------------
 
 
 SECTIONS = ("quickstart", "chains", "keras", "mirrored")

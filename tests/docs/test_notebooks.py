@@ -288,5 +288,6 @@ def test_notebook_prints_its_device_and_says_what_a_gpu_changes(name):
   printed = io.StringIO()
   with contextlib.redirect_stdout(printed):
     exec(compile(device_cell, f"{name}[device cell]", "exec"), {})
+  text = printed.getvalue()
   assert re.fullmatch(r"device: /CPU:0 \(no GPU in this runtime\); a first op "
-                      r"ran on \S*CPU:0\n", printed.getvalue()), printed.getvalue()
+                      r"ran on \S*CPU:0\n", text), text
