@@ -272,3 +272,22 @@ def test_keras_mnist_tfds_path_offline(monkeypatch):
   assert ns["xtr"].dtype.name == "float32" and ns["ytr"].dtype.name == "int32"
   assert 0. <= ns["xtr"].min() and ns["xtr"].max() <= 1.
   assert set(ns["ytr"]) <= set(range(10))
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_prints_its_device_and_says_what_a_gpu_changes(name):
+  # The cell after the install cell says which device TensorFlow uses (here
+  # the CPU: no GPU on the test machines), and the first markdown cell what a
+  # GPU runtime changes, without a time that was never measured.
+  with open(os.path.join(COLAB, name)) as f:
+    cells = json.load(f)["cells"]
+  intro = "".join(cells[0]["source"])
+  assert cells[0]["cell_type"] == "markdown" and "**GPU runtime.**" in intro
+  assert "not measured yet" in intro and "benchmarks/gpu_report.py" in intro
+  device_cell = code_cells(name)[1]
+  printed = io.StringIO()
+  with contextlib.redirect_stdout(printed):
+    exec(compile(device_cell, f"{name}[device cell]", "exec"), {})
+  text = printed.getvalue()
+  assert re.fullmatch(r"device: /CPU:0 \(no GPU in this runtime\); a first op "
+                      r"ran on \S*CPU:0\n", text), text
