@@ -95,13 +95,12 @@ def install(spec=None, log=None):
   _state.update(spec=spec, log=log)
 
   def opened(file, mode="r", *args, **kwargs):
-    f = _real_open(file, mode, *args, **kwargs)
     if any(c in mode for c in "wax+") and isinstance(
         file, (str, bytes, os.PathLike)):
       name = os.path.basename(os.fsdecode(file))
-      _hit(f"open:{name}")
-      return _Writer(f, name)
-    return f
+      _hit(f"open:{name}")  # Before the open truncates the file.
+      return _Writer(_real_open(file, mode, *args, **kwargs), name)
+    return _real_open(file, mode, *args, **kwargs)
 
   builtins.open = opened
   for name, label in (("replace", "replace"), ("rename", "rename"),
