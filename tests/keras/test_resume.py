@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 
 import keras
 import numpy as np
@@ -236,6 +237,22 @@ def test_a_kill_during_keras_clean_up_keeps_the_finished_run(
   assert os.path.exists(final) and not os.path.exists(backup_dir)
   sampling.save(tmp_path / "posterior.npz")
   assert not os.path.exists(final)
+
+
+def test_a_kept_backup_resumes_as_usual_beside_the_finished_state(
+    tmp_path, sghmc_reference):
+  # BackupAndRestore(delete_checkpoint=False) keeps backup_dir: the same
+  # call again resumes from it, silently, and runs no epoch.
+  backup_dir = str(tmp_path / "backup")
+  for runs in (6, 0):
+    model, sampling, _ = worker.build("sghmc", backup_dir, seed=5)
+    keep = keras.callbacks.BackupAndRestore(backup_dir,
+                                            delete_checkpoint=False)
+    with warnings.catch_warnings():
+      warnings.simplefilter("error", RuntimeWarning)
+      history = worker.fit(model, [sampling, keep])
+    assert len(history.history.get("loss", [])) == runs
+    assert_same_run(sghmc_reference, worker.result(model, sampling))
 
 
 def _kill_point_and_resume(tmp_path, point, arm_epoch):

@@ -388,6 +388,9 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
   if not isinstance(path, (str, bytes, os.PathLike)):
     raise TypeError(f"`path` must be a str or os.PathLike; got "
                     f"{type(path).__name__}.")
+  if kernel is not None and not isinstance(kernel, tfp.mcmc.TransitionKernel):
+    raise TypeError("`kernel` must be the tfp.mcmc.TransitionKernel that "
+                    f"continues the chain; got {type(kernel).__name__}.")
   path = os.fsdecode(os.fspath(path))
   try:
     archive = zipfile.ZipFile(path)

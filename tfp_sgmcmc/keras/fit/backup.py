@@ -202,20 +202,27 @@ def restore_backup(callback):
     files.remove_dead_temporaries(stale[:stale.index(".tmp-")])
   files.remove_dead_temporaries(weights_path)
   final = finished_path(callback)
-  if os.path.exists(final):
-    if os.path.isdir(callback.backup_dir) and _readable_npz(final):
-      # The last fit finished, and was killed while BackupAndRestore
-      # deleted its backup: its final state is complete.
-      header = _header(final)
-      return _restore_and_rewrite(
-          callback, int(header["fit_epoch"]), final,
-          f"the previous fit with backup_dir={callback.backup_dir!r} "
-          "finished, and was killed while BackupAndRestore deleted its "
-          "backup")
-    forget_finished_state(callback)  # A new fit: the old one ended well.
   states = _states(callback)
   metadata = (_read_json(metadata_path) if os.path.exists(metadata_path)
               else None)
+  if os.path.exists(final):
+    if os.path.isdir(callback.backup_dir) and _readable_npz(final):
+      final_epoch = int(_header(final)["fit_epoch"])
+      intact = (metadata is not None and
+                int(metadata.get("epoch", -1)) == final_epoch and
+                any(e == final_epoch for e, _ in states))
+      if not intact:
+        # The last fit finished, and was killed while BackupAndRestore
+        # deleted its backup: its final state is complete. (Intact: the
+        # backup was kept, e.g. delete_checkpoint=False, and resumes as
+        # usual.)
+        return _restore_and_rewrite(
+            callback, final_epoch, final,
+            f"the previous fit with backup_dir={callback.backup_dir!r} "
+            "finished, and was killed while BackupAndRestore deleted its "
+            "backup")
+    else:
+      forget_finished_state(callback)  # A new fit: the old one ended well.
   if metadata is None:
     if states:
       why = (f"{metadata_path!r} is truncated or unreadable (the process "
