@@ -102,6 +102,7 @@ def save_backup(callback, fit_epoch):
   for old in sorted(glob.glob(os.path.join(directory, "epoch_*.npz")))[:-2]:
     os.remove(old)
 
+
 def weights_digest(values):
   """SHA-256 of the model's variables (dtype, shape, bytes, in order): the
   check that Keras' `latest.weights.h5` holds the weights of our state."""
