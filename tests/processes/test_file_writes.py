@@ -52,7 +52,8 @@ def kill_before(what, tmp_path, spec):
   return version_of(what, path), proc.returncode == -9
 
 
-@pytest.mark.parametrize("what", ["posterior", "chain"])
+@pytest.mark.parametrize("what", [
+    "posterior", pytest.param("chain", marks=pytest.mark.slow)])
 def test_a_kill_during_a_save_leaves_the_old_file_whole(what, tmp_path):
   # Killed at the first write of the new data: an in-place rewrite has
   # already truncated the old file; the atomic one has not touched it.
