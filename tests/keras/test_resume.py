@@ -284,7 +284,8 @@ def test_a_kill_between_keras_weights_and_metadata_resumes_the_newer_pair(
   assert_same_run(sghmc_reference, got)
 
 
-@pytest.mark.slow  # In CI: test_a_kill_during_keras_clean_up_keeps_the_...
+# Its in-process twin (a clean-up cut short by an exception) runs in CI.
+@pytest.mark.slow
 def test_a_kill_at_the_end_of_keras_clean_up_keeps_the_samples(
     tmp_path, sghmc_reference):
   # Everything in backup_dir deleted but the folder: the finished run's
