@@ -107,8 +107,8 @@ def install(spec=None, log=None):
                       ("remove", "unlink"), ("unlink", "unlink"),
                       ("rmdir", "rmdir"), ("link", "link")):
     _wrap(os, name, label)
-  try:
-    from keras.src.saving import saving_lib  # pylint: disable=g-import-not-at-top
+  try:  # Keras' HDF5 store, where the process uses Keras.
+    from keras.src.saving import saving_lib  # pylint: disable=import-error
   except ImportError:
     return
   store = saving_lib.H5IOStore
