@@ -42,6 +42,8 @@ def _writer_is_dead(name, prefix):
   pid = int(parts[1])
   if pid == os.getpid():
     return False  # Perhaps another thread of ours, writing now.
+  if os.name == "nt":
+    return False  # os.kill(pid, 0) would terminate the process there.
   try:
     os.kill(pid, 0)
   except ProcessLookupError:
