@@ -1,16 +1,27 @@
 """Checkpoints: save_chain and load_chain name a bad path, a missing,
 truncated or foreign file, a template of another shape, a checkpoint of
-another kernel; StepSeeded refuses a bad seed or a target in place of a
-kernel. A pathlib round trip is exact and a stale temporary is removed.
+another kernel class, other parameters, fields in another order or another
+seed (with both values and the escape); StepSeeded refuses a bad seed or a
+target in place of a kernel. A pathlib round trip is exact and a dead
+writer's temporary is removed. Crafted archives are refused from their
+headers, before any data is decompressed, with our own error.
 """
 
+import collections
+import io
 import os
+import subprocess
+import sys
+import tracemalloc
+import warnings
+import zipfile
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc import _files as files
 from support.bad_inputs import D, classify, clear, correct, noisy, steps
 
 
@@ -40,7 +51,10 @@ def pathlib_round_trip(tmp_path):
 
 def stale_temporary_removed(tmp_path):
   path = os.path.join(tmp_path, "c.npz")
-  stale = path + ".tmp12345.npz"
+  dead = subprocess.Popen([sys.executable, "-c", ""])
+  dead.wait()  # A writer of this host that no longer runs.
+  stale = files.temporary_name(path).replace(f"-{os.getpid()}-",
+                                             f"-{dead.pid}-")
   with open(stale, "wb") as f:
     f.write(b"PK\x03\x04 partial")  # Left by a process killed mid-write.
   kernel = sg.SGLD(noisy(), 0.1)
@@ -97,3 +111,148 @@ OUTCOMES = [
 def test_case_has_its_declared_outcome(case, tmp_path):
   outcome, detail = classify(case, tmp_path)
   assert outcome == case.outcome, f"{case.name}: {outcome}: {detail}"
+
+
+# --- What wrote a checkpoint ------------------------------------------------
+
+
+def _target():
+  return sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+                                gradient_noise_variance=1.)
+
+
+def _saved(tmp_path, kernel, state=None):
+  state = tf.ones([2, D]) if state is None else state
+  state, results = steps(kernel, state)
+  path = str(tmp_path / "c.npz")
+  sg.save_chain(path, state, results, kernel=kernel)
+  return path, state, results
+
+
+def test_a_checkpoint_of_another_kernel_class_is_refused(tmp_path):
+  # SGHMC and NaiveSGHMC have results of the same type, fields and shapes.
+  target = _target()
+  sghmc = sg.StepSeeded(sg.SGHMC(target, 0.1, 1.), seed=[1, 2])
+  naive = sg.StepSeeded(sg.NaiveSGHMC(target, 0.1), seed=[1, 2])
+  path, state, _ = _saved(tmp_path, sghmc)
+  with pytest.raises(ValueError, match=r"another kernel.*inner_kernel\.class"
+                     r".*sghmc\.SGHMC.*sghmc\.NaiveSGHMC.*allow_other_kernel"):
+    sg.load_chain(path, naive.bootstrap_results(state), state, kernel=naive)
+  s2, _ = sg.load_chain(path, naive.bootstrap_results(state), state,
+                        kernel=naive, allow_other_kernel=True)
+  np.testing.assert_array_equal(s2, state)
+
+
+def test_a_checkpoint_of_other_kernel_parameters_is_refused(tmp_path):
+  target = _target()
+  path, state, _ = _saved(tmp_path, sg.SGHMC(target, 0.1, 1.))
+  other = sg.SGHMC(target, 0.1, 2.)
+  with pytest.raises(ValueError, match=r"other parameters.*'friction': "
+                     r"\(1\.0, 2\.0\).*allow_other_kernel=True"):
+    sg.load_chain(path, other.bootstrap_results(state), state, kernel=other)
+  # The same kernel built again (a new process) is accepted, silently.
+  same = sg.SGHMC(_target(), 0.1, 1.)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    sg.load_chain(path, same.bootstrap_results(state), state, kernel=same)
+
+
+def test_a_checkpoint_of_another_seed_is_refused_or_reseeded(tmp_path):
+  target = _target()
+  path, state, results = _saved(
+      tmp_path, sg.StepSeeded(sg.SGLD(target, 0.1), seed=[1, 2]))
+  other = sg.StepSeeded(sg.SGLD(target, 0.1), seed=[1, 3])
+  with pytest.raises(ValueError, match=r"seed \[1, 2\] \(file\).*seed "
+                     r"\[1, 3\].*reseed=True"):
+    sg.load_chain(path, other.bootstrap_results(state), state, kernel=other)
+  _, r2 = sg.load_chain(path, other.bootstrap_results(state), state,
+                        kernel=other, reseed=True)
+  np.testing.assert_array_equal(r2.base_seed, [1, 3])
+  np.testing.assert_array_equal(r2.step, results.step)
+
+
+Ordered = collections.namedtuple("Results", ["energy", "target_log_prob"])
+Swapped = collections.namedtuple("Results", ["target_log_prob", "energy"])
+
+
+def test_results_with_fields_in_another_order_are_refused(tmp_path):
+  # Same type name, dtypes and shapes: only the field paths tell them apart.
+  path = str(tmp_path / "c.npz")
+  state = tf.zeros([2])
+  sg.save_chain(path, state, Ordered(tf.constant([1., 2.]),
+                                     tf.constant([-1., -2.])))
+  with pytest.raises(ValueError, match=r"other fields.*Results\.energy.*"
+                     r"Results\.target_log_prob"):
+    sg.load_chain(path, Swapped(tf.zeros([2]), tf.zeros([2])), state)
+
+
+def test_a_checkpoint_of_the_old_format_loads_with_a_warning(tmp_path):
+  kernel = sg.SGLD(_target(), 0.1)
+  state = tf.ones([2, D])
+  results = kernel.bootstrap_results(state)
+  path = str(tmp_path / "old.npz")
+  np.savez(path, **{f"leaf_{i:05d}": np.asarray(leaf) for i, leaf in
+                    enumerate(tf.nest.flatten((state, results)))})
+  with pytest.warns(UserWarning, match=r"older save_chain \(format version "
+                    r"1.*cannot be checked.*kernel=kernel"):
+    s2, _ = sg.load_chain(path, results, state, kernel=kernel)
+  np.testing.assert_array_equal(s2, state)
+
+
+# --- Crafted files ------------------------------------------------------------
+
+
+def _crafted_leaf(path, array, compression=zipfile.ZIP_DEFLATED):
+  """A save_chain file whose state entry is replaced by `array`."""
+  kernel = sg.SGLD(_target(), 0.1)
+  state = tf.ones([2, D])
+  results = kernel.bootstrap_results(state)
+  sg.save_chain(path, state, results)
+  with zipfile.ZipFile(path) as z:
+    entries = {n: z.read(n) for n in z.namelist()}
+  buffer = io.BytesIO()
+  np.lib.format.write_array(buffer, array)
+  entries["leaf_00000.npy"] = buffer.getvalue()
+  with zipfile.ZipFile(path, "w", compression) as z:
+    for name, data in entries.items():
+      z.writestr(name, data)
+  return results, state
+
+
+def test_shapes_are_checked_from_the_headers_before_any_data_is_read(
+    tmp_path):
+  # 32 MiB of float32 zeros deflate to about 32 KiB: the template's shape [2, 3]
+  # refuses the file from its .npy header, without decompressing it.
+  path = str(tmp_path / "bomb.npz")
+  results, state = _crafted_leaf(path, np.zeros([2, 1 << 22], np.float32))
+  assert os.path.getsize(path) < 1 << 17
+  tracemalloc.start()
+  try:
+    with pytest.raises(ValueError, match=r"shape \[2, 4194304\].*\[2, 3\]"):
+      sg.load_chain(path, results, state)
+    peak = tracemalloc.get_traced_memory()[1]
+  finally:
+    tracemalloc.stop()
+  assert peak < 4 << 20
+
+
+@pytest.mark.parametrize("damage", ["compression method", "data bit",
+                                    "declared size"])
+def test_damaged_archives_get_our_error(tmp_path, damage):
+  path = str(tmp_path / "c.npz")
+  results, state = _crafted_leaf(path, np.ones([2, D], np.float32),
+                                 zipfile.ZIP_STORED)
+  raw = bytearray(open(path, "rb").read())
+  local = raw.find(b"PK\x03\x04")
+  central = raw.find(b"PK\x01\x02")
+  if damage == "compression method":
+    raw[local + 8] = raw[central + 10] = 99  # No such method in zipfile.
+  elif damage == "data bit":
+    raw[raw.find(b"\x00\x00\x80\x3f", local)] ^= 1  # In a stored 1.0.
+  else:  # The entry claims more bytes than its .npy header needs.
+    for at in (local + 22, central + 24):
+      raw[at] += 4
+  open(path, "wb").write(bytes(raw))
+  with pytest.raises(ValueError, match=r"not a complete checkpoint.*"
+                     r"load an earlier checkpoint"):
+    sg.load_chain(path, results, state)

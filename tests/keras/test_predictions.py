@@ -225,8 +225,10 @@ def test_batchnorm_statistics_are_kept_per_sample_and_saved(tmp_path):
   # The backup beside BackupAndRestore carries them too.
   sampling.backup_dir = str(tmp_path / "backup")
   backup_lib.save_backup(sampling, 7)
+  # What BackupAndRestore would have written after it.
+  model.save_weights(str(tmp_path / "backup" / "latest.weights.h5"))
   with open(tmp_path / "backup" / "training_metadata.json", "w") as f:
-    json.dump({"epoch": 7}, f)   # what BackupAndRestore would have written
+    json.dump({"epoch": 7}, f)
   sampling._sample_states.clear()  # pylint: disable=protected-access
   assert backup_lib.restore_backup(sampling)
   np.testing.assert_array_equal(

@@ -4,14 +4,19 @@ momentum, counters and burn-in optimizer state, bit for bit, as a run that
 never stopped: interrupted by an exception in process, or killed with
 SIGKILL in the middle of an epoch and resumed by a fresh process
 (workers/keras_resume_worker.py holds the run). A backup of other sampler
-settings is refused.
+settings is refused. Keras' backup files out of step with ours (a kill
+before any file operation, a bit flip, a clean-up cut short) resume from a
+consistent state, and a finished run's samples outlive the clean-up.
 """
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import warnings
 
+import keras
 import numpy as np
 import pytest
 
@@ -127,3 +132,180 @@ def test_a_backup_from_other_sampler_settings_is_refused(tmp_path):
       thinning=4, backup_dir=backup_dir)
   with pytest.raises(ValueError, match="other settings.*step_size"):
     worker.fit(model, [other, backup])
+
+
+# --- Keras' files out of step with ours ------------------------------------
+# SamplingCallback's files (CRC-checked, atomic, with a digest of the
+# weights) are the source of truth; Keras' latest.weights.h5 and
+# training_metadata.json are written after them, in place. Whatever a kill
+# leaves, the restart resumes from a consistent state and ends bit-identical.
+
+
+@pytest.fixture(scope="module")
+def sghmc_reference(tmp_path_factory):
+  return reference("sghmc", 5, str(tmp_path_factory.mktemp("ref") / "b"))
+
+
+def _interrupted(tmp_path, epoch=3):
+  """An in-process fit stopped (an exception) in epoch `epoch`: the backups
+  of epoch `epoch` (and the one before) are on disk."""
+  backup_dir = str(tmp_path / "backup")
+  model, sampling, backup = worker.build("sghmc", backup_dir, seed=5)
+  with pytest.raises(RuntimeError, match="interrupted"):
+    worker.fit(model, [sampling, backup, worker.Interrupt(epoch, 4,
+                                                          kill=False)])
+  return backup_dir, model, sampling, backup
+
+
+def test_a_bit_flip_in_keras_weights_is_caught_by_the_digest(
+    tmp_path, sghmc_reference):
+  import h5py  # pylint: disable=g-import-not-at-top
+  backup_dir, model, sampling, backup = _interrupted(tmp_path)
+  weights = os.path.join(backup_dir, "latest.weights.h5")
+  with h5py.File(weights, "r") as f:
+    found = []
+    f.visititems(lambda name, item: found.append(item.id.get_offset())
+                 if isinstance(item, h5py.Dataset) and item.size else None)
+  with open(weights, "r+b") as f:  # One bit of one stored weight.
+    f.seek(found[0])
+    byte = f.read(1)
+    f.seek(found[0])
+    f.write(bytes([byte[0] ^ 0x01]))
+  with pytest.warns(RuntimeWarning, match="holds other weights than "
+                    "SamplingCallback's state for epoch 3"):
+    history = worker.fit(model, [sampling, backup])
+  assert len(history.history["loss"]) == 3
+  assert_same_run(sghmc_reference, worker.result(model, sampling))
+
+
+def test_a_torn_keras_backup_without_metadata_resumes_from_ours(
+    tmp_path, sghmc_reference):
+  # Killed while Keras wrote its weights after our state, before its first
+  # metadata: Keras would raise on the torn file at every restart.
+  backup_dir, model, sampling, backup = _interrupted(tmp_path)
+  os.remove(os.path.join(backup_dir, "training_metadata.json"))
+  weights = os.path.join(backup_dir, "latest.weights.h5")
+  with open(weights, "r+b") as f:
+    f.truncate(os.path.getsize(weights) // 3)
+  with pytest.warns(RuntimeWarning, match="missing.*Resuming from "
+                    "SamplingCallback's complete state after epoch 3"):
+    history = worker.fit(model, [sampling, backup])
+  assert len(history.history["loss"]) == 3
+  assert_same_run(sghmc_reference, worker.result(model, sampling))
+
+
+def test_keras_files_without_a_state_of_ours_are_removed(tmp_path,
+                                                         sghmc_reference):
+  # Killed during the first backup, after Keras' weights (torn) but with no
+  # state of ours: the restart starts over instead of raising every time.
+  backup_dir = tmp_path / "backup"
+  backup_dir.mkdir()
+  (backup_dir / "latest.weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n torn")
+  model, sampling, backup = worker.build("sghmc", str(backup_dir), seed=5)
+  with pytest.warns(RuntimeWarning, match=r"latest\.weights\.h5.*no state "
+                    "of SamplingCallback.*starts from the beginning"):
+    history = worker.fit(model, [sampling, backup])
+  assert len(history.history["loss"]) == 6
+  assert_same_run(sghmc_reference, worker.result(model, sampling))
+
+
+class _CleanUpKilled(keras.callbacks.BackupAndRestore):
+  """BackupAndRestore whose end-of-fit clean-up stops (as a kill would)
+  after deleting SamplingCallback's folder and before its own files: the
+  order of `rmtree` is the file system's."""
+
+  def on_train_end(self, logs=None):
+    shutil.rmtree(os.path.join(self.backup_dir, "sampling_callback"))
+    raise RuntimeError("killed during clean-up")
+
+
+def test_a_kill_during_keras_clean_up_keeps_the_finished_run(
+    tmp_path, sghmc_reference):
+  backup_dir = str(tmp_path / "backup")
+  model, sampling, _ = worker.build("sghmc", backup_dir, seed=5)
+  with pytest.raises(RuntimeError, match="killed during clean-up"):
+    worker.fit(model, [sampling, _CleanUpKilled(backup_dir)])
+  # A fresh process: a new model and callback, the same call.
+  model, sampling, backup = worker.build("sghmc", backup_dir, seed=5)
+  with pytest.warns(RuntimeWarning, match="previous fit .* finished, and "
+                    "was killed while BackupAndRestore deleted its backup"):
+    history = worker.fit(model, [sampling, backup])
+  assert not history.history.get("loss")  # Nothing left to run.
+  assert_same_run(sghmc_reference, worker.result(model, sampling))
+  # Kept until the user's own save, then gone.
+  final = backup_dir + ".sampling_callback.npz"
+  assert os.path.exists(final) and not os.path.exists(backup_dir)
+  sampling.save(tmp_path / "posterior.npz")
+  assert not os.path.exists(final)
+
+
+def test_a_kept_backup_resumes_as_usual_beside_the_finished_state(
+    tmp_path, sghmc_reference):
+  # BackupAndRestore(delete_checkpoint=False) keeps backup_dir: the same
+  # call again resumes from it, silently, and runs no epoch.
+  backup_dir = str(tmp_path / "backup")
+  for runs in (6, 0):
+    model, sampling, _ = worker.build("sghmc", backup_dir, seed=5)
+    keep = keras.callbacks.BackupAndRestore(backup_dir,
+                                            delete_checkpoint=False)
+    with warnings.catch_warnings():
+      warnings.simplefilter("error", RuntimeWarning)
+      history = worker.fit(model, [sampling, keep])
+    assert len(history.history.get("loss", [])) == runs
+    assert_same_run(sghmc_reference, worker.result(model, sampling))
+
+
+def _kill_point_and_resume(tmp_path, point, arm_epoch):
+  backup_dir, out = tmp_path / "backup", tmp_path / "resumed.npz"
+  killed = _run_worker("sghmc", backup_dir, tmp_path / "never.npz", "--seed",
+                       5, "--kill-point", point, "--arm-epoch", arm_epoch)
+  resumed = _run_worker("sghmc", backup_dir, out, "--seed", 5)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  with np.load(out) as data:
+    got = {k: data[k] for k in data.files}
+  with open(f"{out}.json") as f:
+    epochs_run = json.load(f)["epochs_run"]
+  # The user's save happened: nothing of the backup is left.
+  assert not backup_dir.exists()
+  assert not os.path.exists(f"{backup_dir}.sampling_callback.npz")
+  return killed.returncode == -9, got, epochs_run, resumed.stderr
+
+
+def test_a_kill_between_keras_weights_and_metadata_resumes_the_newer_pair(
+    tmp_path, sghmc_reference):
+  # At the end of epoch 4: ours and Keras' weights written, Keras'
+  # metadata still says 3. The weights and our state of epoch 4 are a
+  # consistent pair: the run resumes after epoch 4, not 3-with-4's-weights.
+  killed, got, epochs_run, stderr = _kill_point_and_resume(
+      tmp_path, "open:training_metadata.json", 3)
+  assert killed
+  assert "holds the weights after epoch 4 but its metadata says 3" in stderr
+  assert epochs_run == 2
+  assert_same_run(sghmc_reference, got)
+
+
+# Its in-process twin (a clean-up cut short by an exception) runs in CI.
+@pytest.mark.slow
+def test_a_kill_at_the_end_of_keras_clean_up_keeps_the_samples(
+    tmp_path, sghmc_reference):
+  # Everything in backup_dir deleted but the folder: the finished run's
+  # state waits beside it and the restart runs no epoch.
+  killed, got, epochs_run, _ = _kill_point_and_resume(
+      tmp_path, "rmdir:backup", 5)
+  assert killed and epochs_run == 0
+  assert_same_run(sghmc_reference, got)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arm_epoch, points", [(0, 12), (4, 60)])
+def test_a_kill_before_any_file_operation_resumes_bit_identically(
+    arm_epoch, points, tmp_path, sghmc_reference):
+  # Every file operation in turn from the end of epoch `arm_epoch` on (the
+  # first epoch's backups; the last two epochs' and the clean-up), until a
+  # run ends unkilled.
+  for k in range(1, points + 1):
+    killed, got, _, _ = _kill_point_and_resume(tmp_path / str(k), k,
+                                               arm_epoch)
+    assert_same_run(sghmc_reference, got)
+    if not killed:
+      break

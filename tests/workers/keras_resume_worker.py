@@ -6,7 +6,13 @@ kills itself with SIGKILL in the middle of an epoch, then a fresh process
 that resumes with the same call):
 
     python tests/workers/keras_resume_worker.py SAMPLER BACKUP_DIR OUT.npz \
-        [--kill EPOCH BATCH] [--seed-file PATH]
+        [--kill EPOCH BATCH] [--seed-file PATH] \
+        [--kill-point SPEC --arm-epoch EPOCH]
+
+`--kill-point` kills the process before one file operation (see
+support/kill_points.py) of the saves from the end of epoch `--arm-epoch` on
+(the epoch-end backups of ours and Keras', and the clean-up at the end of
+`fit`).
 
 The data are numpy arrays fitted with shuffle=False, so that every epoch
 sees the same batches in the same order whether or not the run was
@@ -59,6 +65,20 @@ def make_sampler(name, seed):
     return sgk.AMAGOLD(step_size=0.01, num_leapfrog_steps=3, friction=2.,
                        acceptance_energy="minibatch", seed=seed)
   raise ValueError(name)
+
+
+class Arm(keras.callbacks.Callback):
+  """Starts counting file operations at the end of one epoch (listed first,
+  so before SamplingCallback's backup)."""
+
+  def __init__(self, epoch):
+    super().__init__()
+    self.epoch = epoch
+
+  def on_epoch_end(self, epoch, logs=None):
+    if epoch == self.epoch:
+      from support import kill_points  # pylint: disable=g-import-not-at-top
+      kill_points.arm()
 
 
 class Interrupt(keras.callbacks.Callback):
@@ -133,16 +153,28 @@ def main():
   parser.add_argument("--kill", nargs=2, type=int)
   parser.add_argument("--seed-file")
   parser.add_argument("--seed", type=int)
+  parser.add_argument("--kill-point")
+  parser.add_argument("--arm-epoch", type=int, default=0)
   args = parser.parse_args()
   model, sampling, backup = build(args.sampler, args.backup_dir, args.seed)
+  first = []
+  if args.kill_point:
+    sys.path.insert(0, os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__))))
+    from support import kill_points  # pylint: disable=g-import-not-at-top
+    kill_points.install(args.kill_point)
+    first = [Arm(args.arm_epoch)]
   if args.seed_file:  # seed=None drew a seed: tell the test which.
     seed = sampling._spec.seed  # pylint: disable=protected-access
     with open(args.seed_file, "w") as f:
       json.dump({"seed": seed}, f)
-  callbacks = [sampling, backup]
+  callbacks = first + [sampling, backup]
   if args.kill:
     callbacks.append(Interrupt(*args.kill, kill=True))
-  fit(model, callbacks)
+  history = fit(model, callbacks)
+  sampling.save(args.out + ".posterior.npz")  # The user's own save.
+  with open(args.out + ".json", "w") as f:
+    json.dump({"epochs_run": len(history.history.get("loss", []))}, f)
   np.savez(args.out, **result(model, sampling))
   return 0
 

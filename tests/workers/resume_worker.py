@@ -72,10 +72,11 @@ def main():
       full, _ = runner(kernel, 3 * K)(init, fresh)
       np.save(os.path.join(out, f"{name}_full.npy"), full.numpy())
       first, results = runner(kernel, 2 * K)(init, fresh)
-      sg.save_chain(os.path.join(out, f"{name}.npz"), first[-1], results)
+      sg.save_chain(os.path.join(out, f"{name}.npz"), first[-1], results,
+                    kernel=kernel)
     else:
       state, results = sg.load_chain(os.path.join(out, f"{name}.npz"),
-                                     fresh, init)
+                                     fresh, init, kernel=kernel)
       rest, _ = runner(kernel, K)(state, results)
       np.save(os.path.join(out, f"{name}_resumed.npy"), rest.numpy())
   print("done", mode)

@@ -157,6 +157,28 @@ def _structure_from_json(obj):
   return tuple(_structure_from_json(v) for v in obj["tuple"])
 
 
+def _shard_paths(layout, directory, names, allow_outside_files):
+  """The shard files `layout.json` lists, each inside its directory unless
+  the caller allows otherwise."""
+  if not isinstance(names, list) or not names or not all(
+      isinstance(n, str) and n for n in names):
+    raise ValueError(f"{layout!r}: `files` must be a non-empty list of file "
+                     f"names; got {names!r}. Write the layout with "
+                     "write_tfrecord_shards.")
+  paths = [os.path.join(directory, name) for name in names]
+  if allow_outside_files:
+    return paths
+  root = os.path.realpath(directory or ".")
+  outside = [n for n, p in zip(names, paths)
+             if os.path.commonpath([root, os.path.realpath(p)]) != root]
+  if outside:
+    raise ValueError(
+        f"{layout!r} lists files outside its directory {root!r}: "
+        f"{outside}. write_tfrecord_shards writes plain names beside the "
+        "layout; pass allow_outside_files=True if these paths are meant.")
+  return paths
+
+
 class TFRecordTarget(DatasetTarget):
   """A posterior over TFRecord shards written by `write_tfrecord_shards`.
 
@@ -169,6 +191,10 @@ class TFRecordTarget(DatasetTarget):
     energy_chunk_records: records decoded per step of the exact-energy pass
       (default: about 4096 examples).
     parameter_shapes: as for `InMemoryTarget`.
+    allow_outside_files: False (default): every file that `layout.json`
+      lists must lie in the layout's directory (names such as `../x` or
+      absolute paths elsewhere are refused, so a layout file cannot make
+      the target read other files); True reads them where they point.
 
   See the module docstring for the minibatch law and why AMAGOLD stays
   exact on it (`AMAGOLD(TFRecordTarget(...)).is_calibrated` is True).
@@ -187,7 +213,7 @@ class TFRecordTarget(DatasetTarget):
 
   def __init__(self, log_likelihood_fn, layout, records_per_batch,
                log_prior_fn=None, energy_chunk_records=None,
-               parameter_shapes=None):
+               parameter_shapes=None, allow_outside_files=False):
     if tf.io.gfile.isdir(layout):
       layout = os.path.join(layout, LAYOUT_FILE)
     if not tf.io.gfile.exists(layout):
@@ -196,7 +222,8 @@ class TFRecordTarget(DatasetTarget):
     with tf.io.gfile.GFile(layout) as f:
       spec = json.load(f)
     directory = os.path.dirname(layout)
-    self._paths = [os.path.join(directory, name) for name in spec["files"]]
+    self._paths = _shard_paths(layout, directory, spec.get("files"),
+                               allow_outside_files)
     self._structure = _structure_from_json(spec["structure"])
     self._features = [(tf.as_dtype(d), s) for d, s in spec["features"]]
     self._record_size = int(spec["record_size"])

@@ -3,44 +3,28 @@
 stopped (bit-identical; see docs/keras.md)."""
 
 import glob
+import hashlib
 import json
 import os
+import shutil
 import warnings
 import zipfile
 
 import numpy as np
 
+from tfp_sgmcmc import _files as files
 from tfp_sgmcmc.keras.posterior import io as posterior_io
 
-__all__ = ["backup_path", "save_backup", "restore_backup", "jsonable"]
+__all__ = ["backup_path", "save_backup", "restore_backup", "jsonable",
+           "keep_finished_state", "forget_finished_state", "finished_path",
+           "weights_digest"]
 
 _BACKUP_FORMAT_VERSION = 1
 _BACKUP_SUBDIR = "sampling_callback"
 
 
-def _fsync_directory(directory):
-  try:
-    fd = os.open(directory, os.O_RDONLY)
-  except OSError:
-    return  # Not supported here (e.g. Windows): the rename is still atomic.
-  try:
-    os.fsync(fd)
-  except OSError:
-    pass
-  finally:
-    os.close(fd)
-
-
 def _atomic_write(path, write):
-  """Writes `path` whole or not at all: `write(file)` into a temporary
-  file beside it, fsync, rename over `path`, fsync the directory."""
-  tmp = f"{path}.tmp-{os.getpid()}"
-  with open(tmp, "wb") as f:
-    write(f)
-    f.flush()
-    os.fsync(f.fileno())
-  os.replace(tmp, path)
-  _fsync_directory(os.path.dirname(os.path.abspath(path)))
+  files.atomic_write(path, write)
 
 
 def _atomic_savez(path, arrays):
@@ -106,7 +90,11 @@ def save_backup(callback, fit_epoch):
       len(model.non_trainable_variables),
       num_burnin_optimizer_variables=len(burnin_vars),
       num_sampler_variables=len(sampler_vars),
-      variable_paths=posterior_io.variable_paths(model))
+      variable_paths=posterior_io.variable_paths(model),
+      weights_sha256=weights_digest(
+          [arrays[f"model_{i}"] for i in range(
+              len(model.trainable_variables) +
+              len(model.non_trainable_variables))]))
   arrays["header"] = np.array(json.dumps(header))
   directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
   os.makedirs(directory, exist_ok=True)
@@ -114,28 +102,153 @@ def save_backup(callback, fit_epoch):
   for old in sorted(glob.glob(os.path.join(directory, "epoch_*.npz")))[:-2]:
     os.remove(old)
 
+
+def weights_digest(values):
+  """SHA-256 of the model's variables (dtype, shape, bytes, in order): the
+  check that Keras' `latest.weights.h5` holds the weights of our state."""
+  digest = hashlib.sha256()
+  for value in values:
+    value = np.ascontiguousarray(value)
+    digest.update(f"{value.dtype.str}{value.shape}".encode())
+    digest.update(value.tobytes())
+  return digest.hexdigest()
+
+
+def _model_digest(model):
+  return weights_digest([np.array(v.numpy()) for v in
+                         model.trainable_variables +
+                         model.non_trainable_variables])
+
+
+def finished_path(callback):
+  """Where the state of a finished fit waits, outside `backup_dir` (which
+  BackupAndRestore deletes at the end of `fit`), until the user's save or
+  the next fit."""
+  return os.path.normpath(callback.backup_dir) + ".sampling_callback.npz"
+
+
+def keep_finished_state(callback):
+  """At the end of a fit, before BackupAndRestore deletes `backup_dir`:
+  the newest state of ours is linked (or copied) beside it, so that a kill
+  during Keras' clean-up cannot lose the finished run's samples."""
+  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
+  newest = sorted(glob.glob(os.path.join(directory, "epoch_*.npz")))
+  if not newest:
+    return
+  final = finished_path(callback)
+  files.remove_dead_temporaries(final)
+  tmp = files.temporary_name(final)
+  try:
+    os.link(newest[-1], tmp)
+    os.replace(tmp, final)
+    files.fsync_directory(os.path.dirname(os.path.abspath(final)))
+  except OSError:
+    try:
+      os.remove(tmp)
+    except OSError:
+      pass
+    with open(newest[-1], "rb") as source:
+      files.atomic_write(final, lambda f: shutil.copyfileobj(source, f))
+
+
+def forget_finished_state(callback):
+  """The user saved the posterior (or a new fit starts): the finished
+  fit's state is no longer needed."""
+  if callback.backup_dir is None:
+    return
+  try:
+    os.remove(finished_path(callback))
+  except FileNotFoundError:
+    pass
+
+
+def _epoch_of(path):
+  return int(os.path.basename(path)[len("epoch_"):-len(".npz")])
+
+
+def _states(callback):
+  """Our readable states, newest first, as (fit_epoch, path)."""
+  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
+  out = []
+  for path in sorted(glob.glob(os.path.join(directory, "epoch_*.npz")),
+                     reverse=True):
+    if _readable_npz(path):
+      out.append((_epoch_of(path), path))
+  return out
+
+
+def _header(path):
+  with np.load(path, allow_pickle=False) as data:
+    return json.loads(str(data["header"]))
+
+
 def restore_backup(callback):
-  """Restores the state of the epoch BackupAndRestore resumes from;
-  returns whether it did."""
+  """Restores the state of the epoch the resumed `fit` starts after;
+  returns whether it did.
+
+  SamplingCallback's own files (CRC-checked, written atomically, with a
+  digest of the model's weights) are the source of truth. Keras' files
+  (`latest.weights.h5`, `training_metadata.json`), written after ours and
+  not atomically, are checked against them; where a kill left them torn,
+  missing, newer or older than ours, or altered, the run resumes from the
+  last consistent state and Keras' files are rewritten from it.
+  """
   if callback.backup_dir is None:
     return False
   directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
   metadata_path = os.path.join(callback.backup_dir, "training_metadata.json")
+  weights_path = os.path.join(callback.backup_dir, "latest.weights.h5")
   for stale in glob.glob(os.path.join(directory, "*.tmp-*")):
-    os.remove(stale)  # A write killed before its rename.
-  if not os.path.exists(metadata_path):
-    # BackupAndRestore has nothing to resume: a fresh fit. Stale files of
-    # ours (a run killed before its first backup) are dropped.
-    for old in glob.glob(os.path.join(directory, "epoch_*.npz")):
-      os.remove(old)
-    return False
-  metadata = _read_json(metadata_path)
+    # A write killed before its rename (never a live writer's).
+    files.remove_dead_temporaries(stale[:stale.index(".tmp-")])
+  files.remove_dead_temporaries(weights_path)
+  final = finished_path(callback)
+  states = _states(callback)
+  metadata = (_read_json(metadata_path) if os.path.exists(metadata_path)
+              else None)
+  if os.path.exists(final):
+    if os.path.isdir(callback.backup_dir) and _readable_npz(final):
+      final_epoch = int(_header(final)["fit_epoch"])
+      intact = (metadata is not None and
+                int(metadata.get("epoch", -1)) == final_epoch and
+                any(e == final_epoch for e, _ in states))
+      if not intact:
+        # The last fit finished, and was killed while BackupAndRestore
+        # deleted its backup: its final state is complete. (Intact: the
+        # backup was kept, e.g. delete_checkpoint=False, and resumes as
+        # usual.)
+        return _restore_and_rewrite(
+            callback, final_epoch, final,
+            f"the previous fit with backup_dir={callback.backup_dir!r} "
+            "finished, and was killed while BackupAndRestore deleted its "
+            "backup")
+    else:
+      forget_finished_state(callback)  # A new fit: the old one ended well.
   if metadata is None:
-    # Killed while Keras wrote the metadata (after its weights): resume from
-    # our newest complete state and rewrite Keras' files from it.
-    return _recover(callback, None, f"{metadata_path!r} is truncated or "
-                    "unreadable (the process was killed while Keras wrote "
-                    "it)")
+    if states:
+      why = (f"{metadata_path!r} is truncated or unreadable (the process "
+             "was killed while Keras wrote it)"
+             if os.path.exists(metadata_path) else
+             f"Keras' {metadata_path!r} is missing (the process was killed "
+             "before Keras wrote it)")
+      return _restore_and_rewrite(callback, *states[0], why)
+    leftovers = [p for p in (metadata_path, weights_path,
+                             weights_path + ".bkp")
+                 if os.path.exists(p)]
+    for path in leftovers + glob.glob(os.path.join(directory,
+                                                   "epoch_*.npz")):
+      # Keras' files without a state of ours (a run killed during its
+      # first backup): Keras would load them, or raise on a torn one, at
+      # every restart; ours unreadable: nothing to resume.
+      os.remove(path)
+    if leftovers:
+      warnings.warn(
+          f"{callback.backup_dir!r} held Keras' backup "
+          f"{[os.path.basename(p) for p in leftovers]} but no state of "
+          "SamplingCallback (the process was killed during the first "
+          "backup): they were removed and this fit starts from the "
+          "beginning.", RuntimeWarning, stacklevel=4)
+    return False
   if metadata.get("batch", 0):
     raise ValueError(
         f"the backup in {callback.backup_dir!r} was written in the middle of "
@@ -143,24 +256,65 @@ def restore_backup(callback):
         "epoch from its first batch with the mid-epoch weights, which "
         "breaks the chain. Use BackupAndRestore(save_freq='epoch').")
   fit_epoch = int(metadata["epoch"])
-  path = backup_path(callback, fit_epoch)
-  weights_path = os.path.join(callback.backup_dir, "latest.weights.h5")
-  if os.path.exists(path) and not _readable_npz(path):
-    return _recover(callback, fit_epoch, f"SamplingCallback's state for epoch "
-                    f"{fit_epoch}, "
-                    f"{path!r}, is unreadable")
-  if os.path.exists(weights_path) and not _readable_h5(weights_path):
-    if not os.path.exists(path):
-      raise ValueError(
-          f"Keras' backup {weights_path!r} is truncated or unreadable (the "
-          "process was killed while BackupAndRestore wrote it) and "
-          f"SamplingCallback has no state for epoch {fit_epoch} in "
-          f"{directory!r} to rebuild it from. Delete {callback.backup_dir!r} "
-          "to start over.")
-    return _recover(callback, fit_epoch, f"Keras' backup {weights_path!r} "
-                    "is truncated or unreadable (the process was killed "
-                    "while BackupAndRestore wrote it)")
-  return _restore_epoch(callback, fit_epoch)
+  at_or_before = [(e, p) for e, p in states if e <= fit_epoch]
+  if not at_or_before:
+    found = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
+    raise ValueError(
+        f"BackupAndRestore resumes after epoch {fit_epoch}, but "
+        f"SamplingCallback has no readable state of that epoch or an "
+        f"earlier one in {directory!r} (found: {found}), and Keras' files "
+        "alone cannot resume the chain (its momentum, counters and kept "
+        f"samples are in ours). Delete {callback.backup_dir!r} to start "
+        "over.")
+  epoch, path = at_or_before[0]
+  if epoch != fit_epoch:
+    return _restore_and_rewrite(
+        callback, epoch, path, f"SamplingCallback's state for epoch "
+        f"{fit_epoch} in {directory!r} is missing or unreadable")
+  keras_digest = _keras_weights_digest(callback, weights_path)
+  saved_digest = _header(path).get("weights_sha256")
+  if keras_digest is None or (saved_digest is not None and
+                              keras_digest != saved_digest):
+    newer = [(e, p) for e, p in states if e > fit_epoch and
+             _header(p).get("weights_sha256") == keras_digest]
+    if newer:
+      # Killed after Keras wrote the weights, before its metadata: the
+      # newer pair is complete.
+      return _restore_and_rewrite(
+          callback, *newer[-1],
+          f"Keras' {weights_path!r} holds the weights after epoch "
+          f"{newer[-1][0]} but its metadata says {fit_epoch} (the process "
+          "was killed between the two writes)")
+    why = (f"Keras' backup {weights_path!r} is missing"
+           if not os.path.exists(weights_path) else
+           f"Keras' backup {weights_path!r} is truncated or unreadable (the "
+           "process was killed while BackupAndRestore wrote it)"
+           if keras_digest is None else
+           f"Keras' backup {weights_path!r} holds other weights than "
+           f"SamplingCallback's state for epoch {fit_epoch} (a kill "
+           "between writes, or the file was altered)")
+    return _restore_and_rewrite(callback, epoch, path, why)
+  return _restore_epoch(callback, fit_epoch, path)
+
+
+def _keras_weights_digest(callback, weights_path):
+  """The digest of the model's variables as Keras' weights file would set
+  them (loaded into the model, which `_restore_epoch` then overwrites);
+  None if the file is missing or unreadable."""
+  if not os.path.exists(weights_path):
+    return None
+  model = callback.model
+  try:
+    with callback._strategy.scope(), warnings.catch_warnings():
+      # Only the model's variables are compared; Keras' notes on the
+      # optimizer's are for its own load, which follows.
+      warnings.simplefilter("ignore")
+      if model.optimizer is not None and not model.optimizer.built:
+        model.optimizer.build(model.trainable_variables)
+      model.load_weights(weights_path)
+  except Exception:  # pylint: disable=broad-except
+    return None  # Torn, truncated, not HDF5: h5py raises many kinds.
+  return _model_digest(model)
 
 
 def _read_json(path):
@@ -183,62 +337,37 @@ def _readable_npz(path):
   return True
 
 
-def _readable_h5(path):
-  import h5py  # pylint: disable=import-outside-toplevel
-  try:
-    with h5py.File(path, "r") as f:
-      f.visititems(lambda name, item: getattr(item, "shape", None) and None)
-  except Exception:  # pylint: disable=broad-except
-    return False
-  return True
-
-
-def _recover(callback, fit_epoch, why):
-  """Restores the newest readable state of ours (at most `fit_epoch`),
-  then rewrites Keras' weights and metadata from it (atomically), so that
-  BackupAndRestore resumes from the same epoch."""
-  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
-  candidates = sorted(glob.glob(os.path.join(directory, "epoch_*.npz")),
-                      reverse=True)
-  for path in candidates:
-    epoch = int(os.path.basename(path)[len("epoch_"):-len(".npz")])
-    if (fit_epoch is None or epoch <= fit_epoch) and _readable_npz(path):
-      break
-  else:
-    raise ValueError(
-        f"{why}, and SamplingCallback has no readable state in "
-        f"{directory!r} to resume from (found: "
-        f"{[os.path.basename(c) for c in candidates]}). Delete "
-        f"{callback.backup_dir!r} to start over.")
-  _restore_epoch(callback, epoch)
+def _restore_and_rewrite(callback, fit_epoch, path, why):
+  """Restores our state `path` (after `fit_epoch` epochs), then rewrites
+  Keras' weights and metadata from it (atomically), so that
+  BackupAndRestore resumes from the same epoch with the same weights."""
+  _restore_epoch(callback, fit_epoch, path)
   model = callback.model
   weights_path = os.path.join(callback.backup_dir, "latest.weights.h5")
-  tmp = os.path.join(callback.backup_dir, f"recovered-{os.getpid()}.weights.h5")
-  model.save_weights(tmp, overwrite=True)
-  with open(tmp, "rb+") as f:
-    os.fsync(f.fileno())
-  os.replace(tmp, weights_path)
+  # Keras names its files by their ending.
+  tmp = files.temporary_name(weights_path) + ".weights.h5"
+  try:
+    with callback._strategy.scope():
+      model.save_weights(tmp, overwrite=True)
+    with open(tmp, "rb+") as f:
+      os.fsync(f.fileno())
+    os.replace(tmp, weights_path)
+  except BaseException:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+    raise
   _atomic_write(
       os.path.join(callback.backup_dir, "training_metadata.json"),
-      lambda f: f.write(json.dumps({"epoch": epoch, "batch": 0}).encode()))
+      lambda f: f.write(json.dumps({"epoch": fit_epoch, "batch": 0}).encode()))
   warnings.warn(
       f"{why}. Resuming from SamplingCallback's complete state after epoch "
-      f"{epoch} ({os.path.basename(path)}), from which Keras' backup files "
-      "were rewritten.", RuntimeWarning, stacklevel=4)
+      f"{fit_epoch} ({os.path.basename(path)}), from which Keras' backup "
+      "files were rewritten.", RuntimeWarning, stacklevel=4)
   return True
 
 
-def _restore_epoch(callback, fit_epoch):
-  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
-  path = backup_path(callback, fit_epoch)
-  if not os.path.exists(path):
-    found = sorted(os.listdir(directory)) if os.path.isdir(directory) else []
-    raise ValueError(
-        f"BackupAndRestore resumes after epoch {fit_epoch}, but "
-        f"SamplingCallback has no state for that epoch in {directory!r} "
-        f"(found: {found}). "
-        "Give SamplingCallback(backup_dir=...) the same directory as "
-        "BackupAndRestore and list SamplingCallback first.")
+def _restore_epoch(callback, fit_epoch, path):
+  del fit_epoch  # In the header; the callers chose `path` for it.
   model = callback.model
   with np.load(path, allow_pickle=False) as data:
     header = json.loads(str(data["header"]))

@@ -82,7 +82,13 @@ class SamplingCallback(keras.callbacks.Callback):
       variables, the burn-in optimizer's, its counters, the kept samples);
       when `fit` starts and the backup exists, it restores the state of the
       epoch BackupAndRestore resumes from, so the resumed chain is the one
-      that never stopped. None: no backup.
+      that never stopped. These files are the source of truth: Keras'
+      files are checked against a digest of the weights they hold and
+      rewritten from them where a kill left them torn, missing or out of
+      step. At the end of `fit` the last state is kept beside the
+      directory (`<backup_dir>.sampling_callback.npz`), so that a kill
+      while BackupAndRestore deletes `backup_dir` cannot lose the run's
+      samples; `save` or the next fit deletes it. None: no backup.
     on_divergence: "stop" (default): when the chain diverges, warn
       (`RuntimeWarning`) with the reason, keep the finite samples, set the
       model's weights to the last kept sample and set
@@ -262,6 +268,9 @@ class SamplingCallback(keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     self._traps.train_end(self)
+    if self.backup_dir is not None and self.divergence is None:
+      # Before BackupAndRestore (listed after us) deletes backup_dir.
+      backup_lib.keep_finished_state(self)
     if not self._sampling:
       return
     if self.divergence is not None:
@@ -416,5 +425,10 @@ class SamplingCallback(keras.callbacks.Callback):
     return self.posterior.predict(x, batch_size=batch_size)
 
   def save(self, path):
-    """Saves the kept samples and moments (`Posterior.load(path, model)`)."""
-    return self.posterior.save(path)
+    """Saves the kept samples and moments (`Posterior.load(path, model)`).
+
+    With `backup_dir`, the finished fit's state kept beside it (see
+    `backup_dir`) is deleted once the file is written."""
+    path = self.posterior.save(path)
+    backup_lib.forget_finished_state(self)
+    return path

@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 
+from tfp_sgmcmc import _files as files
 from tfp_sgmcmc.keras import losses as losses_lib
 
 __all__ = ["FORMAT_VERSION", "kept_samples_arguments", "likelihood_metadata",
@@ -18,7 +19,8 @@ FORMAT_VERSION = 2
 
 def save(posterior, path):
   """Writes the samples (trainable and non-trainable variables), moments
-  and metadata of `posterior` to one `.npz` file."""
+  and metadata of `posterior` to one `.npz` file, atomically (a temporary
+  file beside it, fsync, rename, fsync of the directory)."""
   path = os.fspath(path)
   arrays = {f"sample_{j}": s for j, s in enumerate(posterior.samples)}
   if posterior.non_trainable_samples is not None:
@@ -38,9 +40,9 @@ def save(posterior, path):
   directory = os.path.dirname(path)
   if directory:
     os.makedirs(directory, exist_ok=True)
-  with open(path, "wb") as f:
-    np.savez(f, **arrays)
-  return path
+  # Whole or not at all: a kill or a full disk during the save leaves the
+  # previous file at `path`.
+  return files.atomic_write(path, lambda f: np.savez(f, **arrays))
 
 
 def load(cls, path, model=None, predictive=None):
