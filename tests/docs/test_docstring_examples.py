@@ -3,7 +3,10 @@
 Every fenced ```python block in the docstring of a public name (the names in
 `__all__` of the public packages and modules, and their public methods) is
 run in a fresh namespace that has the imports a docstring example assumes,
-as TFP's examples do:
+as TFP's examples do, and, for the examples that show a call on "your"
+data and target, a small logistic regression under the names they use
+(`x`, `y`, `d`, `log_likelihood`, `prior`, `target`; the API reference's
+overview page states the convention):
 
     import numpy as np, tensorflow as tf, tensorflow_probability as tfp
     import keras, tfp_sgmcmc, tfp_sgmcmc.keras as sgk
@@ -26,15 +29,37 @@ PUBLIC_PACKAGES = ("tfp_sgmcmc", "tfp_sgmcmc.keras", "tfp_sgmcmc.kernels",
                    "tfp_sgmcmc.targets", "tfp_sgmcmc.chains",
                    "tfp_sgmcmc.dynamics")
 
-# name -> why it is slow (over about 10 s on 2 cores).
-SLOW = {}
-# name -> why it cannot run as a single-process example.
+# qualified name (class or Class.method) -> why it is slow (over about 10 s on 2 cores): eager chains of
+# thousands of gradients, as the docstrings show them.
+EAGER_CHAIN = "an eager sample_chain of thousands of gradients"
+SLOW = {
+    "AMAGOLD": EAGER_CHAIN,
+    "AmortizedMetropolisHastings": EAGER_CHAIN,
+    "AmortizedBarker": EAGER_CHAIN,
+    "SGBD": EAGER_CHAIN,
+    "SGNUTS": EAGER_CHAIN,
+    "JointDistributionTarget": EAGER_CHAIN,
+    "ShardedTarget": "a chain through tf.distribute",
+}
+# qualified name -> why it cannot run as a single-process example.
 NOT_RUNNABLE = {}
 
 PRELUDE = """
 import numpy as np, tensorflow as tf, tensorflow_probability as tfp
 import keras, tfp_sgmcmc, tfp_sgmcmc.keras as sgk
 tfd, tfb = tfp.distributions, tfp.bijectors
+
+# "Your" data and target: a logistic regression, N = 1,024, d = 2.
+d = 2
+_rng = np.random.default_rng(0)
+x = _rng.normal(size=(1024, d)).astype(np.float32)
+y = (_rng.uniform(size=1024) < 1 / (1 + np.exp(-x @ [1., -1.]))).astype(np.int32)
+def log_likelihood(w, batch):
+  xb, yb = batch
+  return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
+prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
+target = tfp_sgmcmc.InMemoryTarget(log_likelihood, (x, y), batch_size=32,
+                                   log_prior_fn=prior)
 """
 
 
@@ -77,10 +102,11 @@ def examples():
     for i, block in enumerate(re.findall(r"```python\n(.*?)```", doc,
                                          flags=re.S)):
       marks = []
-      if name in SLOW:
+      key = getattr(value, "__qualname__", name)
+      if key in SLOW:
         marks.append(pytest.mark.slow)
-      if name in NOT_RUNNABLE:
-        marks.append(pytest.mark.skip(reason=NOT_RUNNABLE[name]))
+      if key in NOT_RUNNABLE:
+        marks.append(pytest.mark.skip(reason=NOT_RUNNABLE[key]))
       found.append(pytest.param(name, block, id=f"{name}[{i}]",
                                 marks=marks))
   return found
