@@ -34,6 +34,8 @@ PUBLIC_PACKAGES = ("tfp_sgmcmc", "tfp_sgmcmc.keras", "tfp_sgmcmc.kernels",
 EAGER_CHAIN = "an eager sample_chain of thousands of gradients"
 SLOW = {
     "AMAGOLD": EAGER_CHAIN,
+    "SGHMC": EAGER_CHAIN,
+    "SGNHT": EAGER_CHAIN,
     "AmortizedMetropolisHastings": EAGER_CHAIN,
     "AmortizedBarker": EAGER_CHAIN,
     "SGBD": EAGER_CHAIN,

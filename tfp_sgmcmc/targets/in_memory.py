@@ -127,9 +127,9 @@ class InMemoryTarget(DataLikelihoodTarget):
   target = tfp_sgmcmc.InMemoryTarget(
       log_likelihood, (x, y), batch_size=32, log_prior_fn=log_prior)
   energy, gradient = target.energy_and_gradient(tf.zeros([d]), seed=[0, 1])
-  draws = tfp.mcmc.sample_chain(
+  draws = tf.function(lambda: tfp.mcmc.sample_chain(   # one XLA program
       500, tf.zeros([4, d]), kernel=tfp_sgmcmc.SGLD(target, step_size=2e-5),
-      num_burnin_steps=200, trace_fn=None, seed=[1, 2])
+      num_burnin_steps=200, trace_fn=None, seed=[1, 2]), jit_compile=True)()
   print(tf.reduce_mean(draws, [0, 1]))          # about [1, -2, 0.5]
 
   # Independent chains (e.g. for R-hat) over a state of shape [4, d]:
