@@ -40,7 +40,6 @@ SLOW = {
     "AmortizedBarker": EAGER_CHAIN,
     "SGBD": EAGER_CHAIN,
     "SGNUTS": EAGER_CHAIN,
-    "JointDistributionTarget": EAGER_CHAIN,
     "ShardedTarget": "a chain through tf.distribute",
 }
 # qualified name -> why it cannot run as a single-process example.
