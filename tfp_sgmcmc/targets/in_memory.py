@@ -110,14 +110,28 @@ class InMemoryTarget(DataLikelihoodTarget):
 
   #### Example
 
+  A linear regression with N = 5,000 examples and d = 3 weights, sampled by
+  SGLD with minibatches of 32:
+
   ```python
-  x, y = ...  # float32 [N, d], [N]
-  def log_likelihood(w, batch):
+  rng = np.random.default_rng(0)
+  N, d = 5000, 3
+  x = rng.normal(size=(N, d)).astype(np.float32)
+  y = (x @ np.float32([1., -2., .5]) + rng.normal(size=N)).astype(np.float32)
+
+  def log_likelihood(w, batch):    # one value per example: [chains..., n]
     xb, yb = batch
     return tfd.Normal(tf.linalg.matvec(xb, w), 1.).log_prob(yb)
   log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
+
   target = tfp_sgmcmc.InMemoryTarget(
       log_likelihood, (x, y), batch_size=32, log_prior_fn=log_prior)
+  energy, gradient = target.energy_and_gradient(tf.zeros([d]), seed=[0, 1])
+  draws = tf.function(lambda: tfp.mcmc.sample_chain(   # one XLA program
+      500, tf.zeros([4, d]), kernel=tfp_sgmcmc.SGLD(target, step_size=2e-5),
+      num_burnin_steps=200, trace_fn=None, seed=[1, 2]), jit_compile=True)()
+  print(tf.reduce_mean(draws, [0, 1]))          # about [1, -2, 0.5]
+
   # Independent chains (e.g. for R-hat) over a state of shape [4, d]:
   independent = tfp_sgmcmc.InMemoryTarget(
       log_likelihood, (x, y), batch_size=32, log_prior_fn=log_prior,

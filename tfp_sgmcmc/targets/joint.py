@@ -160,8 +160,9 @@ class JointDistributionTarget(InMemoryTarget):
       model, observed={"y": y}, covariates=x, batch_size=64)
   kernel = tfp_sgmcmc.AMAGOLD(target, step_size=0.01, num_leapfrog_steps=10,
                               friction=0.5)
-  draws = tfp.mcmc.sample_chain(500, target.initial_state(4, seed=[0, 1]),
-                                kernel=kernel, trace_fn=None, seed=[1, 2])
+  draws = tf.function(lambda: tfp.mcmc.sample_chain(   # one XLA program
+      500, target.initial_state(4, seed=[0, 1]), kernel=kernel,
+      trace_fn=None, seed=[1, 2]), jit_compile=True)()
   scale = target.constrain(draws)["scale"]
   ```
 

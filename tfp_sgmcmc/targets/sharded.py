@@ -90,7 +90,7 @@ class ShardedTarget(MinibatchTarget):
   #### Example
 
   ```python
-  strategy = tf.distribute.MirroredStrategy(["/gpu:0", "/gpu:1"])
+  strategy = tf.distribute.MirroredStrategy()   # every local GPU, or the CPU
   target = tfp_sgmcmc.ShardedTarget(log_likelihood, (x, y), batch_size=100,
                                     strategy=strategy, log_prior_fn=prior)
   kernel = tfp_sgmcmc.AMAGOLD(target, step_size=1e-3, num_leapfrog_steps=10,

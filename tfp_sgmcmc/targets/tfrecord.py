@@ -202,7 +202,9 @@ class TFRecordTarget(DatasetTarget):
   #### Example
 
   ```python
-  layout = tfp_sgmcmc.write_tfrecord_shards((x, y), "/data/lr", num_shards=8,
+  import tempfile
+  folder = tempfile.mkdtemp()       # a folder of your own for large data
+  layout = tfp_sgmcmc.write_tfrecord_shards((x, y), folder, num_shards=8,
                                             record_size=32, shuffle_seed=0)
   target = tfp_sgmcmc.TFRecordTarget(log_likelihood, layout,
                                      records_per_batch=4, log_prior_fn=prior)

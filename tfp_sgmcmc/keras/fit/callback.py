@@ -62,9 +62,10 @@ class SamplingCallback(keras.callbacks.Callback):
     prior: log p(theta): a Gaussian prior scale, `GaussianPrior(scale)`,
       `FlatPrior()`, or a callable on the list of trainable weights. Do not
       also regularise the model.
-    burnin_epochs, burnin_steps: how long the compiled optimizer trains
-      before the sampler takes over (at most one; neither means sampling
-      from the first step).
+    burnin_epochs: how many epochs the compiled optimizer trains before
+      the sampler takes over (give this or `burnin_steps`, not both;
+      neither means sampling from the first step).
+    burnin_steps: the same in train steps.
     thinning: keep one sample every `thinning` transitions (train steps; for
       AMAGOLD, M-H tests).
     max_samples: keep at most this many samples (the most recent), so that
@@ -107,6 +108,40 @@ class SamplingCallback(keras.callbacks.Callback):
       logs report `step_size` and `accept_rate` (per epoch); discard the
       samples of the adaptation phase (e.g. adapt during an epoch whose
       samples you drop, or read `sampler.adapting`).
+
+  After `fit`, `posterior` holds the kept samples (a `Posterior`), and
+  `predict(x)` (the Bayesian model average), `save(path)` and the
+  posterior's scores use them.
+
+  Raises:
+    ValueError: arguments that cannot work together (a burn-in given twice,
+      `energy_data` for a sampler without a test, a non-positive
+      `thinning`, ...), named with the value received and the fix.
+
+  #### Example
+
+  A Bayesian MLP on stand-in data: two epochs of the compiled SGD, then
+  SGHMC keeps a sample every 20 train steps:
+
+  ```python
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(1000, 5)).astype("float32")
+  y = np.argmax(x[:, :3], axis=1)                 # 3 classes
+  model = keras.Sequential([keras.Input((5,)),
+                            keras.layers.Dense(16, activation="relu"),
+                            keras.layers.Dense(3)])
+  model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
+                loss=keras.losses.SparseCategoricalCrossentropy(
+                    from_logits=True))
+  sampling = sgk.SamplingCallback(
+      sgk.SGHMC.from_sgd_momentum(learning_rate=0.05 / len(x),
+                                  momentum_decay=0.1),
+      num_examples=len(x), prior=1., burnin_epochs=2, thinning=20,
+      max_samples=10)
+  model.fit(x, y, batch_size=50, epochs=6, callbacks=[sampling], verbose=0)
+  probs = sampling.predict(x[:10])                # [10, 3], rows sum to 1
+  print(len(sampling.posterior.samples[0]), probs.shape)
+  ```
   """
 
   def __init__(self, sampler, *, num_examples, prior, burnin_epochs=None,

@@ -74,8 +74,14 @@ class Posterior:
       and `noise_scale` for a `GaussianNegativeLogLikelihood` model).
 
   Args:
-    samples, variable_paths, non_trainable_samples, non_trainable_paths,
-      mean, variance, num_transitions, metadata: as above.
+    samples: as above.
+    variable_paths: as above.
+    non_trainable_samples: as above.
+    non_trainable_paths: as above.
+    mean: as above.
+    variance: as above.
+    num_transitions: as above.
+    metadata: as above.
     predictive: "softmax", "sigmoid", "identity" or a callable (applied to
       the model output before averaging).
     model: the Keras model the samples are for (needed by `predict`).
