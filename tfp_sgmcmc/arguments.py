@@ -11,7 +11,8 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["static_value", "describe", "check_positive", "check_number",
+__all__ = ["static_value", "current_value", "check_noise_within_friction",
+           "describe", "check_positive", "check_number",
            "parameter_property", "is_schedule", "is_per_part",
            "check_step_size", "check_step_size_matches", "scale_step"]
 
@@ -29,6 +30,52 @@ def static_value(value):
     v = tf.get_static_value(value)
     return None if v is None else np.asarray(v, dtype=np.float64)
   return None
+
+
+def current_value(value):
+  """`static_value`, or eagerly the current value of a `tf.Variable`."""
+  v = static_value(value)
+  if v is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
+    v = np.asarray(value.numpy(), dtype=np.float64)
+  return v
+
+
+def check_noise_within_friction(friction, noise_estimate, temperature,
+                                dtype):
+  """The run-time check of C T >= B-hat where one of them is dynamic (a
+  `tf.Variable` or a tensor known only when the step runs): the injected
+  noise has variance 2 (C T - B-hat) h, and below zero the update would be
+  clipped to noiseless SGD with momentum, silently.
+
+  Returns None when every value is static (checked at construction);
+  otherwise a scalar that is 0 when the check holds and NaN when it fails,
+  for the transition's `checked` values: the chains are then flagged
+  `diverged` and keep their state, in every compilation mode (XLA drops
+  assertions). Eagerly a failure also raises a `ValueError`; in a graph it
+  is also asserted (the message, where assertions run).
+  """
+  noise = tf.nest.flatten(noise_estimate)
+  if all(static_value(v) is not None
+         for v in [friction, temperature] + noise):
+    return None
+  c = tf.cast(friction, dtype) * tf.cast(temperature, dtype)
+  ok = tf.reduce_all(tf.stack(
+      [tf.reduce_all(c >= tf.cast(b, dtype)) for b in noise]))
+  message = ("`friction` C (times the temperature T) must be >= "
+             "`noise_estimate` B-hat at every step: the injected noise has "
+             "variance 2 (C T - B-hat) h, and below zero the chain would "
+             "run as noiseless SGD with momentum. Raise the friction or "
+             "lower the noise estimate (a tf.Variable's new value is "
+             "checked at each step).")
+  if tf.executing_eagerly():
+    if not bool(ok):
+      raise ValueError(
+          f"{message} Got C = {describe(friction)}, T = "
+          f"{describe(temperature)}, B-hat = "
+          f"{[describe(b) for b in noise]}.")
+  else:
+    tf.debugging.Assert(ok, [message, "C T =", c])
+  return tf.where(ok, tf.constant(0., dtype), tf.constant(np.nan, dtype))
 
 
 def describe(value):

@@ -78,7 +78,7 @@ def window_means(energy, num_windows=HEATING_WINDOWS):
   return kept.reshape((w, size) + kept.shape[1:]).mean(axis=1)
 
 
-def heating(means, num_parameters, reference=None):
+def heating(means, num_parameters, reference=None, noise=None):
   """How far a chain's energy has risen beyond what sampling explains.
 
   At stationarity the energy of d parameters sits about d/2 above its
@@ -96,7 +96,9 @@ def heating(means, num_parameters, reference=None):
   standard deviation of a difference of two window means (minibatch noise
   and slow mixing), estimated robustly from the successive differences of
   the windows (1.4826 x their median absolute deviation, so a steady climb
-  does not count as noise). A chain is heating when z exceeds
+  does not count as noise), unless the caller knows it (the Keras callback
+  measures it from the spread of the losses of the epochs' batches). A
+  chain is heating when z exceeds
   `HEATING_THRESHOLD` (8); on correct chains (SGLD, SGHMC, AMAGOLD on a
   Gaussian and a logistic regression, docs/long_runs.md) the largest z
   measured stays below it.
@@ -106,6 +108,8 @@ def heating(means, num_parameters, reference=None):
     num_parameters: d, the number of parameters per chain.
     reference: None, or a level (broadcast against a chain's) to compare
       the last window with.
+    noise: None (estimated from the windows), or the standard deviation
+      of `m_last - reference` under a correct chain.
 
   Returns:
     z per chain (0 for chains with non-finite windows, which the
@@ -115,9 +119,10 @@ def heating(means, num_parameters, reference=None):
   with np.errstate(invalid="ignore", over="ignore"):
     start = m[0] if reference is None else np.asarray(reference, np.float64)
     half_d = 0.5 * float(num_parameters)
-    diffs = np.diff(m, axis=0)
-    noise = 1.4826 * np.median(
-        np.abs(diffs - np.median(diffs, axis=0)), axis=0)
+    if noise is None:
+      diffs = np.diff(m, axis=0)
+      noise = 1.4826 * np.median(
+          np.abs(diffs - np.median(diffs, axis=0)), axis=0)
     z = (m[-1] - start - half_d) / (np.sqrt(half_d) + noise)
   finite = np.all(np.isfinite(m), axis=0) & np.isfinite(z)
   return np.where(finite, z, 0.)

@@ -32,6 +32,7 @@ from tfp_sgmcmc._structure import choose
 from tfp_sgmcmc.dynamics import acceptance
 from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
                                             momentum_after_test, test_seeds)
+from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import results_guard
 from tfp_sgmcmc.targets.base import TargetCapabilityError
@@ -269,6 +270,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           f"kernel. Start from {self._name_for_messages}.bootstrap_results("
           "state)"
           " or pass the results this kernel returned.")
+    current_state = checks.as_state(self, current_state, "one_step")
     if tf.executing_eagerly():
       # Once per results this kernel did not return (a checkpoint, another
       # kernel object): the cached U(theta) must be this target's.
@@ -315,6 +317,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           target_log_prob=-next_energy)
 
   def bootstrap_results(self, init_state):
+    init_state = checks.as_state(self, init_state, "bootstrap_results")
     with tf.name_scope((self.name or "amortized_mh") + "_bootstrap_results"):
       inner = self.inner_kernel.bootstrap_results(init_state)
       if not hasattr(inner, "log_acceptance_correction") or not getattr(

@@ -212,6 +212,7 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
     return -energy
 
   def bootstrap_results(self, init_state):
+    init_state = checks.as_state(self, init_state, "bootstrap_results")
     with tf.name_scope((self.name or self._scope) + "_bootstrap_results"):
       check_initial_state(init_state, self.target)
       dtype = state_dtype(init_state)
@@ -227,12 +228,22 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
       fields.update({self._energy_field: energy},
                     step_size=initial_step_size(self.step_size, dtype),
                     step_count=count,
-                    diverged=tf.zeros(tf.shape(energy), tf.bool),
+                    diverged=_not_finite_at_start(init_state, energy),
                     seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED))
       results = self._results_type(**fields)
     if tf.executing_eagerly():
       results_guard.record_results(self, init_state, results)
     return results
+
+
+def _not_finite_at_start(init_state, energy):
+  """The `diverged` flags of the initial results: True for chains whose
+  initial state is not finite. Eagerly such a state is refused
+  (`check_initial_state`) and in a `tf.function` an assertion fails; XLA
+  drops assertions, and there the flag says it from the first results on
+  (the chain stays at its non-finite start, so its draws are NaN)."""
+  return ~finite_per_chain(None, [init_state],
+                           chains=tf.zeros(tf.shape(energy), tf.bool))
 
 
 def minibatch_energy_and_gradient(target, state, seed, compute_energy):

@@ -196,6 +196,9 @@ class SGHMC(base.StochasticGradientKernel):
     # catches a non-finite gradient or momentum.
     checked = ([new_state] if energy is None else
                [new_state, new_momentum])
+    if not isinstance(self.noise_estimate, str):
+      checked += [arguments.check_noise_within_friction(
+          self.friction, self.noise_estimate, self.temperature, step.dtype)]
     return base.Move(new_state, energy, checked=checked,
                      kept=dict(momentum=new_momentum))
 
