@@ -12,6 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["static_value", "current_value", "check_noise_within_friction",
+           "check_fits_state",
            "describe", "check_positive", "check_number",
            "parameter_property", "is_schedule", "is_per_part",
            "check_step_size", "check_step_size_matches", "scale_step"]
@@ -76,6 +77,57 @@ def check_noise_within_friction(friction, noise_estimate, temperature,
   else:
     tf.debugging.Assert(ok, [message, "C T =", c])
   return tf.where(ok, tf.constant(0., dtype), tf.constant(np.nan, dtype))
+
+
+def _shape_of(value):
+  """The static shape of a number, array, tensor or variable, else None."""
+  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+    return tf.TensorShape(value.shape)
+  if isinstance(value, (numbers.Number, np.ndarray, np.generic, list)):
+    try:
+      return tf.TensorShape(np.shape(np.asarray(value, dtype=np.float64)))
+    except (TypeError, ValueError):
+      return None
+  return None
+
+
+def check_fits_state(name, value, state):
+  """A hyperparameter given per coordinate (or per chain) must broadcast to
+  the state part it scales without changing its shape: one value, one per
+  coordinate (the part's trailing shape), or one per chain (trailing axes of
+  size 1). A list or tuple with one entry per state part (TFP's per-part
+  step sizes, for list, tuple and dict states) is checked part by part. Raises a `ValueError` naming the argument, the shape
+  seen and the state's shape, before any step runs (a broadcasting error
+  deep in the update, or a silently larger state, otherwise)."""
+  parts = tf.nest.flatten(state)
+  if isinstance(value, (list, tuple)) and len(value) == len(parts):
+    pairs = [(f"{name}[{i}]", v, [(i, p)]) for i, (v, p) in
+             enumerate(zip(value, parts))]
+  else:
+    pairs = [(name, value, list(enumerate(parts)))]
+  for label, v, targets in pairs:
+    if v is None or isinstance(v, (str, bytes)) or is_schedule(v):
+      continue
+    shape = _shape_of(v)
+    if shape is None or shape.rank is None or shape.rank == 0:
+      continue
+    for i, part in targets:
+      part_shape = tf.TensorShape(part.shape)
+      if part_shape.rank is None:
+        continue
+      try:
+        joint = tf.broadcast_static_shape(shape, part_shape)
+      except ValueError:
+        joint = None
+      if joint is None or not joint.is_compatible_with(part_shape) or (
+          joint.rank != part_shape.rank):
+        trailing = list(part_shape[-1:]) if part_shape.rank else []
+        raise ValueError(
+            f"`{label}` has shape {shape.as_list()}, which does not fit "
+            f"`current_state`{'' if len(parts) == 1 else f' part {i}'} of "
+            f"shape {part_shape.as_list()}: give one value, one per "
+            f"coordinate (shape {trailing} or the part's trailing shape), or"
+            " one per chain (the chain shape followed by axes of size 1).")
 
 
 def describe(value):
