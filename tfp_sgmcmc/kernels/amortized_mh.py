@@ -260,6 +260,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     return "energy", results.energy, self.target.energy
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = checks.as_state(self, current_state, "one_step")
     if not isinstance(previous_kernel_results,
                       AmortizedMetropolisHastingsResults):
       raise TypeError(
@@ -270,7 +271,6 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           f"kernel. Start from {self._name_for_messages}.bootstrap_results("
           "state)"
           " or pass the results this kernel returned.")
-    current_state = checks.as_state(self, current_state, "one_step")
     if tf.executing_eagerly():
       # Once per results this kernel did not return (a checkpoint, another
       # kernel object): the cached U(theta) must be this target's.

@@ -93,6 +93,12 @@ class NoisyGradientTarget(MinibatchTarget):
   def energy(self, state):
     return self._checked_energy(state)
 
+  def check_state(self, state):
+    super().check_state(state)
+    if self._chol is None:
+      arguments.check_fits_state("gradient_noise_variance", self._variance,
+                                 state)
+
   def energy_and_gradient(self, state, seed):
     if self._chol is None:
       arguments.check_fits_state("gradient_noise_variance", self._variance,
