@@ -19,7 +19,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
-           "find_field", "heating", "window_means", "HEATING_THRESHOLD"]
+           "find_field", "heating", "energy_windows", "HEATING_THRESHOLD"]
 
 
 class UnhealthyChainWarning(UserWarning):
@@ -64,52 +64,71 @@ HEATING_THRESHOLD = 8.
 HEATING_WINDOWS = 16
 
 
-def window_means(energy, num_windows=HEATING_WINDOWS):
-  """[num_windows, chains] means of consecutive equal windows of an energy
-  trace [num_draws, chains] (the last draws that do not fill a window are
-  dropped), or None when the trace is too short for 4 windows of 2."""
+def energy_windows(energy, num_windows=HEATING_WINDOWS):
+  """The window means of an energy trace and their noise, for `heating`.
+
+  Args:
+    energy: [num_draws, chains] energies (e.g. the traced `energy`).
+    num_windows: at most this many windows (fewer for short traces).
+
+  Returns:
+    (means, noise): the [W, chains] means of W consecutive equal windows
+    (the first draws that do not fill a window are dropped) and, per chain,
+    the standard deviation of the difference of two window means made of
+    white noise as large as the step-to-step noise of the trace (minibatch
+    noise and fast motion: half the mean squared difference of successive
+    energies, its median over the windows, so that a window where the chain
+    blows up does not count); or None when the trace is too short for 4
+    windows of 2.
+  """
   energy = np.asarray(energy, np.float64)
   n = energy.shape[0]
   w = min(num_windows, n // 2)
   if w < 4:
     return None
   size = n // w
-  kept = energy[n - w * size:]
-  return kept.reshape((w, size) + kept.shape[1:]).mean(axis=1)
+  windows = energy[n - w * size:].reshape((w, size) + energy.shape[1:])
+  with np.errstate(invalid="ignore", over="ignore"):
+    step_variance = np.median(
+        0.5 * np.mean(np.diff(windows, axis=1) ** 2, axis=1), axis=0)
+    noise = np.sqrt(2. * step_variance / size)
+  return windows.mean(axis=1), noise
 
 
 def heating(means, num_parameters, reference=None, noise=None):
   """How far a chain's energy has risen beyond what sampling explains.
 
   At stationarity the energy of d parameters sits about d/2 above its
-  minimum (U - U_min is Gamma(d/2, 1) for a Gaussian posterior) and
-  fluctuates by about sqrt(d/2). A chain that heats up (a step size too
-  large for the integrator, too little friction) climbs far above that
-  while every value stays finite. The statistic per chain is
+  minimum (U - U_min is Gamma(d/2, 1) for a Gaussian posterior) and its
+  exact value fluctuates by about sqrt(d/2). A chain that heats up (a step
+  size too large for the integrator, too little friction) climbs far above
+  that while every value stays finite. The statistic per chain is
 
       z = (m_last - reference - d/2) / (sqrt(d/2) + noise)
 
   where m_1..m_W are the energy's means over consecutive windows of the run
-  (e.g. `window_means` of a trace, or Keras' epoch energies), `reference`
-  is the level the run should stay near (default m_1, the start of the run;
+  (`energy_windows` of a trace, or Keras' epoch energies), `reference` is
+  the level the run should stay near (default m_1, the start of the run;
   the Keras callback passes the burn-in's last energy) and `noise` is the
-  standard deviation of a difference of two window means (minibatch noise
-  and slow mixing), estimated robustly from the successive differences of
-  the windows (1.4826 x their median absolute deviation, so a steady climb
-  does not count as noise), unless the caller knows it (the Keras callback
-  measures it from the spread of the losses of the epochs' batches). A
-  chain is heating when z exceeds
+  standard deviation of `m_last - reference` that minibatch noise explains
+  (`energy_windows` measures it from the step-to-step differences, the
+  Keras callback from the spread of an epoch's batch losses). The slow
+  wander of a correct chain's exact energy is bounded by its posterior
+  scale sqrt(d/2); a hot chain's wander is not noise, so it is not
+  measured from the windows themselves. A chain is heating when z exceeds
   `HEATING_THRESHOLD` (8); on correct chains (SGLD, SGHMC, AMAGOLD on a
   Gaussian and a logistic regression, docs/long_runs.md) the largest z
-  measured stays below it.
+  measured stays far below it.
 
   Args:
-    means: [W, chains...] window means of the energy, W >= 3.
+    means: [W, chains...] window means of the energy, W >= 2.
     num_parameters: d, the number of parameters per chain.
     reference: None, or a level (broadcast against a chain's) to compare
       the last window with.
-    noise: None (estimated from the windows), or the standard deviation
-      of `m_last - reference` under a correct chain.
+    noise: the standard deviation of `m_last - reference` under a correct
+      chain (per chain or one value); None estimates it from the windows'
+      successive differences (1.4826 x their median absolute deviation),
+      which also counts a hot chain's wander as noise.
 
   Returns:
     z per chain (0 for chains with non-finite windows, which the
@@ -153,8 +172,9 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   The `heating` of a chain (`ChainHealth.heating`) is the statistic of
   `heating` on 16 window means of the traced `energy`: the rise of the
   energy beyond the d/2 that sampling d parameters explains, in units of
-  sqrt(d/2) plus the windows' noise. It catches chains that heat up while
-  every value stays finite (a step size too large for SGHMC or SGNHT).
+  sqrt(d/2) plus the minibatch noise of the windows. It catches chains that
+  heat up while every value stays finite (a step size too large for SGHMC
+  or SGNHT).
   """
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]
@@ -191,10 +211,10 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   step = find_field(trace, "step_size")
   step_size = None if step is None else np.asarray(step)[-1]
   energy = find_field(trace, "energy")
-  means = (None if energy is None else window_means(
+  windows = (None if energy is None else energy_windows(
       np.asarray(energy, np.float64).reshape(num_draws, -1)))
-  heat = (None if means is None else
-          heating(means, flat.shape[-1], reference_energy))
+  heat = (None if windows is None else
+          heating(windows[0], flat.shape[-1], reference_energy, windows[1]))
 
   if finite:
     ess = np.asarray(tfp.mcmc.effective_sample_size(

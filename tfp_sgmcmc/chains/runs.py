@@ -122,10 +122,15 @@ def _health(mean, variance, final_results, energy_sums, num_steps):
   variance = tf.nest.map_structure(excluded, variance)
   heat = None
   if energy_sums is not None:
-    sums, size = energy_sums
+    sums, squares, size = energy_sums
     d = sum(int(np.prod(m.shape[chain_rank:])) for m in means)
     windows = np.asarray(sums, np.float64) / int(size)
-    heat = diagnostics.heating(windows.reshape(windows.shape[:1] + (-1,)), d)
+    # As `diagnostics.energy_windows` computes it from a trace.
+    step_variance = np.median(
+        0.5 * np.asarray(squares, np.float64) / int(size), axis=0)
+    noise = np.sqrt(2. * step_variance / int(size))
+    heat = diagnostics.heating(windows.reshape(windows.shape[:1] + (-1,)), d,
+                               noise=noise.reshape(-1))
     heat = np.where(flags.reshape(-1), 0., heat).reshape(flags.shape)
   problems = []
   if flags.any():
@@ -149,9 +154,10 @@ def _health(mean, variance, final_results, energy_sums, num_steps):
 
 
 class _EnergyWindows(tfp.experimental.mcmc.Reducer):
-  """Sums of the results' `energy` over `num_windows` consecutive windows of
-  `size` steps (the first num_steps - num_windows * size steps are not
-  counted), for `diagnostics.heating`, in constant memory."""
+  """Sums of the results' `energy`, and of the squared differences of
+  successive energies, over `num_windows` consecutive windows of `size`
+  steps (the first num_steps - num_windows * size steps are not counted),
+  for `diagnostics.heating`, in constant memory."""
 
   def __init__(self, num_steps, num_windows=diagnostics.HEATING_WINDOWS):
     self.num_windows = min(num_windows, num_steps // 2)
@@ -160,19 +166,24 @@ class _EnergyWindows(tfp.experimental.mcmc.Reducer):
 
   def initialize(self, initial_chain_state, initial_kernel_results):
     energy = diagnostics.find_field(initial_kernel_results, "energy")
-    return (tf.zeros(tf.concat([[self.num_windows], tf.shape(energy)], 0),
-                     energy.dtype), tf.constant(0, tf.int32))
+    zeros = tf.zeros(tf.concat([[self.num_windows], tf.shape(energy)], 0),
+                     energy.dtype)
+    return zeros, zeros, energy, tf.constant(0, tf.int32)
 
   def one_step(self, new_chain_state, current_reducer_state,
                previous_kernel_results=None, axis=None):
-    sums, count = current_reducer_state
+    sums, squares, previous, count = current_reducer_state
     energy = diagnostics.find_field(previous_kernel_results, "energy")
     counted = count >= self.offset
     window = tf.clip_by_value((count - self.offset) // self.size, 0,
                               self.num_windows - 1)
-    add = tf.where(counted, energy, tf.zeros_like(energy))
+    zero = tf.zeros_like(energy)
+    add = tf.where(counted, energy, zero)
+    square = tf.where(counted & (count > 0), (energy - previous) ** 2, zero)
     sums = tf.tensor_scatter_nd_add(sums, [[window]], add[tf.newaxis])
-    return sums, count + 1
+    squares = tf.tensor_scatter_nd_add(squares, [[window]],
+                                       square[tf.newaxis])
+    return sums, squares, energy, count + 1
 
   def finalize(self, final_reducer_state):
     return final_reducer_state
@@ -239,8 +250,8 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
             reducer=[reducer, windows] if with_windows else [reducer],
             num_burnin_steps=num_burnin_steps,
             seed=seed, return_final_reducer_states=True))
-    energy_sums = ((reducer_state[1][0], windows.size) if with_windows
-                   else None)
+    energy_sums = ((reducer_state[1][0], reducer_state[1][1], windows.size)
+                   if with_windows else None)
     reducer_state = reducer_state[0]
     # One RunningCovariance per state part (a list for list states).
     running = reducer_state.cov_state
