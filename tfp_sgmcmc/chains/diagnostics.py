@@ -202,6 +202,13 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
           f"`trace` field `{field}` has shape {list(np.shape(value))} but "
           f"`samples` has {num_draws} draws: pass the trace of the same "
           "run (one entry per draw).")
+  if reference_energy is not None:
+    ref_shape = np.shape(reference_energy)
+    if ref_shape not in ((), (num_chains,), (1,)):
+      raise ValueError(
+          f"`reference_energy` has shape {list(ref_shape)} but `samples` "
+          f"hold {num_chains} chains: give one energy, or one per chain "
+          f"(shape [{num_chains}]).")
   diverged = find_field(trace, "diverged")
   divergences = (np.zeros(num_chains, int) if diverged is None else
                  np.asarray(diverged).reshape(num_draws, -1).sum(axis=0))

@@ -286,4 +286,15 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
         (tf.constant(0), parts, zeros, list(zeros), seed))
     return parts
   parts = run(flat, tfp.random.sanitize_seed(seed))
+  if tf.executing_eagerly():
+    # A search that met a non-finite energy or gradient returns NaN; as the
+    # centre of ControlVariateTarget it would freeze every chain.
+    for i, part in enumerate(parts):
+      if not bool(tf.reduce_all(tf.math.is_finite(part))):
+        raise ValueError(
+            f"find_mode diverged: part {i} of the mode is not finite after "
+            f"{num_steps} Adam steps at `learning_rate` = "
+            f"{arguments.describe(learning_rate)} (the energy or its "
+            "gradient became non-finite on the way). Use a smaller "
+            "learning_rate, or start nearer the mode.")
   return tf.nest.pack_sequence_as(state, parts)
