@@ -1,7 +1,8 @@
 """A diverging chain in `fit` stops with a message naming the sampler, the
 epoch, the step and what went non-finite, and keeps its finite samples; it
 can raise instead, a weight bound catches growth early, and AMAGOLD rejects
-divergent trajectories rather than stopping.
+divergent trajectories rather than stopping. A chain that heats up while
+staying finite is warned about (once), and a correct chain is not.
 """
 
 import numpy as np
@@ -104,7 +105,7 @@ def test_a_heating_chain_warns_before_anything_overflows():
   sampling, warned = _linear_fit(sgk.SGLD(step_size=2.05e-3, seed=0))
   assert sampling.divergence is None
   assert all(np.all(np.isfinite(w)) for s in sampling.samples for w in s)
-  assert len(warned) == 1, warned  # Once per fit.
+  assert len(warned) == 1, warned  # Once, not at every later epoch.
   assert "SGLD: the chain is heating up" in warned[0]
   assert "d/2 = 2.5 that sampling 5 parameters" in warned[0]
   assert "step size is probably too large" in warned[0]

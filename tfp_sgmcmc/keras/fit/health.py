@@ -170,7 +170,7 @@ def divergence_report(sampler, epoch, batch, num_kept, what):
 
 
 class HeatingMonitor:
-  """Warns once per fit when the chain heats up without diverging.
+  """Warns (once per callback) when the chain heats up without diverging.
 
   The epoch energies (`energy` in the logs: N x the epoch's mean loss -
   log prior) are the window means of `tfp_sgmcmc.diagnostics.heating`: the
