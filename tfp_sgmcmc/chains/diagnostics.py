@@ -58,7 +58,7 @@ def find_field(results, name):
 # The heating threshold: the energy's level may rise by d/2 plus this many
 # units of its expected scale before a chain is called heating. Calibrated
 # on correct chains (docs/long_runs.md, "Heating"): the largest statistic
-# seen there is far below it, and the heating chains measured are far above.
+# seen there is less than half of it.
 HEATING_THRESHOLD = 8.
 # Windows the energy trace is cut into (fewer for short traces).
 HEATING_WINDOWS = 16
@@ -116,9 +116,12 @@ def heating(means, num_parameters, reference=None, noise=None):
   wander of a correct chain's exact energy is bounded by its posterior
   scale sqrt(d/2); a hot chain's wander is not noise, so it is not
   measured from the windows themselves. A chain is heating when z exceeds
-  `HEATING_THRESHOLD` (8); on correct chains (SGLD, SGHMC, AMAGOLD on a
-  Gaussian and a logistic regression, docs/long_runs.md) the largest z
-  measured stays far below it.
+  `HEATING_THRESHOLD` (8). Its false-alarm rate, measured on 768 correct
+  chains (SGLD, SGHMC and AMAGOLD at sound step sizes on a Gaussian and a
+  logistic regression posterior, 4 seeds x 32 chains each; 36 Keras fits
+  likewise), was 0: the largest z was 3.6 (1.1 in Keras), while SGHMC at
+  10x the step size gave z above 1e7 with every value finite
+  (docs/long_runs.md, "Heating").
 
   Args:
     means: [W, chains...] window means of the energy, W >= 2.
