@@ -88,6 +88,9 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
   with the previous results' `step_size` only when the kernel was built with
   `store_parameters_in_results=True`, as TFP's adaptation kernels rebuild
   it to set the step size through the results (TFP's HMC does the same).
+  Otherwise the results' `step_size` field is passed on unchanged, as TFP's
+  HMC does: after `kernel.copy(step_size=new)` it still holds the old value
+  until `with_step_size(results, new)` or `bootstrap_results` sets it.
   Results that cache a value of another target are refused
   (`results_guard.cached_value_field`).
 
@@ -190,7 +193,13 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
     if "target_log_prob" not in fields:
       fields["target_log_prob"] = interop.target_log_prob(
           self.target, next_state, energy)
-    fields.update(step_size=step.size, step_count=prev.step_count + 1,
+    # As TFP's HMC: a kernel that steps with its own constant step size
+    # leaves the results' field as it was (bootstrap_results set it to the
+    # kernel's), so that the field is the same tensor from step to step and
+    # TFP's MetropolisHastings does not broadcast it per chain.
+    reported = (step.size if self.store_parameters_in_results or
+                arguments.is_schedule(self.step_size) else prev.step_size)
+    fields.update(step_size=reported, step_count=prev.step_count + 1,
                   diverged=diverged, seed=tfp.random.sanitize_seed(step.seed))
     return next_state, self._results_type(**fields)
 

@@ -150,9 +150,11 @@ def test_step_size_is_read_from_the_results_under_adaptation():
   # (eagerly saying that the results' differs).
   plain = sg.SGBD(noisy_gaussian(), step_size=SIGMA)
   with pytest.warns(sg.StepSizeFromResultsWarning, match=r"5\. differs"):
-    new_state, results = plain.one_step(
+    new_state, _ = plain.one_step(
         state, results._replace(step_size=tf.constant(5.)), seed=[1, 2])
-  assert float(results.step_size) == np.float32(SIGMA)
+  moves = np.abs(np.asarray(new_state))
+  assert abs(moves.mean() - SIGMA) < NUM_SE * 0.1 * SIGMA / np.sqrt(
+      moves.size)
 
 
 def test_per_chain_step_sizes():
