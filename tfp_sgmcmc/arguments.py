@@ -11,7 +11,9 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["static_value", "describe", "check_positive", "check_number",
+__all__ = ["static_value", "current_value", "check_noise_within_friction",
+           "check_fits_state",
+           "describe", "check_positive", "check_number",
            "parameter_property", "is_schedule", "is_per_part",
            "check_step_size", "check_step_size_matches", "scale_step",
            "in_xla_context", "assert_in_graph"]
@@ -52,6 +54,103 @@ def assert_in_graph(condition, data):
   if in_xla_context():
     return None
   return tf.debugging.Assert(condition, data)
+
+
+def current_value(value):
+  """`static_value`, or eagerly the current value of a `tf.Variable`."""
+  v = static_value(value)
+  if v is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
+    v = np.asarray(value.numpy(), dtype=np.float64)
+  return v
+
+
+def check_noise_within_friction(friction, noise_estimate, temperature,
+                                dtype):
+  """The run-time check of C T >= B-hat where one of them is dynamic (a
+  `tf.Variable` or a tensor known only when the step runs): the injected
+  noise has variance 2 (C T - B-hat) h, and below zero the update would be
+  clipped to noiseless SGD with momentum, silently.
+
+  Returns None when every value is static (checked at construction);
+  otherwise a scalar that is 0 when the check holds and NaN when it fails,
+  for the transition's `checked` values: the chains are then flagged
+  `diverged` and keep their state, in every compilation mode (XLA drops
+  assertions). Eagerly a failure also raises a `ValueError`; in a graph it
+  is also asserted (the message, where assertions run).
+  """
+  noise = tf.nest.flatten(noise_estimate)
+  if all(static_value(v) is not None
+         for v in [friction, temperature] + noise):
+    return None
+  c = tf.cast(friction, dtype) * tf.cast(temperature, dtype)
+  ok = tf.reduce_all(tf.stack(
+      [tf.reduce_all(c >= tf.cast(b, dtype)) for b in noise]))
+  message = ("`friction` C (times the temperature T) must be >= "
+             "`noise_estimate` B-hat at every step: the injected noise has "
+             "variance 2 (C T - B-hat) h, and below zero the chain would "
+             "run as noiseless SGD with momentum. Raise the friction or "
+             "lower the noise estimate (a tf.Variable's new value is "
+             "checked at each step).")
+  if tf.executing_eagerly():
+    if not bool(ok):
+      raise ValueError(
+          f"{message} Got C = {describe(friction)}, T = "
+          f"{describe(temperature)}, B-hat = "
+          f"{[describe(b) for b in noise]}.")
+  else:
+    assert_in_graph(ok, [message, "C T =", c])
+  return tf.where(ok, tf.constant(0., dtype), tf.constant(np.nan, dtype))
+
+
+def _shape_of(value):
+  """The static shape of a number, array, tensor or variable, else None."""
+  if tf.is_tensor(value) or isinstance(value, tf.Variable):
+    return tf.TensorShape(value.shape)
+  if isinstance(value, (numbers.Number, np.ndarray, np.generic, list)):
+    try:
+      return tf.TensorShape(np.shape(np.asarray(value, dtype=np.float64)))
+    except (TypeError, ValueError):
+      return None
+  return None
+
+
+def check_fits_state(name, value, state):
+  """A hyperparameter given per coordinate (or per chain) must broadcast to
+  the state part it scales without changing its shape: one value, one per
+  coordinate (the part's trailing shape), or one per chain (trailing axes of
+  size 1). A list or tuple with one entry per state part (TFP's per-part
+  step sizes, for list, tuple and dict states) is checked part by part. Raises a `ValueError` naming the argument, the shape
+  seen and the state's shape, before any step runs (a broadcasting error
+  deep in the update, or a silently larger state, otherwise)."""
+  parts = tf.nest.flatten(state)
+  if isinstance(value, (list, tuple)) and len(value) == len(parts):
+    pairs = [(f"{name}[{i}]", v, [(i, p)]) for i, (v, p) in
+             enumerate(zip(value, parts))]
+  else:
+    pairs = [(name, value, list(enumerate(parts)))]
+  for label, v, targets in pairs:
+    if v is None or isinstance(v, (str, bytes)) or is_schedule(v):
+      continue
+    shape = _shape_of(v)
+    if shape is None or shape.rank is None or shape.rank == 0:
+      continue
+    for i, part in targets:
+      part_shape = tf.TensorShape(part.shape)
+      if part_shape.rank is None:
+        continue
+      try:
+        joint = tf.broadcast_static_shape(shape, part_shape)
+      except ValueError:
+        joint = None
+      if joint is None or not joint.is_compatible_with(part_shape) or (
+          joint.rank != part_shape.rank):
+        trailing = list(part_shape[-1:]) if part_shape.rank else []
+        raise ValueError(
+            f"`{label}` has shape {shape.as_list()}, which does not fit "
+            f"`current_state`{'' if len(parts) == 1 else f' part {i}'} of "
+            f"shape {part_shape.as_list()}: give one value, one per "
+            f"coordinate (shape {trailing} or the part's trailing shape), or"
+            " one per chain (the chain shape followed by axes of size 1).")
 
 
 def describe(value):

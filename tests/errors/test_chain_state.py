@@ -81,6 +81,17 @@ def test_non_finite_initial_state_is_caught_under_tf_function():
   states, diverged = run_xla(tf.constant([[0., np.nan], [0., 0.]]))
   assert np.all(np.asarray(diverged)[:, 0])
   assert not np.any(np.asarray(diverged)[:, 1])
+  # The flag is in the initial results already, so a run that only
+  # bootstraps (or reads the results before a step) sees it, for every
+  # kernel (AMAGOLD's inside its accepted results).
+  for k in (kernel, sg.AMAGOLD(sg.NoisyGradientTarget(quadratic, 1.), 0.1,
+                               2, 1.)):
+    boot_xla = tf.function(
+        lambda init, k=k: sg.diagnostics.find_field(
+            k.bootstrap_results(init), "diverged"),
+        jit_compile=True, autograph=False)
+    np.testing.assert_array_equal(
+        boot_xla(tf.constant([[0., np.nan], [0., 0.]])), [True, False])
 
 
 CLEAR_MESSAGES = [
@@ -113,7 +124,34 @@ def same_as_tensor_state():
   np.testing.assert_array_equal(a, b)
 
 
+def numpy_state_everywhere():
+  # A numpy state (float32 or float64) to bootstrap_results and one_step of
+  # every kernel, AMAGOLD's M-H wrapper included, is the tensor state's
+  # chain.
+  make = [lambda: sg.SGLD(noisy(), 0.1),
+          lambda: sg.SGHMC(noisy(), 0.1, 1.),
+          lambda: sg.SGNHT(noisy(), 0.1),
+          lambda: sg.PreconditionedSGLD(noisy(), 0.1),
+          lambda: sg.SGBD(noisy(), 0.1),
+          lambda: sg.SGNUTS(noisy(), 0.1, 1.),
+          lambda: sg.AMAGOLD(noisy(), 0.1, 2, 1.)]
+  for kernel in (m() for m in make):
+    for dtype in (np.float32, np.float64):
+      x = np.ones([2, D], dtype)
+      expected, _ = kernel.one_step(
+          tf.constant(x), kernel.bootstrap_results(tf.constant(x)),
+          seed=[1, 2])
+      got, _ = kernel.one_step(x, kernel.bootstrap_results(x), seed=[1, 2])
+      np.testing.assert_array_equal(got, expected)
+
+
 OUTCOMES = [
+    correct("numpy state to bootstrap_results and one_step of every kernel",
+            numpy_state_everywhere),
+    clear("initial state as a tuple of Python floats to one_step",
+          lambda: sg.AMAGOLD(noisy(), 0.1, 2, 1.).one_step(
+              (0., 0.), None, seed=[1, 2]), "current_state",
+          r"float, not a tensor"),
     clear("initial state as a list of Python floats", lambda: boot(sg.SGLD(
         noisy(), 0.1), [0., 0.]), "current_state", r"float, not a tensor"),
     correct("numpy state to one_step", same_as_tensor_state),

@@ -204,7 +204,75 @@ def numpy_step_size_as_float():
   np.testing.assert_array_equal(a, b)
 
 
+def _friction_lowered_below_noise(jit):
+  # A friction Variable lowered below noise_estimate after construction:
+  # eagerly an error, and in a compiled run (where XLA drops assertions)
+  # every chain is flagged diverged instead of running as noiseless SGD
+  # with momentum.
+  friction = tf.Variable(2.)
+  kernel = sg.SGHMC(noisy(), 0.1, friction, noise_estimate=1.)
+  state = tf.ones([2, D])
+  results = kernel.bootstrap_results(state)
+  friction.assign(0.5)
+  if jit is None:
+    return kernel.one_step(state, results, seed=[1, 2])
+  step = tf.function(lambda s, r: kernel.one_step(s, r, seed=[1, 2]),
+                     jit_compile=True, autograph=False)
+  new_state, new_results = step(state, results)
+  assert np.all(np.asarray(new_results.diverged)), new_results.diverged
+  np.testing.assert_array_equal(new_state, state)
+  friction.assign(2.)  # Back above: the same step runs.
+  assert not np.any(np.asarray(step(state, results)[1].diverged))
+
+
+def _wrong_length(kernel, state=None):
+  state = tf.zeros([2, D]) if state is None else state
+  return lambda: kernel.one_step(state, kernel.bootstrap_results(state),
+                                 seed=[1, 2])
+
+
+def _per_part_steps_fit():
+  # One step size per part of a list state, and one per coordinate of a
+  # part: accepted.
+  kernel = sg.SGLD(target_log_prob_fn=lambda a, b: -0.5 * tf.reduce_sum(
+      a ** 2, -1) - 0.5 * tf.reduce_sum(b ** 2, -1),
+                   step_size=[tf.constant([0.1, 0.2, 0.3]), 0.1])
+  steps(kernel, [tf.zeros([2, D]), tf.zeros([2, 1])])
+
+
 OUTCOMES = [
+    clear("friction Variable below noise_estimate at construction",
+          lambda: sg.SGHMC(noisy(), 0.1, tf.Variable(0.5), noise_estimate=1.),
+          "friction", r"Variable.*0.5.*`noise_estimate` B-hat = 1.0"),
+    clear("friction Variable lowered below noise_estimate, eager",
+          lambda: _friction_lowered_below_noise(None), "friction",
+          r"at every step.*C = tf.Variable.*0.5"),
+    correct("friction Variable lowered below noise_estimate, XLA: flagged",
+            lambda: _friction_lowered_below_noise(True)),
+    clear("SG-NUTS noise estimate above the friction", lambda: sg.SGNUTS(
+        noisy(), 0.1, 0.5, noise_estimate=1.), "friction",
+          r"`noise_estimate` B-hat = 1.0"),
+    clear("per-coordinate step sizes of the wrong length",
+          _wrong_length(sg.SGLD(noisy(), tf.constant([0.1, 0.1]))),
+          "step_size", r"shape \[2\].*`current_state` of shape \[2, 3\]"),
+    clear("per-coordinate numpy step sizes of the wrong length (SGNHT)",
+          _wrong_length(sg.SGNHT(noisy(), np.full(4, 0.1, np.float32))),
+          "step_size", r"shape \[4\].*shape \[2, 3\]"),
+    clear("per-coordinate AMAGOLD step sizes of the wrong length",
+          _wrong_length(sg.AMAGOLD(noisy(), tf.constant([0.1, 0.1]), 2, 1.)),
+          "step_size", r"shape \[2\].*shape \[2, 3\]"),
+    clear("per-coordinate noise estimate of the wrong length",
+          _wrong_length(sg.SGHMC(noisy(), 0.1, 1.,
+                                 noise_estimate=tf.constant([0.1, 0.1]))),
+          "noise_estimate", r"shape \[2\].*shape \[2, 3\]"),
+    clear("per-coordinate friction of the wrong length",
+          _wrong_length(sg.SGHMC(noisy(), 0.1, np.ones(4, np.float32))),
+          "friction", r"shape \[4\].*shape \[2, 3\]"),
+    clear("step sizes that would add chains",
+          _wrong_length(sg.SGLD(noisy(), tf.fill([5, 1, D], 0.1))),
+          "step_size", r"shape \[5, 1, 3\].*shape \[2, 3\]"),
+    correct("per-part and per-coordinate step sizes that fit",
+            _per_part_steps_fit),
     clear("step size None", lambda: sg.SGLD(noisy(), None), "step_size",
           r"got None"),
     clear("per-coordinate step sizes with a negative one", lambda: sg.SGLD(

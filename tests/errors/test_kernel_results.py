@@ -42,22 +42,32 @@ def amagold_resumed_on_rebuilt_target(tmp_path):
   np.testing.assert_array_equal(got, expected)
 
 
-def step_size_of_results_used_and_reported():
-  # TFP's protocol: the step size comes from the results. Eagerly, a kernel
-  # built with another step size says so; the step is the one with the
-  # results' step size.
+def kernel_step_size_used_and_reported():
+  # A chain resumed by kernel.copy(step_size=new) from old results steps
+  # with `new`, eagerly and in a compiled run alike (as TFP's HMC outside an
+  # adaptation kernel); eagerly a warning says that the results' value is
+  # not used.
   import warnings  # pylint: disable=g-import-not-at-top
   kernel = sg.SGLD(noisy(), 0.1)
   state, results = steps(kernel, tf.ones([D]))
+  new = kernel.copy(step_size=0.02)
   with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
-    got, _ = kernel.copy(step_size=0.02).one_step(state, results,
-                                                  seed=[7, 3])
+    got, r = new.one_step(state, results, seed=[7, 3])
   assert [w for w in seen if issubclass(
       w.category, sg.StepSizeFromResultsWarning) and
-          "0.02" in str(w.message) and "with_step_size" in str(w.message)]
-  expected, _ = kernel.one_step(state, results, seed=[7, 3])
+          "0.02" in str(w.message) and "kernel's value" in str(w.message)]
+  expected, _ = new.one_step(state, sg.with_step_size(results, 0.02),
+                             seed=[7, 3])
   np.testing.assert_array_equal(got, expected)
+  old, _ = kernel.one_step(state, results, seed=[7, 3])
+  assert not np.array_equal(got, old)
+  for jit in (False, True):
+    compiled = tf.function(lambda s, r: new.one_step(s, r, seed=[7, 3]),
+                           jit_compile=jit, autograph=False)
+    got, _ = compiled(state, results)
+    expected, _ = compiled(state, sg.with_step_size(results, 0.02))
+    np.testing.assert_array_equal(got, expected)
 
 
 def step_size_changed_with_the_results():
@@ -199,8 +209,8 @@ OUTCOMES = [
           r"\.inner_results.*1.5 in the results, -0 now"),
     correct("AMAGOLD checkpoint resumed on a rebuilt identical target",
             amagold_resumed_on_rebuilt_target),
-    correct("results with another step size continue with theirs, reported",
-            step_size_of_results_used_and_reported),
+    correct("a kernel resumed with a new step size uses it, compiled too",
+            kernel_step_size_used_and_reported),
     correct("step-size adaptation sets the step size through the results",
             adaptation_changes_step_size_silently),
     correct("step size changed in kernel and results together",

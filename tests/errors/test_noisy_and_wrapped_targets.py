@@ -1,7 +1,8 @@
 """NoisyGradientTarget's noise (negative, NaN, a string, both a variance and a
 covariance, a covariance not positive definite or of the wrong size) and
 the wrappers' arguments (TemperedTarget's temperature, ControlVariateTarget's
-target and centre) are refused early, named with the value received.
+target and centre, including a non-finite centre from a diverged
+`find_mode`) are refused early, named with the value received.
 """
 
 import numpy as np
@@ -27,6 +28,21 @@ CLEAR_MESSAGES = [
          quadratic, gradient_noise_covariance=np.eye(3)).energy_and_gradient(
              tf.zeros([2]), [0, 0]), ValueError,
      r"3x3 but the state has event size 2"),
+    ("control variates around a NaN centre (a diverged find_mode)",
+     lambda: sg.ControlVariateTarget(
+         sg.InMemoryTarget(location_ll, data(), 2, parameter_shapes=[2]),
+         tf.constant([np.nan, 0.])), ValueError,
+     r"`centre`.*centre's part 0 is not finite.*find_mode"),
+    ("control variates around a centre whose energy overflows",
+     lambda: sg.ControlVariateTarget(
+         sg.InMemoryTarget(location_ll, data(), 2, parameter_shapes=[2]),
+         np.array([1e30, 0.], np.float32)), ValueError,
+     r"`centre`.*U\(centre\) is not finite.*find_mode"),
+    ("per-coordinate gradient noise of the wrong length",
+     lambda: sg.SGLD(sg.NoisyGradientTarget(
+         quadratic, gradient_noise_variance=[1., 1.]), 0.1).bootstrap_results(
+             tf.zeros([4, 3])), ValueError,
+     r"`gradient_noise_variance` has shape \[2\].*shape \[4, 3\]"),
     ("control variates around a centre of the wrong shape",
      lambda: sg.ControlVariateTarget(
          sg.InMemoryTarget(location_ll, data(), 2, parameter_shapes=[2]),

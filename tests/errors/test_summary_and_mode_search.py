@@ -1,6 +1,8 @@
-"""summarize refuses a single draw and a trace of another run; find_mode
-refuses zero steps, a non-finite start and a full-batch search on a target
-without an exact energy, and finds the mode of a quadratic.
+"""summarize refuses a single draw, a trace of another run and a reference
+energy that does not fit the chains; find_mode refuses zero steps, a
+non-finite start and a full-batch search on a target without an exact
+energy, says when its search diverges (a NaN centre for control variates),
+and finds the mode of a quadratic.
 """
 
 import numpy as np
@@ -21,7 +23,24 @@ def find_mode_of_quadratic():
   np.testing.assert_allclose(mode, 2. * np.ones(D), atol=1e-2)
 
 
+def _diverging_mode_search():
+  # U = -x up to x = 2 and NaN (with a NaN gradient) beyond: Adam climbs
+  # by about the learning rate a step and meets the NaN long before 200
+  # steps.
+  target = sg.NoisyGradientTarget(
+      lambda x: tf.reduce_sum(-x + tf.where(x < 2., 0., np.nan) * x, -1),
+      gradient_noise_variance=0.)
+  return sg.find_mode(target, tf.zeros([D]), num_steps=200,
+                      learning_rate=0.1)
+
+
 OUTCOMES = [
+    clear("mode search that diverges", _diverging_mode_search,
+          "learning_rate", r"find_mode diverged.*0.1.*smaller"),
+    clear("summary with a reference energy per chain of the wrong length",
+          lambda: sg.summarize(tf.zeros([40, 2, D]), print_report=False,
+                               reference_energy=[1., 2., 3.]),
+          "reference_energy", r"\[3\].*2 chains"),
     clear("summary of a single draw", lambda: sg.summarize(
         tf.zeros([1, 2, D]), print_report=False), "samples", r"\[1, 2, 3\]"),
     clear("summary with the trace of another run", lambda: sg.summarize(

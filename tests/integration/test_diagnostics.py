@@ -45,3 +45,132 @@ def test_summary_reports_divergence_acceptance_and_unbounded_energy():
   assert np.all(np.isfinite(draws)) and not np.any(trace.diverged)
   with pytest.warns(sg.UnhealthyChainWarning, match="energy grows"):
     sg.summarize(draws, trace, print_report=False)
+
+
+# The heating statistic's threshold (8) was calibrated on correct chains:
+# SGLD, SGHMC and AMAGOLD at sound step sizes on a Gaussian (linear
+# regression) and a logistic regression posterior, 4 seeds x 32 chains each
+# (768 chains, docs/long_runs.md): the largest statistic was 3.6 and none
+# exceeded 4. So a false alarm on the few correct chains below would take a
+# statistic more than twice the largest of 768, and the seeds are not
+# chosen: any seed passes.
+N, D, H_GAUSS = 1000, 5, 3e-3
+
+
+def _regression_target():
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(N, D)).astype(np.float32)
+  y = (x @ rng.normal(size=D) + rng.normal(size=N)).astype(np.float32)
+
+  def log_likelihood(w, batch):
+    prediction = tf.reduce_sum(w[..., None, :] * batch[0], -1)
+    return -0.5 * (batch[1] - prediction) ** 2
+  return sg.InMemoryTarget(log_likelihood, (x, y), 50,
+                           log_prior_fn=lambda w: -0.5 * tf.reduce_sum(
+                               w ** 2, -1))
+
+
+def _run(kernel, seed, chains=8, n=1000):
+  return sample(kernel, tf.zeros([chains, D]), n, seed=seed,
+                num_burnin_steps=300, trace_fn=lambda _, r: r)
+
+
+def test_heating_chain_is_reported_while_every_value_is_finite():
+  # SGHMC at 10x a sound step size on a posterior of precision about N:
+  # the chains heat up (means of 1e10 and more) without any non-finite
+  # value, so no divergence flag fires.
+  target = _regression_target()
+  draws, trace = _run(sg.SGHMC(target, 10 * H_GAUSS, friction=1.), [1, 2])
+  fine = ~np.asarray(sg.diagnostics.find_field(trace, "diverged")).any(0)
+  assert fine.sum() >= 4 and np.all(np.isfinite(np.asarray(draws)[:, fine]))
+  with pytest.warns(sg.UnhealthyChainWarning, match="heats up"):
+    health = sg.summarize(draws, trace, print_report=False)
+  assert np.all(health.heating[fine] > sg.diagnostics.HEATING_THRESHOLD)
+  # The same sampler at the sound step size: no chain is reported.
+  for kernel in (sg.SGHMC(target, H_GAUSS, friction=1.),
+                 sg.SGLD(target, 1e-4),
+                 sg.AMAGOLD(target, H_GAUSS, num_leapfrog_steps=5,
+                            friction=1.)):
+    draws, trace = _run(kernel, [3, 4])
+    health = sg.summarize(draws, trace, print_report=False, warn=False)
+    assert not any("heats up" in p for p in health.problems), (
+        kernel, health.heating)
+    assert np.all(health.heating < 4.), health.heating
+
+
+def test_heating_against_a_reference_catches_a_chain_hot_from_the_start():
+  # SGLD at 1000x a sound step size on a logistic regression stays finite
+  # and flat after its burn-in, with energies 400x the posterior's: compared
+  # with its own start it looks steady; compared with the energy at the
+  # mode it is not (statistic 16-18 on 8 chains; 11 at 100x the step).
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(N, D)).astype(np.float32)
+  y = (rng.uniform(size=N) < 1 / (1 + np.exp(-x @ rng.normal(size=D)))
+       ).astype(np.float32)
+
+  def log_likelihood(w, batch):
+    logits = tf.reduce_sum(w[..., None, :] * batch[0], -1)
+    return -tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.broadcast_to(batch[1], tf.shape(logits)), logits=logits)
+  target = sg.InMemoryTarget(log_likelihood, (x, y), 50,
+                             log_prior_fn=lambda w: -0.5 * tf.reduce_sum(
+                                 w ** 2, -1))
+  mode = sg.find_mode(target, tf.zeros([D]), num_steps=500)
+  reference = float(target.energy(mode))
+  for h, hot in ((1e-3, False), (1., True)):
+    draws, trace = _run(sg.SGLD(target, h), [5, 6], chains=4)
+    assert np.all(np.isfinite(np.asarray(draws)))
+    alone = sg.summarize(draws, trace, print_report=False, warn=False)
+    assert np.all(alone.heating < 4.), (h, alone.heating)
+    health = sg.summarize(draws, trace, print_report=False, warn=False,
+                          reference_energy=reference)
+    threshold = sg.diagnostics.HEATING_THRESHOLD
+    if hot:
+      assert np.all(health.heating > threshold), health.heating
+    else:
+      assert np.all(health.heating < 4.), health.heating
+
+
+def test_sample_moments_reports_diverged_and_heating_chains():
+  target = _regression_target()
+  # Every chain overflows and is flagged: its frozen draws (1e17 and more)
+  # used to be folded into finite moments with no word.
+  with pytest.warns(sg.UnhealthyChainWarning, match="4 of 4 chains diverged"):
+    m = sg.sample_moments(sg.SGLD(target, 0.1), tf.zeros([4, D]), 1000,
+                          seed=[1, 2], num_burnin_steps=300)
+  assert m.num_diverged == 4 and np.all(m.diverged)
+  assert np.all(np.isnan(m.mean)) and np.all(np.isnan(m.variance))
+  # Heating without divergence: reported per chain, moments kept.
+  with pytest.warns(sg.UnhealthyChainWarning, match="heats up"):
+    m = sg.sample_moments(sg.SGHMC(target, 10 * H_GAUSS, friction=1.),
+                          tf.zeros([4, D]), 1000, seed=[1, 2],
+                          num_burnin_steps=300)
+  assert np.all(m.heating[~m.diverged] > sg.diagnostics.HEATING_THRESHOLD)
+  # A sound run: no warning, nothing flagged.
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", sg.UnhealthyChainWarning)
+    m = sg.sample_moments(sg.SGHMC(target, H_GAUSS, friction=1.),
+                          tf.zeros([4, D]), 1000, seed=[1, 2],
+                          num_burnin_steps=300)
+  assert m.num_diverged == 0 and np.all(m.heating < 4.)
+  assert np.all(np.isfinite(m.mean))
+
+
+def test_sample_moments_excludes_a_frozen_finite_chain():
+  # SGHMC on U = x^4 / 4: the chain started at 20 overflows its momentum
+  # and is frozen at its last finite state (finite draws); the others are
+  # untouched by it (the noise of a chain depends only on its index).
+  target = sg.NoisyGradientTarget(
+      lambda x: tf.reduce_sum(0.25 * x ** 4, -1), gradient_noise_variance=0.)
+  kernel = sg.SGHMC(target, step_size=0.2, friction=0.1)
+  with pytest.warns(sg.UnhealthyChainWarning, match="1 of 4 chains diverged"):
+    m = sg.sample_moments(kernel, tf.constant([[20.], [0.], [0.5], [-0.5]]),
+                          300, seed=[1, 2])
+  assert m.num_diverged == 1 and list(m.diverged) == [True, False, False,
+                                                       False]
+  assert np.isnan(m.mean[0, 0]) and np.isnan(m.variance[0, 0])
+  assert np.all(np.isfinite(np.asarray(m.final_state)))  # Frozen, finite.
+  clean = sg.sample_moments(kernel, tf.constant([[0.], [0.], [0.5], [-0.5]]),
+                            300, seed=[1, 2])
+  np.testing.assert_array_equal(m.mean[1:], clean.mean[1:])
+  np.testing.assert_array_equal(m.variance[1:], clean.variance[1:])

@@ -19,7 +19,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
-           "find_field"]
+           "find_field", "heating", "energy_windows", "HEATING_THRESHOLD"]
 
 
 class UnhealthyChainWarning(UserWarning):
@@ -28,7 +28,7 @@ class UnhealthyChainWarning(UserWarning):
 
 ChainHealth = collections.namedtuple("ChainHealth", [
     "num_draws", "num_chains", "divergences", "acceptance_rate",
-    "step_size", "energy_growth", "min_ess", "max_rhat", "problems"])
+    "step_size", "heating", "min_ess", "max_rhat", "problems"])
 
 
 def find_field(results, name):
@@ -55,23 +55,104 @@ def find_field(results, name):
   return None
 
 
-def _energy_growth(energy):
-  """Per chain: rise of the mean energy from the 2nd to the 4th quarter of
-  the run, in units of its standard deviation over the 2nd quarter."""
+# The heating threshold: the energy's level may rise by d/2 plus this many
+# units of its expected scale before a chain is called heating. Calibrated
+# on correct chains (docs/long_runs.md, "Heating"): the largest statistic
+# seen there is less than half of it.
+HEATING_THRESHOLD = 8.
+# Windows the energy trace is cut into (fewer for short traces).
+HEATING_WINDOWS = 16
+
+
+def energy_windows(energy, num_windows=HEATING_WINDOWS):
+  """The window means of an energy trace and their noise, for `heating`.
+
+  Args:
+    energy: [num_draws, chains] energies (e.g. the traced `energy`).
+    num_windows: at most this many windows (fewer for short traces).
+
+  Returns:
+    (means, noise): the [W, chains] means of W consecutive equal windows
+    (the first draws that do not fill a window are dropped) and, per chain,
+    the standard deviation of the difference of two window means made of
+    white noise as large as the step-to-step noise of the trace (minibatch
+    noise and fast motion: half the mean squared difference of successive
+    energies, its median over the windows, so that a window where the chain
+    blows up does not count); or None when the trace is too short for 4
+    windows of 2.
+  """
+  energy = np.asarray(energy, np.float64)
   n = energy.shape[0]
-  if n < 8:
-    return np.zeros(energy.shape[1:])
-  q = n // 4
-  early, late = energy[q:2 * q], energy[3 * q:]
+  w = min(num_windows, n // 2)
+  if w < 4:
+    return None
+  size = n // w
+  windows = energy[n - w * size:].reshape((w, size) + energy.shape[1:])
   with np.errstate(invalid="ignore", over="ignore"):
-    spread = early.std(axis=0) + 1e-12
-    growth = (late.mean(axis=0) - early.mean(axis=0)) / spread
-  # A chain with non-finite energies is reported as diverged instead.
-  return np.where(np.isfinite(growth), growth, 0.)
+    step_variance = np.median(
+        0.5 * np.mean(np.diff(windows, axis=1) ** 2, axis=1), axis=0)
+    noise = np.sqrt(2. * step_variance / size)
+  return windows.mean(axis=1), noise
+
+
+def heating(means, num_parameters, reference=None, noise=None):
+  """How far a chain's energy has risen beyond what sampling explains.
+
+  At stationarity the energy of d parameters sits about d/2 above its
+  minimum (U - U_min is Gamma(d/2, 1) for a Gaussian posterior) and its
+  exact value fluctuates by about sqrt(d/2). A chain that heats up (a step
+  size too large for the integrator, too little friction) climbs far above
+  that while every value stays finite. The statistic per chain is
+
+      z = (m_last - reference - d/2) / (sqrt(d/2) + noise)
+
+  where m_1..m_W are the energy's means over consecutive windows of the run
+  (`energy_windows` of a trace, or Keras' epoch energies), `reference` is
+  the level the run should stay near (default m_1, the start of the run;
+  the Keras callback passes the burn-in's last energy) and `noise` is the
+  standard deviation of `m_last - reference` that minibatch noise explains
+  (`energy_windows` measures it from the step-to-step differences, the
+  Keras callback from the spread of an epoch's batch losses). The slow
+  wander of a correct chain's exact energy is bounded by its posterior
+  scale sqrt(d/2); a hot chain's wander is not noise, so it is not
+  measured from the windows themselves. A chain is heating when z exceeds
+  `HEATING_THRESHOLD` (8). Its false-alarm rate, measured on 768 correct
+  chains (SGLD, SGHMC and AMAGOLD at sound step sizes on a Gaussian and a
+  logistic regression posterior, 4 seeds x 32 chains each; 36 Keras fits
+  likewise), was 0: the largest z was 3.6 (1.1 in Keras), while SGHMC at
+  10x the step size gave z above 1e7 with every value finite
+  (docs/long_runs.md, "Heating").
+
+  Args:
+    means: [W, chains...] window means of the energy, W >= 2.
+    num_parameters: d, the number of parameters per chain.
+    reference: None, or a level (broadcast against a chain's) to compare
+      the last window with.
+    noise: the standard deviation of `m_last - reference` under a correct
+      chain (per chain or one value); None estimates it from the windows'
+      successive differences (1.4826 x their median absolute deviation),
+      which also counts a hot chain's wander as noise.
+
+  Returns:
+    z per chain (0 for chains with non-finite windows, which the
+    divergence flags report instead).
+  """
+  m = np.asarray(means, np.float64)
+  with np.errstate(invalid="ignore", over="ignore"):
+    start = m[0] if reference is None else np.asarray(reference, np.float64)
+    half_d = 0.5 * float(num_parameters)
+    if noise is None:
+      diffs = np.diff(m, axis=0)
+      noise = 1.4826 * np.median(
+          np.abs(diffs - np.median(diffs, axis=0)), axis=0)
+    z = (m[-1] - start - half_d) / (np.sqrt(half_d) + noise)
+  finite = np.all(np.isfinite(m), axis=0) & np.isfinite(z)
+  return np.where(finite, z, 0.)
 
 
 def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
-              min_ess=100., energy_growth_limit=10., warn=True):
+              min_ess=100., heating_threshold=HEATING_THRESHOLD, warn=True,
+              reference_energy=None):
   """Per-chain health of a run, printed and returned.
 
   Args:
@@ -80,8 +161,23 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     trace: the traced kernel results (e.g. `trace_fn=lambda _, r: r`), or
       None.
     print_report: print a short table.
-    max_rhat, min_ess, energy_growth_limit: thresholds for the warnings.
+    max_rhat, min_ess, heating_threshold: thresholds for the warnings
+      (`heating_threshold`: see `heating`; its default is calibrated on
+      correct chains, docs/long_runs.md).
     warn: issue `UnhealthyChainWarning` when a threshold is crossed.
+    reference_energy: None, or the energy the run should stay near (per
+      chain or one value), e.g. U at `find_mode`'s mode or the last burn-in
+      energy: a chain whose energy ends more than d/2 + heating_threshold
+      x (sqrt(d/2) + noise) above it is reported as heating. None compares
+      the end of the run with its start, which catches a chain that heats
+      up during the run but not one that was already hot when it started.
+
+  The `heating` of a chain (`ChainHealth.heating`) is the statistic of
+  `heating` on 16 window means of the traced `energy`: the rise of the
+  energy beyond the d/2 that sampling d parameters explains, in units of
+  sqrt(d/2) plus the minibatch noise of the windows. It catches chains that
+  heat up while every value stays finite (a step size too large for SGHMC
+  or SGNHT).
   """
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]
@@ -109,6 +205,13 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
           f"`trace` field `{field}` has shape {list(np.shape(value))} but "
           f"`samples` has {num_draws} draws: pass the trace of the same "
           "run (one entry per draw).")
+  if reference_energy is not None:
+    ref_shape = np.shape(reference_energy)
+    if ref_shape not in ((), (num_chains,), (1,)):
+      raise ValueError(
+          f"`reference_energy` has shape {list(ref_shape)} but `samples` "
+          f"hold {num_chains} chains: give one energy, or one per chain "
+          f"(shape [{num_chains}]).")
   diverged = find_field(trace, "diverged")
   divergences = (np.zeros(num_chains, int) if diverged is None else
                  np.asarray(diverged).reshape(num_draws, -1).sum(axis=0))
@@ -118,8 +221,10 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   step = find_field(trace, "step_size")
   step_size = None if step is None else np.asarray(step)[-1]
   energy = find_field(trace, "energy")
-  growth = (None if energy is None else _energy_growth(
+  windows = (None if energy is None else energy_windows(
       np.asarray(energy, np.float64).reshape(num_draws, -1)))
+  heat = (None if windows is None else
+          heating(windows[0], flat.shape[-1], reference_energy, windows[1]))
 
   if finite:
     ess = np.asarray(tfp.mcmc.effective_sample_size(
@@ -144,15 +249,18 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   if acceptance is not None and np.any(acceptance < 0.1):
     problems.append("acceptance below 10% in some chain: step size too "
                     "large?")
-  if growth is not None and np.any(growth > energy_growth_limit):
-    problems.append("energy grows without bound in some chain "
-                    f"(+{float(np.max(growth)):.0f} sd): the dynamics are "
-                    "unstable (step size too large or friction too small)")
+  if heat is not None and np.any(heat > heating_threshold):
+    hot = np.flatnonzero(heat > heating_threshold)
+    problems.append(
+        f"energy grows far beyond sampling's d/2 in {hot.size} of "
+        f"{num_chains} chains (heating {float(np.max(heat)):.0f} > "
+        f"{heating_threshold:g}, chains {_short(hot)}): the chain heats up"
+        " (step size too large or friction too small)")
 
   health = ChainHealth(
       num_draws=num_draws, num_chains=num_chains, divergences=divergences,
       acceptance_rate=acceptance, step_size=step_size,
-      energy_growth=growth, min_ess=worst_ess, max_rhat=worst_rhat,
+      heating=heat, min_ess=worst_ess, max_rhat=worst_rhat,
       problems=problems)
   if print_report:
     print(format_report(health))
@@ -162,11 +270,16 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   return health
 
 
+def _short(indices, limit=5):
+  shown = ", ".join(str(int(i)) for i in indices[:limit])
+  return shown + (", ..." if len(indices) > limit else "")
+
+
 def format_report(health):
   lines = [f"{health.num_chains} chains x {health.num_draws} draws: "
            f"min ESS {health.min_ess:.0f}, max R-hat {health.max_rhat:.3f}"]
   lines.append(f"{'chain':>5s} {'diverged':>8s} {'accept':>7s} "
-               f"{'step':>9s} {'E growth':>8s}")
+               f"{'step':>9s} {'heating':>8s}")
   for c in range(health.num_chains):
     acc = ("" if health.acceptance_rate is None else
            f"{health.acceptance_rate[c]:.2f}")
@@ -174,8 +287,8 @@ def format_report(health):
     if health.step_size is not None:
       s = np.asarray(health.step_size).reshape(-1)
       step = f"{s[min(c, s.size - 1)]:.3g}"
-    growth = ("" if health.energy_growth is None else
-              f"{health.energy_growth[c]:+.1f}")
+    growth = ("" if health.heating is None else
+              f"{health.heating[c]:+.1f}")
     lines.append(f"{c:5d} {int(health.divergences[c]):8d} {acc:>7s} "
                  f"{step:>9s} {growth:>8s}")
   lines.append("healthy" if not health.problems else

@@ -16,6 +16,7 @@ chunks and reports progress (a tqdm bar, or printed lines) between them.
 import collections
 import sys
 import time
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -30,7 +31,8 @@ __all__ = ["sample_moments", "Moments", "sample_chain_with_progress",
 
 Moments = collections.namedtuple(
     "Moments", ["mean", "variance", "num_draws", "final_state",
-                "final_kernel_results"])
+                "final_kernel_results", "diverged", "num_diverged",
+                "heating"])
 
 
 def sample_moments(kernel, current_state, num_steps, seed,
@@ -50,8 +52,22 @@ def sample_moments(kernel, current_state, num_steps, seed,
     jit_compile: compile the loop with XLA.
 
   Returns:
-    `Moments(mean, variance, num_draws, final_state, final_kernel_results)`,
-    mean and variance per chain and coordinate, in the state's structure.
+    `Moments(mean, variance, num_draws, final_state, final_kernel_results,
+    diverged, num_diverged, heating)`: mean and variance per chain and
+    coordinate, in the state's structure; `diverged` per chain (flagged by
+    the kernel at any step of the run, burn-in included, or with
+    non-finite moments), `num_diverged` their number, and `heating` per
+    chain (`tfp_sgmcmc.diagnostics.heating` of the energy's means over 16
+    windows of the run; None for a kernel without an `energy` field).
+
+  Diverged chains: a chain the kernel flags `diverged` stays frozen at its
+  last finite state, and its draws before that came from dynamics that
+  were blowing up, so none of its draws are posterior draws. Its mean and
+  variance are NaN (excluded, so that an average over chains cannot fold
+  them in silently), and an `UnhealthyChainWarning` names how many chains
+  diverged. A chain whose energy heats up beyond `HEATING_THRESHOLD` while
+  staying finite (e.g. SGHMC at too large a step size) is kept and warned
+  about in the same way.
   """
   if not isinstance(kernel, tfp.mcmc.TransitionKernel):
     raise TypeError(f"`kernel` must be a tfp.mcmc.TransitionKernel; got "
@@ -69,11 +85,108 @@ def sample_moments(kernel, current_state, num_steps, seed,
                                        "previous_kernel_results")
   fn = _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
                          previous_kernel_results is not None)
-  mean, variance, final_state, final_results = fn(
+  mean, variance, final_state, final_results, energy_sums = fn(
       current_state, tfp.random.sanitize_seed(seed),
       () if previous_kernel_results is None else previous_kernel_results)
+  mean, variance, diverged, heat = _health(
+      mean, variance, final_results, energy_sums, num_steps)
+  num_diverged = (int(np.sum(diverged)) if isinstance(diverged, np.ndarray)
+                  else tf.reduce_sum(tf.cast(diverged, tf.int32)))
   return Moments(mean=mean, variance=variance, num_draws=num_steps,
-                 final_state=final_state, final_kernel_results=final_results)
+                 final_state=final_state, final_kernel_results=final_results,
+                 diverged=diverged, num_diverged=num_diverged, heating=heat)
+
+
+def _health(mean, variance, final_results, energy_sums, num_steps):
+  """Diverged chains' moments set to NaN, and the warning (see
+  `sample_moments`). Inside a `tf.function` only the flags are returned."""
+  flags = diagnostics.find_field(final_results, "diverged")
+  if not tf.executing_eagerly():
+    return mean, variance, flags, None
+  means = [np.asarray(m) for m in tf.nest.flatten(mean)]
+  if flags is None:
+    chain_rank = max(means[0].ndim - 1, 0)
+    flags = np.zeros(means[0].shape[:chain_rank], bool)
+  flags = np.asarray(flags, bool)
+  chain_rank = flags.ndim
+  # A chain with non-finite moments diverged too (a kernel without flags).
+  for m in means:
+    flags = flags | ~np.all(np.isfinite(
+        m.reshape(m.shape[:chain_rank] + (-1,))), axis=-1)
+
+  def excluded(x):
+    x = np.asarray(x)
+    mask = flags.reshape(flags.shape + (1,) * (x.ndim - chain_rank))
+    return tf.constant(np.where(mask, np.nan, x), dtype=x.dtype)
+  mean = tf.nest.map_structure(excluded, mean)
+  variance = tf.nest.map_structure(excluded, variance)
+  heat = None
+  if energy_sums is not None:
+    sums, squares, size = energy_sums
+    d = sum(int(np.prod(m.shape[chain_rank:])) for m in means)
+    windows = np.asarray(sums, np.float64) / int(size)
+    # As `diagnostics.energy_windows` computes it from a trace.
+    step_variance = np.median(
+        0.5 * np.asarray(squares, np.float64) / int(size), axis=0)
+    noise = np.sqrt(2. * step_variance / int(size))
+    heat = diagnostics.heating(windows.reshape(windows.shape[:1] + (-1,)), d,
+                               noise=noise.reshape(-1))
+    heat = np.where(flags.reshape(-1), 0., heat).reshape(flags.shape)
+  problems = []
+  if flags.any():
+    problems.append(
+        f"{int(flags.sum())} of {flags.size} chains diverged (flagged by the "
+        "kernel or with non-finite moments): their mean and variance are "
+        "NaN, excluded (Moments.diverged says which); use a smaller step "
+        "size, or a larger friction")
+  if heat is not None and np.any(heat > diagnostics.HEATING_THRESHOLD):
+    hot = int(np.sum(heat > diagnostics.HEATING_THRESHOLD))
+    problems.append(
+        f"the energy of {hot} of {flags.size} chains grows far beyond "
+        f"sampling's d/2 (heating {float(np.max(heat)):.0f} > "
+        f"{diagnostics.HEATING_THRESHOLD:g}; Moments.heating per chain): "
+        "the chain heats up, its moments are not the posterior's; use a "
+        "smaller step size or a larger friction")
+  if problems:
+    warnings.warn("sample_moments: " + "; ".join(problems),
+                  diagnostics.UnhealthyChainWarning, stacklevel=3)
+  return mean, variance, flags, heat
+
+
+class _EnergyWindows(tfp.experimental.mcmc.Reducer):
+  """Sums of the results' `energy`, and of the squared differences of
+  successive energies, over `num_windows` consecutive windows of `size`
+  steps (the first num_steps - num_windows * size steps are not counted),
+  for `diagnostics.heating`, in constant memory."""
+
+  def __init__(self, num_steps, num_windows=diagnostics.HEATING_WINDOWS):
+    self.num_windows = min(num_windows, num_steps // 2)
+    self.size = num_steps // max(self.num_windows, 1)
+    self.offset = num_steps - self.num_windows * self.size
+
+  def initialize(self, initial_chain_state, initial_kernel_results):
+    energy = diagnostics.find_field(initial_kernel_results, "energy")
+    zeros = tf.zeros(tf.concat([[self.num_windows], tf.shape(energy)], 0),
+                     energy.dtype)
+    return zeros, zeros, energy, tf.constant(0, tf.int32)
+
+  def one_step(self, new_chain_state, current_reducer_state,
+               previous_kernel_results=None, axis=None):
+    sums, squares, previous, count = current_reducer_state
+    energy = diagnostics.find_field(previous_kernel_results, "energy")
+    counted = count >= self.offset
+    window = tf.clip_by_value((count - self.offset) // self.size, 0,
+                              self.num_windows - 1)
+    zero = tf.zeros_like(energy)
+    add = tf.where(counted, energy, zero)
+    square = tf.where(counted & (count > 0), (energy - previous) ** 2, zero)
+    sums = tf.tensor_scatter_nd_add(sums, [[window]], add[tf.newaxis])
+    squares = tf.tensor_scatter_nd_add(squares, [[window]],
+                                       square[tf.newaxis])
+    return sums, squares, energy, count + 1
+
+  def finalize(self, final_reducer_state):
+    return final_reducer_state
 
 
 def _count(name, value, minimum=0):
@@ -120,22 +233,33 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
   if key in per_kernel:
     return per_kernel[key]
   reducer = tfp.experimental.mcmc.VarianceReducer()
+  windows = _EnergyWindows(num_steps)
 
   def run(state, seed, previous_kernel_results):
+    previous = previous_kernel_results if has_previous else None
+    start_results = (previous if has_previous else
+                     kernel.bootstrap_results(state))
+    # The energy's window means (for the heating check) when the kernel
+    # reports an energy and the run is long enough for 4 windows.
+    with_windows = windows.num_windows >= 4 and diagnostics.find_field(
+        start_results, "energy") is not None
     _, final_state, final_results, reducer_state = (
         tfp.experimental.mcmc.sample_fold(
-            num_steps, state,
-            previous_kernel_results=(previous_kernel_results if has_previous
-                                     else None),
-            kernel=kernel, reducer=reducer, num_burnin_steps=num_burnin_steps,
+            num_steps, state, previous_kernel_results=start_results,
+            kernel=kernel,
+            reducer=[reducer, windows] if with_windows else [reducer],
+            num_burnin_steps=num_burnin_steps,
             seed=seed, return_final_reducer_states=True))
+    energy_sums = ((reducer_state[1][0], reducer_state[1][1], windows.size)
+                   if with_windows else None)
+    reducer_state = reducer_state[0]
     # One RunningCovariance per state part (a list for list states).
     running = reducer_state.cov_state
     parts = running if isinstance(running, (list, tuple)) else [running]
     means = [r.mean for r in parts]
     mean = means if isinstance(running, (list, tuple)) else means[0]
     variance = reducer.finalize(reducer_state)
-    return mean, variance, final_state, final_results
+    return mean, variance, final_state, final_results, energy_sums
 
   per_kernel[key] = tf.function(run, jit_compile=jit_compile,
                                 autograph=False)

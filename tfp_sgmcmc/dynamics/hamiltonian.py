@@ -314,9 +314,9 @@ def check_sghmc_parameters(friction, noise_estimate, integrator,
   else:
     for value in tf.nest.flatten(noise_estimate):
       arguments.check_positive("noise_estimate", value, allow_zero=True)
-      b = arguments.static_value(value)
-      c = arguments.static_value(friction)
-      t = arguments.static_value(temperature)
+      b = arguments.current_value(value)
+      c = arguments.current_value(friction)
+      t = arguments.current_value(temperature)
       if b is not None and c is not None and t is not None and (
           b > c * t).any():
         raise ValueError(

@@ -32,6 +32,7 @@ from tfp_sgmcmc._structure import choose
 from tfp_sgmcmc.dynamics import acceptance
 from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
                                             momentum_after_test, test_seeds)
+from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import results_guard
 from tfp_sgmcmc.targets.base import TargetCapabilityError
@@ -258,6 +259,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     return "energy", results.energy, self.target.energy
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    current_state = checks.as_state(self, current_state, "one_step")
     if not isinstance(previous_kernel_results,
                       AmortizedMetropolisHastingsResults):
       raise TypeError(
@@ -314,6 +316,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           target_log_prob=-next_energy)
 
   def bootstrap_results(self, init_state):
+    init_state = checks.as_state(self, init_state, "bootstrap_results")
     with tf.name_scope((self.name or "amortized_mh") + "_bootstrap_results"):
       inner = self.inner_kernel.bootstrap_results(init_state)
       if not hasattr(inner, "log_acceptance_correction") or not getattr(

@@ -84,13 +84,14 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
   (AMAGOLD and the amortized Barker add one by composition with
   `AmortizedMetropolisHastings`).
 
-  Continuing a chain: `one_step` reads the step size from the previous
-  results (TFP's convention, so that `SimpleStepSizeAdaptation` and
-  `DualAveragingStepSizeAdaptation` can set it); results with another step
-  size therefore continue with theirs (eagerly a
-  `StepSizeFromResultsWarning` says so, unless the kernel was built with
+  Continuing a chain: `one_step` steps with the kernel's own step size, and
+  with the previous results' `step_size` only when the kernel was built with
   `store_parameters_in_results=True`, as TFP's adaptation kernels rebuild
-  it). Results that cache a value of another target are refused
+  it to set the step size through the results (TFP's HMC does the same).
+  Otherwise the results' `step_size` field is passed on unchanged, as TFP's
+  HMC does: after `kernel.copy(step_size=new)` it still holds the old value
+  until `with_step_size(results, new)` or `bootstrap_results` sets it.
+  Results that cache a value of another target are refused
   (`results_guard.cached_value_field`).
 
   Subclasses set `_results_type` and `_scope`, implement `_transition`,
@@ -161,8 +162,9 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
       prev = previous_kernel_results
       dtype = state_dtype(current_state)
       count = interop.step_count_of(prev)
-      step = Step(count, step_size_at(self.step_size, count, prev.step_size,
-                                      dtype), seed, dtype)
+      step = Step(count, step_size_at(
+          self.step_size, count, prev.step_size, dtype,
+          from_results=self.store_parameters_in_results), seed, dtype)
       move = self._transition(current_state, prev, step)
       next_state, results = self._finish(current_state, prev, step, move)
     if tf.executing_eagerly():
@@ -191,7 +193,13 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
     if "target_log_prob" not in fields:
       fields["target_log_prob"] = interop.target_log_prob(
           self.target, next_state, energy)
-    fields.update(step_size=step.size, step_count=prev.step_count + 1,
+    # As TFP's HMC: a kernel that steps with its own constant step size
+    # leaves the results' field as it was (bootstrap_results set it to the
+    # kernel's), so that the field is the same tensor from step to step and
+    # TFP's MetropolisHastings does not broadcast it per chain.
+    reported = (step.size if self.store_parameters_in_results or
+                arguments.is_schedule(self.step_size) else prev.step_size)
+    fields.update(step_size=reported, step_count=prev.step_count + 1,
                   diverged=diverged, seed=tfp.random.sanitize_seed(step.seed))
     return next_state, self._results_type(**fields)
 
@@ -212,8 +220,10 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
     return -energy
 
   def bootstrap_results(self, init_state):
+    init_state = checks.as_state(self, init_state, "bootstrap_results")
     with tf.name_scope((self.name or self._scope) + "_bootstrap_results"):
       check_initial_state(init_state, self.target)
+      checks.check_hyperparameter_shapes(self, init_state)
       dtype = state_dtype(init_state)
       energy, fields = self._bootstrap_energy(init_state)
       energy = tf.cast(energy, dtype)
@@ -227,12 +237,22 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
       fields.update({self._energy_field: energy},
                     step_size=initial_step_size(self.step_size, dtype),
                     step_count=count,
-                    diverged=tf.zeros(tf.shape(energy), tf.bool),
+                    diverged=_not_finite_at_start(init_state, energy),
                     seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED))
       results = self._results_type(**fields)
     if tf.executing_eagerly():
       results_guard.record_results(self, init_state, results)
     return results
+
+
+def _not_finite_at_start(init_state, energy):
+  """The `diverged` flags of the initial results: True for chains whose
+  initial state is not finite. Eagerly such a state is refused
+  (`check_initial_state`) and in a `tf.function` an assertion fails; XLA
+  drops assertions, and there the flag says it from the first results on
+  (the chain stays at its non-finite start, so its draws are NaN)."""
+  return ~finite_per_chain(None, [init_state],
+                           chains=tf.zeros(tf.shape(energy), tf.bool))
 
 
 def minibatch_energy_and_gradient(target, state, seed, compute_energy):
@@ -251,18 +271,25 @@ def not_computed(chains, dtype):
   return tf.fill(tf.shape(chains), tf.constant(np.nan, dtype))
 
 
-def step_size_at(step_size, step_count, previous_step_size, dtype):
-  """A schedule's value at this step; otherwise the (adaptable) result field.
+def step_size_at(step_size, step_count, previous_step_size, dtype,
+                 from_results=True):
+  """A schedule's value at this step; otherwise the kernel's own step size,
+  or with `from_results` (the kernel's `store_parameters_in_results`) the
+  results' field.
 
-  Reading a constant step size from the previous results, as TFP's HMC does,
-  lets `SimpleStepSizeAdaptation` and `DualAveragingStepSizeAdaptation` set it
-  (also a list, one per state part, which they adapt part by part).
+  As in TFP's HMC: a step-size adaptation kernel (`SimpleStepSizeAdaptation`,
+  `DualAveragingStepSizeAdaptation`) rebuilds the kernel with
+  `store_parameters_in_results=True` and sets the step size through the
+  results (also a list, one per state part, adapted part by part); any
+  other kernel steps with its own value, so a chain resumed by
+  `kernel.copy(step_size=new)` from old results uses `new`, compiled or not.
   """
   if arguments.is_schedule(step_size):
     return tf.cast(step_size(step_count, dtype=dtype), dtype)
-  if arguments.is_per_part(previous_step_size):
-    return [as_dtype(h, dtype) for h in previous_step_size]
-  return as_dtype(previous_step_size, dtype)
+  source = previous_step_size if from_results else step_size
+  if arguments.is_per_part(source):
+    return [as_dtype(h, dtype) for h in source]
+  return as_dtype(source, dtype)
 
 
 def temperature_at(step_size, step_count, temperature, dtype):

@@ -5,10 +5,50 @@ trace time, never per step."""
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import results_guard
 
-__all__ = ["check_step", "check_compute_energy"]
+__all__ = ["check_step", "check_compute_energy", "as_state",
+           "check_hyperparameter_shapes"]
+
+
+def as_state(kernel, state, method):
+  """The state with its numpy parts (arrays and numpy scalars) converted to
+  tensors of their own dtype; any other part that is not a tensor (a Python
+  number or list) is refused, naming the part, its type and the fix.
+
+  Every entry point that takes a state (`one_step`, `bootstrap_results`) calls
+  this first, so that no later check meets a numpy shape (a tuple, without a
+  `rank`)."""
+  name = getattr(kernel, "_name_for_messages", type(kernel).__name__)
+  parts = []
+  for i, part in enumerate(tf.nest.flatten(state)):
+    if isinstance(part, (np.ndarray, np.generic)):
+      part = tf.convert_to_tensor(part)
+    if not tf.is_tensor(part):
+      raise TypeError(
+          f"`current_state` part {i} of {name}.{method} is "
+          f"a {type(part).__name__}, not a tensor or numpy array (got "
+          f"{part!r:.60}): convert it once, e.g. tf.constant(x, tf.float32),"
+          " and pass the same tensors to `bootstrap_results` and "
+          "`one_step`.")
+    parts.append(part)
+  return tf.nest.pack_sequence_as(state, parts)
+
+
+# Constructor arguments that may hold one value per coordinate or chain.
+PER_COORDINATE = ("step_size", "friction", "noise_estimate", "temperature",
+                  "diffusion", "momentum_std")
+
+
+def check_hyperparameter_shapes(kernel, state):
+  """Each per-coordinate argument of `kernel` fits the state's shape
+  (`arguments.check_fits_state`): static shapes, at trace time."""
+  parameters = getattr(kernel, "parameters", {}) or {}
+  for name in PER_COORDINATE:
+    if name in parameters:
+      arguments.check_fits_state(name, parameters[name], state)
 
 
 def check_step(kernel, state, results, results_type):
@@ -19,7 +59,9 @@ def check_step(kernel, state, results, results_type):
   target-dependent value (`check_cached_values`, once per results this
   kernel did not return) and the step size (`warn_if_step_size_differs`).
   Returns the state."""
+  state = as_state(kernel, state, "one_step")
   state = _check_step_structure(kernel, state, results, results_type)
+  check_hyperparameter_shapes(kernel, state)
   if tf.executing_eagerly():
     results_guard.check_cached_values(kernel, state, results, "previous_kernel_results")
     results_guard.warn_if_step_size_differs(kernel, results, "previous_kernel_results")

@@ -30,8 +30,9 @@ __all__ = ["StepSizeFromResultsWarning", "record_results",
 
 class StepSizeFromResultsWarning(UserWarning):
   """`one_step` was given results whose `step_size` differs from the
-  kernel's own `step_size`: the step uses the results' value (TFP's
-  convention, through which adaptation kernels set it)."""
+  kernel's own `step_size`: the step uses the kernel's value (as TFP's HMC
+  does outside an adaptation kernel), e.g. not a step size adapted
+  earlier."""
 
 
 class _Known:
@@ -241,7 +242,8 @@ def check_kernel_results(kernel, current_state, kernel_results,
     the state: results made on another target (or for another state);
   * warns (`StepSizeFromResultsWarning`) when the results' `step_size`
     differs from the kernel's own constant `step_size` and no step-size
-    adaptation kernel sets it: the run would use the results' step size.
+    adaptation kernel sets it: the run uses the kernel's step size, not the
+    results' (e.g. an adapted one).
 
   It costs one full-data energy evaluation per cached field (none for
   minibatch kernels). Returns nothing.
@@ -380,10 +382,10 @@ def warn_if_step_size_differs(kernel, results, argument, path="",
   warnings.warn(
       f"`{argument}`{path}.step_size = {seen_text} differs from "
       f"{type(kernel).__name__}'s `step_size` = {own_text}: the step uses the "
-      "results' value (TFP's convention: step-size adaptation sets it "
-      "through the results, and an adapted step size carries on). To run "
-      "with the kernel's step size, start from "
-      "`kernel.bootstrap_results(state)` or replace it in the results: "
+      "kernel's value (only a step-size adaptation kernel sets it through "
+      "the results). To continue with the results' step size (e.g. an "
+      f"adapted one), build the kernel with it: kernel.copy(step_size="
+      f"{seen_text}); to record the new one in the results, "
       "`results = tfp_sgmcmc.with_step_size(results, new)` (docs/"
       "long_runs.md, 'Continue a chain: same target, chosen step size').",
       StepSizeFromResultsWarning, stacklevel=stacklevel)

@@ -196,6 +196,12 @@ class SGHMC(base.StochasticGradientKernel):
     # catches a non-finite gradient or momentum.
     checked = ([new_state] if energy is None else
                [new_state, new_momentum])
+    valid = (None if isinstance(self.noise_estimate, str) else
+             arguments.check_noise_within_friction(
+                 self.friction, self.noise_estimate, self.temperature,
+                 step.dtype))
+    if valid is not None:
+      checked.append(valid)
     return base.Move(new_state, energy, checked=checked,
                      kept=dict(momentum=new_momentum))
 

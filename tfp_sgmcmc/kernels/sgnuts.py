@@ -8,6 +8,7 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import as_dtype, choose
+from tfp_sgmcmc.dynamics import hamiltonian
 from tfp_sgmcmc.dynamics import nuts
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import interop
@@ -135,6 +136,9 @@ class SGNUTS(base.StochasticGradientKernel):
     arguments.check_positive("noise_estimate", noise_estimate,
                              allow_zero=True)
     arguments.check_positive("temperature", temperature)
+    # C T >= B-hat, as SGHMC's (the injected variance is 2 (C T - B-hat) h).
+    hamiltonian.check_sghmc_parameters(friction, noise_estimate, "euler",
+                                       None, temperature)
     if not isinstance(max_tree_depth, int) or not 1 <= max_tree_depth <= 12:
       raise ValueError("`max_tree_depth` must be an integer in [1, 12]; got "
                        f"{max_tree_depth!r}.")
@@ -253,8 +257,11 @@ class SGNUTS(base.StochasticGradientKernel):
          doubling, init)
 
     mean_accept = accept_sum / tf.cast(tf.maximum(num_grads, 1), dtype)
+    valid = arguments.check_noise_within_friction(
+        self.friction, self.noise_estimate, self.temperature, dtype)
     return base.Move(
-        candidate, energy0, checked=candidate,
+        candidate, energy0,
+        checked=[candidate] + ([] if valid is None else [valid]),
         fields=dict(
             tree_depth=tree_depth, num_gradient_evaluations=num_grads,
             log_accept_ratio=lambda diverged: tf.where(

@@ -4,6 +4,7 @@ a gradient corrupted by Gaussian noise, grad U~ = grad U + N(0, V)."""
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets.base import MinibatchTarget
@@ -92,7 +93,16 @@ class NoisyGradientTarget(MinibatchTarget):
   def energy(self, state):
     return self._checked_energy(state)
 
+  def check_state(self, state):
+    super().check_state(state)
+    if self._chol is None:
+      arguments.check_fits_state("gradient_noise_variance", self._variance,
+                                 state)
+
   def energy_and_gradient(self, state, seed):
+    if self._chol is None:
+      arguments.check_fits_state("gradient_noise_variance", self._variance,
+                                 state)
     energy, grads = super().energy_and_gradient(state, seed)
     parts = tf.nest.flatten(grads)
     seeds = random.split_seed(seed, len(parts))
@@ -113,6 +123,9 @@ class NoisyGradientTarget(MinibatchTarget):
 
   def gradient_noise_variance(self, state, seed):
     del seed
+    if self._chol is None:
+      arguments.check_fits_state("gradient_noise_variance", self._variance,
+                                 state)
     return pack_like(state, [
         tf.broadcast_to(tf.constant(self._variance, p.dtype), tf.shape(p))
         for p in tf.nest.flatten(state)])

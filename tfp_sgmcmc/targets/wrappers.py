@@ -43,6 +43,34 @@ class _OnBaseTarget(MinibatchTarget):
     self._base.check_functions(state)
 
 
+def _check_centre(parts, energy, grads):
+  """A centre where theta_hat, U or grad U is not finite (a `find_mode` that
+  diverged) would give every chain a non-finite gradient, so every chain
+  would stay frozen at its start: refused. Eagerly a `ValueError`; in a
+  graph an assertion (XLA drops it: there every chain is flagged `diverged`
+  at its first step)."""
+  named = [(f"the centre's part {i}", p) for i, p in enumerate(parts)]
+  named.append(("U(centre)", energy))
+  named += [(f"grad U(centre) of part {i}", g) for i, g in enumerate(grads)
+            if g is not None]
+  for what, value in named:
+    if not value.dtype.is_floating:
+      continue
+    finite = tf.reduce_all(tf.math.is_finite(value))
+    message = (
+        f"`centre` of ControlVariateTarget is not usable: {what} is not "
+        "finite, so every control-variate gradient would be NaN and every "
+        "chain would stay frozen at its start. A `find_mode` that diverged "
+        "returns such a centre: run it with a smaller learning rate (or "
+        "more steps from a better start) and check "
+        "tf.reduce_all(tf.math.is_finite(mode)) before building the target.")
+    if tf.executing_eagerly():
+      if not bool(finite):
+        raise ValueError(message + f" Got {what} = {value.numpy()!r:.200}.")
+    else:
+      arguments.assert_in_graph(finite, [message])
+
+
 class ControlVariateTarget(_OnBaseTarget):
   """Control-variate gradients around a mode (Baker, Fearnhead, Fox, Nemeth).
 
@@ -94,6 +122,7 @@ class ControlVariateTarget(_OnBaseTarget):
       tape.watch(parts)
       energy = target.energy(pack_like(centre, parts))
     grads = tape.gradient(energy, parts)
+    _check_centre(parts, energy, grads)
     self._centre = centre
     self._centre_energy = energy
     self._centre_gradient = pack_like(centre, grads)
@@ -261,4 +290,15 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
         (tf.constant(0), parts, zeros, list(zeros), seed))
     return parts
   parts = run(flat, tfp.random.sanitize_seed(seed))
+  if tf.executing_eagerly():
+    # A search that met a non-finite energy or gradient returns NaN; as the
+    # centre of ControlVariateTarget it would freeze every chain.
+    for i, part in enumerate(parts):
+      if not bool(tf.reduce_all(tf.math.is_finite(part))):
+        raise ValueError(
+            f"find_mode diverged: part {i} of the mode is not finite after "
+            f"{num_steps} Adam steps at `learning_rate` = "
+            f"{arguments.describe(learning_rate)} (the energy or its "
+            "gradient became non-finite on the way). Use a smaller "
+            "learning_rate, or start nearer the mode.")
   return tf.nest.pack_sequence_as(state, parts)

@@ -130,21 +130,31 @@ def test_same_seed_same_chain_other_seed_other_chain():
   assert not np.allclose(a[:, 0], a[:, 1])
 
 
-def test_step_size_is_read_from_the_results():
-  # TFP's adaptation kernels set `step_size` in the results; the next move
-  # must use it. Bimodal increments have |w| = sigma (1 + 0.1 xi).
-  kernel = sg.SGBD(noisy_gaussian(), step_size=SIGMA)
+def test_step_size_is_read_from_the_results_under_adaptation():
+  # TFP's adaptation kernels rebuild the kernel with
+  # store_parameters_in_results=True and set `step_size` in the results;
+  # the next move must use it. Bimodal increments have |w| = sigma (1 +
+  # 0.1 xi).
+  kernel = sg.SGBD(noisy_gaussian(), step_size=SIGMA,
+                   store_parameters_in_results=True)
   state = tf.zeros([1000, 2])
   results = kernel.bootstrap_results(state)._replace(
       step_size=tf.constant(5.))
-  # Outside an adaptation kernel, eagerly, it says so.
-  with pytest.warns(sg.StepSizeFromResultsWarning, match=r"5\. differs"):
-    new_state, results = kernel.one_step(state, results, seed=[1, 2])
+  new_state, results = kernel.one_step(state, results, seed=[1, 2])
   assert float(results.step_size) == 5.
   moves = np.abs(np.asarray(new_state))
   # 2000 draws of N(5, 0.5^2): mean within 4 standard errors (0.011).
   assert abs(moves.mean() - 5.) < NUM_SE * 0.5 / np.sqrt(moves.size)
   assert abs(moves.std() - 0.5) < 0.05
+  # A kernel outside an adaptation kernel steps with its own step size
+  # (eagerly saying that the results' differs).
+  plain = sg.SGBD(noisy_gaussian(), step_size=SIGMA)
+  with pytest.warns(sg.StepSizeFromResultsWarning, match=r"5\. differs"):
+    new_state, _ = plain.one_step(
+        state, results._replace(step_size=tf.constant(5.)), seed=[1, 2])
+  moves = np.abs(np.asarray(new_state))
+  assert abs(moves.mean() - SIGMA) < NUM_SE * 0.1 * SIGMA / np.sqrt(
+      moves.size)
 
 
 def test_per_chain_step_sizes():

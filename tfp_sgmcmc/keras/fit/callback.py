@@ -187,6 +187,8 @@ class SamplingCallback(keras.callbacks.Callback):
                            else float(max_abs_weight))
     self.divergence = None
     self._health = health_lib.HealthCheck(self.max_abs_weight)
+    self._heating = health_lib.HeatingMonitor()
+    self._sampled_from_epoch_begin = False
     self._traps = traps_lib.FitTraps()  # Misuses of fit (docs/keras.md).
     # Set when `fit` starts (the model's strategy and steps per execution).
     self._strategy = None
@@ -229,6 +231,7 @@ class SamplingCallback(keras.callbacks.Callback):
 
   def on_epoch_begin(self, epoch, logs=None):
     self._epoch = epoch
+    self._sampled_from_epoch_begin = self._sampling
     self._logs.start_epoch()
     self._traps.epoch_begin(self, epoch)
 
@@ -248,6 +251,7 @@ class SamplingCallback(keras.callbacks.Callback):
       return
     steps = batch - self._batch_begin + 1
     self._steps_seen += steps
+    self._heating.batch_end(batch + 1, (logs or {}).get("loss"))
     self._traps.batch_end(self)
     if not self._sampling:
       if (self.burnin_steps is not None and
@@ -294,6 +298,7 @@ class SamplingCallback(keras.callbacks.Callback):
     if self._sampling and not self._amagold and self._check_health(
         None, logs, full=True):
       return  # Nothing diverged is backed up.
+    self._check_heating(logs)
     self._epochs_seen += 1
     if (not self._sampling and self.burnin_epochs is not None and
         self._epochs_seen >= self.burnin_epochs):
@@ -393,6 +398,25 @@ class SamplingCallback(keras.callbacks.Callback):
       return False
     self._diverge(batch, what)
     return True
+
+  def _check_heating(self, logs):
+    """Warns (once) when the epoch energies heat up without diverging."""
+    message = self._heating.epoch_end(
+        (logs or {}).get("energy"),
+        self._sampling and self._sampled_from_epoch_begin,
+        not self._sampling,
+        sum(int(np.prod(v.shape)) for v in self.model.trainable_variables),
+        self.num_examples)
+    if message:
+      warnings.warn(f"{type(self.sampler).__name__}: {message}",
+                    health_lib.diagnostics.UnhealthyChainWarning,
+                    stacklevel=2)
+
+  @property
+  def heating(self):
+    """The heating statistic of the epoch energies (see
+    `tfp_sgmcmc.diagnostics.heating`; None before three sampling epochs)."""
+    return self._heating.heating
 
   def _diverge(self, batch, what):
     self.divergence = health_lib.divergence_report(

@@ -1,13 +1,16 @@
 """The health check of a chain in `fit`: the loss, and whether the weights
-and the sampler's state are finite (and, with a bound, not too large)."""
+and the sampler's state are finite (and, with a bound, not too large); and
+the heating check of the epoch energies (`HeatingMonitor`)."""
 
 import math
 
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.chains import diagnostics
+
 __all__ = ["HealthCheck", "SamplerDivergenceError", "divergence_report",
-           "use_xla"]
+           "use_xla", "HeatingMonitor"]
 
 
 def use_xla(model):
@@ -164,3 +167,88 @@ def divergence_report(sampler, epoch, batch, num_kept, what):
   return dict(sampler=name, epoch=epoch, batch=batch,
               step=sampler.step_count, what=what, num_samples=num_kept,
               message=message)
+
+
+class HeatingMonitor:
+  """Warns (once per callback) when the chain heats up without diverging.
+
+  The epoch energies (`energy` in the logs: N x the epoch's mean loss -
+  log prior) are the window means of `tfp_sgmcmc.diagnostics.heating`: the
+  reference is the energy of the last epoch run wholly by the burn-in
+  optimizer (near the mode; without a burn-in, the first sampling epoch),
+  and from the third epoch run wholly by the sampler on, the statistic
+  (rise of the last epoch's energy beyond d/2 for the model's d trainable
+  parameters, in units of sqrt(d/2) plus the noise) is compared with
+  `diagnostics.HEATING_THRESHOLD`. The noise of an epoch's energy is
+  N x the standard error of its mean loss over its batches (each batch's
+  loss recovered from Keras' running mean), measured on the reference
+  epoch: a correct chain's epochs are as noisy as it, and the wide
+  fluctuations of a hot chain do not count as noise.
+  """
+
+  def __init__(self):
+    self.reference = None
+    self.reference_se = 0.
+    self.energies = []
+    self.heating = None  # The latest statistic (None before 3 epochs).
+    self.warned = False
+    self._running = []  # (batches seen, running mean loss) this epoch.
+
+  def batch_end(self, batches_seen, loss):
+    """Keras' running mean of the loss after `batches_seen` batches."""
+    if loss is not None:
+      self._running.append((int(batches_seen), float(loss)))
+
+  def _epoch_se(self, num_examples):
+    """N x the standard error of the epoch's mean loss, from the losses of
+    its batches (or executions of several batches, weighted by their
+    number); NaN with fewer than two."""
+    pairs, self._running = self._running, []
+    counts = np.array([0] + [c for c, _ in pairs], np.float64)
+    sums = np.array([0.] + [c * m for c, m in pairs])
+    sizes, totals = np.diff(counts), np.diff(sums)
+    ok = sizes > 0
+    sizes, totals = sizes[ok], totals[ok]
+    if sizes.size < 2:
+      return math.nan
+    losses = totals / sizes
+    mean = totals.sum() / sizes.sum()
+    # Variance of one batch's loss, from executions of `sizes` batches.
+    var = np.sum(sizes * (losses - mean) ** 2) / (sizes.size - 1)
+    return num_examples * math.sqrt(var / sizes.sum())
+
+  def epoch_end(self, energy, sampled_whole_epoch, burnin_whole_epoch,
+                num_parameters, num_examples):
+    """Records an epoch's energy; returns a warning message or None."""
+    se = self._epoch_se(num_examples)
+    if energy is None or not math.isfinite(energy) or not math.isfinite(se):
+      return None
+    if burnin_whole_epoch:
+      self.reference, self.reference_se, self.energies = energy, se, []
+      return None
+    if not sampled_whole_epoch:
+      return None
+    if self.reference is None and not self.energies:
+      self.reference_se = se
+    self.energies.append(energy)
+    if len(self.energies) < 3:
+      return None
+    means = np.asarray(self.energies, np.float64)[:, np.newaxis]
+    self.heating = float(diagnostics.heating(
+        means, num_parameters, self.reference,
+        noise=math.sqrt(2.) * self.reference_se)[0])
+    if self.warned or self.heating <= diagnostics.HEATING_THRESHOLD:
+      return None
+    self.warned = True
+    start = ("the burn-in's last epoch" if self.reference is not None
+             else "the first sampling epoch")
+    first = self.reference if self.reference is not None else means[0, 0]
+    return (
+        f"the chain is heating up: the epoch energy rose from {first:.6g} "
+        f"({start}) to {energy:.6g}, far beyond the d/2 = "
+        f"{0.5 * num_parameters:g} that sampling {num_parameters} "
+        f"parameters explains (heating statistic {self.heating:.3g} > "
+        f"{diagnostics.HEATING_THRESHOLD:g}; docs/keras.md). The samples are"
+        " not the posterior's: the step size is probably too large for the "
+        "integrator (or the friction too small). Nothing is stopped; "
+        "`SamplingCallback.heating` holds the statistic.")
