@@ -246,12 +246,12 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
   #### Example
 
   ```python
-  draws, trace = tfp.mcmc.sample_chain(
-      1000, init, kernel=tfp_sgmcmc.SGHMC(target, 0.01, friction=1.),
-      trace_fn=lambda _, r: r, seed=[0, 1])
-  idata = tfp_sgmcmc.to_inference_data(draws, trace)
-  az.summary(idata)          # mean, sd, HDI, ESS, R-hat per parameter
-  az.plot_trace(idata)
+  import arviz as az
+  draws, trace = tf.function(lambda: tfp.mcmc.sample_chain(
+      500, tf.zeros([4, d]), kernel=tfp_sgmcmc.SGHMC(target, 1e-3, friction=1.),
+      trace_fn=lambda _, r: r, seed=[0, 1]), jit_compile=True)()
+  idata = tfp_sgmcmc.to_inference_data(draws, trace)  # 4 chains x 500 draws
+  print(az.summary(idata))   # mean, sd, HDI, ESS, R-hat per parameter
   ```
   """
   az = _import_arviz()

@@ -169,8 +169,11 @@ class JointDistributionTarget(InMemoryTarget):
   A model without covariates may come pinned, as TFP's samplers take it:
 
   ```python
+  model = tfd.JointDistributionNamed(dict(
+      mu=tfd.Normal(0., 5.),
+      y=lambda mu: tfd.Sample(tfd.Normal(mu, 1.), 8)))
   target = tfp_sgmcmc.JointDistributionTarget(
-      eight_schools.experimental_pin(y=y), batch_size=None)
+      model.experimental_pin(y=np.linspace(-1., 2., 8, dtype=np.float32)))
   ```
   """
 
