@@ -27,6 +27,8 @@ from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_moments)
 from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
+from tfp_sgmcmc.chains.warmup import (WarmupReport, WarmupResult, warm_up,
+                                      warmup_windows)
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -64,8 +66,9 @@ __all__ = [
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     "SGBD", "SGBDResults", "AmortizedBarker", "UncalibratedBarker",
     "UncalibratedBarkerResults",
-    # Schedules.
+    # Schedules and the warm-up.
     "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
+    "warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
     # Reliability: resumable chains and run health.
     "diagnostics", "StepSeeded", "StepSeededResults", "save_chain",
     "load_chain", "summarize", "UnhealthyChainWarning", "sample_moments",
