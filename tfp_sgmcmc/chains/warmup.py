@@ -295,8 +295,12 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       n = float(steps) * float(np.prod(parts[0].shape[:batch_ndims]))
       variance = [(n / (n + 5.)) * v + 1e-3 * (5. / (n + 5.))
                   for v in window_variance]
-      # A new mass matrix: dual averaging starts again from the step size
-      # reached so far (Stan).
+      # Dual averaging starts again from the step size reached so far
+      # (Stan), its search centred there.
+      da = _restart(da[1])
+    elif not report_windows:
+      # After the first window too, so that the user's guess, which
+      # centres the first search, is forgotten.
       da = _restart(da[1])
     report_windows.append(dict(
         kind=kind_w, steps=steps, step_size=float(np.exp(da[1])),

@@ -1,0 +1,33 @@
+"""The warmed-up AMAGOLD is exact: after `warm_up` (step size, and the mass
+where AMAGOLD takes one) the frozen kernel samples eight schools
+(non-centred, minibatches of 4 of the 8 schools) with the Inference Gym's
+reference moments.
+
+Tolerances: NUM_SE = 4 Monte Carlo standard errors of the chain's own
+averages (support/helpers.py: ESS of theta for means, of (theta - mean)^2
+for variances); the reference's own errors are two orders below them.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from support import eight_schools
+from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
+
+
+def test_warmed_up_amagold_matches_the_eight_schools_reference():
+  kernel = sg.AMAGOLD(eight_schools.target(batch_size=4), step_size=0.01,
+                      num_leapfrog_steps=10, friction=0.5)
+  warm = sg.warm_up(kernel, tf.zeros([8, eight_schools.DIM]), num_steps=300,
+                    seed=[4, 5])
+  assert warm.kernel.is_calibrated
+  draws = eight_schools.to_gym(
+      sample(warm.kernel, warm.state, 3000, seed=[6, 7]))
+  ref_mean, ref_sd = eight_schools.reference()
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert np.all(np.abs(mean - ref_mean) < NUM_SE * mean_se), (
+      mean, ref_mean, mean_se)
+  assert np.all(np.abs(var - ref_sd ** 2) < NUM_SE * var_se), (
+      np.sqrt(var), ref_sd, var_se)
