@@ -27,6 +27,7 @@ from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_moments)
 from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
+from tfp_sgmcmc.dynamics.hamiltonian import diagonal_momentum_distribution
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -64,6 +65,8 @@ __all__ = [
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     "SGBD", "SGBDResults", "AmortizedBarker", "UncalibratedBarker",
     "UncalibratedBarkerResults",
+    # The mass matrix of the Hamiltonian kernels.
+    "diagonal_momentum_distribution",
     # Schedules.
     "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
     # Reliability: resumable chains and run health.
