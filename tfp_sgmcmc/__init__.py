@@ -29,6 +29,7 @@ from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
 from tfp_sgmcmc.chains.warmup import (WarmupReport, WarmupResult, warm_up,
                                       warmup_windows)
+from tfp_sgmcmc.dynamics.hamiltonian import diagonal_momentum_distribution
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -66,6 +67,8 @@ __all__ = [
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     "SGBD", "SGBDResults", "AmortizedBarker", "UncalibratedBarker",
     "UncalibratedBarkerResults",
+    # The mass matrix of the Hamiltonian kernels.
+    "diagonal_momentum_distribution",
     # Schedules and the warm-up.
     "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
     "warm_up", "WarmupResult", "WarmupReport", "warmup_windows",

@@ -118,8 +118,10 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
   @property
   def reports_exact_log_prob(self):
     """Whether the results' `target_log_prob` is the log density (a
-    full-batch target), which TFP's exact wrappers may compare."""
-    return interop.reports_exact_log_prob(self.target)
+    full-batch target, with `compute_energy`), which TFP's exact wrappers
+    may compare."""
+    return (interop.reports_exact_log_prob(self.target)
+            and self.compute_energy)
 
   target = interop.sampled_target_property()
   target_log_prob_fn = arguments.parameter_property("target_log_prob_fn")
@@ -137,7 +139,7 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
     return self._parameters["store_parameters_in_results"]
 
   def _cached_value_field(self, results):
-    if not interop.reports_exact_log_prob(self.target) or not tf.is_tensor(
+    if not self.reports_exact_log_prob or not tf.is_tensor(
         getattr(results, "target_log_prob", None)):
       return None
     return ("target_log_prob", results.target_log_prob,
@@ -189,8 +191,11 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
       fields[name] = value(diverged) if callable(value) else value
     fields.setdefault(self._energy_field, energy)
     if "target_log_prob" not in fields:
-      fields["target_log_prob"] = interop.target_log_prob(
-          self.target, next_state, energy)
+      # Not computed (NaN): with a full-batch target too, where it would
+      # cost a log density at the new state.
+      fields["target_log_prob"] = (-energy if not self.compute_energy else
+                                   interop.target_log_prob(
+                                       self.target, next_state, energy))
     fields.update(step_size=step.size, step_count=prev.step_count + 1,
                   diverged=diverged, seed=tfp.random.sanitize_seed(step.seed))
     return next_state, self._results_type(**fields)
