@@ -33,11 +33,10 @@ import time
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
-from tensorflow_probability.python.experimental.mcmc import (
-    preconditioning_utils)
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import random
+from tfp_sgmcmc.dynamics.hamiltonian import diagonal_momentum_distribution
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels.amagold import AMAGOLD, UncalibratedAMAGOLD
 from tfp_sgmcmc.kernels.amortized_mh import AmortizedMetropolisHastings
@@ -126,7 +125,8 @@ def _kind_of(kernel):
 
 
 def _takes_mass(kernel):
-  return "momentum_distribution" in kernel.parameters
+  return ("momentum_distribution" in kernel.parameters and
+          not kernel.parameters.get("noise_estimate"))
 
 
 def _check_temperature(kernel, kind):
@@ -143,6 +143,9 @@ def _test_kernel(kernel, kind, num_test_steps, momentum_distribution):
   mass = ({} if momentum_distribution is None else
           dict(momentum_distribution=momentum_distribution))
   if kind == "AMAGOLD":
+    if mass:
+      # The mass replaces sigma (momentum_std = 1 with a distribution).
+      mass["momentum_std"] = 1.
     return kernel.copy(store_parameters_in_results=True, **mass)
   target = kernel.target
   if kind == "SGLD":
@@ -175,13 +178,8 @@ def _restart(log_step):
 
 
 def _momentum_distribution(state, batch_ndims, variance):
-  parts = tf.nest.flatten(state)
-  batch_shape = tf.shape(parts[0])[:batch_ndims]
-  dist = preconditioning_utils.make_momentum_distribution(
-      parts, batch_shape, variance)
-  if len(parts) == 1 and not isinstance(state, (list, tuple)):
-    return dist.model[0]
-  return dist
+  return diagonal_momentum_distribution(tf.nest.flatten(state), batch_ndims,
+                                        inverse_mass=variance)
 
 
 def warm_up(kernel, initial_state, num_steps=1000, seed=None,
@@ -223,9 +221,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     adapt_mass = _takes_mass(kernel) and kind != "SGLD"
   elif adapt_mass and (kind == "SGLD" or not _takes_mass(kernel)):
     raise ValueError(
-        f"`adapt_mass=True` but {kind} has no `momentum_distribution` "
-        "(SGLD has no mass matrix); use adapt_mass=False or a Hamiltonian "
-        "kernel (AMAGOLD, SGHMC, SGNHT).")
+        f"`adapt_mass=True` but this {kind} takes no `momentum_distribution` "
+        "(SGLD has no mass matrix; SGHMC takes one only with "
+        "noise_estimate=0); use adapt_mass=False, or a Hamiltonian kernel "
+        "(AMAGOLD, SGHMC, SGNHT).")
   windows = warmup_windows(num_steps, initial_buffer, final_buffer,
                            base_window)
   state = tf.nest.map_structure(tf.convert_to_tensor, initial_state)
@@ -309,6 +308,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   dist = (_momentum_distribution(state, batch_ndims, variance)
           if adapt_mass else None)
   mass = {} if dist is None else dict(momentum_distribution=dist)
+  if mass and kind == "AMAGOLD":
+    mass["momentum_std"] = 1.
   tuned = kernel.copy(step_size=step_size, **mass)
   report = WarmupReport(
       step_size=step_size,

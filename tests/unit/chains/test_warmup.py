@@ -33,17 +33,18 @@ def test_windows_are_stans():
     assert any(kind == "slow" for kind, _ in windows)
 
 
-# The step size each kernel's warm-up settles at on this problem from a
-# good guess (about): the test starts 100x above and 100x below it.
-TUNED = {"SGHMC": 0.0107, "SGLD": 5.4e-5}
+# The step size each kernel's warm-up settles at on this problem (SGHMC
+# with its diagonal mass, SGLD without any), about: the test starts 100x
+# above and 100x below it.
+TUNED = {"SGHMC": 0.042, "SGLD": 5.4e-5}
 
 
 @pytest.mark.parametrize("name", ["SGHMC", "SGLD"])
 def test_step_size_is_the_same_from_100x_too_large_or_too_small(name):
   """With the same seed, starting 100x too large or too small ends at the
-  same step size within 5%. (Between seeds the tuned value spreads by 3%
-  for SGHMC and 9% for SGLD, log-sd over 4 seeds: the shared seed isolates
-  the effect of the start.)"""
+  same step size within 5%. (Between seeds the tuned value spreads more,
+  9% for SGLD, log-sd over 4 seeds: the shared seed isolates the effect of
+  the start.)"""
   target = _logistic_target()
   make = {"SGHMC": lambda h: sg.SGHMC(target, step_size=h, friction=1.),
           "SGLD": lambda h: sg.SGLD(target, step_size=h)}[name]
