@@ -287,12 +287,11 @@ def main(quick=False, out=os.path.join(HERE, "results"), models=None,
   `quick`: tiny sizes and no XLA (whose compilation would dominate);
   `models`, `methods`: names to run (default all)."""
   sizes = (dict(nuts_warmup=60, nuts_steps=40, warmup=60) if quick else
-           dict(nuts_warmup=1000, nuts_steps=1000, warmup=1000))
+           dict(nuts_warmup=500, nuts_steps=500, warmup=500))
   jit = not quick
-  problems = []
+  problems = [eight_schools_problem(), ill_conditioned_gaussian_problem()]
   if os.path.exists(GERMAN):
     problems += german_credit_problems()
-  problems += [eight_schools_problem(), ill_conditioned_gaussian_problem()]
   if models:
     problems = [p for p in problems if p.name in models]
   rows = []
@@ -319,33 +318,41 @@ def main(quick=False, out=os.path.join(HERE, "results"), models=None,
       rows.append(dict(model=problem.name, method=method,
                        full_batch=problem.full_batch,
                        **score(problem, draws, seconds, grads), **extra))
+      _write(rows, quick, sizes, out, name)
   print(table(rows))
-  if out:
-    os.makedirs(out, exist_ok=True)
-    name = name or ("posteriors_quick.json" if quick else "posteriors.json")
-    with open(os.path.join(out, name), "w") as f:
-      json.dump(dict(date=datetime.date.today().isoformat(), quick=quick,
-                     sizes=sizes, num_chains=NUM_CHAINS, rows=rows), f,
-                indent=1)
   return rows
+
+
+def _write(rows, quick, sizes, out, name):
+  """The rows so far as JSON (after every method: a long run that stops
+  keeps what it measured)."""
+  if not out:
+    return
+  os.makedirs(out, exist_ok=True)
+  name = name or ("posteriors_quick.json" if quick else "posteriors.json")
+  with open(os.path.join(out, name), "w") as f:
+    json.dump(dict(date=datetime.date.today().isoformat(), quick=quick,
+                   sizes=sizes, num_chains=NUM_CHAINS, rows=rows), f,
+              indent=1)
 
 
 def table(rows):
   """The rows as a markdown table."""
   lines = ["| model | method | mean err (sd) | mean err (MCSE) | sd rel err "
-           "| ESS / 1k grad | ESS / s | step size |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+           "| ESS / 1k grad | ESS / s | step size | mass |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
   for r in rows:
     if "not_run" in r:
       lines.append(f"| {r['model']} | {r['method']} | not run: "
-                   f"{r['not_run']} | | | | | |")
+                   f"{r['not_run']} | | | | | | |")
       continue
     step = r.get("step_size")
     lines.append(
         f"| {r['model']} | {r['method']} | {r['mean_error_sd']:.3f} | "
         f"{r['mean_error_mcse']:.1f} | {r['sd_rel_error']:.3f} | "
         f"{r['ess_per_1k_gradients']:.2f} | {r['ess_per_second']:.1f} | "
-        f"{'' if step is None else f'{step:.3g}'} |")
+        f"{'' if step is None else f'{step:.3g}'} | "
+        f"{'adapted' if r.get('mass_adapted', True) else 'identity'} |")
   return "\n".join(lines)
 
 
