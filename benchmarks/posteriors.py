@@ -196,29 +196,42 @@ def _constant(k):
 
 
 def nuts(problem, num_warmup, num_steps, seed, jit=True):
-  """TFP's NUTS with its diagonal mass and step-size adaptation."""
+  """TFP's NUTS with its diagonal mass and step-size adaptation: the mass
+  and the step size adapted together over 80% of the warm-up, then the
+  step size alone for the last 20% with the mass frozen (Stan's last fast
+  window: the step size of the old mass does not fit the new one)."""
   init = tf.zeros([NUM_CHAINS, problem.dim])
+  first = int(0.8 * num_warmup)
   inner = tfp.experimental.mcmc.PreconditionedNoUTurnSampler(
       problem.log_prob_fn, step_size=0.1)
   kernel = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
       inner, tfp.experimental.stats.RunningVariance.from_stats(
           num_samples=10., mean=tf.zeros([problem.dim]),
-          variance=tf.ones([problem.dim])),
-      num_estimation_steps=int(0.8 * num_warmup))
+          variance=tf.ones([problem.dim])))
   kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
-      kernel, num_adaptation_steps=int(0.9 * num_warmup),
-      target_accept_prob=0.8)
+      kernel, num_adaptation_steps=first, target_accept_prob=0.8)
 
   def count(results):
     return tf.cast(tf.reduce_sum(unnest.get_innermost(
         results, "leapfrogs_taken")), tf.float64) / NUM_CHAINS
-  warm_seed, seed = sg.random.split_seed(seed, 2)
+  warm_seed, last_seed, seed = sg.random.split_seed(seed, 3)
   results = kernel.bootstrap_results(init)
   _, state, results, warm_seconds, _ = run_loop(
-      kernel, init, results, num_warmup, warm_seed, count, jit)
-  draws, _, _, seconds, grads = run_loop(kernel, state, results, num_steps,
-                                         seed, count, jit)
-  return draws, seconds, grads, dict(warmup_seconds=warm_seconds)
+      kernel, init, results, first, warm_seed, count, jit)
+  momentum = unnest.get_innermost(results, "momentum_distribution")
+  kernel = tfp.mcmc.DualAveragingStepSizeAdaptation(
+      tfp.experimental.mcmc.PreconditionedNoUTurnSampler(
+          problem.log_prob_fn, step_size=results.new_step_size,
+          momentum_distribution=momentum),
+      num_adaptation_steps=num_warmup - first, target_accept_prob=0.8)
+  results = kernel.bootstrap_results(state)
+  _, state, results, last_seconds, _ = run_loop(
+      kernel, state, results, num_warmup - first, last_seed, count, jit)
+  draws, _, results, seconds, grads = run_loop(
+      kernel, state, results, num_steps, seed, count, jit)
+  return draws, seconds, grads, dict(
+      warmup_seconds=warm_seconds + last_seconds,
+      step_size=float(np.mean(results.new_step_size)))
 
 
 def sg_method(problem, method, num_warmup, budget, seed, jit=True):
