@@ -31,3 +31,23 @@ def test_warmed_up_amagold_matches_the_eight_schools_reference():
       mean, ref_mean, mean_se)
   assert np.all(np.abs(var - ref_sd ** 2) < NUM_SE * var_se), (
       np.sqrt(var), ref_sd, var_se)
+
+
+def test_sgld_path_under_the_amortized_test_is_exact_at_a_large_step():
+  """The chain the warm-up tunes SGLD on is exact: T = 5 SGLD steps of
+  h = 0.4 with noisy gradients, under the amortized test, keep N(0, I)
+  (plain SGLD at this h has variance 1 / (1 - h / 2) = 1.25 even with
+  exact gradients)."""
+  from tfp_sgmcmc.kernels.langevin_path import UncalibratedLangevinPath  # pylint: disable=import-outside-toplevel
+  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+                                  gradient_noise_variance=1.)
+  kernel = sg.AmortizedMetropolisHastings(
+      UncalibratedLangevinPath(target, step_size=0.4, num_steps=5))
+  draws = sample(kernel, tf.zeros([16, 2]), 2000, seed=[8, 9],
+                 num_burnin_steps=100)
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert np.all(np.abs(mean) < NUM_SE * mean_se), (mean, mean_se)
+  assert np.all(np.abs(var - 1.) < NUM_SE * var_se), (var, var_se)
+  # Not trivially: the plain SGLD variance is far outside the error.
+  assert np.all(np.abs(1.25 - 1.) > NUM_SE * var_se), var_se
