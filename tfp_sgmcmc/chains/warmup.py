@@ -188,6 +188,18 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             jit_compile=True):
   """Tunes `kernel`'s step size (and diagonal mass) and returns it frozen.
 
+  #### Examples
+
+  ```python
+  kernel = tfp_sgmcmc.AMAGOLD(target, step_size=0.01, num_leapfrog_steps=10,
+                              friction=0.5)
+  warm = tfp_sgmcmc.warm_up(kernel, tf.zeros([4, d]), num_steps=1000,
+                            seed=[1, 2])
+  samples = tfp.mcmc.sample_chain(2000, warm.state, kernel=warm.kernel,
+                                  trace_fn=None, seed=[3, 4])
+  warm.report.step_size, warm.report.variance   # what was tuned
+  ```
+
   Args:
     kernel: an `AMAGOLD`, `SGHMC`, `SGNHT` or `SGLD` with a constant step
       size, the starting guess (dual averaging starts its search at 10x it).
