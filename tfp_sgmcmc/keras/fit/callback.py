@@ -102,13 +102,9 @@ class SamplingCallback(keras.callbacks.Callback):
       logs report `step_size` and `accept_rate` (per epoch); discard the
       samples of the adaptation phase (e.g. adapt during an epoch whose
       samples you drop, or read `sampler.adapting`).
-    warmup: AMAGOLD only: None, or the number of M-H tests during which the
-      step size is tuned by dual averaging to 0.75 acceptance of the test,
-      then frozen (`step_size_adaptation` with TFP's
-      `DualAveragingStepSizeAdaptation`, in one argument; not with it).
-      The mass matrix is not tuned in `fit` (the Keras samplers have the
-      identity mass). For SGLD and SGHMC, tune the kernel with
-      `tfp_sgmcmc.warm_up` and give the sampler its step size.
+    warmup: AMAGOLD only: n M-H tests over which the step size is dual-
+      averaged to 0.75 acceptance, then frozen (no mass matrix in fit);
+      not with `step_size_adaptation`. See docs/warmup.md.
   """
 
   def __init__(self, sampler, *, num_examples, prior, burnin_epochs=None,
