@@ -28,6 +28,9 @@ from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_moments)
 from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
+from tfp_sgmcmc.chains.warmup import (WarmupReport, WarmupResult, warm_up,
+                                      warmup_windows)
+from tfp_sgmcmc.dynamics.hamiltonian import diagonal_momentum_distribution
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
@@ -65,8 +68,11 @@ __all__ = [
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     "SGBD", "SGBDResults", "AmortizedBarker", "UncalibratedBarker",
     "UncalibratedBarkerResults",
-    # Schedules.
+    # The mass matrix of the Hamiltonian kernels.
+    "diagonal_momentum_distribution",
+    # Schedules and the warm-up.
     "PolynomialDecay", "CyclicalSchedule", "step_size_weighted_mean",
+    "warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
     # Reliability: resumable chains and run health.
     "diagnostics", "StepSeeded", "StepSeededResults", "save_chain",
     "load_chain", "summarize", "UnhealthyChainWarning", "sample_moments",

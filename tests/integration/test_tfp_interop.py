@@ -123,3 +123,96 @@ def test_copy_with_a_new_target_samples_the_new_target(make_kernel):
   state = tf.zeros([2, 1])
   kernel.bootstrap_results(state)
   np.testing.assert_allclose(kernel.target.energy(state), [4.5, 4.5])
+
+
+# --- the mass matrix, as TFP's preconditioned HMC takes it --------------------
+
+
+SCALES = np.array([0.02, 20.], np.float32)
+
+
+def _scaled_target():
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x / SCALES) ** 2, -1),
+      gradient_noise_variance=0.)
+
+
+_MASS_KERNELS = {
+    "SGHMC": lambda **kw: sg.SGHMC(_scaled_target(), step_size=0.01,
+                                   friction=1., **kw),
+    "SGNHT": lambda **kw: sg.SGNHT(_scaled_target(), step_size=0.01, **kw),
+    "AMAGOLD": lambda **kw: sg.AMAGOLD(_scaled_target(), step_size=0.01,
+                                       num_leapfrog_steps=3, friction=0.5,
+                                       **kw),
+}
+
+
+def _inverse_mass(results, like):
+  """The diagonal M^{-1} of the innermost results' momentum distribution."""
+  dist = unnest.get_innermost(results, "momentum_distribution")
+  return sg.dynamics.hamiltonian.velocity(tf.ones_like(like), dist)
+
+
+@pytest.mark.parametrize("name", sorted(_MASS_KERNELS))
+def test_diagonal_mass_matrix_adaptation_sets_the_mass_and_freezes_it(name):
+  # TFP's DiagonalMassMatrixAdaptation around the kernel as it is: it finds
+  # `momentum_distribution` in the results (after rebuilding the kernel with
+  # store_parameters_in_results=True), sets M^{-1} to the running variance
+  # of the first n states at step n, and the kernel uses it from then on.
+  state = tf.constant(np.random.default_rng(0).normal(
+      size=(4, 2)).astype(np.float32) * SCALES)
+  n = 30
+  kernel = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
+      _MASS_KERNELS[name](
+          momentum_distribution=sg.diagonal_momentum_distribution(
+              state, batch_ndims=1)),
+      tfp.experimental.stats.RunningVariance.from_shape([2]),
+      num_estimation_steps=n)
+  draws, inverse_mass = sample(
+      kernel, state, n + 5, seed=[3, 4],
+      trace_fn=lambda s, pkr: _inverse_mass(pkr, s))
+  draws, inverse_mass = np.asarray(draws), np.asarray(inverse_mass)
+  np.testing.assert_array_equal(inverse_mass[:n - 1], 1.)
+  expected = np.var(draws[:n].reshape(-1, 2), axis=0)
+  np.testing.assert_allclose(inverse_mass[n - 1:],
+                             np.broadcast_to(expected, (6, 4, 2)), rtol=1e-4)
+  # The scales differ 1000x, and so does the estimate.
+  assert expected[1] / expected[0] > 100.
+
+
+@pytest.mark.parametrize("name", ["SGHMC", "AMAGOLD"])
+def test_diagonal_mass_matrix_adaptation_around_an_identity_kernel(name):
+  # No momentum distribution (the identity): the adaptation builds one at
+  # bootstrap from its initial running variance and updates it every step.
+  state = tf.constant(np.random.default_rng(1).normal(
+      size=(4, 2)).astype(np.float32) * SCALES)
+  initial = tfp.experimental.stats.RunningVariance.from_stats(
+      num_samples=10., mean=tf.zeros([2]), variance=tf.constant(SCALES ** 2))
+  kernel = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
+      _MASS_KERNELS[name](), initial)
+  draws, inverse_mass = sample(
+      kernel, state, 20, seed=[5, 6],
+      trace_fn=lambda s, pkr: _inverse_mass(pkr, s))
+  draws = np.asarray(draws).reshape(20, -1, 2)
+  # Running variance after k steps: 10 prior samples, then 4 chains a step.
+  for k in (1, 20):
+    x = draws[:k].reshape(-1, 2)
+    total = 10. + len(x)
+    mean = x.sum(0) / total
+    second = (10. * SCALES ** 2 + (x ** 2).sum(0)) / total
+    np.testing.assert_allclose(inverse_mass[k - 1, 0], second - mean ** 2,
+                               rtol=1e-3)
+  assert np.all(np.isfinite(draws))
+
+
+def test_a_momentum_distribution_survives_copy_and_step_size_adaptation():
+  dist = sg.diagonal_momentum_distribution(tf.zeros([4, 2]), batch_ndims=1,
+                                           inverse_mass=SCALES ** 2)
+  kernel = _MASS_KERNELS["AMAGOLD"](momentum_distribution=dist)
+  assert kernel.copy(step_size=0.02).momentum_distribution is dist
+  assert kernel.inner_kernel.momentum_distribution is dist
+  adaptive = tfp.mcmc.DualAveragingStepSizeAdaptation(kernel, 20)
+  _, inverse_mass = sample(adaptive, tf.zeros([4, 2]), 25, seed=[1, 2],
+                           trace_fn=lambda s, pkr: _inverse_mass(pkr, s))
+  np.testing.assert_allclose(inverse_mass, np.broadcast_to(
+      SCALES ** 2, (25, 4, 2)), rtol=1e-5)

@@ -79,3 +79,47 @@ def test_step_size_adaptation_is_for_amagold_only(problem):
         sgk.SGLD(1e-3), num_examples=10, prior=1.,
         step_size_adaptation=lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(
             inner, 10))
+
+
+def warmed_fit(problem, step_size, epochs=4, per_epoch=100):
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  x, y = problem.data
+  t = 5
+  log = EpochLogs()
+  callback = fit(problem, sgk.AMAGOLD(
+      step_size=step_size, num_leapfrog_steps=t, friction=1.,
+      momentum_std=sigma, seed=18),
+                 batch_indices(problem, t * per_epoch * epochs, seed=17),
+                 steps_per_execution=t, epochs=epochs, jit_compile=True,
+                 energy_data=(x, y), energy_batch_size=500, warmup=200,
+                 after=[log])
+  return callback, log.logs
+
+
+def test_warmup_in_fit_ends_at_the_same_step_from_100x_too_large_or_small(
+    problem):
+  # SamplingCallback(warmup=200): dual averaging to 0.75 over the first
+  # 200 tests, then frozen. From 100x below and 100x above the value it
+  # settles at (0.06 here) the frozen step sizes agree within 15%
+  # (the two fits share their batches and noise; between seeds the frozen
+  # value spreads by about as much as the acceptance rate's 0.03 sd
+  # allows, see the dual-averaging test above).
+  frozen = []
+  for start in (6e-4, 6.):
+    callback, logs = warmed_fit(problem, start)
+    assert not callback.sampler.adapting
+    steps = [e["step_size"] for e in logs]
+    assert steps[2] == steps[3]
+    frozen.append(steps[3])
+  assert abs(np.log(frozen[0] / frozen[1])) < np.log(1.15), frozen
+
+
+def test_warmup_in_fit_is_for_amagold_only_and_not_with_adaptation():
+  with pytest.raises(ValueError, match="tfp_sgmcmc.warm_up"):
+    sgk.SamplingCallback(sgk.SGLD(1e-3), num_examples=10, prior=1.,
+                         warmup=100)
+  with pytest.raises(ValueError, match="give one"):
+    sgk.SamplingCallback(
+        sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.),
+        num_examples=10, prior=1., warmup=100,
+        step_size_adaptation=lambda inner: inner)

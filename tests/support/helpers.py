@@ -96,12 +96,14 @@ def variance_and_se(draws, mean=None):
 
 def stationary_covariance(scheme, precision, step_size, friction=0.,
                           gradient_noise=None, noise_estimate=0.,
-                          temperature=1.):
+                          temperature=1., inverse_mass=None):
   """Exact stationary covariance of theta for a kernel on a Gaussian target.
 
   The target is N(mu, precision^-1); the stochastic gradient is
   precision (theta - mu) + N(0, gradient_noise). `scheme` is "sgld",
-  "euler" (SGHMC Euler form) or "splitting" (ABOBA). Returns the d x d
+  "euler" (SGHMC Euler form) or "splitting" (ABOBA); SGHMC's mass matrix M
+  is the inverse of `inverse_mass` (d x d; default I): drifts by
+  h M^{-1} r, injected noise N(0, 2 (C T - B-hat) h M). Returns the d x d
   covariance of theta in the chain's stationary distribution.
   """
   p = np.atleast_2d(np.asarray(precision, np.float64))
@@ -117,15 +119,17 @@ def stationary_covariance(scheme, precision, step_size, friction=0.,
     q = h * h * v + 2 * h * t * eye
     return scipy.linalg.solve_discrete_lyapunov(a, q)
   b_hat = float(noise_estimate)
-  q_r = h * h * v + max(2 * (c * t - b_hat) * h, 0.) * eye
+  m_inv = eye if inverse_mass is None else np.atleast_2d(
+      np.asarray(inverse_mass, np.float64))
+  q_r = h * h * v + max(2 * (c * t - b_hat) * h, 0.) * np.linalg.inv(m_inv)
   if scheme == "euler":
-    # r' = (1 - hC) r - h P theta + w ;  theta' = theta + h r'.
+    # r' = (1 - hC) r - h P theta + w ;  theta' = theta + h M^-1 r'.
     momentum = np.block([[eye, zero], [-h * p, (1 - h * c) * eye]])
-    position = np.block([[eye, h * eye], [zero, eye]])
+    position = np.block([[eye, h * m_inv], [zero, eye]])
     a = position @ momentum
     g = position @ np.block([[zero], [eye]])
   elif scheme == "splitting":
-    half_drift = np.block([[eye, 0.5 * h * eye], [zero, eye]])
+    half_drift = np.block([[eye, 0.5 * h * m_inv], [zero, eye]])
     decay = np.block([[eye, zero], [zero, np.exp(-0.5 * c * h) * eye]])
     kick = np.block([[eye, zero], [-h * p, eye]])
     after_kick = half_drift @ decay

@@ -1,13 +1,15 @@
 """Long runs of a kernel: compiled runs with progress and constant-memory
 moments (`runs`), resumable chains and their files (`checkpointing`), run
-health (`diagnostics`), step-size schedules (`schedules`) and ArviZ output
-(`inference_data`)."""
+health (`diagnostics`), step-size schedules (`schedules`), ArviZ output
+(`inference_data`) and the warm-up that tunes a kernel before sampling
+(`warmup`)."""
 
 from tfp_sgmcmc.chains import checkpointing
 from tfp_sgmcmc.chains import diagnostics
 from tfp_sgmcmc.chains import inference_data
 from tfp_sgmcmc.chains import runs
 from tfp_sgmcmc.chains import schedules
+from tfp_sgmcmc.chains import warmup
 from tfp_sgmcmc.chains.checkpointing import (StepSeeded, StepSeededResults,
                                              load_chain, save_chain)
 from tfp_sgmcmc.chains.diagnostics import UnhealthyChainWarning, summarize
@@ -17,10 +19,13 @@ from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_moments)
 from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
+from tfp_sgmcmc.chains.warmup import (WarmupReport, WarmupResult, warm_up,
+                                      warmup_windows)
 
 __all__ = [
     "StepSeeded", "StepSeededResults", "save_chain", "load_chain",
     "summarize", "UnhealthyChainWarning", "sample_moments", "Moments",
     "sample_chain_with_progress", "ChainRun", "PolynomialDecay",
     "CyclicalSchedule", "step_size_weighted_mean", "to_inference_data",
+    "warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
 ]

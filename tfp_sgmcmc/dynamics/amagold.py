@@ -9,8 +9,22 @@ the gradient at its position and the seeds of `leapfrog_seeds`. The
 per train step. The M-H test that makes the chain exact is
 `tfp_sgmcmc.acceptance`.
 
-Notation: step size eps, friction beta, momentum standard deviation sigma
-(mass sigma^2), T leapfrog steps per proposal.
+Notation: step size eps, friction beta, mass matrix M (sigma^2 I from the
+momentum standard deviation sigma, or a `momentum_distribution` N(0, M) in
+TFP's convention, see `hamiltonian`), T leapfrog steps per proposal. With a
+mass matrix every sigma^-2 below is M^{-1} (`hamiltonian.velocity`) and
+every sigma^2 of a draw is M (`hamiltonian.sample_momentum`):
+
+    r_{-1/2}    ~ N(0, M)                         (if resampled)
+    theta_0     = theta + 1/2 eps M^{-1} r_{-1/2}
+    r_{t+1/2}   = ((1 - eps beta) r_{t-1/2} - eps grad U~_t(theta_t) + eta_t)
+                  / (1 + eps beta),               eta_t ~ N(0, 4 eps beta M)
+    rho        += 1/2 eps grad U~_t(theta_t)^T M^{-1} (r_{t-1/2} + r_{t+1/2})
+    theta_{t+1} = theta_t + eps M^{-1} r_{t+1/2}  (half of it at t = T - 1)
+
+and the M-H test log a = U(theta) - U(theta*) + rho is exact for any fixed
+M: one kick's reverse-over-forward log density is K(r') - K(r) + the rho
+increment with K(r) = r^T M^{-1} r / 2 (`energy_accumulator_increment`).
 """
 
 import math
@@ -22,7 +36,8 @@ import tensorflow as tf
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import as_dtype, broadcast_structure, sum_event
-from tfp_sgmcmc.dynamics.hamiltonian import drift
+from tfp_sgmcmc.dynamics.hamiltonian import (drift, sample_momentum,
+                                             velocity)
 
 __all__ = ["amagold_momentum", "energy_accumulator_increment",
            "proposal_start", "leapfrog_seeds", "leapfrog_step",
@@ -52,8 +67,13 @@ def amagold_momentum(momentum, gradient, step_size, friction, noise,
     step_size: eps, a scalar or a tensor broadcastable against each part,
       or a list with one per part.
     friction: beta >= 0.
-    noise: standard-normal draws xi, same structure as `momentum`.
+    noise: draws xi, same structure as `momentum`: standard normal for
+      M = sigma^2 I, N(0, M) for a `momentum_distribution` (with
+      `momentum_std` 1), so that eta ~ N(0, 4 eps beta M).
     momentum_std: sigma > 0.
+
+  Returns:
+    r_{t+1/2}, the structure of `momentum`.
   """
   def step(r, g, xi, eps):
     eps = as_dtype(eps, r.dtype)
@@ -66,11 +86,18 @@ def amagold_momentum(momentum, gradient, step_size, friction, noise,
 
 
 def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
-                                 momentum_std=1., batch_ndims=0):
+                                 momentum_std=1., batch_ndims=0,
+                                 momentum_distribution=None):
   """AMAGOLD's energy-accumulator increment (Algorithm 2, line 13).
 
       rho_{t+1/2} - rho_{t-1/2}
           = 1/2 eps sigma^-2 grad U~_t(theta_t)^T (r_{t-1/2} + r_{t+1/2}),
+
+  with M^{-1} in place of sigma^-2 for a `momentum_distribution`
+  N(0, M): the kick's noise eta has covariance 4 eps beta M, and writing
+  its forward and reverse Gaussian log densities out, the quadratic terms
+  leave (K(r') - K(r)) + 1/2 eps g^T M^{-1} (r + r') with
+  K(r) = r^T M^{-1} r / 2.
 
   summed over every coordinate of every part, one value per chain. For one
   kick r -> r' (`amagold_momentum`), the log density of the momentum-flipped
@@ -88,10 +115,21 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
     momentum_std: sigma.
     batch_ndims: number of leading chain axes of each part; the others are
       summed over.
+    momentum_distribution: N(0, M), or None for M = sigma^2 I.
 
   Returns:
     A tensor of shape `batch_shape` (the first `batch_ndims` axes).
   """
+  if momentum_distribution is not None:
+    # M^{-1} is linear: one `velocity` of r + r'.
+    terms = tf.nest.map_structure(
+        lambda g, v, eps: sum_event(0.5 * as_dtype(eps, g.dtype) * g * v,
+                                    batch_ndims),
+        gradient, velocity(tf.nest.map_structure(tf.add, momentum,
+                                                 new_momentum),
+                           momentum_distribution),
+        broadcast_structure(step_size, gradient))
+    return tf.add_n(tf.nest.flatten(terms))
   terms = tf.nest.map_structure(
       lambda g, r, r_new, eps: sum_event(
           0.5 * as_dtype(eps, g.dtype) * g * (r + r_new)
@@ -117,26 +155,42 @@ def sgd_parameters_to_amagold(learning_rate, momentum_decay, kwargs=None):
 
 
 def check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
-                             resample_momentum):
+                             resample_momentum, momentum_distribution=None):
   """The argument checks of the proposal (other than target and step size)."""
   check_num_leapfrog_steps(num_leapfrog_steps)
   arguments.check_positive("friction", friction, allow_zero=True)
   arguments.check_positive("momentum_std", momentum_std)
+  if momentum_distribution is not None and (
+      arguments.static_value(momentum_std) is None or
+      np.any(arguments.static_value(momentum_std) != 1.)):
+    raise ValueError(
+        f"`momentum_std` = {momentum_std!r} with a `momentum_distribution`: "
+        "both set the mass matrix (sigma^2 I, or the distribution's M). "
+        "Leave momentum_std at 1 and scale the distribution (M = sigma^2 "
+        "M0 is N(0, M) with sigma times the scale).")
   if not isinstance(resample_momentum, bool):
     raise TypeError(f"`resample_momentum` must be True (reversible AMAGOLD) "
                     f"or False (skew-reversible); got {resample_momentum!r}.")
 
 
 def proposal_start(position, momentum, step_size, momentum_std,
-                   resample_momentum, seed):
+                   resample_momentum, seed, momentum_distribution=None):
   """The start of a proposal from (theta, r) with the proposal's `seed`.
 
   Returns (r_{-1/2}, theta_0, loop_seed): the momentum (redrawn from
-  N(0, sigma^2 I) if `resample_momentum`), the half-drifted position
-  theta_0 = theta + 1/2 eps sigma^-2 r_{-1/2} of the first gradient, and the
-  seed that `leapfrog_seeds` carries through the T steps.
+  N(0, sigma^2 I), or N(0, M) with a `momentum_distribution`, if
+  `resample_momentum`), the half-drifted position
+  theta_0 = theta + 1/2 eps sigma^-2 r_{-1/2} (M^{-1} r_{-1/2}) of the first
+  gradient, and the seed that `leapfrog_seeds` carries through the T steps.
   """
   momentum_seed, loop_seed = random.derive_seeds(seed, 2)
+  if momentum_distribution is not None:
+    if resample_momentum:
+      momentum = sample_momentum(momentum_distribution, momentum,
+                                 momentum_seed)
+    return momentum, drift(position, momentum,
+                           arguments.scale_step(0.5, step_size),
+                           momentum_distribution), loop_seed
   dtype = tf.nest.flatten(position)[0].dtype
   sigma = as_dtype(momentum_std, dtype)
   if resample_momentum:
@@ -159,7 +213,7 @@ def leapfrog_seeds(loop_seed):
 
 def leapfrog_step(step, position, momentum, rho, gradient, step_size,
                   friction, momentum_std, num_leapfrog_steps, noise_seed,
-                  batch_ndims=0):
+                  batch_ndims=0, momentum_distribution=None):
   """Leapfrog step `step` (0 <= step < T) of the proposal, given grad U~_t at
   theta_t = `position`.
 
@@ -167,11 +221,24 @@ def leapfrog_step(step, position, momentum, rho, gradient, step_size,
       rho        += `energy_accumulator_increment`(...)
       theta_{t+1} = theta_t + eps sigma^-2 r_{t+1/2}   (half of it at t = T-1)
 
+  with M^{-1} r_{t+1/2} for sigma^-2 r_{t+1/2} and the kick's noise drawn
+  from N(0, M) when `momentum_distribution` (N(0, M)) is given.
+
   Returns (theta_{t+1}, r_{t+1/2}, rho) with rho in its own dtype (the Keras
   adapter keeps it in float64).
   """
   dtype = tf.nest.flatten(position)[0].dtype
   eps = tf.nest.map_structure(lambda e: as_dtype(e, dtype), step_size)
+  if momentum_distribution is not None:
+    noise = sample_momentum(momentum_distribution, momentum, noise_seed)
+    new_momentum = amagold_momentum(momentum, gradient, eps, friction, noise)
+    rho = rho + tf.cast(energy_accumulator_increment(
+        gradient, momentum, new_momentum, eps, batch_ndims=batch_ndims,
+        momentum_distribution=momentum_distribution), rho.dtype)
+    scale = tf.nest.map_structure(
+        lambda e: tf.where(step < num_leapfrog_steps - 1, e, 0.5 * e), eps)
+    return drift(position, new_momentum, scale,
+                 momentum_distribution), new_momentum, rho
   sigma = as_dtype(momentum_std, dtype)
   noise = random.standard_normal_like(momentum, noise_seed)
   new_momentum = amagold_momentum(momentum, gradient, eps, friction, noise,

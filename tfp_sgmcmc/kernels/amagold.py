@@ -11,10 +11,12 @@ from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import as_dtype, finite_per_chain
 from tfp_sgmcmc.dynamics import amagold
+from tfp_sgmcmc.dynamics import hamiltonian
 from tfp_sgmcmc.kernels import amortized_mh
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.kernels import momentum as momentum_lib
 from tfp_sgmcmc.targets.base import check_target
 from tfp_sgmcmc.targets.wrappers import TemperedTarget
 
@@ -25,7 +27,8 @@ class UncalibratedAMAGOLDResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("UncalibratedAMAGOLDResults", [
         "momentum", "log_acceptance_correction", "minibatch_energy",
-        "step_size", "step_count", "diverged", "seed", "target_log_prob"])):
+        "step_size", "step_count", "diverged", "seed", "target_log_prob",
+        "momentum_distribution"])):
   """Results of one stochastic-leapfrog proposal (T inner steps).
 
   Fields:
@@ -53,6 +56,10 @@ class UncalibratedAMAGOLDResults(
       estimate the proposal saw (NaN with `compute_energy=False`).
       `AmortizedMetropolisHastings` with the exact test sets it to
       -U(theta*), which it computes anyway.
+    momentum_distribution: N(0, M), the mass matrix, batched to the chains
+      (`()` for sigma^2 I). A kernel built with
+      `store_parameters_in_results=True` reads it from here, where
+      `tfp.experimental.mcmc.DiagonalMassMatrixAdaptation` sets it.
   """
   __slots__ = ()
 
@@ -60,21 +67,22 @@ class UncalibratedAMAGOLDResults(
 class UncalibratedAMAGOLD(base.StochasticGradientKernel):
   """AMAGOLD's proposal: T steps of stochastic leapfrog with friction.
 
-  From (theta, r), with step size eps, friction beta, momentum standard
-  deviation sigma (mass sigma^2) and a fresh minibatch for each gradient
-  (Zhang et al. 2020, Algorithm 2, lines 3-16):
+  From (theta, r), with step size eps, friction beta, mass matrix M
+  (sigma^2 I from the momentum standard deviation sigma, or the
+  `momentum_distribution` N(0, M)) and a fresh minibatch for each gradient
+  (Zhang et al. 2020, Algorithm 2, lines 3-16, with sigma^2 I -> M):
 
-      r_{-1/2} = r   (or r ~ N(0, sigma^2 I) if `resample_momentum`)
-      theta_0  = theta + 1/2 eps sigma^-2 r_{-1/2}
+      r_{-1/2} = r   (or r ~ N(0, M) if `resample_momentum`)
+      theta_0  = theta + 1/2 eps M^{-1} r_{-1/2}
       for t = 0, ..., T - 1:
-        theta_t     = theta_{t-1} + eps sigma^-2 r_{t-1/2}         (t > 0)
+        theta_t     = theta_{t-1} + eps M^{-1} r_{t-1/2}           (t > 0)
         r_{t+1/2}   = ((1 - eps beta) r_{t-1/2} - eps grad U~_t(theta_t)
                        + eta_t) / (1 + eps beta),
-                      eta_t ~ N(0, 4 eps beta sigma^2 I)
+                      eta_t ~ N(0, 4 eps beta M)
         rho_{t+1/2} = rho_{t-1/2}
-                      + 1/2 eps sigma^-2 grad U~_t(theta_t)^T
+                      + 1/2 eps grad U~_t(theta_t)^T M^{-1}
                         (r_{t-1/2} + r_{t+1/2})
-      theta* = theta_{T-1} + 1/2 eps sigma^-2 r_{T-1/2},  r* = r_{T-1/2}.
+      theta* = theta_{T-1} + 1/2 eps M^{-1} r_{T-1/2},  r* = r_{T-1/2}.
 
   It returns (theta*, results) with `momentum` = r* and
   `log_acceptance_correction` = rho, which is what
@@ -82,7 +90,8 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
   log a = U(theta) - U(theta*) + rho. Used alone (uncorrected) it is an SGHMC
   variant with a time-symmetric integrator; like SGHMC it is then biased at
   large step sizes. With beta = 0 and exact gradients it is the leapfrog
-  integrator (position Verlet form) of HMC, and rho = K(r) - K(r*).
+  integrator (position Verlet form) of HMC, and rho = K(r) - K(r*),
+  K(r) = r^T M^{-1} r / 2.
 
   The step size is read from the previous results each step (TFP's
   convention), so a step-size adaptation kernel that sets `step_size` there
@@ -119,15 +128,24 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
       schedule.
     num_leapfrog_steps: T >= 1, gradient steps per proposal.
     friction: beta >= 0.
-    momentum_std: sigma > 0 (momentum ~ N(0, sigma^2 I)).
-    resample_momentum: draw r ~ N(0, sigma^2 I) at the start of every
+    momentum_std: sigma > 0 (momentum ~ N(0, sigma^2 I)); 1 with a
+      `momentum_distribution`.
+    resample_momentum: draw r ~ N(0, M) at the start of every
       proposal (reversible AMAGOLD) or keep the carried momentum
       (skew-reversible AMAGOLD).
     name: name scope of the kernel's ops.
-    compute_energy: False to skip the last leapfrog step's minibatch energy
-      (`minibatch_energy` and, with a minibatch target, `target_log_prob`
-      then hold NaN; the proposal is the same bit for bit). Minibatch
-      targets only.
+    target_log_prob_fn: a full-batch log density (TFP's convention), in
+      place of `target`.
+    compute_energy: False to skip the last leapfrog step's energy and, with
+      a full-batch target, the log density at the proposal (the results'
+      `minibatch_energy` and `target_log_prob` then hold NaN; the proposal
+      is the same bit for bit).
+    store_parameters_in_results: True when a TFP adaptation kernel wraps
+      this one (it sets it): the step size and the momentum distribution
+      are read from the results.
+    momentum_distribution: the mass matrix as TFP's
+      `PreconditionedHamiltonianMonteCarlo` takes it, N(0, M) (see
+      `SGHMC`); None (the default): M = sigma^2 I.
   """
 
   _results_type = UncalibratedAMAGOLDResults
@@ -138,26 +156,32 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
   def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
                friction=None, momentum_std=1., resample_momentum=True,
                name=None, target_log_prob_fn=None, compute_energy=True,
-               store_parameters_in_results=False):
+               store_parameters_in_results=False,
+               momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
     check_target(self._target)
     arguments.check_step_size(step_size)
     amagold.check_amagold_parameters(num_leapfrog_steps, friction,
-                                     momentum_std, resample_momentum)
-    checks.check_compute_energy(compute_energy, self._target)
+                                     momentum_std, resample_momentum,
+                                     momentum_distribution)
+    checks.check_compute_energy(compute_energy, self._target,
+                                full_batch_allowed=True)
     self._parameters = dict(
         target=target, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
         name=name, target_log_prob_fn=target_log_prob_fn,
         compute_energy=compute_energy,
-        store_parameters_in_results=store_parameters_in_results)
+        store_parameters_in_results=store_parameters_in_results,
+        momentum_distribution=momentum_distribution)
 
   num_leapfrog_steps = arguments.parameter_property("num_leapfrog_steps")
   friction = arguments.parameter_property("friction")
   momentum_std = arguments.parameter_property("momentum_std")
   resample_momentum = arguments.parameter_property("resample_momentum")
+  momentum_distribution = arguments.parameter_property(
+      "momentum_distribution")
 
   def _transition(self, state, prev, step):
     eps = step.size
@@ -165,8 +189,10 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
     beta = as_dtype(self.friction, step.dtype)
     batch_ndims = prev.log_acceptance_correction.shape.rank
     num_steps = self.num_leapfrog_steps
+    mass = momentum_lib.of_step(self, prev)
     momentum, position, loop_seed = amagold.proposal_start(
-        state, prev.momentum, eps, sigma, self.resample_momentum, step.seed)
+        state, prev.momentum, eps, sigma, self.resample_momentum, step.seed,
+        mass)
 
     def leapfrog(t, position, momentum, rho, seed, compute_energy=True):
       next_seed, batch_seed, noise_seed = amagold.leapfrog_seeds(seed)
@@ -174,7 +200,7 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
           self.target, position, batch_seed, compute_energy)
       position, momentum, rho = amagold.leapfrog_step(
           t, position, momentum, rho, grad, eps, beta, sigma, num_steps,
-          noise_seed, batch_ndims)
+          noise_seed, batch_ndims, mass)
       return t + 1, position, momentum, rho, next_seed, energy
 
     # The first T - 1 steps need only their gradients; the last step's
@@ -195,20 +221,27 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
       energy = tf.cast(energy, rho.dtype)
       finite = finite_per_chain(rho, [energy, proposed, new_momentum])
     return base.Move(proposed, energy, kept=dict(momentum=new_momentum),
-                     fields=dict(log_acceptance_correction=rho),
+                     fields=dict(log_acceptance_correction=rho,
+                                 momentum_distribution=(
+                                     lambda _: prev.momentum_distribution)),
                      finite=finite)
 
-  def _draw_momentum(self, structure, seed):
+  def _draw_momentum(self, structure, seed, mass):
+    if mass is not None:
+      return hamiltonian.sample_momentum(mass, structure, seed)
     sigma = self.momentum_std
     return tf.nest.map_structure(
         lambda z: as_dtype(sigma, z.dtype) * z,
         random.standard_normal_like(structure, seed))
 
   def _initial_fields(self, init_state, energy):
+    field = momentum_lib.initial_field(self, init_state, energy)
     return dict(
         momentum=self._draw_momentum(
-            init_state, tfp.random.sanitize_seed(random.BOOTSTRAP_SEED)),
-        log_acceptance_correction=tf.zeros_like(energy))
+            init_state, tfp.random.sanitize_seed(random.BOOTSTRAP_SEED),
+            None if field is momentum_lib.IDENTITY else field),
+        log_acceptance_correction=tf.zeros_like(energy),
+        momentum_distribution=field)
 
   def _initial_log_prob(self, init_state, energy):
     return interop.target_log_prob(self.target, init_state, energy)
@@ -242,8 +275,16 @@ class AMAGOLD(amortized_mh.AmortizedShell):
   `acceptance_energy="minibatch"` uses a minibatch estimate of
   U(theta) - U(theta*) instead (Section 5.2; approximate).
 
-  Parameters: step size eps, friction beta >= 0, momentum standard deviation
-  sigma. Appendix F's SGD-style parameters, v = eps sigma^-2 r,
+  Parameters: step size eps, friction beta >= 0, and the mass matrix M:
+  sigma^2 I from the momentum standard deviation sigma, or any fixed
+  Gaussian `momentum_distribution` N(0, M) in TFP's convention (the test
+  stays exact for every fixed M: the inner steps and rho use M^{-1} where
+  the paper has sigma^-2, see `UncalibratedAMAGOLD`). A diagonal M^{-1}
+  near the posterior variances lets one eps serve coordinates whose scales
+  differ by orders of magnitude; `tfp.experimental.mcmc.
+  DiagonalMassMatrixAdaptation` estimates it during warm-up (an adapting M
+  is not exact: freeze it, `num_estimation_steps=`, and discard the
+  adaptation steps). Appendix F's SGD-style parameters, v = eps sigma^-2 r,
   b = eps beta, h = eps^2 sigma^-2, under which the inner step reads
 
       v' = ((1 - b) v - h grad U~ + 2 sqrt(b h) xi) / (1 + b),
@@ -284,6 +325,16 @@ class AMAGOLD(amortized_mh.AmortizedShell):
       tfp_sgmcmc.AMAGOLD(target, step_size=0.01, num_leapfrog_steps=10,
                          friction=0.25),
       num_adaptation_steps=800, target_accept_prob=0.85)
+
+  # A diagonal mass estimated over 500 steps, then frozen.
+  state = tf.zeros([4, 1])
+  mass_adapted = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
+      tfp_sgmcmc.AMAGOLD(
+          target, step_size=0.25, num_leapfrog_steps=10, friction=0.25,
+          momentum_distribution=tfp_sgmcmc.diagonal_momentum_distribution(
+              state, batch_ndims=1)),
+      tfp.experimental.stats.RunningVariance.from_shape([1]),
+      num_estimation_steps=500)
   ```
 
   #### References
@@ -307,19 +358,29 @@ class AMAGOLD(amortized_mh.AmortizedShell):
     temperature: T > 0; the chain samples exp(-U / T) exactly (cold
       posteriors T < 1, warm T > 1) through `TemperedTarget`.
     name: name scope of the kernel's ops.
-    compute_energy: False to skip the minibatch energy of each proposal's
-      last leapfrog step, a diagnostic neither test uses (the exact test
-      uses U(theta*), the minibatch test two energies on a batch of its
-      own): the chain is the same bit for bit and the proposal results'
-      `minibatch_energy` (and, with the minibatch test, `target_log_prob`)
-      hold NaN. Minibatch targets only.
+    target_log_prob_fn: a full-batch log density (TFP's convention), in
+      place of `target`.
+    compute_energy: False to skip the energy of each proposal's last
+      leapfrog step, a diagnostic neither test uses (the exact test uses
+      U(theta*), the minibatch test two energies on a batch of its own),
+      and with a full-batch target the proposal's own log density (which
+      the exact test computes anyway): the chain is the same bit for bit
+      and the proposal results' `minibatch_energy` (and, with the
+      minibatch test, `target_log_prob`) hold NaN.
+    store_parameters_in_results: True when a TFP adaptation kernel wraps
+      this one (they set it): the step size and the momentum distribution
+      are read from the results.
+    momentum_distribution: the mass matrix N(0, M) as TFP's
+      `PreconditionedHamiltonianMonteCarlo` takes it (see `SGHMC`), with
+      `momentum_std` 1; None (the default): M = sigma^2 I.
   """
 
   def __init__(self, target=None, step_size=None, num_leapfrog_steps=None,
                friction=None, momentum_std=1., resample_momentum=True,
                acceptance_energy="exact", temperature=1., name=None,
                target_log_prob_fn=None, compute_energy=True,
-               store_parameters_in_results=False):
+               store_parameters_in_results=False,
+               momentum_distribution=None):
     arguments.check_positive("temperature", temperature)
     base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
@@ -330,7 +391,8 @@ class AMAGOLD(amortized_mh.AmortizedShell):
         friction=friction, momentum_std=momentum_std,
         resample_momentum=resample_momentum, name=name,
         compute_energy=compute_energy,
-        store_parameters_in_results=store_parameters_in_results)
+        store_parameters_in_results=store_parameters_in_results,
+        momentum_distribution=momentum_distribution)
     self._build(proposal, sampled, acceptance_energy, name)
     self._parameters = dict(
         target=target, step_size=step_size,
@@ -339,7 +401,8 @@ class AMAGOLD(amortized_mh.AmortizedShell):
         acceptance_energy=acceptance_energy, temperature=temperature,
         name=name, target_log_prob_fn=target_log_prob_fn,
         compute_energy=compute_energy,
-        store_parameters_in_results=store_parameters_in_results)
+        store_parameters_in_results=store_parameters_in_results,
+        momentum_distribution=momentum_distribution)
 
   @classmethod
   def from_sgd_parameters(cls, target, learning_rate, momentum_decay,
@@ -376,3 +439,5 @@ class AMAGOLD(amortized_mh.AmortizedShell):
   momentum_std = arguments.parameter_property("momentum_std")
   resample_momentum = arguments.parameter_property("resample_momentum")
   compute_energy = arguments.parameter_property("compute_energy")
+  momentum_distribution = arguments.parameter_property(
+      "momentum_distribution")

@@ -119,8 +119,10 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
   @property
   def reports_exact_log_prob(self):
     """Whether the results' `target_log_prob` is the log density (a
-    full-batch target), which TFP's exact wrappers may compare."""
-    return interop.reports_exact_log_prob(self.target)
+    full-batch target, with `compute_energy`), which TFP's exact wrappers
+    may compare."""
+    return (interop.reports_exact_log_prob(self.target)
+            and self.compute_energy)
 
   target = interop.sampled_target_property()
   target_log_prob_fn = arguments.parameter_property("target_log_prob_fn")
@@ -138,7 +140,7 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
     return self._parameters["store_parameters_in_results"]
 
   def _cached_value_field(self, results):
-    if not interop.reports_exact_log_prob(self.target) or not tf.is_tensor(
+    if not self.reports_exact_log_prob or not tf.is_tensor(
         getattr(results, "target_log_prob", None)):
       return None
     return ("target_log_prob", results.target_log_prob,
@@ -191,8 +193,11 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
       fields[name] = value(diverged) if callable(value) else value
     fields.setdefault(self._energy_field, energy)
     if "target_log_prob" not in fields:
-      fields["target_log_prob"] = interop.target_log_prob(
-          self.target, next_state, energy)
+      # Not computed (NaN): with a full-batch target too, where it would
+      # cost a log density at the new state.
+      fields["target_log_prob"] = (-energy if not self.compute_energy else
+                                   interop.target_log_prob(
+                                       self.target, next_state, energy))
     # As TFP's HMC: a kernel that steps with its own constant step size
     # leaves the results' field as it was (bootstrap_results set it to the
     # kernel's), so that the field is the same tensor from step to step and

@@ -114,9 +114,11 @@ def _check_step_structure(kernel, state, results, results_type):
   return state
 
 
-def check_compute_energy(compute_energy, target):
+def check_compute_energy(compute_energy, target, full_batch_allowed=False):
   """`compute_energy` is a Python bool, and False only with a minibatch
-  target (see `minibatch_energy_and_gradient`)."""
+  target (see `minibatch_energy_and_gradient`) unless the kernel allows it
+  with a full-batch target (`full_batch_allowed`: nothing in its own step
+  reads the log density)."""
   if not isinstance(compute_energy, bool):
     raise TypeError(
         f"`compute_energy` must be a Python bool (True or False); got "
@@ -124,12 +126,13 @@ def check_compute_energy(compute_energy, target):
         "compute_energy=False to skip the per-step minibatch energy (the "
         "results' `energy` and `target_log_prob` then hold NaN), or True "
         "(the default) to report it.")
-  if not compute_energy and interop.reports_exact_log_prob(target):
+  if (not compute_energy and not full_batch_allowed
+      and interop.reports_exact_log_prob(target)):
     raise ValueError(
-        "`compute_energy=False` skips a minibatch target's per-step energy, "
-        "but this kernel samples a full-batch target (`target_log_prob_fn=` "
-        "or InMemoryTarget(..., full_batch=True)): its exact log density is "
-        "the results' `target_log_prob`, which tfp.mcmc.MetropolisHastings "
-        "compares and the MALA correction needs, and it comes with the "
-        "gradient at no extra pass. Drop `compute_energy=False` (or pass "
-        "compute_energy=True).")
+        "`compute_energy=False` with a full-batch target (`target_log_prob_fn="
+        "` or InMemoryTarget(..., full_batch=True)): this kernel's step "
+        "needs the exact log density at each new state, the results' "
+        "`target_log_prob`, from which its MALA correction is computed and "
+        "which tfp.mcmc.MetropolisHastings compares. Drop "
+        "`compute_energy=False` (or pass compute_energy=True); SGHMC, SGNHT "
+        "and AMAGOLD accept it with a full-batch target.")

@@ -139,6 +139,13 @@ def refuse_inexact(kernel, wrapper):
   ours = _first_sgmcmc_kernel(kernel)
   if ours is None or ours.reports_exact_log_prob:
     return
+  if reports_exact_log_prob(ours.target):
+    raise ValueError(
+        f"tfp.mcmc.{wrapper} around {type(ours).__name__} built with "
+        "`compute_energy=False`: its full-batch target's log density is not "
+        "computed, so `target_log_prob` holds NaN and the test would reject "
+        "every proposal. Build the kernel with compute_energy=True (the "
+        "default) to wrap it.")
   raise ValueError(
       f"tfp.mcmc.{wrapper} around {type(ours).__name__} with a minibatch "
       "target: its `target_log_prob` is a minibatch estimate (-U~ on one "

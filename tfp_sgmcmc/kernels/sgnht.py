@@ -12,6 +12,7 @@ from tfp_sgmcmc.dynamics import hamiltonian
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.kernels import momentum as momentum_lib
 
 __all__ = ["SGNHT", "SGNHTResults"]
 
@@ -20,7 +21,7 @@ class SGNHTResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("SGNHTResults", [
         "momentum", "thermostat", "energy", "step_size", "step_count",
-        "diverged", "seed", "target_log_prob"])):
+        "diverged", "seed", "target_log_prob", "momentum_distribution"])):
   """Results of one SGNHT step.
 
   Fields:
@@ -28,8 +29,9 @@ class SGNHTResults(
     thermostat: xi after the step, one per chain: the adaptive friction.
     energy: minibatch estimate U~ where the gradient was evaluated; NaN
       (not computed) for a kernel built with `compute_energy=False`.
-    step_size, step_count, diverged, seed, target_log_prob: as for
-      `SGHMCResults` (`target_log_prob` NaN with `compute_energy=False`).
+    step_size, step_count, diverged, seed, target_log_prob,
+      momentum_distribution: as for `SGHMCResults` (`target_log_prob` NaN
+      with `compute_energy=False`).
   """
   __slots__ = ()
 
@@ -37,22 +39,24 @@ class SGNHTResults(
 class SGNHT(base.StochasticGradientKernel):
   """Stochastic gradient Nose-Hoover thermostat (Ding et al. 2014).
 
-      r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
-      theta'  = theta + h r'
-      xi'     = xi + h (r'^T r' / d - T)
+      r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z,  z ~ N(0, M)
+      theta'  = theta + h M^{-1} r'
+      xi'     = xi + h (r'^T M^{-1} r' / d - T)
 
   SGHMC needs its friction matched to the unknown gradient noise; SGNHT's
-  thermostat xi adapts the friction until the kinetic energy per dimension
-  averages T (the temperature, 1 for the posterior), whatever the size of
-  the noise. d counts the parameters of one chain (all parts); each chain has
-  its own thermostat, initialised at A.
+  thermostat xi adapts the friction until the kinetic energy per dimension,
+  r^T M^{-1} r / d, averages T (the temperature, 1 for the posterior),
+  whatever the size of the noise. d counts the parameters of one chain (all
+  parts); each chain has its own thermostat, initialised at A. M is the
+  mass matrix (`momentum_distribution`, N(0, M) in TFP's convention; the
+  identity by default); the momentum starts from N(0, T M).
 
-  `compute_energy=False` skips the minibatch energy U~ that each step
-  otherwise computes only to report it (`energy`, `target_log_prob`) and for
-  the divergence flag: the chain is the same bit for bit, those two fields
-  hold NaN (not computed), and a chain is flagged `diverged` when its
-  gradient, state, momentum or thermostat is non-finite. Minibatch targets
-  only (see `SGLD`).
+  `compute_energy=False` skips the energy U~ that each step otherwise
+  computes only to report it (`energy`, `target_log_prob`) and for the
+  divergence flag: the chain is the same bit for bit, those two fields hold
+  NaN (not computed), and a chain is flagged `diverged` when its gradient,
+  state, momentum or thermostat is non-finite. With a full-batch target a
+  step then evaluates the gradient only.
 
   #### Example
 
@@ -62,7 +66,31 @@ class SGNHT(base.StochasticGradientKernel):
   kernel = tfp_sgmcmc.SGNHT(target, step_size=0.05, diffusion=1.)
   samples = tfp.mcmc.sample_chain(5000, tf.zeros([10]), kernel=kernel,
                                   trace_fn=None, seed=[0, 1])
+  # With a diagonal mass matrix M = diag(1 / v):
+  v = tf.linspace(0.1, 10., 10)
+  kernel = tfp_sgmcmc.SGNHT(
+      target, step_size=0.05, diffusion=1.,
+      momentum_distribution=tfp_sgmcmc.diagonal_momentum_distribution(
+          tf.zeros([10]), batch_ndims=0, inverse_mass=v))
   ```
+
+  Args:
+    target: a `tfp_sgmcmc` target giving (minibatch) gradients; or None
+      with `target_log_prob_fn`.
+    step_size: h > 0, one for all parts (a scalar, a per-chain tensor, or a
+      schedule).
+    diffusion: A >= 0, the injected noise and the thermostat's start.
+    temperature: T > 0.
+    name: name scope of the kernel's ops.
+    target_log_prob_fn: a full-batch log density (TFP's convention), in
+      place of `target`.
+    compute_energy: False to skip the energy that is only reported (above).
+    store_parameters_in_results: True when a TFP adaptation kernel wraps
+      this one (it sets it): the step size and the momentum distribution
+      are read from the results.
+    momentum_distribution: N(0, M) as TFP's
+      `PreconditionedHamiltonianMonteCarlo` takes it (see `SGHMC`); None
+      (the default): M = I.
 
   #### References
 
@@ -75,10 +103,12 @@ class SGNHT(base.StochasticGradientKernel):
 
   def __init__(self, target=None, step_size=None, diffusion=1.,
                temperature=1., name=None, target_log_prob_fn=None,
-               compute_energy=True, store_parameters_in_results=False):
+               compute_energy=True, store_parameters_in_results=False,
+               momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    checks.check_compute_energy(compute_energy, self._target)
+    checks.check_compute_energy(compute_energy, self._target,
+                                full_batch_allowed=True)
     # One thermostat for all coordinates: one step size for all parts.
     arguments.check_step_size(step_size, per_part=False)
     arguments.check_positive("diffusion", diffusion, allow_zero=True)
@@ -87,10 +117,13 @@ class SGNHT(base.StochasticGradientKernel):
         target=target, step_size=step_size, diffusion=diffusion,
         temperature=temperature, name=name,
         target_log_prob_fn=target_log_prob_fn, compute_energy=compute_energy,
-        store_parameters_in_results=store_parameters_in_results)
+        store_parameters_in_results=store_parameters_in_results,
+        momentum_distribution=momentum_distribution)
 
   diffusion = arguments.parameter_property("diffusion")
   temperature = arguments.parameter_property("temperature")
+  momentum_distribution = arguments.parameter_property(
+      "momentum_distribution")
 
   def _transition(self, state, prev, step):
     batch_seed, _, _ = random.derive_seeds(step.seed, 3)
@@ -99,16 +132,21 @@ class SGNHT(base.StochasticGradientKernel):
         self.target, state, batch_seed, self.compute_energy)
     new_state, new_momentum, new_thermostat = hamiltonian.sgnht_update(
         state, prev.momentum, prev.thermostat, grad, prev.step_count,
-        step.size, self.diffusion, t, self.temperature, step.seed)
+        step.size, self.diffusion, t, self.temperature, step.seed,
+        momentum_lib.of_step(self, prev))
     # A non-finite gradient makes a non-finite momentum (the kick is linear
     # in it): with or without the energy, the three are checked.
     return base.Move(new_state, energy,
                      checked=[new_state, new_momentum, new_thermostat],
                      kept=dict(momentum=new_momentum,
-                               thermostat=new_thermostat))
+                               thermostat=new_thermostat),
+                     fields=dict(momentum_distribution=(
+                         lambda _: prev.momentum_distribution)))
 
   def _initial_fields(self, init_state, energy):
     return dict(
         momentum=tf.nest.map_structure(tf.zeros_like, init_state),
         thermostat=tf.fill(tf.shape(energy),
-                           as_dtype(self.diffusion, energy.dtype)))
+                           as_dtype(self.diffusion, energy.dtype)),
+        momentum_distribution=momentum_lib.initial_field(self, init_state,
+                                                         energy))

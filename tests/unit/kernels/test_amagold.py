@@ -8,6 +8,7 @@ its own exactness.
 
 import numpy as np
 import pytest
+import scipy.stats
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -254,3 +255,66 @@ def test_naive_sghmc_mh_test_is_the_hmc_energy_test():
       results.momentum ** 2 - new.momentum ** 2, -1)
   np.testing.assert_allclose(new.log_acceptance_correction, kinetic_change,
                              rtol=1e-9, atol=1e-12)
+
+
+def _mass_distributions():
+  """(M, momentum distribution N(0, M) in float64) for a 2-D state."""
+  diagonal = np.diag([40., 0.02])
+  dense = np.array([[3., -1.2], [-1.2, 0.9]])
+  return {
+      "diagonal": (diagonal, sg.diagonal_momentum_distribution(
+          tf.zeros([3, 2], tf.float64), batch_ndims=1,
+          inverse_mass=tf.constant(1. / np.diag(diagonal)))),
+      "dense": (dense, tfp.distributions.MultivariateNormalTriL(
+          scale_tril=tf.linalg.cholesky(tf.constant(dense)))),
+  }
+
+
+@pytest.mark.parametrize("kind", ["diagonal", "dense"])
+def test_log_accept_ratio_with_a_mass_matrix_is_the_independent_path_ratio(
+    kind):
+  # One kick (T = 1) with friction and exact gradients, from a given
+  # momentum r0 with mass M. Independently of the kernel's rho, in float64:
+  # theta0 = theta + eps/2 M^{-1} r0, g = grad U(theta0); the kick's noise
+  # eta is read off the returned r*, (1 + a) r* = (1 - a) r0 - eps g + eta;
+  # the reverse move -r* -> -r0 needs eta_rev = (1 + a)(-r0) - (1 - a)(-r*)
+  # + eps g; then log a = log pi(theta*, -r*) - log pi(theta, r0)
+  # + log N(eta_rev; 0, 4 a M) - log N(eta_fwd; 0, 4 a M), with
+  # pi(theta, r) = exp(-U(theta)) N(r; 0, M), all from scipy.
+  mass, dist = _mass_distributions()[kind]
+  eps, beta = 0.4, 0.7
+  a = eps * beta
+  theta = np.array([[0.3, -1.2], [1.5, 0.4], [-0.7, 2.0]])
+  r0 = np.array([[2.5, 0.1], [-4.3, 0.2], [0.1, -0.4]])
+  kernel = sg.AMAGOLD(exact_gradient_target(quartic_energy), step_size=eps,
+                      num_leapfrog_steps=1, friction=beta,
+                      resample_momentum=False, momentum_distribution=dist)
+  state = tf.constant(theta)
+  results = kernel.bootstrap_results(state)
+  results = results._replace(accepted_results=results.accepted_results._replace(
+      momentum=tf.constant(r0)))
+  _, results = kernel.one_step(state, results, seed=[1, 2])
+  theta_star = results.proposed_state.numpy()
+  r_star = results.proposed_results.momentum.numpy()
+
+  def u_and_grad(x):
+    x = tf.constant(x)
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      u = quartic_energy(x)
+    return u.numpy(), tape.gradient(u, x).numpy()
+
+  m_inv = np.linalg.inv(mass)
+  theta0 = theta + 0.5 * eps * r0 @ m_inv
+  np.testing.assert_allclose(theta_star, theta0 + 0.5 * eps * r_star @ m_inv,
+                             rtol=1e-10, atol=1e-12)
+  _, g = u_and_grad(theta0)
+  eta_fwd = (1 + a) * r_star - (1 - a) * r0 + eps * g
+  eta_rev = (1 + a) * (-r0) - (1 - a) * (-r_star) + eps * g
+  noise = scipy.stats.multivariate_normal(np.zeros(2), 4. * a * mass)
+  momentum = scipy.stats.multivariate_normal(np.zeros(2), mass)
+  expected = (u_and_grad(theta)[0] - u_and_grad(theta_star)[0]
+              + momentum.logpdf(-r_star) - momentum.logpdf(r0)
+              + noise.logpdf(eta_rev) - noise.logpdf(eta_fwd))
+  np.testing.assert_allclose(results.log_accept_ratio, expected, rtol=1e-8,
+                             atol=1e-9)

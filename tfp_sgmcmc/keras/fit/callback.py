@@ -38,6 +38,7 @@ from tfp_sgmcmc.keras.fit import energies as energies_lib
 from tfp_sgmcmc.keras.validation import fit_checks
 from tfp_sgmcmc.keras.fit import health as health_lib
 from tfp_sgmcmc.keras.fit import logs as logs_lib
+from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
 from tfp_sgmcmc.keras.samplers import options as options_lib
 from tfp_sgmcmc.keras.fit import phases as phases_lib
 from tfp_sgmcmc.keras.posterior import posterior as posterior_lib
@@ -108,6 +109,9 @@ class SamplingCallback(keras.callbacks.Callback):
       logs report `step_size` and `accept_rate` (per epoch); discard the
       samples of the adaptation phase (e.g. adapt during an epoch whose
       samples you drop, or read `sampler.adapting`).
+    warmup: AMAGOLD only: n M-H tests over which the step size is dual-
+      averaged to 0.75 acceptance, then frozen (no mass matrix in fit);
+      not with `step_size_adaptation`. See docs/warmup.md.
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the
@@ -148,8 +152,10 @@ class SamplingCallback(keras.callbacks.Callback):
                burnin_steps=None, thinning=1, max_samples=100,
                energy_data=None, energy_batch_size=1000, track_moments=True,
                backup_dir=None, on_divergence="stop", max_abs_weight=None,
-               step_size_adaptation=None):
+               step_size_adaptation=None, warmup=None):
     super().__init__()
+    step_size_adaptation = adaptation_lib.warmup_adaptation(
+        warmup, step_size_adaptation, sampler.has_acceptance_test)
     checks_lib.check_callback_arguments(
         sampler, num_examples, burnin_epochs, burnin_steps, thinning,
         max_samples, energy_data, energy_batch_size, on_divergence,

@@ -18,7 +18,11 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
-__all__ = ["OuterStepProbe", "OuterStepResults", "build_adaptation"]
+__all__ = ["OuterStepProbe", "OuterStepResults", "build_adaptation",
+           "warmup_adaptation", "WARMUP_ACCEPT_PROB"]
+
+# The warm-up's target acceptance of the M-H test (as `tfp_sgmcmc.warm_up`).
+WARMUP_ACCEPT_PROB = 0.75
 
 
 class OuterStepResults(
@@ -77,3 +81,28 @@ def build_adaptation(make_adaptation, step_size, dtype):
         "tfp.mcmc.SimpleStepSizeAdaptation or "
         "tfp.mcmc.DualAveragingStepSizeAdaptation.")
   return kernel, results
+
+
+def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test):
+  """`SamplingCallback(warmup=n)` as the `step_size_adaptation` it stands
+  for: dual averaging over the first n M-H tests, then frozen."""
+  if warmup is None:
+    return step_size_adaptation
+  if (isinstance(warmup, bool) or not isinstance(warmup, int) or
+      warmup < 1):
+    raise ValueError(f"`warmup` must be a number of M-H tests >= 1 (or "
+                     f"None); got {warmup!r}.")
+  if step_size_adaptation is not None:
+    raise ValueError("`warmup` and `step_size_adaptation` both set the step "
+                     "size's adaptation; give one (warmup=n is dual "
+                     "averaging over n tests).")
+  if not has_acceptance_test:
+    raise ValueError(
+        f"`warmup={warmup}` tunes the step size to an acceptance rate of "
+        "the M-H test, which only AMAGOLD runs in fit. For SGLD or SGHMC, "
+        "warm up the kernel on a tfp_sgmcmc target with "
+        "tfp_sgmcmc.warm_up(kernel, state) and give the Keras sampler "
+        "its report.step_size.")
+  return lambda inner: tfp.mcmc.DualAveragingStepSizeAdaptation(
+      inner, num_adaptation_steps=warmup,
+      target_accept_prob=WARMUP_ACCEPT_PROB)

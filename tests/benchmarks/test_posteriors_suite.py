@@ -1,0 +1,40 @@
+"""benchmarks/posteriors.py at its quick size: eight schools (always
+available: the Inference Gym is installed), NUTS and two SG methods, every
+number it reports present and finite, the JSON written. No timing or
+accuracy claim is asserted here (tests/statistical/test_warmup_exactness.py
+asserts the warmed-up AMAGOLD's moments)."""
+
+import json
+import math
+import os
+import sys
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "benchmarks")
+
+
+def test_posterior_suite_runs_at_its_quick_size(tmp_path):
+  sys.path.insert(0, BENCH)
+  try:
+    import posteriors  # pylint: disable=import-outside-toplevel
+  finally:
+    sys.path.remove(BENCH)
+  rows = posteriors.main(quick=True, out=str(tmp_path),
+                         models=["eight_schools_noncentred"],
+                         methods=["AMAGOLD warmed up", "SGLD"])
+  assert [r["method"] for r in rows] == ["NUTS", "AMAGOLD warmed up", "SGLD"]
+  for r in rows:
+    for key in ("mean_error_sd", "mean_error_mcse", "sd_rel_error"):
+      assert math.isfinite(r[key]) and r[key] >= 0., (r["method"], key)
+    for key in ("ess_per_1k_gradients", "ess_per_second",
+                "gradients_per_chain"):
+      assert math.isfinite(r[key]) and r[key] > 0., (r["method"], key)
+  warmed = rows[1]
+  assert warmed["mass_adapted"] and 0. < warmed["warmup_acceptance"] <= 1.
+  # The SG methods ran at NUTS's gradient budget (to within one AMAGOLD
+  # test of T = 10 gradients).
+  assert abs(warmed["gradients_per_chain"] -
+             rows[0]["gradients_per_chain"]) <= 10.
+  saved = json.load(open(tmp_path / "posteriors_quick.json"))
+  assert saved["rows"] == json.loads(json.dumps(rows))
+  assert "| eight_schools_noncentred | NUTS |" in posteriors.table(rows)
