@@ -152,8 +152,11 @@ def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
     batch_shape = parts[0].shape[:batch_ndims]
   variance = None
   if inverse_mass is not None:
-    variance = [tf.cast(v, p.dtype) for v, p in zip(
-        tf.nest.flatten(broadcast_structure(inverse_mass, parts)), parts)]
+    # A one-tensor state takes a list of numbers as one value per
+    # coordinate, not one per part.
+    values = (tf.nest.flatten(broadcast_structure(inverse_mass, parts))
+              if tf.nest.is_nested(state) else [inverse_mass])
+    variance = [tf.cast(v, p.dtype) for v, p in zip(values, parts)]
   return preconditioning_utils.make_momentum_distribution(
       parts, batch_shape, variance)
 
