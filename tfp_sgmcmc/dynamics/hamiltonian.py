@@ -48,7 +48,8 @@ from tfp_sgmcmc._structure import (as_dtype, broadcast_structure, expand_to,
 
 __all__ = ["drift", "sample_momentum", "velocity",
            "batch_momentum_distribution", "diagonal_momentum_distribution",
-           "check_momentum_distribution", "sghmc_euler_momentum", "sghmc_splitting_momentum",
+           "check_momentum_distribution", "sghmc_euler_momentum",
+           "sghmc_splitting_momentum",
            "kinetic_energy", "sgnht_step", "INTEGRATORS", "is_refresh_step",
            "refresh_momentum", "gradient_position", "sghmc_update",
            "sgnht_update", "sgd_momentum_to_sghmc", "check_sghmc_parameters"]
@@ -204,8 +205,9 @@ def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
 
   followed by `drift(theta, r', h)`, theta' = theta + h M^{-1} r'. The
   mass M enters only through `noise`: standard normal draws for M = I,
-  draws of N(0, M) (`sample_momentum`) otherwise, with B-hat = 0. With C = B-hat = 0 it is naive SGHMC
-  (stochastic-gradient HMC without friction or injected noise). In the
+  draws of N(0, M) (`sample_momentum`) otherwise, with B-hat = 0. With
+  C = B-hat = 0 it is naive SGHMC (stochastic-gradient HMC without
+  friction or injected noise). In the
   SGD-with-momentum units v = h r, eta = h^2, alpha = h C, beta-hat = h B-hat
   the same step reads v' = v - eta grad U~ - alpha v + N(0, 2 (alpha -
   beta-hat) eta).
@@ -411,8 +413,9 @@ def refresh_momentum(momentum, step_count, period, temperature, seed,
                      momentum_distribution=None):
   """The momentum SGHMC's step `step_count` starts from, drawn.
 
-  A fresh draw r ~ N(0, T M) (`sample_momentum`) at step 0 and, with a resampling period m, at
-  every multiple of m (`is_refresh_step`); otherwise `momentum` as carried.
+  A fresh draw r ~ N(0, T M) (`sample_momentum`) at step 0 and, with a
+  resampling period m, at every multiple of m (`is_refresh_step`);
+  otherwise `momentum` as carried.
   The splitting integrator needs it drawn (its half drift moves theta by r
   before the gradient); the Euler update folds the fresh draw into its
   noise instead (`sghmc_update`), without a branch or a second draw.
