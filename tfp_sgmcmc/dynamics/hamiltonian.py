@@ -38,6 +38,12 @@ import math
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
+from tensorflow_probability.python.bijectors import reshape as reshape_bijector
+from tensorflow_probability.python.distributions import batch_broadcast
+from tensorflow_probability.python.distributions import (
+    transformed_distribution)
+from tensorflow_probability.python.experimental.distributions import (
+    mvn_precision_factor_linop as mvn_pfl)
 from tensorflow_probability.python.experimental.mcmc import (
     preconditioning_utils)
 
@@ -91,6 +97,35 @@ def sample_momentum(momentum_distribution, like, seed):
       like, tf.nest.flatten(momentum_distribution.sample(seed=seed)))
 
 
+def _diagonal_inverse_mass(momentum_distribution):
+  """Per part, M^{-1} shaped like the part, for the diagonal form that
+  `diagonal_momentum_distribution` and TFP's `DiagonalMassMatrixAdaptation`
+  build (a joint distribution of batch-broadcast, reshaped
+  `MultivariateNormalPrecisionFactorLinearOperator`s with a diagonal
+  precision, which is M^{-1}); None for any other distribution."""
+  model = getattr(momentum_distribution, "model", None)
+  if not isinstance(model, (list, tuple)):
+    return None
+  inverse_mass = []
+  for part in model:
+    if not isinstance(part, batch_broadcast.BatchBroadcast):
+      return None
+    reshaped = part.distribution
+    if not isinstance(reshaped,
+                      transformed_distribution.TransformedDistribution) or (
+                          not isinstance(reshaped.bijector,
+                                         reshape_bijector.Reshape)):
+      return None
+    normal = reshaped.distribution
+    if not isinstance(
+        normal, mvn_pfl.MultivariateNormalPrecisionFactorLinearOperator) or (
+            not isinstance(normal.precision, tf.linalg.LinearOperatorDiag)):
+      return None
+    inverse_mass.append(reshaped.bijector.forward(
+        normal.precision.diag_part()))
+  return inverse_mass
+
+
 def velocity(momentum, momentum_distribution=None):
   """dtheta/dt = grad K(r) = M^{-1} r, in the structure of `momentum`.
 
@@ -98,11 +133,19 @@ def velocity(momentum, momentum_distribution=None):
   leapfrog differentiates its kinetic energy): any Gaussian momentum
   distribution works, diagonal, dense (`tfd.MultivariateNormalTriL`,
   `MultivariateNormalPrecisionFactorLinearOperator`) or joint over parts.
+  The diagonal form of `diagonal_momentum_distribution` (and of TFP's
+  `DiagonalMassMatrixAdaptation`) is read directly: M^{-1} r elementwise,
+  its precision diagonal times r, with no gradient taken.
   None: the identity, r itself (no op).
   """
   if momentum_distribution is None:
     return momentum
   parts = tf.nest.flatten(momentum)
+  inverse_mass = _diagonal_inverse_mass(momentum_distribution)
+  if inverse_mass is not None and len(inverse_mass) == len(parts):
+    return tf.nest.pack_sequence_as(
+        momentum, [tf.cast(m, r.dtype) * r
+                   for m, r in zip(inverse_mass, parts)])
   with tf.GradientTape(watch_accessed_variables=False) as tape:
     tape.watch(parts)
     # Chains are independent: the sum's gradient is each chain's gradient.

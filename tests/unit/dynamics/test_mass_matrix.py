@@ -317,3 +317,24 @@ def test_diagonal_momentum_distribution_is_n_0_inverse_of_inverse_mass():
   np.testing.assert_allclose(v[1], r[1] * 2., rtol=1e-6)
   assert [x.shape for x in hamiltonian.sample_momentum(dist, state, SEED)] \
       == [(2, 3), (2,)]
+
+
+def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
+  # diagonal_momentum_distribution's (and DiagonalMassMatrixAdaptation's)
+  # form gives M^{-1} directly; any other distribution is differentiated.
+  # Both give M^{-1} r for the same M.
+  mass, dist = masses("diagonal")
+  assert hamiltonian._diagonal_inverse_mass(dist) is not None  # pylint: disable=protected-access
+  generic = hamiltonian.batch_momentum_distribution(
+      tfd.JointDistributionSequential([
+          tfd.MultivariateNormalDiag(
+              scale_diag=tf.constant(np.sqrt(1. / DIAGONAL[0]))),
+          tfb.Reshape([2, 2])(tfd.MultivariateNormalDiag(
+              scale_diag=tf.constant(np.sqrt(1. / DIAGONAL[1].reshape(-1)))))
+      ]), [CHAINS])
+  assert hamiltonian._diagonal_inverse_mass(generic) is None  # pylint: disable=protected-access
+  r = draws(60, 2.)
+  check(hamiltonian.velocity(const(r), generic), inverse_times(mass, r),
+        tf.float64)
+  check(hamiltonian.velocity(const(r), dist), inverse_times(mass, r),
+        tf.float64)
