@@ -323,8 +323,9 @@ def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
   # diagonal_momentum_distribution's (and DiagonalMassMatrixAdaptation's)
   # form gives M^{-1} directly; any other distribution is differentiated.
   # Both give M^{-1} r for the same M.
+  read_directly = hamiltonian._diagonal_inverse_mass  # pylint: disable=protected-access
   mass, dist = masses("diagonal")
-  assert hamiltonian._diagonal_inverse_mass(dist) is not None  # pylint: disable=protected-access
+  assert read_directly(dist) is not None
   generic = hamiltonian.batch_momentum_distribution(
       tfd.JointDistributionSequential([
           tfd.MultivariateNormalDiag(
@@ -332,7 +333,7 @@ def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
           tfb.Reshape([2, 2])(tfd.MultivariateNormalDiag(
               scale_diag=tf.constant(np.sqrt(1. / DIAGONAL[1].reshape(-1)))))
       ]), [CHAINS])
-  assert hamiltonian._diagonal_inverse_mass(generic) is None  # pylint: disable=protected-access
+  assert read_directly(generic) is None
   r = draws(60, 2.)
   check(hamiltonian.velocity(const(r), generic), inverse_times(mass, r),
         tf.float64)
