@@ -89,10 +89,19 @@ def sample_momentum(momentum_distribution, like, seed):
   (`random.standard_normal_like(like, seed)`), the draws every kernel made
   before the mass matrix existed. Otherwise the distribution's own
   `sample(seed=seed)` (stateless), its parts in the order of
-  `tf.nest.flatten(like)`.
+  `tf.nest.flatten(like)`; for the diagonal form of
+  `diagonal_momentum_distribution` (and of `DiagonalMassMatrixAdaptation`),
+  the engine's N(0, I) draw z scaled to M^{1/2} z = z / sqrt(M^{-1}).
   """
   if momentum_distribution is None:
     return random.standard_normal_like(like, seed)
+  inverse_mass = _diagonal_inverse_mass(momentum_distribution)
+  if inverse_mass is not None and len(inverse_mass) == len(
+      tf.nest.flatten(like)):
+    return tf.nest.pack_sequence_as(like, [
+        z * tf.math.rsqrt(tf.cast(m, z.dtype)) for z, m in zip(
+            tf.nest.flatten(random.standard_normal_like(like, seed)),
+            inverse_mass)])
   return tf.nest.pack_sequence_as(
       like, tf.nest.flatten(momentum_distribution.sample(seed=seed)))
 
