@@ -89,14 +89,14 @@ def median_ratio(a, b):
 # --- Compiled loops ---------------------------------------------------------
 
 
-def kernel_loop(kernel, num_steps=None):
+def kernel_loop(kernel, num_steps=None, jit_compile=True):
   """Steps of kernel.one_step in one compiled while_loop (no tracing of
   draws): the kernel's own cost.
 
   With `num_steps`, `run(state, seed)` runs that many steps. Without it,
   `run(state, seed, num_steps)` takes the number as a tensor, so one
   compilation serves every length (used to calibrate a length that takes a
-  target time).
+  target time). `jit_compile=False`: a TF graph without XLA.
   """
   def steps(state, seed, n):
     results = kernel.bootstrap_results(state)
@@ -109,11 +109,11 @@ def kernel_loop(kernel, num_steps=None):
     return state
 
   if num_steps is None:
-    @tf.function(jit_compile=True, autograph=False)
+    @tf.function(jit_compile=jit_compile, autograph=False)
     def run(state, seed, num_steps):
       return steps(state, seed, num_steps)
   else:
-    @tf.function(jit_compile=True, autograph=False)
+    @tf.function(jit_compile=jit_compile, autograph=False)
     def run(state, seed):  # pylint: disable=function-redefined
       return steps(state, seed, num_steps)
   return run

@@ -61,3 +61,17 @@ def test_benchmark_scripts_run_at_tiny_sizes(tmp_path):
   rows = keras_epoch.main(smoke=True, out=str(tmp_path))
   assert [r["method"] for r in rows] == ["SGD", "SGHMC"]
   assert all(_positive(r["ratio"]["median"]) for r in rows)
+
+
+@pytest.mark.slow
+def test_full_batch_energy_script_runs_at_a_tiny_size(tmp_path):
+  sys.path.insert(0, BENCH)
+  try:
+    import full_batch_energy  # pylint: disable=import-outside-toplevel
+  finally:
+    sys.path.remove(BENCH)
+  rows = full_batch_energy.main(smoke=True, out=str(tmp_path))
+  assert {r["compiled"] for r in rows} == {
+      "XLA, results unread", "XLA, results traced", "graph, results traced"}
+  assert all(_positive(r["ms_per_gradient"]["median"]) for r in rows)
+  assert json.load(open(tmp_path / "full_batch_energy.json"))["rows"]

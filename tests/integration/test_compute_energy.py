@@ -156,3 +156,53 @@ def test_diverging_chain_is_flagged_without_the_energy(name):
   assert diverged[first:, 0].all()
   assert np.all(draws[first:, 0] == draws[first, 0])
   assert draws[first, 0, 0] >= 3.  # The state whose gradient was NaN.
+
+
+def _full_batch_log_prob(w):
+  return -0.5 * tf.reduce_sum((w - 1.) ** 2 * tf.constant([1., 4., 9.]), -1)
+
+
+_FULL_BATCH = {
+    "SGHMC": lambda **kw: sg.SGHMC(step_size=0.05, friction=1., **kw),
+    "SGNHT": lambda **kw: sg.SGNHT(step_size=0.05, **kw),
+    "AMAGOLD": lambda **kw: sg.AMAGOLD(step_size=0.1, num_leapfrog_steps=3,
+                                       friction=0.5, **kw),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FULL_BATCH))
+def test_full_batch_compute_energy_false_is_the_same_chain_without_log_prob(
+    name):
+  # With a full-batch target nothing in these kernels' own step reads the
+  # log density: skipping it (and the energy at the gradient's point) leaves
+  # the chain as it was, reports NaN, and MetropolisHastings, which would
+  # compare it, refuses the kernel.
+  init = tf.constant(np.random.default_rng(2).normal(
+      size=(4, 3)).astype(np.float32))
+  runs = {}
+  for energy in (True, False):
+    kernel = _FULL_BATCH[name](target_log_prob_fn=_full_batch_log_prob,
+                               compute_energy=energy)
+    runs[energy] = sample(kernel, init, 30, seed=[4, 5],
+                          trace_fn=lambda _, pkr: pkr)
+  np.testing.assert_array_equal(runs[True][0], runs[False][0])
+  with_energy, without = runs[True][1], runs[False][1]
+  if name == "AMAGOLD":
+    # The exact test computes U(theta*) and reports it (also as the
+    # proposal's target_log_prob) either way; the proposal skips its own
+    # log density and the last step's energy.
+    np.testing.assert_array_equal(with_energy.target_log_prob,
+                                  without.target_log_prob)
+    assert np.all(np.isfinite(
+        with_energy.proposed_results.minibatch_energy))
+    assert np.all(np.isnan(without.proposed_results.minibatch_energy))
+  else:
+    assert np.all(np.isfinite(with_energy.target_log_prob))
+    assert np.all(np.isnan(without.target_log_prob))
+  kernel = _FULL_BATCH[name](target_log_prob_fn=_full_batch_log_prob,
+                             compute_energy=False)
+  if name != "AMAGOLD":
+    assert not kernel.reports_exact_log_prob
+    with pytest.raises(ValueError, match=r"compute_energy=False`.*"
+                       r"target_log_prob` holds NaN.*compute_energy=True"):
+      tfp.mcmc.MetropolisHastings(kernel)

@@ -216,3 +216,18 @@ def test_a_momentum_distribution_survives_copy_and_step_size_adaptation():
                            trace_fn=lambda s, pkr: _inverse_mass(pkr, s))
   np.testing.assert_allclose(inverse_mass, np.broadcast_to(
       SCALES ** 2, (25, 4, 2)), rtol=1e-5)
+
+
+def test_frozen_mass_adaptation_of_an_identity_kernel_names_the_fix():
+  # At step n TFP replaces the momentum distribution in the results; an
+  # identity kernel keeps none there, which would fail inside TFP.
+  with pytest.raises(ValueError, match=r"num_estimation_steps=30\) around "
+                     r"UncalibratedAMAGOLD with momentum_distribution=None.*"
+                     r"diagonal_momentum_distribution\(initial_state"):
+    tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
+        _MASS_KERNELS["AMAGOLD"](),
+        tfp.experimental.stats.RunningVariance.from_shape([2]),
+        num_estimation_steps=30)
+  tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(  # No freeze: fine.
+      _MASS_KERNELS["SGHMC"](),
+      tfp.experimental.stats.RunningVariance.from_shape([2]))

@@ -10,7 +10,8 @@ step's seed, as BlackJAX's diffusions do); the others are their pieces.
 
 * `langevin`: SGLD, preconditioned SGLD, MALA's proposal ratio.
 * `hamiltonian`: SGHMC (Euler and splitting integrators), SGNHT, drift and
-  kinetic energy.
+  kinetic energy, and the mass matrix in TFP's `momentum_distribution`
+  convention (`sample_momentum`, `velocity` = M^{-1} r).
 * `amagold`: AMAGOLD's stochastic leapfrog and energy accumulator.
 * `barker`: SGBD's Barker moves and their proposal ratio.
 * `nuts`: SG-NUTS's time-directed SGHMC step and U-turn criterion.
@@ -21,7 +22,8 @@ The random draws they use come from `tfp_sgmcmc.random` (re-exported here:
 `walk_seed`).
 
 Notation (Chen et al. 2014; Chen, Ding, Carin 2015): position theta,
-momentum r (identity mass), step size h (epsilon), friction C (D in the
+momentum r, mass matrix M (the identity unless a `momentum_distribution`
+N(0, M) is given), step size h (epsilon), friction C (D in the
 splitting paper), noise-model estimate B-hat, temperature T (T = 1 samples
 the posterior; T < 1 a cold posterior proportional to exp(-U / T)).
 """
@@ -47,6 +49,7 @@ from tfp_sgmcmc.dynamics.barker import (BARKER_INCREMENT_DISTRIBUTIONS,
                                         extreme_barker_probability,
                                         gradient_noise_std_ema, sgbd_update)
 from tfp_sgmcmc.dynamics.hamiltonian import (drift, kinetic_energy,
+                                             sample_momentum, velocity,
                                              sghmc_euler_momentum,
                                              sghmc_splitting_momentum,
                                              sghmc_update, sgnht_step,
@@ -70,6 +73,8 @@ __all__ = [
     "amagold_momentum",
     "energy_accumulator_increment",
     "kinetic_energy",
+    "sample_momentum",
+    "velocity",
     "sgnht_step",
     "rmsprop_preconditioner",
     "preconditioned_langevin_step",

@@ -38,6 +38,12 @@ import math
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
+from tensorflow_probability.python.bijectors import reshape as reshape_bijector
+from tensorflow_probability.python.distributions import batch_broadcast
+from tensorflow_probability.python.distributions import (
+    transformed_distribution)
+from tensorflow_probability.python.experimental.distributions import (
+    mvn_precision_factor_linop as mvn_pfl)
 from tensorflow_probability.python.experimental.mcmc import (
     preconditioning_utils)
 
@@ -48,7 +54,8 @@ from tfp_sgmcmc._structure import (as_dtype, broadcast_structure, expand_to,
 
 __all__ = ["drift", "sample_momentum", "velocity",
            "batch_momentum_distribution", "diagonal_momentum_distribution",
-           "check_momentum_distribution", "sghmc_euler_momentum", "sghmc_splitting_momentum",
+           "check_momentum_distribution", "sghmc_euler_momentum",
+           "sghmc_splitting_momentum",
            "kinetic_energy", "sgnht_step", "INTEGRATORS", "is_refresh_step",
            "refresh_momentum", "gradient_position", "sghmc_update",
            "sgnht_update", "sgd_momentum_to_sghmc", "check_sghmc_parameters"]
@@ -82,12 +89,50 @@ def sample_momentum(momentum_distribution, like, seed):
   (`random.standard_normal_like(like, seed)`), the draws every kernel made
   before the mass matrix existed. Otherwise the distribution's own
   `sample(seed=seed)` (stateless), its parts in the order of
-  `tf.nest.flatten(like)`.
+  `tf.nest.flatten(like)`; for the diagonal form of
+  `diagonal_momentum_distribution` (and of `DiagonalMassMatrixAdaptation`),
+  the engine's N(0, I) draw z scaled to M^{1/2} z = z / sqrt(M^{-1}).
   """
   if momentum_distribution is None:
     return random.standard_normal_like(like, seed)
+  inverse_mass = _diagonal_inverse_mass(momentum_distribution)
+  if inverse_mass is not None and len(inverse_mass) == len(
+      tf.nest.flatten(like)):
+    return tf.nest.pack_sequence_as(like, [
+        z * tf.math.rsqrt(tf.cast(m, z.dtype)) for z, m in zip(
+            tf.nest.flatten(random.standard_normal_like(like, seed)),
+            inverse_mass)])
   return tf.nest.pack_sequence_as(
       like, tf.nest.flatten(momentum_distribution.sample(seed=seed)))
+
+
+def _diagonal_inverse_mass(momentum_distribution):
+  """Per part, M^{-1} shaped like the part, for the diagonal form that
+  `diagonal_momentum_distribution` and TFP's `DiagonalMassMatrixAdaptation`
+  build (a joint distribution of batch-broadcast, reshaped
+  `MultivariateNormalPrecisionFactorLinearOperator`s with a diagonal
+  precision, which is M^{-1}); None for any other distribution."""
+  model = getattr(momentum_distribution, "model", None)
+  if not isinstance(model, (list, tuple)):
+    return None
+  inverse_mass = []
+  for part in model:
+    if not isinstance(part, batch_broadcast.BatchBroadcast):
+      return None
+    reshaped = part.distribution
+    if not isinstance(reshaped,
+                      transformed_distribution.TransformedDistribution) or (
+                          not isinstance(reshaped.bijector,
+                                         reshape_bijector.Reshape)):
+      return None
+    normal = reshaped.distribution
+    if not isinstance(
+        normal, mvn_pfl.MultivariateNormalPrecisionFactorLinearOperator) or (
+            not isinstance(normal.precision, tf.linalg.LinearOperatorDiag)):
+      return None
+    inverse_mass.append(reshaped.bijector.forward(
+        normal.precision.diag_part()))
+  return inverse_mass
 
 
 def velocity(momentum, momentum_distribution=None):
@@ -97,11 +142,19 @@ def velocity(momentum, momentum_distribution=None):
   leapfrog differentiates its kinetic energy): any Gaussian momentum
   distribution works, diagonal, dense (`tfd.MultivariateNormalTriL`,
   `MultivariateNormalPrecisionFactorLinearOperator`) or joint over parts.
+  The diagonal form of `diagonal_momentum_distribution` (and of TFP's
+  `DiagonalMassMatrixAdaptation`) is read directly: M^{-1} r elementwise,
+  its precision diagonal times r, with no gradient taken.
   None: the identity, r itself (no op).
   """
   if momentum_distribution is None:
     return momentum
   parts = tf.nest.flatten(momentum)
+  inverse_mass = _diagonal_inverse_mass(momentum_distribution)
+  if inverse_mass is not None and len(inverse_mass) == len(parts):
+    return tf.nest.pack_sequence_as(
+        momentum, [tf.cast(m, r.dtype) * r
+                   for m, r in zip(inverse_mass, parts)])
   with tf.GradientTape(watch_accessed_variables=False) as tape:
     tape.watch(parts)
     # Chains are independent: the sum's gradient is each chain's gradient.
@@ -152,8 +205,11 @@ def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
     batch_shape = parts[0].shape[:batch_ndims]
   variance = None
   if inverse_mass is not None:
-    variance = [tf.cast(v, p.dtype) for v, p in zip(
-        tf.nest.flatten(broadcast_structure(inverse_mass, parts)), parts)]
+    # A one-tensor state takes a list of numbers as one value per
+    # coordinate, not one per part.
+    values = (tf.nest.flatten(broadcast_structure(inverse_mass, parts))
+              if tf.nest.is_nested(state) else [inverse_mass])
+    variance = [tf.cast(v, p.dtype) for v, p in zip(values, parts)]
   return preconditioning_utils.make_momentum_distribution(
       parts, batch_shape, variance)
 
@@ -201,8 +257,9 @@ def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
 
   followed by `drift(theta, r', h)`, theta' = theta + h M^{-1} r'. The
   mass M enters only through `noise`: standard normal draws for M = I,
-  draws of N(0, M) (`sample_momentum`) otherwise, with B-hat = 0. With C = B-hat = 0 it is naive SGHMC
-  (stochastic-gradient HMC without friction or injected noise). In the
+  draws of N(0, M) (`sample_momentum`) otherwise, with B-hat = 0. With
+  C = B-hat = 0 it is naive SGHMC (stochastic-gradient HMC without
+  friction or injected noise). In the
   SGD-with-momentum units v = h r, eta = h^2, alpha = h C, beta-hat = h B-hat
   the same step reads v' = v - eta grad U~ - alpha v + N(0, 2 (alpha -
   beta-hat) eta).
@@ -408,8 +465,9 @@ def refresh_momentum(momentum, step_count, period, temperature, seed,
                      momentum_distribution=None):
   """The momentum SGHMC's step `step_count` starts from, drawn.
 
-  A fresh draw r ~ N(0, T M) (`sample_momentum`) at step 0 and, with a resampling period m, at
-  every multiple of m (`is_refresh_step`); otherwise `momentum` as carried.
+  A fresh draw r ~ N(0, T M) (`sample_momentum`) at step 0 and, with a
+  resampling period m, at every multiple of m (`is_refresh_step`);
+  otherwise `momentum` as carried.
   The splitting integrator needs it drawn (its half drift moves theta by r
   before the gradient); the Euler update folds the fresh draw into its
   noise instead (`sghmc_update`), without a branch or a second draw.

@@ -6,9 +6,12 @@
   `barker` its proposals and the calibrated shells built on them.
 * `checks`, `results_guard`, `interop`: argument checks, the checks of
   results a kernel did not make, and TFP interoperation.
+* `momentum`: the mass matrix (`momentum_distribution`) of the Hamiltonian
+  kernels, in their results as TFP's adaptation kernels expect it.
 """
 
 from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.kernels import momentum
 from tfp_sgmcmc.kernels.amagold import (AMAGOLD, UncalibratedAMAGOLD,
                                         UncalibratedAMAGOLDResults)
 from tfp_sgmcmc.kernels.amortized_mh import (
@@ -27,8 +30,11 @@ from tfp_sgmcmc.kernels.sgnht import SGNHT, SGNHTResults
 from tfp_sgmcmc.kernels.sgnuts import SGNUTS, SGNUTSResults
 
 # TFP's MetropolisHastings and ReplicaExchangeMC refuse kernels whose
-# `target_log_prob` is a minibatch estimate (see `interop`).
+# `target_log_prob` is a minibatch estimate (see `interop`);
+# DiagonalMassMatrixAdaptation with `num_estimation_steps` refuses one
+# without a momentum distribution to replace (see `momentum`).
 interop.install_exact_wrapper_checks()
+momentum.install_mass_adaptation_check()
 
 __all__ = [
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",

@@ -333,7 +333,8 @@ class AMAGOLD(amortized_mh.AmortizedShell):
           target, step_size=0.25, num_leapfrog_steps=10, friction=0.25,
           momentum_distribution=tfp_sgmcmc.diagonal_momentum_distribution(
               state, batch_ndims=1)),
-      tfp.experimental.stats.RunningVariance.from_shape([1]),
+      tfp.experimental.stats.RunningVariance.from_stats(
+          num_samples=10., mean=tf.zeros([1]), variance=tf.ones([1])),
       num_estimation_steps=500)
   ```
 

@@ -13,11 +13,15 @@ identity path of `dynamics.hamiltonian`: the chain is the one the kernels
 ran before they had a mass matrix, bit for bit.
 """
 
+import functools
+
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from tfp_sgmcmc.dynamics import hamiltonian
 
-__all__ = ["IDENTITY", "initial_field", "of_step"]
+__all__ = ["IDENTITY", "initial_field", "of_step",
+           "install_mass_adaptation_check"]
 
 # The results field of the identity mass matrix.
 IDENTITY = ()
@@ -52,3 +56,59 @@ def of_step(kernel, previous_results):
     return None if _is_identity(field) else field
   return hamiltonian.batch_momentum_distribution(
       kernel.momentum_distribution, _chains(previous_results.diverged))
+
+
+def _innermost_with_mass(kernel):
+  """The innermost kernel (looking through `inner_kernel`) that takes a
+  `momentum_distribution` argument, or None."""
+  found, seen = None, set()
+  while kernel is not None and id(kernel) not in seen:
+    seen.add(id(kernel))
+    if "momentum_distribution" in getattr(kernel, "parameters", {}):
+      found = kernel
+    kernel = getattr(kernel, "inner_kernel", None)
+  return found
+
+
+def refuse_frozen_adaptation_of_the_identity(adaptation):
+  """Raises for `DiagonalMassMatrixAdaptation(kernel,
+  num_estimation_steps=n)` around one of these kernels without a
+  momentum distribution: at step n TFP replaces the distribution in the
+  results, and the identity keeps none there (TFP's own kernels keep an
+  identity distribution; ours keep `()` so that a chain without a mass
+  matrix is unchanged), which would fail inside TFP with an
+  AttributeError."""
+  if adaptation.num_estimation_steps is None:
+    return
+  ours = _innermost_with_mass(adaptation.inner_kernel)
+  if ours is None or not hasattr(type(ours), "reports_exact_log_prob") or (
+      ours.parameters["momentum_distribution"] is not None):
+    return
+  raise ValueError(
+      f"DiagonalMassMatrixAdaptation(..., num_estimation_steps="
+      f"{adaptation.num_estimation_steps!r}) around {type(ours).__name__} "
+      "with momentum_distribution=None: the adaptation replaces the "
+      "kernel's momentum distribution at that step and needs one to "
+      "replace. Start from the identity as a distribution: "
+      f"{type(ours).__name__}(..., momentum_distribution=tfp_sgmcmc."
+      "diagonal_momentum_distribution(initial_state, batch_ndims=<number "
+      "of chain axes>)).")
+
+
+_INSTALLED = "_tfp_sgmcmc_checks_momentum_distribution"
+
+
+def install_mass_adaptation_check():
+  """Makes TFP's `DiagonalMassMatrixAdaptation` run
+  `refuse_frozen_adaptation_of_the_identity` when built (idempotent)."""
+  dmma = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation
+  if getattr(dmma, _INSTALLED, False):
+    return
+  original_init = dmma.__init__
+
+  @functools.wraps(original_init)
+  def checked_init(self, *args, **kwargs):
+    original_init(self, *args, **kwargs)
+    refuse_frozen_adaptation_of_the_identity(self)
+  dmma.__init__ = checked_init
+  setattr(dmma, _INSTALLED, True)

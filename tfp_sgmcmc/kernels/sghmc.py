@@ -128,9 +128,16 @@ class SGHMC(base.StochasticGradientKernel):
       target, step_size=0.5, friction=1.,
       momentum_distribution=tfp_sgmcmc.diagonal_momentum_distribution(
           state, batch_ndims=1, inverse_mass=scales**2))
+  # M^{-1} from the running variance of the first 500 states, then frozen
+  # (the initial running variance is a guess worth 10 draws).
   adapted = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
-      tfp_sgmcmc.SGHMC(target, step_size=0.005, friction=1.),
-      tfp.experimental.stats.RunningVariance.from_shape([2]))
+      tfp_sgmcmc.SGHMC(
+          target, step_size=0.5, friction=1.,
+          momentum_distribution=tfp_sgmcmc.diagonal_momentum_distribution(
+              state, batch_ndims=1, inverse_mass=[1e-4, 1.])),
+      tfp.experimental.stats.RunningVariance.from_stats(
+          num_samples=10., mean=tf.zeros([2]), variance=[1e-4, 1.]),
+      num_estimation_steps=500)
   ```
 
   Args:

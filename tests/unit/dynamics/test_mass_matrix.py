@@ -88,14 +88,29 @@ def test_kinetic_energy_is_half_r_inverse_mass_r(kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_sample_momentum_draws_n_0_m_shaped_like_the_state(kind):
+  # Diagonal form: the engine's normals z scaled to z / sqrt(M^{-1});
+  # otherwise the distribution's own draw. Either way N(0, M) per chain.
   mass, dist = masses(kind)
   like = const(draws(5))
   got = hamiltonian.sample_momentum(dist, like, SEED)
-  check(got, [x.numpy() for x in dist.sample(seed=SEED)], tf.float64)
-  n = 7000
-  for part, m, s in zip(dist.sample(n, seed=SEED), mass, SHAPES):
-    assert part.shape == (n,) + s
-    x = np.reshape(part.numpy(), (n * CHAINS, -1))
+  if kind == "diagonal":
+    z = dynamics.standard_normal_like(like, SEED)
+    expected = [x.numpy() / np.sqrt(v) for x, v in zip(z, DIAGONAL)]
+  else:
+    expected = [x.numpy() for x in dist.sample(seed=SEED)]
+  check(got, expected, tf.float64)
+  n = 21000
+  many = [tf.zeros((n,) + s[1:], tf.float64) for s in SHAPES]
+  if kind == "diagonal":
+    many_dist = hamiltonian.diagonal_momentum_distribution(
+        many, batch_ndims=1, inverse_mass=[tf.constant(v) for v in DIAGONAL])
+  else:
+    many_dist = hamiltonian.batch_momentum_distribution(
+        dist.copy(model=[m.distribution for m in dist.model]), [n])
+  for part, m, s in zip(hamiltonian.sample_momentum(many_dist, many, SEED),
+                        mass, SHAPES):
+    assert part.shape == (n,) + s[1:]
+    x = np.reshape(part.numpy(), (n, -1))
     cov = x.T @ x / len(x)
     # Var of a second moment of a Gaussian: M_ii M_jj + M_ij^2.
     se = np.sqrt((np.outer(np.diag(m), np.diag(m)) + m ** 2) / len(x))
@@ -317,3 +332,25 @@ def test_diagonal_momentum_distribution_is_n_0_inverse_of_inverse_mass():
   np.testing.assert_allclose(v[1], r[1] * 2., rtol=1e-6)
   assert [x.shape for x in hamiltonian.sample_momentum(dist, state, SEED)] \
       == [(2, 3), (2,)]
+
+
+def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
+  # diagonal_momentum_distribution's (and DiagonalMassMatrixAdaptation's)
+  # form gives M^{-1} directly; any other distribution is differentiated.
+  # Both give M^{-1} r for the same M.
+  read_directly = hamiltonian._diagonal_inverse_mass  # pylint: disable=protected-access
+  mass, dist = masses("diagonal")
+  assert read_directly(dist) is not None
+  generic = hamiltonian.batch_momentum_distribution(
+      tfd.JointDistributionSequential([
+          tfd.MultivariateNormalDiag(
+              scale_diag=tf.constant(np.sqrt(1. / DIAGONAL[0]))),
+          tfb.Reshape([2, 2])(tfd.MultivariateNormalDiag(
+              scale_diag=tf.constant(np.sqrt(1. / DIAGONAL[1].reshape(-1)))))
+      ]), [CHAINS])
+  assert read_directly(generic) is None
+  r = draws(60, 2.)
+  check(hamiltonian.velocity(const(r), generic), inverse_times(mass, r),
+        tf.float64)
+  check(hamiltonian.velocity(const(r), dist), inverse_times(mass, r),
+        tf.float64)
