@@ -3,16 +3,18 @@
 stopped (bit-identical; see docs/keras.md)."""
 
 import glob
-import hashlib
 import json
 import os
-import shutil
 import warnings
-import zipfile
 
 import numpy as np
 
 from tfp_sgmcmc import _files as files
+from tfp_sgmcmc.keras.fit import keras_files
+from tfp_sgmcmc.keras.fit.keras_files import (BACKUP_SUBDIR, finished_path,
+                                               forget_finished_state,
+                                               keep_finished_state,
+                                               weights_digest)
 from tfp_sgmcmc.keras.posterior import io as posterior_io
 
 __all__ = ["backup_path", "save_backup", "restore_backup", "jsonable",
@@ -20,7 +22,6 @@ __all__ = ["backup_path", "save_backup", "restore_backup", "jsonable",
            "weights_digest"]
 
 _BACKUP_FORMAT_VERSION = 1
-_BACKUP_SUBDIR = "sampling_callback"
 
 
 def _atomic_write(path, write):
@@ -42,7 +43,7 @@ def jsonable(config):
 
 
 def backup_path(callback, fit_epoch):
-  return os.path.join(callback.backup_dir, _BACKUP_SUBDIR,
+  return os.path.join(callback.backup_dir, BACKUP_SUBDIR,
                       f"epoch_{fit_epoch:06d}.npz")
 
 def save_backup(callback, fit_epoch):
@@ -91,75 +92,16 @@ def save_backup(callback, fit_epoch):
       num_burnin_optimizer_variables=len(burnin_vars),
       num_sampler_variables=len(sampler_vars),
       variable_paths=posterior_io.variable_paths(model),
-      weights_sha256=weights_digest(
+      weights_sha256=keras_files.weights_digest(
           [arrays[f"model_{i}"] for i in range(
               len(model.trainable_variables) +
               len(model.non_trainable_variables))]))
   arrays["header"] = np.array(json.dumps(header))
-  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
+  directory = os.path.join(callback.backup_dir, BACKUP_SUBDIR)
   os.makedirs(directory, exist_ok=True)
   _atomic_savez(backup_path(callback, fit_epoch), arrays)
   for old in sorted(glob.glob(os.path.join(directory, "epoch_*.npz")))[:-2]:
     os.remove(old)
-
-
-def weights_digest(values):
-  """SHA-256 of the model's variables (dtype, shape, bytes, in order): the
-  check that Keras' `latest.weights.h5` holds the weights of our state."""
-  digest = hashlib.sha256()
-  for value in values:
-    value = np.ascontiguousarray(value)
-    digest.update(f"{value.dtype.str}{value.shape}".encode())
-    digest.update(value.tobytes())
-  return digest.hexdigest()
-
-
-def _model_digest(model):
-  return weights_digest([np.array(v.numpy()) for v in
-                         model.trainable_variables +
-                         model.non_trainable_variables])
-
-
-def finished_path(callback):
-  """Where the state of a finished fit waits, outside `backup_dir` (which
-  BackupAndRestore deletes at the end of `fit`), until the user's save or
-  the next fit."""
-  return os.path.normpath(callback.backup_dir) + ".sampling_callback.npz"
-
-
-def keep_finished_state(callback):
-  """At the end of a fit, before BackupAndRestore deletes `backup_dir`:
-  the newest state of ours is linked (or copied) beside it, so that a kill
-  during Keras' clean-up cannot lose the finished run's samples."""
-  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
-  newest = sorted(glob.glob(os.path.join(directory, "epoch_*.npz")))
-  if not newest:
-    return
-  final = finished_path(callback)
-  files.remove_dead_temporaries(final)
-  tmp = files.temporary_name(final)
-  try:
-    os.link(newest[-1], tmp)
-    os.replace(tmp, final)
-    files.fsync_directory(os.path.dirname(os.path.abspath(final)))
-  except OSError:
-    try:
-      os.remove(tmp)
-    except OSError:
-      pass
-    with open(newest[-1], "rb") as source:
-      files.atomic_write(final, lambda f: shutil.copyfileobj(source, f))
-
-
-def forget_finished_state(callback):
-  """The user saved the posterior (or a new fit starts): the finished
-  fit's state is no longer needed."""
-  if callback.backup_dir is None:
-    return
-  try:
-    os.remove(finished_path(callback))
-  except FileNotFoundError:
-    pass
 
 
 def _epoch_of(path):
@@ -168,11 +110,11 @@ def _epoch_of(path):
 
 def _states(callback):
   """Our readable states, newest first, as (fit_epoch, path)."""
-  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
+  directory = os.path.join(callback.backup_dir, BACKUP_SUBDIR)
   out = []
   for path in sorted(glob.glob(os.path.join(directory, "epoch_*.npz")),
                      reverse=True):
-    if _readable_npz(path):
+    if keras_files.readable_npz(path):
       out.append((_epoch_of(path), path))
   return out
 
@@ -195,19 +137,19 @@ def restore_backup(callback):
   """
   if callback.backup_dir is None:
     return False
-  directory = os.path.join(callback.backup_dir, _BACKUP_SUBDIR)
+  directory = os.path.join(callback.backup_dir, BACKUP_SUBDIR)
   metadata_path = os.path.join(callback.backup_dir, "training_metadata.json")
   weights_path = os.path.join(callback.backup_dir, "latest.weights.h5")
   for stale in glob.glob(os.path.join(directory, "*.tmp-*")):
     # A write killed before its rename (never a live writer's).
     files.remove_dead_temporaries(stale[:stale.index(".tmp-")])
   files.remove_dead_temporaries(weights_path)
-  final = finished_path(callback)
+  final = keras_files.finished_path(callback)
   states = _states(callback)
-  metadata = (_read_json(metadata_path) if os.path.exists(metadata_path)
-              else None)
+  metadata = (keras_files.read_json(metadata_path)
+              if os.path.exists(metadata_path) else None)
   if os.path.exists(final):
-    if os.path.isdir(callback.backup_dir) and _readable_npz(final):
+    if os.path.isdir(callback.backup_dir) and keras_files.readable_npz(final):
       final_epoch = int(_header(final)["fit_epoch"])
       intact = (metadata is not None and
                 int(metadata.get("epoch", -1)) == final_epoch and
@@ -223,7 +165,8 @@ def restore_backup(callback):
             "finished, and was killed while BackupAndRestore deleted its "
             "backup")
     else:
-      forget_finished_state(callback)  # A new fit: the old one ended well.
+      # A new fit: the old one ended well.
+      keras_files.forget_finished_state(callback)
   if metadata is None:
     if states:
       why = (f"{metadata_path!r} is truncated or unreadable (the process "
@@ -271,7 +214,7 @@ def restore_backup(callback):
     return _restore_and_rewrite(
         callback, epoch, path, f"SamplingCallback's state for epoch "
         f"{fit_epoch} in {directory!r} is missing or unreadable")
-  keras_digest = _keras_weights_digest(callback, weights_path)
+  keras_digest = keras_files.keras_weights_digest(callback, weights_path)
   saved_digest = _header(path).get("weights_sha256")
   if keras_digest is None or (saved_digest is not None and
                               keras_digest != saved_digest):
@@ -295,46 +238,6 @@ def restore_backup(callback):
            "between writes, or the file was altered)")
     return _restore_and_rewrite(callback, epoch, path, why)
   return _restore_epoch(callback, fit_epoch, path)
-
-
-def _keras_weights_digest(callback, weights_path):
-  """The digest of the model's variables as Keras' weights file would set
-  them (loaded into the model, which `_restore_epoch` then overwrites);
-  None if the file is missing or unreadable."""
-  if not os.path.exists(weights_path):
-    return None
-  model = callback.model
-  try:
-    with callback._strategy.scope(), warnings.catch_warnings():
-      # Only the model's variables are compared; Keras' notes on the
-      # optimizer's are for its own load, which follows.
-      warnings.simplefilter("ignore")
-      if model.optimizer is not None and not model.optimizer.built:
-        model.optimizer.build(model.trainable_variables)
-      model.load_weights(weights_path)
-  except Exception:  # pylint: disable=broad-except
-    return None  # Torn, truncated, not HDF5: h5py raises many kinds.
-  return _model_digest(model)
-
-
-def _read_json(path):
-  try:
-    with open(path) as f:
-      data = json.load(f)
-  except (OSError, ValueError):
-    return None
-  return data if isinstance(data, dict) and "epoch" in data else None
-
-
-def _readable_npz(path):
-  try:
-    with np.load(path, allow_pickle=False) as data:
-      json.loads(str(data["header"]))
-      for key in data.files:
-        data[key]  # pylint: disable=pointless-statement
-  except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
-    return False
-  return True
 
 
 def _restore_and_rewrite(callback, fit_epoch, path, why):

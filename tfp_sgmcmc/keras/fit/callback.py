@@ -1,48 +1,33 @@
 """`SamplingCallback`: burn-in with the compiled optimizer, then sample.
 
-    model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
-                  loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True))
-    sampling = tfp_sgmcmc.keras.SamplingCallback(
-        tfp_sgmcmc.keras.SGHMC(step_size=1e-4, friction=100.),
-        num_examples=len(x_train), prior=1., burnin_epochs=3,
-        thinning=100, max_samples=50)
-    model.fit(x_train, y_train, batch_size=100, epochs=20,
-              callbacks=[sampling])
-    probs = sampling.predict(x_test)        # Bayesian model average
-    sampling.save("posterior.npz")          # Posterior.load(path, model)
-
 This module holds the phases (burn-in; the swap to the sampler, whose
 train step is one step on grad U~ = N grad(mean loss) - grad log p(theta);
-kept samples; AMAGOLD's M-H test every T steps; the swap back at the end of
-`fit`, after which another `fit` continues the chain). The other jobs live
-beside it: `checks` (what is refused, before anything runs), `energies`
-(U and U~ for the M-H test), `health` (divergence), `backup` (resume with
-`BackupAndRestore`), `logs` (epoch logs), `posterior` (the kept samples),
-`phases` (the optimizer and train function of each phase).
-docs/keras.md describes the whole.
+AMAGOLD's M-H test every T steps; the swap back at the end of `fit`, after
+which another `fit` continues the chain). The other jobs live beside it:
+`checks` (what is refused, before anything runs), `energies` (U and U~ for
+the M-H test), `health` (divergence and heating), `outcome` (the kept
+samples, the divergence hooks, the `Posterior`), `backup` and `keras_files`
+(resume with `BackupAndRestore`), `logs` (epoch logs), `posterior` (the
+kept samples' file and predictions), `phases` (the optimizer and train
+function of each phase). docs/keras.md describes the whole.
 """
 
 import collections
 import math
 import os
 import time
-import warnings
 
 import keras
-import numpy as np
 
 from tfp_sgmcmc.keras.fit import backup as backup_lib
 from tfp_sgmcmc.keras.validation import model as checks_lib
 from tfp_sgmcmc.keras.fit import energies as energies_lib
-from tfp_sgmcmc.keras.validation import fit_checks
 from tfp_sgmcmc.keras.fit import health as health_lib
 from tfp_sgmcmc.keras.fit import logs as logs_lib
+from tfp_sgmcmc.keras.fit import outcome as outcome_lib
 from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
 from tfp_sgmcmc.keras.samplers import options as options_lib
 from tfp_sgmcmc.keras.fit import phases as phases_lib
-from tfp_sgmcmc.keras.posterior import posterior as posterior_lib
-from tfp_sgmcmc.keras.posterior import io as posterior_io
 from tfp_sgmcmc.keras import priors as priors_lib
 from tfp_sgmcmc.keras.validation import traps as traps_lib
 
@@ -51,7 +36,7 @@ __all__ = ["SamplingCallback", "SamplerDivergenceError"]
 SamplerDivergenceError = health_lib.SamplerDivergenceError
 
 
-class SamplingCallback(keras.callbacks.Callback):
+class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
   """Runs an SG-MCMC sampler inside `model.fit`, after a burn-in.
 
   Args:
@@ -223,7 +208,7 @@ class SamplingCallback(keras.callbacks.Callback):
     self._phases.begin_fit(model, self.sampler)
     self._spe = int(model.steps_per_execution)
     self._logs.build(model, self._strategy)
-    if self._restore_backup():
+    if backup_lib.restore_backup(self):
       return
     self._traps.check_thinning(self)
     if self._sampling:
@@ -310,7 +295,7 @@ class SamplingCallback(keras.callbacks.Callback):
         self._epochs_seen >= self.burnin_epochs):
       self._start_sampling()
     if self.backup_dir is not None:
-      self._save_backup(epoch + 1)
+      backup_lib.save_backup(self, epoch + 1)
 
   def on_train_end(self, logs=None):
     self._traps.train_end(self)
@@ -367,16 +352,6 @@ class SamplingCallback(keras.callbacks.Callback):
         self._energies.start(self.sampler, self.model, self._likelihood)
       self.sampler.begin_sampling()
 
-  def _keep_sample(self):
-    with self._strategy.scope():
-      state = [np.array(s) for s in self.sampler.chain_state()]
-    # Only finite samples are kept (the health check runs first; this is
-    # the last guard, e.g. for a chain state derived from a NaN momentum).
-    if all(np.all(np.isfinite(s)) for s in state):
-      self._samples.append(state)
-      self._sample_states.append(
-          posterior_io.non_trainable_state(self.model))
-
   def _metropolis_hastings(self, batch=None):
     self._trajectory_steps = 0
     start = time.perf_counter()
@@ -393,62 +368,13 @@ class SamplingCallback(keras.callbacks.Callback):
     if self._transitions % self.thinning == 0:
       self._keep_sample()
 
-  # --- divergence ----------------------------------------------------------
-
-  def _check_health(self, batch, logs, full, values=None):
-    """Returns True (and stops or raises) if the chain diverged: the loss
-    in `logs`, and with `full` the weights and the sampler's state."""
-    what = self._health.problem(self.model, self.sampler, self._strategy,
-                                logs, full, values)
-    if not what:
-      return False
-    self._diverge(batch, what)
-    return True
-
-  def _check_heating(self, logs):
-    """Warns (once) when the epoch energies heat up without diverging."""
-    message = self._heating.epoch_end(
-        (logs or {}).get("energy"),
-        self._sampling and self._sampled_from_epoch_begin,
-        not self._sampling,
-        sum(int(np.prod(v.shape)) for v in self.model.trainable_variables),
-        self.num_examples)
-    if message:
-      warnings.warn(f"{type(self.sampler).__name__}: {message}",
-                    health_lib.diagnostics.UnhealthyChainWarning,
-                    stacklevel=2)
+  # --- results -------------------------------------------------------------
 
   @property
   def heating(self):
     """The heating statistic of the epoch energies (see
     `tfp_sgmcmc.diagnostics.heating`; None before three sampling epochs)."""
     return self._heating.heating
-
-  def _diverge(self, batch, what):
-    self.divergence = health_lib.divergence_report(
-        self.sampler, self._epoch, batch, len(self._samples), what)
-    self.model.stop_training = True
-    if self.on_divergence == "raise":
-      self._leave_diverged_chain()
-      raise SamplerDivergenceError(self.divergence["message"])
-    warnings.warn(self.divergence["message"], RuntimeWarning, stacklevel=2)
-
-  def _leave_diverged_chain(self):
-    if self._samples:
-      with self._strategy.scope():
-        for v, x in zip(self.model.trainable_variables, self._samples[-1]):
-          v.assign(x)
-    self._use_burnin_optimizer()
-
-  # --- backup and restore ----------------------------------------------------
-
-  def _save_backup(self, fit_epoch):
-    backup_lib.save_backup(self, fit_epoch)
-
-  def _restore_backup(self):
-    return backup_lib.restore_backup(self)
-
-  # --- results -------------------------------------------------------------
 
   @property
   def samples(self):
@@ -464,25 +390,7 @@ class SamplingCallback(keras.callbacks.Callback):
   @property
   def posterior(self):
     """A `Posterior` of the kept samples and the running moments."""
-    if self.model is None:
-      raise ValueError("the callback has not run yet.")
-    count, mean, variance = 0, None, None
-    if self.sampler is not None:
-      with self.model.distribute_strategy.scope():
-        count, mean, variance = self.sampler.moments()
-    metadata = dict(
-        sampler=type(self._spec).__name__, seed=int(self._spec.seed),
-        sampler_config=backup_lib.jsonable(self._spec.get_config()),
-        num_examples=self.num_examples, thinning=self.thinning,
-        max_samples=self.max_samples, burnin_epochs=self.burnin_epochs,
-        burnin_steps=self.burnin_steps, num_tests=self.num_tests,
-        num_accepted=self.num_accepted)
-    probabilities_loss = fit_checks.probabilities_loss(self._likelihood)
-    if probabilities_loss:
-      metadata["probabilities_loss"] = probabilities_loss
-    return posterior_lib.Posterior.from_kept_samples(
-        self.model, self._samples, self._sample_states, self._likelihood,
-        count, mean, variance, metadata)
+    return outcome_lib.posterior_of(self)
 
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see

@@ -1,0 +1,94 @@
+"""What a fit's chain produces: its kept samples, its health (divergence,
+heating) and the `Posterior` of its samples. `SamplingCallback` mixes in
+`ChainOutcome`; its attributes are created in `SamplingCallback.__init__`."""
+
+import warnings
+
+import numpy as np
+
+from tfp_sgmcmc.keras.fit import backup as backup_lib
+from tfp_sgmcmc.keras.fit import health as health_lib
+from tfp_sgmcmc.keras.posterior import io as posterior_io
+from tfp_sgmcmc.keras.posterior import posterior as posterior_lib
+from tfp_sgmcmc.keras.validation import fit_checks
+
+__all__ = ["ChainOutcome", "posterior_of"]
+
+
+class ChainOutcome:
+  """The kept samples and the health checks of `SamplingCallback`."""
+
+  def _keep_sample(self):
+    with self._strategy.scope():
+      state = [np.array(s) for s in self.sampler.chain_state()]
+    # Only finite samples are kept (the health check runs first; this is
+    # the last guard, e.g. for a chain state derived from a NaN momentum).
+    if all(np.all(np.isfinite(s)) for s in state):
+      self._samples.append(state)
+      self._sample_states.append(
+          posterior_io.non_trainable_state(self.model))
+
+  # --- divergence ----------------------------------------------------------
+
+  def _check_health(self, batch, logs, full, values=None):
+    """Returns True (and stops or raises) if the chain diverged: the loss
+    in `logs`, and with `full` the weights and the sampler's state."""
+    what = self._health.problem(self.model, self.sampler, self._strategy,
+                                logs, full, values)
+    if not what:
+      return False
+    self._diverge(batch, what)
+    return True
+
+  def _check_heating(self, logs):
+    """Warns (once) when the epoch energies heat up without diverging."""
+    message = self._heating.epoch_end(
+        (logs or {}).get("energy"),
+        self._sampling and self._sampled_from_epoch_begin,
+        not self._sampling,
+        sum(int(np.prod(v.shape)) for v in self.model.trainable_variables),
+        self.num_examples)
+    if message:
+      warnings.warn(f"{type(self.sampler).__name__}: {message}",
+                    health_lib.diagnostics.UnhealthyChainWarning,
+                    stacklevel=2)
+
+  def _diverge(self, batch, what):
+    self.divergence = health_lib.divergence_report(
+        self.sampler, self._epoch, batch, len(self._samples), what)
+    self.model.stop_training = True
+    if self.on_divergence == "raise":
+      self._leave_diverged_chain()
+      raise health_lib.SamplerDivergenceError(self.divergence["message"])
+    warnings.warn(self.divergence["message"], RuntimeWarning, stacklevel=2)
+
+  def _leave_diverged_chain(self):
+    if self._samples:
+      with self._strategy.scope():
+        for v, x in zip(self.model.trainable_variables, self._samples[-1]):
+          v.assign(x)
+    self._use_burnin_optimizer()
+
+
+def posterior_of(callback):
+  """A `Posterior` of a callback's kept samples and running moments."""
+  # pylint: disable=protected-access
+  if callback.model is None:
+    raise ValueError("the callback has not run yet.")
+  count, mean, variance = 0, None, None
+  if callback.sampler is not None:
+    with callback.model.distribute_strategy.scope():
+      count, mean, variance = callback.sampler.moments()
+  metadata = dict(
+      sampler=type(callback._spec).__name__, seed=int(callback._spec.seed),
+      sampler_config=backup_lib.jsonable(callback._spec.get_config()),
+      num_examples=callback.num_examples, thinning=callback.thinning,
+      max_samples=callback.max_samples, burnin_epochs=callback.burnin_epochs,
+      burnin_steps=callback.burnin_steps, num_tests=callback.num_tests,
+      num_accepted=callback.num_accepted)
+  probabilities_loss = fit_checks.probabilities_loss(callback._likelihood)
+  if probabilities_loss:
+    metadata["probabilities_loss"] = probabilities_loss
+  return posterior_lib.Posterior.from_kept_samples(
+      callback.model, callback._samples, callback._sample_states,
+      callback._likelihood, count, mean, variance, metadata)
