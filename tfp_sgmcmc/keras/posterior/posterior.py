@@ -376,16 +376,12 @@ class Posterior:
     #### Example
 
     ```python
-    import arviz
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
-    model.compile(optimizer=keras.optimizers.SGD(0.01),
-                  loss=sgk.GaussianNegativeLogLikelihood(scale=1.))
+    model.compile(optimizer="sgd", loss=sgk.GaussianNegativeLogLikelihood(1.))
     sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4),
                                     num_examples=len(x), prior=1.)
-    model.fit(x, y.astype("float32"), batch_size=64, epochs=2,
-              callbacks=[sampling], verbose=0)
-    idata = sampling.posterior.to_inference_data()
-    print(arviz.summary(idata, var_names=[model.layers[0].bias.path]))
+    model.fit(x, y * 1., batch_size=64, epochs=2, callbacks=[sampling])
+    idata = sampling.posterior.to_inference_data()   # then arviz.summary(idata)
     ```
     """
     from tfp_sgmcmc.chains import inference_data  # pylint: disable=g-import-not-at-top
