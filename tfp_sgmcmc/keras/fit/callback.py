@@ -139,8 +139,10 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
                backup_dir=None, on_divergence="stop", max_abs_weight=None,
                step_size_adaptation=None, warmup=None):
     super().__init__()
-    step_size_adaptation = adaptation_lib.warmup_adaptation(
-        warmup, step_size_adaptation, sampler.has_acceptance_test)
+    step_size_adaptation = adaptation_lib.warmup_adaptation(  # Not a
+        # sampler (a Keras optimizer): refused with its fix just below.
+        warmup, step_size_adaptation,
+        getattr(sampler, "has_acceptance_test", False))
     checks_lib.check_callback_arguments(
         sampler, num_examples, burnin_epochs, burnin_steps, thinning,
         max_samples, energy_data, energy_batch_size, on_divergence,
