@@ -178,6 +178,28 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   sqrt(d/2) plus the minibatch noise of the windows. It catches chains that
   heat up while every value stays finite (a step size too large for SGHMC
   or SGNHT).
+
+  Returns:
+    A `ChainHealth(num_draws, num_chains, divergences, acceptance_rate,
+    step_size, heating, min_ess, max_rhat, problems)`: per chain the number
+    of diverged steps, the acceptance rate and `heating` (None where the
+    trace has no such field), the last step size, the smallest ESS and
+    largest split R-hat over coordinates, and `problems`, the list of
+    crossed thresholds (empty for a healthy run).
+
+  Raises:
+    ValueError: fewer than 2 draws, or a trace of another length.
+    TypeError: `trace` is not traced kernel results.
+
+  #### Example
+
+  ```python
+  run = tfp_sgmcmc.sample_chain_with_progress(
+      300, tf.zeros([4, d]), tfp_sgmcmc.SGLD(target, step_size=4e-3),
+      seed=[0, 1], num_burnin_steps=200, progress=False)
+  health = tfp_sgmcmc.summarize(run.all_states, run.trace)  # prints a table
+  print(health.max_rhat, health.problems)   # about 1.0, [] (healthy)
+  ```
   """
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]
