@@ -23,7 +23,8 @@ __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
 
 
 class UnhealthyChainWarning(UserWarning):
-  """A run that diverged, did not mix, or was rejected almost always."""
+  """Warned by `summarize`, `sample_moments` and the Keras callback when a
+  run diverged, heated up, did not mix, or was rejected almost always."""
 
 
 ChainHealth = collections.namedtuple("ChainHealth", [

@@ -207,7 +207,7 @@ def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
   init = tf.zeros([4, d])
   momentum = tfp_sgmcmc.diagonal_momentum_distribution(
       init, batch_ndims=1, inverse_mass=[5e-3, 5e-3])
-  print([r.shape for r in momentum.sample(seed=[0, 1])])   # [[4, 2]]: one part
+  print([r.shape for r in momentum.sample(seed=[0, 1])])   # [[4, 2]]
   kernel = tfp_sgmcmc.SGHMC(target, step_size=0.3, friction=1.,
                             momentum_distribution=momentum)
   samples = tf.function(lambda: tfp.mcmc.sample_chain(

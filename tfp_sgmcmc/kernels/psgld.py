@@ -22,7 +22,7 @@ class PreconditionedSGLDResults(
         "step_count", "diverged", "seed", "target_log_prob"])):
   """Results of one pSGLD step.
 
-  Fields:
+  Attributes:
     second_moment: V, the running average of the squared scaled gradient.
     preconditioner: G = 1 / (lambda + sqrt(V)) used by this step.
     energy, step_size, step_count, diverged, seed, target_log_prob: as for

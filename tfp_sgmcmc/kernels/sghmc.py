@@ -26,7 +26,7 @@ class SGHMCResults(
         "seed", "target_log_prob", "momentum_distribution"])):
   """Results of one SGHMC step.
 
-  Fields:
+  Attributes:
     momentum: r after the step, in the structure of the state. It lives here
       so that a chain continues across `sample_chain` calls
       (`previous_kernel_results=`).

@@ -24,7 +24,7 @@ class SGNHTResults(
         "diverged", "seed", "target_log_prob", "momentum_distribution"])):
   """Results of one SGNHT step.
 
-  Fields:
+  Attributes:
     momentum: r after the step (structure of the state).
     thermostat: xi after the step, one per chain: the adaptive friction.
     energy: minibatch estimate U~ where the gradient was evaluated; NaN

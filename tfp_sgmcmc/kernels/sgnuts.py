@@ -26,7 +26,7 @@ class SGNUTSResults(
         "target_log_prob"])):
   """Results of one SG-NUTS iteration.
 
-  Fields:
+  Attributes:
     energy: minibatch energy U~ of the previous state (the trajectory's
       starting point).
     step_size: eps used by this iteration.

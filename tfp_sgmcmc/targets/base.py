@@ -26,7 +26,9 @@ __all__ = ["TargetCapabilityError", "MinibatchTarget",
 
 
 class TargetCapabilityError(TypeError):
-  """Raised when a kernel asks a target for something it cannot provide."""
+  """Raised when a kernel asks a target for something it cannot provide
+  (e.g. the exact energy of a target without one, or the gradient noise of
+  one without per-example gradients)."""
 
 
 class MinibatchTarget:
