@@ -75,6 +75,21 @@ def derive_seeds(seed, n):
   Use it for seeds that are consumed by draws within one step, never to
   carry a seed from step to step (XOR with the same salt twice returns the
   seed): carried seeds go through `split_seed` or `walk_seed`.
+
+  Args:
+    seed: a stateless int32[2] seed (anything `tfp.random.sanitize_seed`
+      takes).
+    n: the number of seeds, a Python int.
+
+  Returns:
+    A list of `n` int32[2] seed tensors.
+
+  #### Example
+
+  ```python
+  batch_seed, noise_seed = tfp_sgmcmc.random.derive_seeds([1, 2], 2)
+  noise = tf.random.stateless_normal([3], noise_seed)
+  ```
   """
   return _salted(seed, n, _SALTS)
 
@@ -94,14 +109,45 @@ def _salted(seed, n, family):
 
 def split_seed(seed, n):
   """`n` unrelated seeds from one, by a real split (one random-number op):
-  for seeds carried between steps (`tfp.random.split_seed`)."""
+  for seeds carried between steps (`tfp.random.split_seed`).
+
+  Args:
+    seed: a stateless int32[2] seed.
+    n: the number of seeds.
+
+  Returns:
+    An int32 tensor of shape [n, 2] (unstack it for separate seeds).
+
+  #### Example
+
+  ```python
+  carried, step_seed = tf.unstack(tfp_sgmcmc.random.split_seed([1, 2], 2))
+  ```
+  """
   return tfp.random.split_seed(tfp.random.sanitize_seed(seed), n=n)
 
 
 def fold_in(seed, data, alg=None):
   """The seed of `data` (a step index, a replica id) under `seed`
   (`tf.random.experimental.stateless_fold_in`; `alg` None keeps TF's
-  default)."""
+  default).
+
+  Args:
+    seed: a stateless int32[2] seed.
+    data: an integer (e.g. the step index) to fold in.
+    alg: TF's random algorithm, or None for TF's default.
+
+  Returns:
+    An int32[2] seed tensor: the same for the same `seed` and `data`.
+
+  #### Example
+
+  The seed of step 10 of a chain, as `StepSeeded` derives it:
+
+  ```python
+  step_seed = tfp_sgmcmc.random.fold_in(tf.constant([1, 2]), 10)
+  ```
+  """
   if alg is None:
     return tf.random.experimental.stateless_fold_in(seed, data)
   return tf.random.experimental.stateless_fold_in(seed, data, alg=alg)

@@ -39,7 +39,6 @@ SLOW = {
     "AmortizedMetropolisHastings": EAGER_CHAIN,
     "AmortizedBarker": EAGER_CHAIN,
     "SGBD": EAGER_CHAIN,
-    "SGNUTS": EAGER_CHAIN,
     "ShardedTarget": "a chain through tf.distribute",
 }
 # qualified name -> why it cannot run as a single-process example.

@@ -48,8 +48,14 @@ class StepSeededResults(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("StepSeededResults",
                            ["inner_results", "step", "base_seed"])):
-  """Results of `StepSeeded`: the inner results, the step counter and the
-  chain's base seed."""
+  """Results of `StepSeeded`.
+
+  Attributes:
+    inner_results: the results of the wrapped kernel.
+    step: int32, the number of steps taken so far; step i uses the seed
+      fold_in(base_seed, i).
+    base_seed: the chain's stateless int32[2] seed (`StepSeeded`'s `seed`).
+  """
   __slots__ = ()
 
 
@@ -80,8 +86,30 @@ class StepSeeded(tfp.mcmc.TransitionKernel):
   results is bit-identical to one that never stopped.
 
   Args:
-    inner_kernel: the kernel to drive.
-    seed: the chain's stateless int32[2] seed.
+    inner_kernel: the `tfp.mcmc.TransitionKernel` to drive.
+    seed: the chain's stateless int32[2] seed, e.g. `[1, 2]` (an int is
+      refused: it would make TFP draw a stateful seed).
+    name: a name for the kernel (stored in its parameters).
+
+  Returns:
+    A `tfp.mcmc.TransitionKernel` whose results are `StepSeededResults`.
+
+  #### Example
+
+  Two runs of 10 + 10 steps give the draws of one run of 20, bit for bit:
+
+  ```python
+  kernel = tfp_sgmcmc.StepSeeded(tfp_sgmcmc.SGLD(target, step_size=1e-4),
+                                 seed=[1, 2])
+  init = tf.zeros([d])
+  run = lambda n, state, results: tfp.mcmc.sample_chain(
+      n, state, kernel=kernel, previous_kernel_results=results,
+      trace_fn=None, return_final_kernel_results=True, seed=[0, 0])
+  once = run(20, init, kernel.bootstrap_results(init))
+  first = run(10, init, kernel.bootstrap_results(init))
+  second = run(10, first.all_states[-1], first.final_kernel_results)
+  np.testing.assert_array_equal(once.all_states[-1], second.all_states[-1])
+  ```
   """
 
   def __init__(self, inner_kernel, seed, name=None):
@@ -238,6 +266,19 @@ def save_chain(path, state, kernel_results, kernel=None):
   synced: a crash at any point leaves either the old checkpoint or the new
   one, never half a file. Temporaries left by killed writers of this host
   are removed; another live writer's never are.
+
+  Returns:
+    `path`, as a str.
+
+  #### Example
+
+  ```python
+  kernel = tfp_sgmcmc.StepSeeded(tfp_sgmcmc.SGLD(target, step_size=1e-4),
+                                 seed=[1, 2])
+  init = tf.zeros([d])
+  state, results = kernel.one_step(init, kernel.bootstrap_results(init))
+  tfp_sgmcmc.save_chain("chain.npz", state, results, kernel=kernel)
+  ```
   """
   if not isinstance(path, (str, bytes, os.PathLike)):
     raise TypeError(f"`path` must be a str or os.PathLike; got "
@@ -384,6 +425,35 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
   template's is known, e.g. the same number of chains); then the field
   paths (the results' types and fields, in order) must be the template's.
   Files written before format version 2 (no header) load with a warning.
+
+  Returns:
+    `(state, kernel_results)` as saved, as tensors in the templates'
+    structures: pass them to `tfp.mcmc.sample_chain(...,
+    previous_kernel_results=kernel_results)` to continue the chain.
+
+  Raises:
+    ValueError: the file is truncated or corrupt, or its tensors, fields,
+      kernel or seed are not the templates' (each named in the message).
+    FileNotFoundError: no file at `path`.
+
+  #### Example
+
+  Save a chain after one step and continue it from the file:
+
+  ```python
+  kernel = tfp_sgmcmc.StepSeeded(tfp_sgmcmc.SGLD(target, step_size=1e-4),
+                                 seed=[1, 2])
+  init = tf.zeros([d])
+  state, results = kernel.one_step(init, kernel.bootstrap_results(init))
+  tfp_sgmcmc.save_chain("chain.npz", state, results, kernel=kernel)
+
+  state, results = tfp_sgmcmc.load_chain(
+      "chain.npz", kernel.bootstrap_results(init), init, kernel=kernel)
+  samples = tfp.mcmc.sample_chain(5, state, kernel=kernel,
+                                  previous_kernel_results=results,
+                                  trace_fn=None, seed=[0, 0])
+  print(int(results.step))   # 1: the next step uses fold_in(seed, 1)
+  ```
   """
   if not isinstance(path, (str, bytes, os.PathLike)):
     raise TypeError(f"`path` must be a str or os.PathLike; got "

@@ -23,12 +23,30 @@ __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
 
 
 class UnhealthyChainWarning(UserWarning):
-  """A run that diverged, did not mix, or was rejected almost always."""
+  """Warned by `summarize`, `sample_moments` and the Keras callback when a
+  run diverged, heated up, did not mix, or was rejected almost always."""
 
 
 ChainHealth = collections.namedtuple("ChainHealth", [
     "num_draws", "num_chains", "divergences", "acceptance_rate",
     "step_size", "heating", "min_ess", "max_rhat", "problems"])
+ChainHealth.__doc__ = """What `summarize` returns.
+
+Attributes:
+  num_draws: the number of draws per chain.
+  num_chains: the number of chains.
+  divergences: per chain, the number of traced steps flagged `diverged`
+    (zeros without a trace).
+  acceptance_rate: per chain, the mean of the traced `is_accepted`, or None.
+  step_size: the last traced `step_size`, or None.
+  heating: per chain, the `heating` statistic of the traced `energy`, or
+    None.
+  min_ess: the smallest effective sample size over coordinates (summed over
+    chains); 0 when a draw is not finite.
+  max_rhat: the largest split R-hat over coordinates (1 for one chain; inf
+    when a draw is not finite).
+  problems: the thresholds crossed, as sentences; empty for a healthy run.
+"""
 
 
 def find_field(results, name):
@@ -36,6 +54,25 @@ def find_field(results, name):
 
   Descends through `inner_results` and `accepted_results` as TFP's
   adaptation kernels do.
+
+  Args:
+    results: kernel results (a namedtuple, possibly nested in wrappers'
+      results), a trace of them, or None.
+    name: the field's name, e.g. "step_size" or "diverged".
+
+  Returns:
+    The innermost field called `name`, or None where no level has it.
+
+  #### Example
+
+  ```python
+  kernel = tfp.mcmc.SimpleStepSizeAdaptation(
+      tfp_sgmcmc.SGHMC(target, step_size=0.01, friction=1.),
+      num_adaptation_steps=10)
+  results = kernel.bootstrap_results(tf.zeros([d]))
+  print(tfp_sgmcmc.diagnostics.find_field(results, "momentum"))
+  print(tfp_sgmcmc.diagnostics.find_field(results, "no_such_field"))  # None
+  ```
   """
   if results is None:
     return None
@@ -80,6 +117,21 @@ def energy_windows(energy, num_windows=HEATING_WINDOWS):
     energies, its median over the windows, so that a window where the chain
     blows up does not count); or None when the trace is too short for 4
     windows of 2.
+
+  #### Example
+
+  A cool chain's energy and one that heats up, each traced 400 steps:
+
+  ```python
+  rng = np.random.default_rng(0)
+  cool = 100. + rng.normal(size=(400, 1))
+  hot = cool + np.linspace(0., 300., 400)[:, None]
+  for trace in (cool, hot):
+    means, noise = tfp_sgmcmc.diagnostics.energy_windows(trace)
+    print(tfp_sgmcmc.diagnostics.heating(means, num_parameters=2,
+                                         noise=noise))
+  # about [-1] (cool) and [210] (hot, above HEATING_THRESHOLD = 8)
+  ```
   """
   energy = np.asarray(energy, np.float64)
   n = energy.shape[0]
@@ -136,6 +188,14 @@ def heating(means, num_parameters, reference=None, noise=None):
   Returns:
     z per chain (0 for chains with non-finite windows, which the
     divergence flags report instead).
+
+  #### Example
+
+  ```python
+  means = np.array([[10.], [10.2], [11.5], [40.]])   # 4 window means
+  print(tfp_sgmcmc.diagnostics.heating(means, num_parameters=2, noise=0.))
+  # [29.]: (40 - 10 - 1) / sqrt(1), far above HEATING_THRESHOLD = 8
+  ```
   """
   m = np.asarray(means, np.float64)
   with np.errstate(invalid="ignore", over="ignore"):
@@ -178,6 +238,28 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   sqrt(d/2) plus the minibatch noise of the windows. It catches chains that
   heat up while every value stays finite (a step size too large for SGHMC
   or SGNHT).
+
+  Returns:
+    A `ChainHealth(num_draws, num_chains, divergences, acceptance_rate,
+    step_size, heating, min_ess, max_rhat, problems)`: per chain the number
+    of diverged steps, the acceptance rate and `heating` (None where the
+    trace has no such field), the last step size, the smallest ESS and
+    largest split R-hat over coordinates, and `problems`, the list of
+    crossed thresholds (empty for a healthy run).
+
+  Raises:
+    ValueError: fewer than 2 draws, or a trace of another length.
+    TypeError: `trace` is not traced kernel results.
+
+  #### Example
+
+  ```python
+  run = tfp_sgmcmc.sample_chain_with_progress(
+      300, tf.zeros([4, d]), tfp_sgmcmc.SGLD(target, step_size=4e-3),
+      seed=[0, 1], num_burnin_steps=200, progress=False)
+  health = tfp_sgmcmc.summarize(run.all_states, run.trace)  # prints a table
+  print(health.max_rhat, health.problems)   # about 1.0, [] (healthy)
+  ```
   """
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]

@@ -33,6 +33,22 @@ Moments = collections.namedtuple(
     "Moments", ["mean", "variance", "num_draws", "final_state",
                 "final_kernel_results", "diverged", "num_diverged",
                 "heating"])
+Moments.__doc__ = """What `sample_moments` returns.
+
+Attributes:
+  mean: the mean of the draws per chain and coordinate, in the state's
+    structure; NaN for a diverged chain.
+  variance: their variance, likewise.
+  num_draws: the number of draws folded in (`num_steps`).
+  final_state: the chain's last state.
+  final_kernel_results: the kernel's last results (pass them back as
+    `previous_kernel_results` to continue).
+  diverged: per chain, True where the kernel flagged a divergence or the
+    moments are not finite.
+  num_diverged: the number of diverged chains.
+  heating: per chain, `tfp_sgmcmc.diagnostics.heating` of the energy over
+    16 windows of the run; None for a kernel without an `energy` field.
+"""
 
 
 def sample_moments(kernel, current_state, num_steps, seed,
@@ -68,6 +84,18 @@ def sample_moments(kernel, current_state, num_steps, seed,
   diverged. A chain whose energy heats up beyond `HEATING_THRESHOLD` while
   staying finite (e.g. SGHMC at too large a step size) is kept and warned
   about in the same way.
+
+  #### Example
+
+  The posterior mean of four chains, in memory that does not grow with the
+  number of steps:
+
+  ```python
+  moments = tfp_sgmcmc.sample_moments(
+      tfp_sgmcmc.SGLD(target, step_size=1e-3), tf.zeros([4, d]),
+      num_steps=500, seed=[0, 1], num_burnin_steps=100)
+  print(np.mean(moments.mean, axis=0))   # about [1, -1]
+  ```
   """
   if not isinstance(kernel, tfp.mcmc.TransitionKernel):
     raise TypeError(f"`kernel` must be a tfp.mcmc.TransitionKernel; got "
@@ -268,6 +296,15 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
 
 ChainRun = collections.namedtuple(
     "ChainRun", ["all_states", "trace", "final_kernel_results"])
+ChainRun.__doc__ = """What `sample_chain_with_progress` returns.
+
+Attributes:
+  all_states: the kept states, with a leading `num_results` axis.
+  trace: `trace_fn` of each kept step (None if `trace_fn` is None).
+  final_kernel_results: the last `StepSeededResults`; passed back to
+    `tfp.mcmc.sample_chain` with `StepSeeded(kernel, seed)`, or saved with
+    `save_chain`, they continue the chain bit for bit.
+"""
 
 
 def _default_trace(_, results):
@@ -351,6 +388,16 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
     leading `num_results` axis, the trace (None if `trace_fn` is None) and
     the final `StepSeeded` results, which continue the chain bit-identically
     when passed back to `tfp.mcmc.sample_chain` or saved (`save_chain`).
+
+  #### Example
+
+  ```python
+  run = tfp_sgmcmc.sample_chain_with_progress(
+      200, tf.zeros([4, d]), tfp_sgmcmc.SGLD(target, step_size=1e-3),
+      seed=[0, 1], num_burnin_steps=100, num_reports=4,
+      trace_fn=lambda _, r: r.energy)
+  print(run.all_states.shape, run.trace.shape)   # (200, 4, 2) (200, 4)
+  ```
   """
   num_results = _count("num_results", num_results, minimum=1)
   num_burnin_steps = _count("num_burnin_steps", num_burnin_steps)

@@ -47,6 +47,29 @@ class PolynomialDecay:
     a: scale, > 0.
     b: offset, >= 0 (with b = 0 the first step uses l = 1).
     gamma: decay exponent, in (0, 1].
+
+  Returns:
+    A schedule: `schedule(step_count, dtype=tf.float32)` returns h_l at
+    l = `step_count` (l + 1 when b = 0). Pass it as a kernel's `step_size`.
+
+  Raises:
+    TypeError: an argument is not a number.
+    ValueError: a, b or gamma outside its range.
+
+  #### Example
+
+  SGLD with a decreasing step size, and the step-size-weighted posterior
+  mean it calls for:
+
+  ```python
+  schedule = tfp_sgmcmc.PolynomialDecay(a=4e-3, b=100., gamma=0.55)
+  print(float(schedule(0)), float(schedule(900)))   # 3.2e-4, 9.0e-5
+  kernel = tfp_sgmcmc.SGLD(target, step_size=schedule)
+  samples, h = tf.function(lambda: tfp.mcmc.sample_chain(
+      500, tf.zeros([4, d]), kernel=kernel, num_burnin_steps=100,
+      trace_fn=lambda _, r: r.step_size, seed=[0, 1]), jit_compile=True)()
+  print(tfp_sgmcmc.step_size_weighted_mean(samples, h))   # per chain
+  ```
   """
 
   def __init__(self, a, b=0., gamma=0.55):
@@ -97,6 +120,31 @@ class CyclicalSchedule:
     num_cycles: M >= 1.
     exploration_fraction: beta in [0, 1), the fraction of each cycle without
       noise.
+
+  Returns:
+    A schedule: `schedule(k, dtype=tf.float32)` returns h_k;
+    `schedule.is_sampling(k)` is True in the sampling phase, and
+    `schedule.noise_scale(k)` (0 or 1) scales the injected noise's
+    temperature. Pass it as a kernel's `step_size`.
+
+  Raises:
+    TypeError: an argument is not a number (or not an integer).
+    ValueError: an argument outside its range, or more cycles than steps.
+
+  #### Example
+
+  Four cycles of 100 steps; keep the draws of the sampling phases (draw k
+  of a chain without burn-in was made at step count k):
+
+  ```python
+  schedule = tfp_sgmcmc.CyclicalSchedule(4e-3, num_steps=400, num_cycles=4)
+  kernel = tfp_sgmcmc.SGLD(target, step_size=schedule)
+  samples = tf.function(lambda: tfp.mcmc.sample_chain(
+      400, tf.zeros([d]), kernel=kernel, trace_fn=None, seed=[0, 1]),
+      jit_compile=True)()
+  kept = tf.boolean_mask(samples, schedule.is_sampling(tf.range(400)))
+  print(kept.shape)   # (200, 2)
+  ```
   """
 
   def __init__(self, initial_step_size, num_steps, num_cycles,
@@ -151,6 +199,20 @@ def step_size_weighted_mean(samples, step_sizes, axis=0):
     step_sizes: the h_l of each draw (shape [num_draws]), e.g. traced from
       the kernel results' `step_size`.
     axis: the draw axis of `samples`.
+
+  Returns:
+    The weighted mean, in the structure of `samples`, with `axis` reduced.
+
+  Raises:
+    ValueError: `step_sizes` does not hold one value per draw.
+
+  #### Example
+
+  ```python
+  samples = tf.constant([[0.], [1.], [2.]])   # 3 draws of one coordinate
+  h = tf.constant([3., 2., 1.])
+  print(tfp_sgmcmc.step_size_weighted_mean(samples, h))   # [0.6667]
+  ```
   """
   def weighted(x):
     x = tf.convert_to_tensor(x)

@@ -56,9 +56,9 @@ class WarmupReport(
     collections.namedtuple("WarmupReport", [
         "step_size", "variance", "momentum_distribution", "windows",
         "acceptance", "num_steps", "num_gradients", "seconds"])):
-  """What the warm-up tuned and how.
+  """What the warm-up tuned and how (`WarmupResult.report`).
 
-  Fields:
+  Attributes:
     step_size: the frozen step size (the dual-averaged value of the last
       window).
     variance: per state part, the estimated posterior variance of each
@@ -80,9 +80,14 @@ class WarmupReport(
 
 class WarmupResult(collections.namedtuple("WarmupResult",
                                           ["kernel", "state", "report"])):
-  """`kernel`: the tuned kernel (fixed step size, and mass where adapted);
-  `state`: the chain's state at the end of the warm-up (start sampling
-  there); `report`: a `WarmupReport`."""
+  """What `warm_up` returns.
+
+  Attributes:
+    kernel: the tuned kernel (fixed step size, and mass where adapted).
+    state: the chain's state at the end of the warm-up (start sampling
+      there).
+    report: a `WarmupReport`.
+  """
   __slots__ = ()
 
 
@@ -93,6 +98,31 @@ def warmup_windows(num_steps, initial_buffer=75, final_buffer=50,
 
   When `num_steps` is below initial_buffer + base_window + final_buffer the
   three are shrunk to 15% / 75% / 10% of it, as Stan does.
+
+  Args:
+    num_steps: the warm-up's length, an integer >= 20.
+    initial_buffer: steps of the first fast window (step size only).
+    final_buffer: steps of the last fast window (step size only, with the
+      mass frozen).
+    base_window: steps of the first slow window (step size and mass); each
+      next slow window is twice as long, the last one stretched to end
+      where the final buffer starts.
+
+  Returns:
+    A list of `(kind, steps)` pairs, `kind` "fast" or "slow", whose steps
+    sum to `num_steps`; windows of 0 steps are left out.
+
+  Raises:
+    ValueError: `num_steps` < 20.
+
+  #### Example
+
+  ```python
+  print(tfp_sgmcmc.warmup_windows(1000))
+  # [('fast', 75), ('slow', 25), ('slow', 50), ('slow', 100),
+  #  ('slow', 200), ('slow', 500), ('fast', 50)]
+  assert sum(n for _, n in tfp_sgmcmc.warmup_windows(1000)) == 1000
+  ```
   """
   if num_steps < 20:
     raise ValueError(f"`num_steps` of the warm-up must be >= 20 (a fast, a "

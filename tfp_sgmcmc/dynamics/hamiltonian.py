@@ -197,6 +197,24 @@ def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
     one (a different random stream: draws come from the distribution);
     wrapped in `DiagonalMassMatrixAdaptation(..., num_estimation_steps=n)`
     it is the distribution the adaptation replaces at step n.
+
+  #### Example
+
+  SGHMC with M^{-1} set to a guess of the posterior variance, which lets
+  one step size suit both coordinates:
+
+  ```python
+  init = tf.zeros([4, d])
+  momentum = tfp_sgmcmc.diagonal_momentum_distribution(
+      init, batch_ndims=1, inverse_mass=[5e-3, 5e-3])
+  print([r.shape for r in momentum.sample(seed=[0, 1])])   # [[4, 2]]
+  kernel = tfp_sgmcmc.SGHMC(target, step_size=0.3, friction=1.,
+                            momentum_distribution=momentum)
+  samples = tf.function(lambda: tfp.mcmc.sample_chain(
+      200, init, kernel=kernel, num_burnin_steps=100, trace_fn=None,
+      seed=[0, 1]), jit_compile=True)()
+  print(tf.reduce_mean(samples, [0, 1]))   # about [1, -1]
+  ```
   """
   parts = tf.nest.flatten(state)
   parts = [tf.convert_to_tensor(p) for p in parts]

@@ -31,7 +31,7 @@ class UncalibratedAMAGOLDResults(
         "momentum_distribution"])):
   """Results of one stochastic-leapfrog proposal (T inner steps).
 
-  Fields:
+  Attributes:
     momentum: r* = r_{T-1/2}, the momentum at the end of the proposal, in the
       structure of the state; the next proposal starts from it unless the
       momentum is resampled. It lives here so that a chain continues across

@@ -60,7 +60,7 @@ class AmortizedMetropolisHastingsResults(
         "seed", "target_log_prob"])):
   """Results of one amortized M-H step.
 
-  Fields:
+  Attributes:
     accepted_results: the inner kernel's results for the chain's state after
       this step (the proposal's if accepted, else the previous ones with the
       momentum negated); the next proposal starts from them.

@@ -30,7 +30,7 @@ class UncalibratedBarkerResults(
         "step_count", "diverged", "seed", "target_log_prob"])):
   """Results of one multi-step Barker proposal (T v-SGBD steps).
 
-  Fields:
+  Attributes:
     log_acceptance_correction: per chain,
       sum_t log q_t(x_{t+1} -> x_t) - log q_t(x_t -> x_{t+1}), each term on
       its step's minibatch; the M-H log ratio is U(theta) - U(theta*) + this.

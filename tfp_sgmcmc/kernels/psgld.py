@@ -22,7 +22,7 @@ class PreconditionedSGLDResults(
         "step_count", "diverged", "seed", "target_log_prob"])):
   """Results of one pSGLD step.
 
-  Fields:
+  Attributes:
     second_moment: V, the running average of the squared scaled gradient.
     preconditioner: G = 1 / (lambda + sqrt(V)) used by this step.
     energy, step_size, step_count, diverged, seed, target_log_prob: as for
@@ -57,10 +57,41 @@ class PreconditionedSGLD(base.StochasticGradientKernel):
   gradient or updated state is non-finite. Minibatch targets only (see
   `SGLD`).
 
+  Args:
+    target: a minibatch target (`InMemoryTarget`, `DatasetTarget`, ...)
+      giving U~ and grad U~ on a fresh minibatch per step; N in g_bar is
+      its `num_examples`. Give this or `target_log_prob_fn`, not both.
+    step_size: h, a positive float, one per part of a structured state
+      (a list), or a schedule (`PolynomialDecay`, `CyclicalSchedule`).
+    decay: alpha in [0, 1), the decay of the running average V.
+    regularizer: lambda > 0, added to sqrt(V) so that G stays bounded.
+    temperature: T > 0; 1 samples the posterior, T < 1 a cold posterior.
+    name: a name for the ops the kernel creates.
+    target_log_prob_fn: a full-batch log density (TFP's convention),
+      instead of `target`: the gradient is exact.
+    compute_energy: False skips the minibatch energy, which the update does
+      not use (minibatch targets only).
+    store_parameters_in_results: TFP's flag, set by TFP's step-size
+      adaptation kernels when they wrap this one.
+
+  Returns:
+    A `tfp.mcmc.TransitionKernel`: `one_step(state, results, seed)` returns
+    the new state and `PreconditionedSGLDResults`.
+
+  Raises:
+    ValueError: a step size, decay, regularizer, temperature or target that
+      cannot work, named with the value received.
+
   #### Example
 
   ```python
   kernel = tfp_sgmcmc.PreconditionedSGLD(target, step_size=1e-3, decay=0.99)
+  samples, g = tf.function(lambda: tfp.mcmc.sample_chain(
+      300, tf.zeros([4, d]), kernel=kernel, num_burnin_steps=100,
+      trace_fn=lambda _, r: r.preconditioner, seed=[0, 1]),
+      jit_compile=True)()
+  print(tf.reduce_mean(samples, [0, 1]))   # about [1, -1]
+  print(g[-1, 0])                          # G per coordinate, chain 0
   ```
 
   #### References

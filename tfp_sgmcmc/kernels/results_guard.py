@@ -29,10 +29,11 @@ __all__ = ["StepSizeFromResultsWarning", "record_results",
 
 
 class StepSizeFromResultsWarning(UserWarning):
-  """`one_step` was given results whose `step_size` differs from the
-  kernel's own `step_size`: the step uses the kernel's value (as TFP's HMC
-  does outside an adaptation kernel), e.g. not a step size adapted
-  earlier."""
+  """Raised as a warning when `one_step` (or `check_kernel_results`) is
+  given results whose `step_size` differs from the kernel's own
+  `step_size`: the step uses the kernel's value (as TFP's HMC does outside
+  an adaptation kernel), e.g. not a step size adapted earlier; set the
+  results' with `with_step_size`."""
 
 
 class _Known:
@@ -246,7 +247,41 @@ def check_kernel_results(kernel, current_state, kernel_results,
     results' (e.g. an adapted one).
 
   It costs one full-data energy evaluation per cached field (none for
-  minibatch kernels). Returns nothing.
+  minibatch kernels). Inside a `tf.function` it does nothing.
+
+  Args:
+    kernel: the kernel (or stack of wrappers) that will continue the chain.
+    current_state: the state the chain continues from.
+    kernel_results: the results to continue with, e.g. a previous run's
+      `final_kernel_results` or `load_chain`'s.
+    argument: the name the messages give `kernel_results` (e.g.
+      "previous_kernel_results").
+
+  Returns:
+    None.
+
+  Raises:
+    ValueError: a cached, target-dependent value in the results is not the
+      kernel's target's at `current_state`.
+
+  #### Example
+
+  Results whose step size is not the kernel's are reported before a
+  compiled run uses the kernel's:
+
+  ```python
+  import warnings
+  kernel = tfp_sgmcmc.SGLD(target, step_size=1e-3)
+  init = tf.zeros([d])
+  state, results = kernel.one_step(init, kernel.bootstrap_results(init),
+                                   seed=[0, 1])
+  tfp_sgmcmc.check_kernel_results(kernel, state, results)   # silent
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    tfp_sgmcmc.check_kernel_results(kernel.copy(step_size=1e-4), state,
+                                    results)
+  print(caught[0].category.__name__)   # StepSizeFromResultsWarning
+  ```
   """
   if not tf.executing_eagerly():
     return
@@ -284,6 +319,35 @@ def with_step_size(kernel_results, step_size):
 
       kernel = kernel.copy(step_size=0.05)          # or rebuild it
       results = tfp_sgmcmc.with_step_size(results, 0.05)
+
+  Args:
+    kernel_results: the (possibly nested) kernel results.
+    step_size: the new step size: a value (not a schedule), or a list with
+      one per state part.
+
+  Returns:
+    `kernel_results` with every `step_size` field replaced, in the same
+    structure.
+
+  Raises:
+    TypeError: `step_size` is a schedule.
+    ValueError: no `step_size` field in the results, or a list of step
+      sizes whose length is not the number of state parts.
+
+  #### Example
+
+  ```python
+  kernel = tfp_sgmcmc.SGLD(target, step_size=1e-3)
+  init = tf.zeros([d])
+  state, results = kernel.one_step(init, kernel.bootstrap_results(init),
+                                   seed=[0, 1])
+  kernel = kernel.copy(step_size=4e-3)
+  results = tfp_sgmcmc.with_step_size(results, 4e-3)
+  samples = tfp.mcmc.sample_chain(5, state, kernel=kernel,
+                                  previous_kernel_results=results,
+                                  trace_fn=None, seed=[0, 2])
+  print(float(results.step_size))   # 0.004
+  ```
   """
   arguments.check_step_size(step_size)
   if arguments.is_schedule(step_size):

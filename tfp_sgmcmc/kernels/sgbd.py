@@ -26,7 +26,7 @@ class SGBDResults(
         "seed", "target_log_prob"])):
   """Results of one SGBD step.
 
-  Fields:
+  Attributes:
     noise_std: c-SGBD's online estimate tau-hat of the standard deviation of
       the (N/n-scaled) minibatch gradient estimator, per coordinate, in the
       structure of the state, after this step's update (the value this step

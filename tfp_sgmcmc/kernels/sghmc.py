@@ -26,7 +26,7 @@ class SGHMCResults(
         "seed", "target_log_prob", "momentum_distribution"])):
   """Results of one SGHMC step.
 
-  Fields:
+  Attributes:
     momentum: r after the step, in the structure of the state. It lives here
       so that a chain continues across `sample_chain` calls
       (`previous_kernel_results=`).
@@ -300,6 +300,37 @@ class NaiveSGHMC(SGHMC):
   theta' = theta + h M^{-1} r'). Its stationary distribution is not the
   target: the gradient noise heats the chain (Chen et al. 2014, Corollary
   3.1). Provided for the papers' comparisons; use `SGHMC` to sample.
+
+  Args:
+    target: a `tfp_sgmcmc` target giving (minibatch) gradients; or None
+      with `target_log_prob_fn`.
+    step_size: h > 0: a scalar, a tensor broadcastable against each state
+      part, a list with one per part, or a schedule `step_count -> h`.
+    momentum_resampling_period: None (draw the momentum at the first step
+      only) or m >= 1 (redraw it every m steps).
+    name: name scope of the kernel's ops.
+    target_log_prob_fn: a full-batch log density (TFP's convention), in
+      place of `target`.
+    compute_energy: False to skip the energy that is only reported.
+    store_parameters_in_results: True when a TFP adaptation kernel wraps
+      this one (they set it).
+    momentum_distribution: the mass matrix N(0, M), as for `SGHMC`; None
+      (the default): M = I.
+
+  Returns:
+    A `tfp.mcmc.TransitionKernel` (an `SGHMC` with friction 0, no noise
+    injected and the Euler integrator) whose results are `SGHMCResults`.
+
+  #### Example
+
+  ```python
+  kernel = tfp_sgmcmc.NaiveSGHMC(target, step_size=0.01,
+                                 momentum_resampling_period=50)
+  samples, energy = tf.function(lambda: tfp.mcmc.sample_chain(
+      300, tf.zeros([4, d]), kernel=kernel,
+      trace_fn=lambda _, r: r.energy, seed=[0, 1]), jit_compile=True)()
+  print(samples.shape, energy.shape)   # (300, 4, 2) (300, 4)
+  ```
   """
 
   def __init__(self, target=None, step_size=None,

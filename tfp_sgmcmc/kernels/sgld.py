@@ -24,7 +24,7 @@ class SGLDResults(
         "log_acceptance_correction"])):
   """Results of one SGLD step.
 
-  Fields:
+  Attributes:
     energy: minibatch estimate U~ at the position where this step's gradient
       was evaluated (the previous state), one value per chain; NaN (not
       computed) for a kernel built with `compute_energy=False`.

@@ -24,14 +24,14 @@ class SGNHTResults(
         "diverged", "seed", "target_log_prob", "momentum_distribution"])):
   """Results of one SGNHT step.
 
-  Fields:
+  Attributes:
     momentum: r after the step (structure of the state).
     thermostat: xi after the step, one per chain: the adaptive friction.
     energy: minibatch estimate U~ where the gradient was evaluated; NaN
       (not computed) for a kernel built with `compute_energy=False`.
-    step_size, step_count, diverged, seed, target_log_prob,
-      momentum_distribution: as for `SGHMCResults` (`target_log_prob` NaN
-      with `compute_energy=False`).
+    step_size, step_count, diverged, seed: as for `SGHMCResults`.
+    target_log_prob, momentum_distribution: as for `SGHMCResults`
+      (`target_log_prob` NaN with `compute_energy=False`).
   """
   __slots__ = ()
 

@@ -26,7 +26,7 @@ class SGNUTSResults(
         "target_log_prob"])):
   """Results of one SG-NUTS iteration.
 
-  Fields:
+  Attributes:
     energy: minibatch energy U~ of the previous state (the trajectory's
       starting point).
     step_size: eps used by this iteration.
@@ -103,14 +103,45 @@ class SGNUTS(base.StochasticGradientKernel):
     internal sub-subtree, so a trajectory can occasionally be one doubling
     longer than exact NUTS's.
 
+  Args:
+    target: a `tfp_sgmcmc` target giving minibatch energies and gradients;
+      or None with `target_log_prob_fn`.
+    step_size: eps > 0: a scalar, a list with one per state part, or a
+      schedule `step_count -> eps`.
+    friction: C > 0 (required); keep it small, just above `noise_estimate`
+      (see above).
+    noise_estimate: B-hat >= 0, the estimated gradient-noise variance
+      term; C T >= B-hat is required (the injected variance is
+      2 (C T - B-hat) eps).
+    max_tree_depth: the most doublings per iteration, an integer in
+      [1, 12] (at most 2^max_tree_depth - 1 gradients).
+    weighting: `"energy"` (weights exp(-H / T)) or `"uniform"` (every
+      point of a subtree equally likely).
+    temperature: T > 0; the chain samples exp(-U / T).
+    name: name scope of the kernel's ops.
+    target_log_prob_fn: a full-batch log density (TFP's convention), in
+      place of `target`.
+    store_parameters_in_results: True when a TFP adaptation kernel wraps
+      this one (they set it): the step size is read from the results.
+
+  Returns:
+    A `tfp.mcmc.TransitionKernel` whose results are `SGNUTSResults`; each
+    `one_step` is one trajectory (one iteration).
+
+  Raises:
+    TypeError: no `friction`.
+    ValueError: a step size, friction, noise estimate, temperature, tree
+      depth or weighting out of range, named with the value received.
+
   #### Example
 
   ```python
-  kernel = tfp_sgmcmc.SGNUTS(target, step_size=0.1, friction=1.,
-                             max_tree_depth=6)
+  kernel = tfp_sgmcmc.SGNUTS(target, step_size=0.01, friction=1.,
+                             max_tree_depth=5)
   samples, depth = tfp.mcmc.sample_chain(
-      1000, tf.zeros([4, 2]), kernel=kernel,
+      10, tf.zeros([4, d]), kernel=kernel,
       trace_fn=lambda _, r: r.tree_depth, seed=[0, 1])
+  print(depth[-1])   # doublings per chain in the last iteration
   ```
 
   #### References

@@ -26,7 +26,9 @@ __all__ = ["TargetCapabilityError", "MinibatchTarget",
 
 
 class TargetCapabilityError(TypeError):
-  """Raised when a kernel asks a target for something it cannot provide."""
+  """Raised when a kernel asks a target for something it cannot provide
+  (e.g. the exact energy of a target without one, or the gradient noise of
+  one without per-example gradients)."""
 
 
 class MinibatchTarget:
@@ -38,6 +40,43 @@ class MinibatchTarget:
   gradient comes from `energy_and_gradient` (automatic differentiation of
   `minibatch_energy` unless a target overrides it); `check_state` and
   `check_functions` are the checks a kernel runs once, at bootstrap.
+
+  Subclass it for a posterior the ready-made targets do not cover: override
+  `minibatch_energy` (and `energy` where the exact U is available).
+
+  Args:
+    num_examples: N, the number of examples in the full data set (1 for a
+      target without data).
+    log_prior_fn: `log_prior_fn(state)`, the log prior per chain, or None
+      (a flat prior); a subclass's energies add it where they need it.
+    parameter_shapes: the per-chain shapes of the state's parts (one shape,
+      e.g. `[3]`, or a list of shapes for a list state), checked against
+      the state at bootstrap; None checks nothing.
+
+  #### Example
+
+  A unit Gaussian whose minibatch energy carries noise chosen by the seed,
+  so its gradient is grad U + N(0, I):
+
+  ```python
+  class NoisyGaussian(tfp_sgmcmc.MinibatchTarget):
+
+    def __init__(self):
+      super().__init__(num_examples=1)
+
+    def minibatch_energy(self, state, seed):
+      noise = tf.random.stateless_normal(tf.shape(state), seed)
+      return tf.reduce_sum(0.5 * state**2 + noise * state, -1)
+
+    def energy(self, state):
+      return tf.reduce_sum(0.5 * state**2, -1)
+
+  kernel = tfp_sgmcmc.SGLD(NoisyGaussian(), step_size=0.01)
+  samples = tf.function(lambda: tfp.mcmc.sample_chain(
+      500, tf.zeros([8, 2]), kernel=kernel, num_burnin_steps=100,
+      trace_fn=None, seed=[0, 1]), jit_compile=True)()
+  print(tf.math.reduce_variance(samples, [0, 1]))   # about 1
+  ```
   """
 
   def __init__(self, num_examples, log_prior_fn=None, parameter_shapes=None):

@@ -33,6 +33,31 @@ class DatasetTarget(DataLikelihoodTarget):
   shuffling does. Works eagerly and inside `tf.function` without XLA; under
   `jit_compile=True` drawing a batch raises a `ValueError` at trace time
   (XLA cannot compile a tf.data iterator; use `InMemoryTarget` there).
+
+  Returns:
+    A `MinibatchTarget`: the minibatch energy is
+    U~(theta) = -log p(theta) - (N / n) sum_{i in batch} log p(x_i | theta)
+    on the dataset's next batch of n examples.
+
+  Raises:
+    TypeError: `dataset` is not a `tf.data.Dataset`.
+    ValueError: `num_examples` is not a positive integer, `dataset` is
+      empty or unbatched, or `full_dataset` does not cover N examples.
+
+  #### Example
+
+  ```python
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(
+      1024, seed=0).batch(32)
+  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(256)
+  streamed = tfp_sgmcmc.DatasetTarget(log_likelihood, batches,
+                                      num_examples=1024, log_prior_fn=prior,
+                                      full_dataset=full)
+  print(float(streamed.energy(tf.zeros([d]))))   # exact U, from `full`
+  samples = tfp.mcmc.sample_chain(
+      20, tf.zeros([d]), kernel=tfp_sgmcmc.SGLD(streamed, step_size=4e-3),
+      trace_fn=None, seed=[0, 1])   # eager: a tf.data iterator
+  ```
   """
 
   def __init__(self, log_likelihood_fn, dataset, num_examples,

@@ -181,6 +181,27 @@ class LogProbFnTarget(MinibatchTarget):
       chain (TFP's convention: one positional argument per state part,
       keyword arguments for a dict state).
     base_target: None, or the `tfp_sgmcmc` target `fn` was built on.
+
+  Returns:
+    A `MinibatchTarget`; kernels given `target_log_prob_fn=fn` build one
+    themselves.
+
+  Raises:
+    TypeError: `target_log_prob_fn` is not callable, or `base_target` is
+      not a `tfp_sgmcmc` target.
+
+  #### Example
+
+  A full-batch target from a TFP distribution's `log_prob`: the energy and
+  its gradient are exact.
+
+  ```python
+  posterior = tfd.MultivariateNormalDiag(loc=[1., -1.], scale_diag=[.5, 2.])
+  exact = tfp_sgmcmc.LogProbFnTarget(posterior.log_prob)
+  print(exact.energy(tf.constant([1., -1.])))   # -log_prob at the mean
+  energy, gradient = exact.energy_and_gradient(tf.zeros([2]), seed=[0, 1])
+  print(gradient)   # [-4, 0.25]: grad U = -grad log_prob, no noise
+  ```
   """
 
   def __init__(self, target_log_prob_fn, base_target=None):

@@ -75,6 +75,27 @@ def write_tfrecord_shards(data, directory, num_shards, record_size=1,
 
   Returns:
     The path of `layout.json`, which `TFRecordTarget` reads.
+
+  Raises:
+    ValueError: `num_shards` or `record_size` < 1, or a chunk that does not
+      fit the layout (its length not a multiple of `record_size`).
+
+  #### Example
+
+  Data streamed in two chunks, into 4 shards of 32-example records (the
+  example writes into the current folder). Chunks come from an iterator
+  (here a generator): a list or tuple is read as one data structure.
+
+  ```python
+  chunks = ((x[i:i + 512], y[i:i + 512]) for i in (0, 512))
+  layout = tfp_sgmcmc.write_tfrecord_shards(chunks, "shards", num_shards=4,
+                                            record_size=32, shuffle_seed=0)
+  print(layout)   # shards/layout.json
+  streamed = tfp_sgmcmc.TFRecordTarget(log_likelihood, layout,
+                                       records_per_batch=1,
+                                       log_prior_fn=prior)
+  print(streamed.num_examples)   # 1024
+  ```
   """
   if int(num_shards) < 1 or int(record_size) < 1:
     raise ValueError(f"`num_shards` and `record_size` must be >= 1; got "

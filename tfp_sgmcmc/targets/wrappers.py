@@ -180,6 +180,35 @@ class TemperedTarget(_OnBaseTarget):
   warm one. Kernels whose `temperature` argument cannot be expressed through
   their injected noise (the exact AMAGOLD and amortized Barker, and SGBD)
   sample `TemperedTarget(target, temperature)`.
+
+      U_T(theta) = U(theta) / T,   grad U_T = grad U / T.
+
+  Args:
+    target: the `tfp_sgmcmc` target to temper (any `MinibatchTarget`).
+    temperature: T, a finite number > 0.
+
+  Returns:
+    A `MinibatchTarget` with the same data, batches and exact energy
+    (where `target` has one) as `target`, every energy divided by T.
+
+  Raises:
+    TypeError: `temperature` is not a number.
+    ValueError: `temperature` is not finite and > 0.
+
+  #### Example
+
+  A cold posterior (T = 0.1) for the exact AMAGOLD, which has no
+  `temperature` argument of its own:
+
+  ```python
+  cold = tfp_sgmcmc.TemperedTarget(target, temperature=0.1)
+  print(float(cold.energy(tf.zeros([d]))),
+        float(target.energy(tf.zeros([d]))))   # the first is 10x the second
+  kernel = tfp_sgmcmc.AMAGOLD(cold, step_size=1e-3, num_leapfrog_steps=5,
+                              friction=1.)
+  samples = tfp.mcmc.sample_chain(3, tf.zeros([d]), kernel=kernel,
+                                  trace_fn=None, seed=[0, 1])
+  ```
   """
 
   def __init__(self, target, temperature):
@@ -242,8 +271,33 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
     initial_state: starting point (one chain or several).
     num_steps: Adam steps.
     learning_rate: Adam's step size.
-    full_batch: force full-batch (True) or minibatch (False) gradients.
-    seed: stateless seed for minibatches.
+    full_batch: force full-batch (True) or minibatch (False) gradients;
+      None (default) uses full-batch gradients where the target has an
+      exact energy (`has_exact_energy`).
+    seed: stateless int32[2] seed for the minibatches.
+
+  Each step is Adam's (beta1 = 0.9, beta2 = 0.999, eps = 1e-8):
+
+      m_t = beta1 m_{t-1} + (1 - beta1) g_t,  v_t = beta2 v_{t-1} +
+      (1 - beta2) g_t^2,
+      theta_t = theta_{t-1} - lr (m_t / (1 - beta1^t)) /
+                (sqrt(v_t / (1 - beta2^t)) + eps),   g_t = grad U(theta_{t-1}).
+
+  Returns:
+    theta_hat, in the structure of `initial_state`.
+
+  Raises:
+    ValueError: `full_batch=True` on a target without an exact energy, a
+      bad `num_steps` or `learning_rate`, or (eagerly) a search that
+      became non-finite.
+
+  #### Example
+
+  ```python
+  mode = tfp_sgmcmc.find_mode(target, tf.zeros([d]), num_steps=300,
+                              learning_rate=0.05)
+  print(mode.numpy())   # about [1, -1]
+  ```
   """
   check_target(target)
   arguments.check_positive("learning_rate", learning_rate)
