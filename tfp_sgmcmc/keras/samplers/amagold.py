@@ -21,8 +21,8 @@ class AMAGOLD(base.SamplerOptimizer):
   every T steps.
 
   The steps are those of `tfp_sgmcmc.AMAGOLD.one_step`, one gradient at a
-  time, with the seeds derived as the kernel derives them from the outer
-  step's seed:
+  time (grad U~ = N grad(batch mean of the loss) - grad log p(theta)), with
+  the seeds derived as the kernel derives them from the outer step's seed:
 
       start     `dynamics.amagold.proposal_start`: r (redrawn if
                 `resample_momentum`), theta_0 = theta + 1/2 eps sigma^-2 r
@@ -59,7 +59,23 @@ class AMAGOLD(base.SamplerOptimizer):
     resample_momentum: True (reversible) or False (skew-reversible).
     acceptance_energy: "exact" (full-data U, exact chain) or "minibatch"
       (Section 5.2, approximate).
-    seed, name: see `SamplerOptimizer`. The temperature is 1.
+    seed, name, **kwargs: see `SamplerOptimizer`. The temperature is 1.
+
+  #### Example
+
+  The callback needs the training set for the test's energy U:
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampler = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=8, friction=1.)
+  sampling = sgk.SamplingCallback(sampler, num_examples=len(x), prior=1.,
+                                  energy_data=(x, y))
+  history = model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling],
+                      verbose=0)
+  print(history.history["accept_rate"])  # per epoch, of its 4 M-H tests
+  ```
   """
 
   _uses_momentum = True
