@@ -33,6 +33,13 @@ class AMAGOLD(base.SamplerOptimizer):
                 `dynamics.acceptance.momentum_after_test` (r* if accepted,
                 else the previous momentum negated)
 
+  The test accepts with probability min(1, exp(U(theta) - U(theta*) + rho));
+  in Appendix F's units (v = eps sigma^-2 r, b = eps beta, h = eps^2
+  sigma^-2) each train step is
+
+      v' = ((1 - b) v - h grad U~ + 2 sqrt(b h) xi) / (1 + b),
+      theta' = theta + v',   rho += 1/2 grad U~^T (v + v').
+
   `SamplingCallback` computes U(theta*) (exactly, over the data set it was
   given, in batches; or on one minibatch for both states,
   `acceptance_energy="minibatch"`) and calls `metropolis_hastings`. With
