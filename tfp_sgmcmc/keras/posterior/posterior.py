@@ -56,7 +56,7 @@ def _call_kwargs(model):
 class Posterior:
   """Posterior samples of a Keras model's weights.
 
-  `SamplingCallback` makes one; each argument is kept as its attribute.
+  Each argument is an attribute (`predictive` gives `predictive_name`).
 
   Args:
     samples: list, per trainable variable, of arrays [num_samples, ...].
