@@ -42,7 +42,10 @@ SLOW = {
     "ShardedTarget": "a chain through tf.distribute",
 }
 # qualified name -> why it cannot run as a single-process example.
-NOT_RUNNABLE = {}
+NOT_RUNNABLE = {
+    "enable_keras_multi_worker_fit": "it needs one process per worker of a "
+                                     "TF_CONFIG cluster",
+}
 
 PRELUDE = """
 import numpy as np, tensorflow as tf, tensorflow_probability as tfp

@@ -82,6 +82,22 @@ class NegativeLogLikelihood(keras.losses.Loss):
     event_ndims: how many trailing axes of `fn`'s values belong to one
       example (summed); 0 (default): `fn` returns one value per example.
     name: the loss name.
+
+  #### Example
+
+  A logistic regression's likelihood written out:
+
+  ```python
+  def bernoulli_nll(y, logits):  # -log p(y | x, theta), one value per example
+    return -tfd.Bernoulli(logits=logits[:, 0]).log_prob(tf.reshape(y, [-1]))
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd", loss=sgk.NegativeLogLikelihood(
+      bernoulli_nll, predictive="sigmoid"))
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4), num_examples=len(x),
+                                  prior=1.)
+  model.fit(x, y, batch_size=32, epochs=1, callbacks=[sampling], verbose=0)
+  print(sampling.predict(x[:3]))  # [3, 1]: the averaged p(y = 1 | x)
+  ```
   """
 
   def __init__(self, fn=None, predictive="identity", event_ndims=0,
@@ -135,6 +151,21 @@ class GaussianNegativeLogLikelihood(NegativeLogLikelihood):
   Args:
     scale: the observation noise standard deviation sigma, > 0.
     name: the loss name.
+
+  #### Example
+
+  A linear regression with noise scale 0.5:
+
+  ```python
+  t = (x @ [1., -1.] + 0.5 * np.random.normal(size=len(x))).astype("float32")
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd", loss=sgk.GaussianNegativeLogLikelihood(0.5))
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4), num_examples=len(x),
+                                  prior=1., thinning=8)
+  model.fit(x, t, batch_size=32, epochs=1, callbacks=[sampling], verbose=0)
+  prediction = sampling.posterior.predict_mean_and_variance(x[:3])
+  print(prediction.mean, prediction.stddev)  # stddev >= the noise scale 0.5
+  ```
   """
 
   def __init__(self, scale=1., name=None):
@@ -218,10 +249,36 @@ def _function_kwargs(loss):
 def resolve_likelihood(loss, model=None):
   """The `Likelihood` of a compiled loss, or a ValueError saying why not.
 
+  `SamplingCallback` calls it when `fit` starts; call it to check a loss
+  beforehand.
+
   Args:
     loss: what was passed to `model.compile(loss=...)`.
     model: the model, to check the number of output units of a binary
       cross-entropy.
+
+  Returns:
+    A `Likelihood`: `batch_nll(y_true, y_pred)`, the batch's -sum log p,
+    and `predictive` / `predictive_name`, how an output becomes the
+    averaged quantity ("softmax", "sigmoid", "identity" or "custom").
+
+  Raises:
+    ValueError: the loss is not a mean-reduced negative log-likelihood
+      (docs/keras_refusals.md lists them), saying which loss to use.
+
+  #### Example
+
+  ```python
+  likelihood = sgk.resolve_likelihood(
+      keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  print(likelihood.predictive_name)              # softmax
+  logits = tf.constant([[2., 0.], [0., 1.]])
+  print(likelihood.batch_nll(tf.constant([0, 1]), logits))  # -sum log p
+  try:
+    sgk.resolve_likelihood("mse")                # refused: say the noise scale
+  except ValueError as error:
+    print(error)
+  ```
   """
   if loss is None:
     raise ValueError("the model has no loss: compile it with a "

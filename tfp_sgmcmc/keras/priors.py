@@ -36,6 +36,19 @@ class GaussianPrior:
     scale: s > 0.
     scale_by_fan_in: divide the scale of kernels by sqrt(fan_in).
     bias_scale: the scale of rank-0/1 variables when `scale_by_fan_in`.
+
+  #### Example
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(8),
+                            keras.layers.Dense(1)])
+  prior = sgk.GaussianPrior(1., scale_by_fan_in=True, bias_scale=10.)
+  print(prior.scale_of((8, 1)), prior.scale_of((1,)))  # 1/sqrt(8), 10.0
+  print(float(prior(model.trainable_variables)))       # log p(theta)
+  print(prior.l2_coefficients([(2, 8)], num_examples=len(x)))  # the MAP's L2
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4), num_examples=len(x),
+                                  prior=prior)
+  ```
   """
 
   def __init__(self, scale, scale_by_fan_in=False, bias_scale=None):
@@ -93,6 +106,23 @@ class FlatPrior:
   The posterior is then the normalised likelihood, which must be integrable
   (true for a logistic regression on separable-free data, false for most
   neural networks, whose likelihood is flat along many directions).
+
+  Args:
+    weights: (of a call; the constructor takes none) the list of trainable
+      weights, ignored: the value is 0.
+
+  #### Example
+
+  A logistic regression on data that are not separable:
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4), num_examples=len(x),
+                                  prior=sgk.FlatPrior())  # log p = 0
+  model.fit(x, y, batch_size=32, epochs=1, callbacks=[sampling], verbose=0)
+  ```
   """
 
   def __call__(self, weights):

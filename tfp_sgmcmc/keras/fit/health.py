@@ -28,7 +28,12 @@ def _at_least_float32(x):
 
 class SamplerDivergenceError(RuntimeError):
   """Raised by `SamplingCallback(on_divergence="raise")` when the chain's
-  state or loss becomes non-finite (or exceeds `max_abs_weight`)."""
+  state or loss becomes non-finite (or exceeds `max_abs_weight`), and when
+  a callback whose chain diverged is used for another `fit`.
+
+  Args:
+    message: the reason: what became non-finite or too large, and when.
+  """
 
 
 class HealthCheck:

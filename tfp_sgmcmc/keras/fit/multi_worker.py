@@ -35,7 +35,30 @@ def enable_keras_multi_worker_fit():
   """Makes Keras 3's TensorFlow trainer run `fit` across worker processes.
 
   Idempotent. Affects only strategies in multi-worker mode; every other
-  strategy takes Keras' own code path.
+  strategy takes Keras' own code path. It takes no arguments and returns
+  None; call it in every worker, before `fit`.
+
+  #### Example
+
+  Each worker runs this after the usual imports and data (docs/keras.md
+  has the whole script):
+
+  ```python
+  import json, os, sys
+  i = int(sys.argv[1])  # this worker's index
+  os.environ["TF_CONFIG"] = json.dumps({
+      "cluster": {"worker": ["host0:12345", "host1:12345"]},
+      "task": {"type": "worker", "index": i}})
+  strategy = tf.distribute.MultiWorkerMirroredStrategy()
+  sgk.enable_keras_multi_worker_fit()
+  with strategy.scope():
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd",
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4, seed=5),
+                                  num_examples=len(x), prior=1.)
+  model.fit(x, y, batch_size=64, epochs=2, callbacks=[sampling])
+  ```
   """
   if _PATCHED:
     return

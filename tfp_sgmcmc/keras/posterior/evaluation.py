@@ -65,7 +65,23 @@ def _as_labels(labels, num_classes, n):
 
 
 def predictive_entropy(probs):
-  """-sum_c p_c log p_c per input (nats; 0 log 0 = 0): [n]."""
+  """The predictive entropy -sum_c p_c log p_c of each input, in nats.
+
+  Args:
+    probs: class probabilities [n, k] (rows summing to 1), or a binary
+      classifier's p(y = 1), [n] or [n, 1]; not logits (a ValueError).
+
+  Returns:
+    A numpy array [n] (0 log 0 counts as 0).
+
+  #### Example
+
+  ```python
+  probs = np.array([[0.5, 0.5], [1., 0.]])
+  print(sgk.predictive_entropy(probs))      # [log 2, 0] = [0.693, 0.]
+  print(sgk.predictive_entropy([0.5, 1.]))  # binary p(y = 1): the same
+  ```
+  """
   p = _as_probabilities(probs)
   with np.errstate(divide="ignore", invalid="ignore"):
     terms = np.where(p > 0., -p * np.log(p), 0.)
@@ -73,7 +89,25 @@ def predictive_entropy(probs):
 
 
 def negative_log_likelihood(probs, labels, eps=1e-12):
-  """Mean -log p(y_i) over inputs (p clipped below at `eps`)."""
+  """The mean over inputs of -log p(y_i), p the probability of the label.
+
+  Args:
+    probs: class probabilities [n, k] (rows summing to 1), or a binary
+      classifier's p(y = 1), [n] or [n, 1]; not logits (a ValueError).
+    labels: integer classes [n] in [0, k), or one-hot [n, k].
+    eps: probabilities are clipped below at `eps`, so that a label given
+      probability 0 costs -log(eps) rather than infinity.
+
+  Returns:
+    A float.
+
+  #### Example
+
+  ```python
+  probs = np.array([[0.9, 0.1], [0.2, 0.8]])
+  print(sgk.negative_log_likelihood(probs, [0, 1]))  # -(log .9 + log .8) / 2
+  ```
+  """
   p = _as_probabilities(probs)
   y = _as_labels(labels, p.shape[1], p.shape[0])
   picked = p[np.arange(len(y)), y]
@@ -81,16 +115,55 @@ def negative_log_likelihood(probs, labels, eps=1e-12):
 
 
 def accuracy(probs, labels):
-  """Fraction of inputs whose most probable class is the label."""
+  """The fraction of inputs whose most probable class is the label.
+
+  Args:
+    probs: class probabilities [n, k] (rows summing to 1), or a binary
+      classifier's p(y = 1), [n] or [n, 1]; not logits (a ValueError).
+    labels: integer classes [n] in [0, k), or one-hot [n, k].
+
+  Returns:
+    A float in [0, 1].
+
+  #### Example
+
+  ```python
+  print(sgk.accuracy([[0.9, 0.1], [0.6, 0.4]], [0, 1]))  # 0.5
+  print(sgk.accuracy([0.2, 0.7], [0, 1]))  # binary p(y = 1): 1.0
+  ```
+  """
   p = _as_probabilities(probs)
   y = _as_labels(labels, p.shape[1], p.shape[0])
   return float(np.mean(np.argmax(p, axis=1) == y))
 
 
 def expected_calibration_error(probs, labels, num_bins=15):
-  """sum_b (n_b / n) |accuracy_b - confidence_b| over `num_bins` equal-width
-  bins of the top-class confidence (bin b holds confidences in
-  (b/B, (b+1)/B]; a confidence of 0 falls in the first)."""
+  """The expected calibration error (Guo et al. 2017),
+
+      ECE = sum_b (n_b / n) |accuracy_b - confidence_b|,
+
+  over B = `num_bins` equal-width bins of the top-class confidence (bin b
+  holds the n_b inputs with confidences in (b/B, (b+1)/B]; a confidence of
+  0 falls in the first), accuracy_b and confidence_b their means.
+
+  Args:
+    probs: class probabilities [n, k] (rows summing to 1), or a binary
+      classifier's p(y = 1), [n] or [n, 1]; not logits (a ValueError).
+    labels: integer classes [n] in [0, k), or one-hot [n, k].
+    num_bins: B, an integer >= 1.
+
+  Returns:
+    A float in [0, 1].
+
+  #### Example
+
+  ```python
+  probs = np.array([[0.9, 0.1], [0.8, 0.2], [0.3, 0.7]])
+  # Confidences 0.9 (right), 0.8 (wrong), 0.7 (right), each alone in its bin:
+  print(sgk.expected_calibration_error(probs, [0, 1, 1], num_bins=10))
+  # (0.1 + 0.8 + 0.3) / 3 = 0.4
+  ```
+  """
   if isinstance(num_bins, bool) or int(num_bins) != num_bins or num_bins < 1:
     raise ValueError(f"`num_bins` must be an integer >= 1; got "
                      f"{num_bins!r}.")

@@ -1,21 +1,7 @@
 """Kept posterior samples of a Keras model: Bayesian model averages, disk.
 
-A `Posterior` holds thinned samples of the model's trainable weights (one
-array per variable, samples along the first axis), the model's
-non-trainable variables at each sample (BatchNormalization statistics, ...),
-the running moments of the chain's position over every transition, and how
-a model output becomes the averaged predictive quantity. Predictions
-evaluate the model at each sample with `model.stateless_call` (the model's
-own variables are not touched, so it is safe in the middle of `fit`):
-
-* `predict_samples`: every sample's predictive output, [S, n, ...];
-* `predict`: their average, the Bayesian model average (averaged
-  probabilities for a classifier);
-* `predict_mean_and_variance`: regression, the mean and variance of the
-  predictive mixture (1/S) sum_s N(mu_s(x), sigma_s^2(x)), noise included;
-* `evaluate_classification`: accuracy, NLL, expected calibration error and
-  mean predictive entropy of the averaged probabilities
-  (`tfp_sgmcmc.keras.evaluation`).
+Predictions evaluate the model at each sample with `model.stateless_call`
+(the model's variables are not touched, so it is safe during `fit`).
 """
 
 import collections
@@ -34,12 +20,25 @@ __all__ = ["Posterior", "RegressionPrediction"]
 class RegressionPrediction(collections.namedtuple(
     "RegressionPrediction",
     ["mean", "variance", "epistemic_variance", "noise_variance"])):
-  """The predictive mixture's moments (numpy arrays [n, ...]).
+  """The predictive mixture's moments (numpy arrays [n, ...]) of
+  `Posterior.predict_mean_and_variance`; `stddev` is sqrt(variance).
 
-  mean: (1/S) sum_s mu_s; variance = epistemic_variance + noise_variance,
-  with epistemic_variance = (1/S) sum_s (mu_s - mean)^2 (the spread of the
-  samples' means) and noise_variance = (1/S) sum_s sigma_s^2 (the mean of
-  the samples' noise variances).
+  Args:
+    mean: (1/S) sum_s mu_s over the S samples' predicted means.
+    variance: epistemic_variance + noise_variance.
+    epistemic_variance: (1/S) sum_s (mu_s - mean)^2, the samples' spread.
+    noise_variance: (1/S) sum_s sigma_s^2, the mean noise variance.
+
+  #### Example
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  weights = [np.random.normal(size=(10, 2, 1)), np.zeros((10, 1))]  # S = 10
+  posterior = sgk.Posterior(weights, [v.path for v in model.weights],
+                            model=model)
+  prediction = posterior.predict_mean_and_variance(x[:5], noise_scale=0.5)
+  print(prediction.stddev.shape, prediction.noise_variance[0])  # (5, 1) [0.25]
+  ```
   """
 
   @property
@@ -57,34 +56,38 @@ def _call_kwargs(model):
 class Posterior:
   """Posterior samples of a Keras model's weights.
 
-  Attributes:
-    samples: list, per trainable variable, of arrays [num_samples, ...].
-    variable_paths: the variables' paths (`variable.path`), to check that a
-      model fits the samples.
-    non_trainable_samples: list, per non-trainable variable of the model
-      (`model.non_trainable_variables`: BatchNormalization's moving
-      statistics, ...), of arrays [num_samples, ...]: their values when each
-      sample was kept. None: not recorded (the model's current values are
-      used for every sample).
-    non_trainable_paths: their paths.
-    mean, variance: per variable, the running mean and variance of the
-      chain's position over `num_transitions` transitions (None if not
-      tracked).
-    metadata: a JSON-serialisable dict (sampler, N, thinning, acceptance,
-      and `noise_scale` for a `GaussianNegativeLogLikelihood` model).
+  Each argument is an attribute (`predictive` gives `predictive_name`).
 
   Args:
-    samples: as above.
-    variable_paths: as above.
-    non_trainable_samples: as above.
-    non_trainable_paths: as above.
-    mean: as above.
-    variance: as above.
-    num_transitions: as above.
-    metadata: as above.
-    predictive: "softmax", "sigmoid", "identity" or a callable (applied to
-      the model output before averaging).
+    samples: list, per trainable variable, of arrays [num_samples, ...].
+    variable_paths: their `variable.path`s, checked against a model.
+    predictive: "softmax", "sigmoid", "identity" or a callable on outputs.
+    mean, variance: per variable, the running mean and variance of the
+      position over `num_transitions` transitions (None: not tracked).
+    num_transitions: the number of transitions the moments cover.
+    metadata: a JSON-serialisable dict (sampler, N, thinning, acceptance,
+      and `noise_scale` for a `GaussianNegativeLogLikelihood` model).
     model: the Keras model the samples are for (needed by `predict`).
+    non_trainable_samples: list, per non-trainable variable (a
+      BatchNormalization's statistics, ...), of arrays [num_samples, ...]
+      (their values at each sample); None: the model's current values.
+    non_trainable_paths: their paths.
+
+  #### Example
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4, seed=1),
+                                  num_examples=len(x), prior=1., thinning=8)
+  model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling], verbose=0)
+  posterior = sampling.posterior               # 8 samples
+  print(posterior.predict(x[:3]))              # [3, 1]: the averaged p(y = 1)
+  print(posterior.evaluate_classification(x, y))  # accuracy, nll, ece, ...
+  posterior.save("posterior.npz")
+  posterior = sgk.Posterior.load("posterior.npz", model=model)
+  ```
   """
 
   def __init__(self, samples, variable_paths, predictive="identity",
@@ -277,17 +280,14 @@ class Posterior:
 
     (the mean of the variances plus the variance of the means).
 
-    How the Gaussian head is declared:
-    * the model outputs the mean and the noise scale sigma is a known
-      constant (loss `GaussianNegativeLogLikelihood(scale)`): pass
-      `noise_scale=sigma`, or nothing if the posterior came from such a fit
-      (`metadata["noise_scale"]`). `noise_scale=0.` gives the spread of
-      the mean alone (no observation noise);
-    * the model outputs the noise too (a heteroscedastic head trained with
-      `NegativeLogLikelihood(fn)`): pass `head`, a function of the model's
-      raw output returning (mu, sigma) as tensors, the same split the loss
-      `fn` makes, e.g. `lambda out: (out[..., :1],
-      tf.math.softplus(out[..., 1:]))`.
+    How the Gaussian head is declared: a model that outputs the mean with
+    a known noise scale sigma (loss `GaussianNegativeLogLikelihood(scale)`):
+    `noise_scale=sigma`, or nothing after such a fit
+    (`metadata["noise_scale"]`; `noise_scale=0.` gives the spread of the
+    mean alone); a model that outputs the noise too (trained with
+    `NegativeLogLikelihood(fn)`): `head`, a function of the raw output
+    returning (mu, sigma) as tensors, the split `fn` makes, e.g.
+    `lambda out: (out[..., :1], tf.math.softplus(out[..., 1:]))`.
 
     Args:
       x, batch_size, model: as in `predict`.

@@ -21,8 +21,8 @@ class AMAGOLD(base.SamplerOptimizer):
   every T steps.
 
   The steps are those of `tfp_sgmcmc.AMAGOLD.one_step`, one gradient at a
-  time, with the seeds derived as the kernel derives them from the outer
-  step's seed:
+  time (grad U~ = N grad(batch mean of the loss) - grad log p(theta)), with
+  the seeds derived as the kernel derives them from the outer step's seed:
 
       start     `dynamics.amagold.proposal_start`: r (redrawn if
                 `resample_momentum`), theta_0 = theta + 1/2 eps sigma^-2 r
@@ -32,6 +32,13 @@ class AMAGOLD(base.SamplerOptimizer):
                 U(theta) - U(theta*) + rho, then
                 `dynamics.acceptance.momentum_after_test` (r* if accepted,
                 else the previous momentum negated)
+
+  The test accepts with probability min(1, exp(U(theta) - U(theta*) + rho));
+  in Appendix F's units (v = eps sigma^-2 r, b = eps beta, h = eps^2
+  sigma^-2) each train step is
+
+      v' = ((1 - b) v - h grad U~ + 2 sqrt(b h) xi) / (1 + b),
+      theta' = theta + v',   rho += 1/2 grad U~^T (v + v').
 
   `SamplingCallback` computes U(theta*) (exactly, over the data set it was
   given, in batches; or on one minibatch for both states,
@@ -59,7 +66,23 @@ class AMAGOLD(base.SamplerOptimizer):
     resample_momentum: True (reversible) or False (skew-reversible).
     acceptance_energy: "exact" (full-data U, exact chain) or "minibatch"
       (Section 5.2, approximate).
-    seed, name: see `SamplerOptimizer`. The temperature is 1.
+    seed, name, **kwargs: see `SamplerOptimizer`. The temperature is 1.
+
+  #### Example
+
+  The callback needs the training set for the test's energy U:
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampler = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=8, friction=1.)
+  sampling = sgk.SamplingCallback(sampler, num_examples=len(x), prior=1.,
+                                  energy_data=(x, y))
+  history = model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling],
+                      verbose=0)
+  print(history.history["accept_rate"])  # per epoch, of its 4 M-H tests
+  ```
   """
 
   _uses_momentum = True

@@ -41,12 +41,15 @@ def seed_for(base, salt, counter):
 class SamplerOptimizer(keras.optimizers.Optimizer):
   """Base class: grad U from the Keras gradient, then a `dynamics` update.
 
-  Subclasses implement `_transition(position, gradient, step, step_size,
-  seed) -> (new_variable_values, chain_state)`, where `chain_state` is the
-  position of the chain after the step (the sample), which can differ from
-  what the model's variables hold between steps (a splitting integrator
-  keeps them half a drift ahead). They may override `_begin` / `_end`, run
-  by `SamplingCallback` before and after the sampling phase of each `fit`.
+  Subclasses implement `_transition(variables, position, gradient, step,
+  step_size, seed) -> (new_variable_values, chain_state)` (lists over the
+  trainable variables; `gradient` is grad U~ = N grad(batch mean of the
+  loss) - grad log p(theta), `seed` the step's stateless seed), where
+  `chain_state` is the position of the chain after the step (the sample),
+  which can differ from what the model's variables hold between steps (a
+  splitting integrator keeps them half a drift ahead). They may override
+  `_begin` / `_end`, run by `SamplingCallback` before and after the
+  sampling phase of each `fit`.
 
   Args:
     step_size: the sampler's step size h (epsilon), as in the kernel of the
@@ -59,6 +62,30 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
       (the loss is multiplied by it before the float16 backward pass and the
       float32 gradients divided by it before the update; a power of two is
       exact). Dynamic scaling (`LossScaleOptimizer`) is not supported.
+    **kwargs: `loss_scale_factor` only; Keras' other optimizer options
+      (clipping, weight decay, EMA, ...) are refused.
+
+  #### Example
+
+  SGLD at T = 1 written as a subclass:
+
+  ```python
+  class NoisyGD(sgk.SamplerOptimizer):
+    def _transition(self, variables, position, gradient, step, step_size,
+                    seed):
+      seeds = tfp.random.split_seed(seed, len(position))
+      new = [p - step_size * g + tf.sqrt(2. * step_size) *
+             tf.random.stateless_normal(tf.shape(p), s, dtype=p.dtype)
+             for p, g, s in zip(position, gradient, seeds)]
+      return new, new  # the variables' new values, the chain's state
+
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampling = sgk.SamplingCallback(NoisyGD(step_size=1e-4, seed=1),
+                                  num_examples=len(x), prior=1.)
+  model.fit(x, y, batch_size=32, epochs=1, callbacks=[sampling], verbose=0)
+  ```
   """
 
   _uses_momentum = False

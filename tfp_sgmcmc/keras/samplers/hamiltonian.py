@@ -13,7 +13,8 @@ class SGHMC(base.SamplerOptimizer):
   """Stochastic gradient HMC (Chen, Fox & Guestrin 2014) for Keras.
 
   Each train step is the update of `tfp_sgmcmc.SGHMC.one_step`
-  (`tfp_sgmcmc.dynamics.hamiltonian.sghmc_update`) with the Keras gradient:
+  (`tfp_sgmcmc.dynamics.hamiltonian.sghmc_update`) with the Keras gradient,
+  grad U~ = N grad(batch mean of the loss) - grad log p(theta):
 
   * `"euler"`: r' = r - h grad U~(theta) - h C r + N(0, 2 (C T - B-hat) h),
     theta' = theta + h r';
@@ -45,7 +46,21 @@ class SGHMC(base.SamplerOptimizer):
       step does not give).
     integrator: "euler" or "splitting".
     momentum_resampling_period: None or an integer m >= 1.
-    temperature, seed, name: see `SamplerOptimizer`.
+    temperature, seed, name, **kwargs: see `SamplerOptimizer`.
+
+  #### Example
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampler = sgk.SGHMC(step_size=1e-2, friction=10., integrator="splitting",
+                      seed=1)
+  sampling = sgk.SamplingCallback(sampler, num_examples=len(x), prior=1.,
+                                  thinning=8)
+  model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling], verbose=0)
+  print(sampling.posterior.num_samples)  # 8: 64 train steps / 8
+  ```
   """
 
   _uses_momentum = True
@@ -153,14 +168,28 @@ class SGNHT(base.SamplerOptimizer):
 
   each train step is `tfp_sgmcmc.dynamics.hamiltonian.sgnht_update`, the update of
   `tfp_sgmcmc.SGNHT.one_step`, over all trainable variables at once (d
-  counts every weight of the model). The momentum is drawn from N(0, T I)
-  at the first step (folded into that step's noise, as in the kernel); the
-  thermostat xi starts at A.
+  counts every weight of the model), with grad U~ = N grad(batch mean of
+  the loss) - grad log p(theta). The momentum is drawn from N(0, T I) at
+  the first step (folded into that step's noise, as in the kernel); the
+  thermostat xi starts at A and is logged as `thermostat`.
 
   Args:
     step_size: h > 0.
     diffusion: A >= 0.
-    temperature, seed, name: see `SamplerOptimizer`.
+    temperature, seed, name, **kwargs: see `SamplerOptimizer`.
+
+  #### Example
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampling = sgk.SamplingCallback(sgk.SGNHT(step_size=1e-2, seed=1),
+                                  num_examples=len(x), prior=1., thinning=8)
+  history = model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling],
+                      verbose=0)
+  print(history.history["thermostat"])  # xi at each epoch's end
+  ```
   """
 
   _uses_momentum = True

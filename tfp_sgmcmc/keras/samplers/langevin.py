@@ -13,13 +13,27 @@ class SGLD(base.SamplerOptimizer):
       theta' = theta - h grad U~(theta) + sqrt(2 h T) xi,   xi ~ N(0, I),
 
   each train step is `tfp_sgmcmc.dynamics.langevin.sgld_update`, the update of
-  `tfp_sgmcmc.SGLD.one_step`, with the Keras gradient. The step size may be
-  a `keras.optimizers.schedules.LearningRateSchedule` (e.g. a polynomial
-  decay h_l = a (b + l)^-gamma), evaluated at the sampler's step count.
+  `tfp_sgmcmc.SGLD.one_step`, with the Keras gradient: grad U~ = N grad(batch
+  mean of the loss) - grad log p(theta), so h is the kernel's step size, an
+  SGD learning rate lambda on the mean loss being h = lambda / N. The step
+  size may be a `keras.optimizers.schedules.LearningRateSchedule` (e.g. a
+  polynomial decay h_l = a (b + l)^-gamma), evaluated at the step count.
 
   Args:
     step_size: h > 0, or a schedule.
-    temperature, seed, name: see `SamplerOptimizer`.
+    temperature, seed, name, **kwargs: see `SamplerOptimizer`.
+
+  #### Example
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-4, seed=1),
+                                  num_examples=len(x), prior=1., thinning=8)
+  model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling], verbose=0)
+  print(sampling.posterior.samples[0].shape)  # (8, 2, 1): 64 steps / 8
+  ```
   """
 
   _allows_schedule = True
@@ -45,13 +59,29 @@ class PreconditionedSGLD(base.SamplerOptimizer):
 
   each train step is `tfp_sgmcmc.dynamics.langevin.psgld_update`, the update of
   `tfp_sgmcmc.PreconditionedSGLD.one_step` (the Gamma term is dropped, as
-  in the kernel; the first step starts V at g_bar^2).
+  in the kernel; the first step starts V at g_bar^2), with grad U~ = N
+  grad(batch mean of the loss) - grad log p(theta), as in `SGLD`.
 
   Args:
     step_size: h > 0, or a schedule.
     decay: alpha in [0, 1).
     regularizer: lambda > 0.
-    temperature, seed, name: see `SamplerOptimizer`.
+    temperature, seed, name, **kwargs: see `SamplerOptimizer`.
+
+  #### Example
+
+  One epoch of SGD burn-in, then one epoch of pSGLD:
+
+  ```python
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.compile(optimizer="sgd",
+                loss=keras.losses.BinaryCrossentropy(from_logits=True))
+  sampler = sgk.PreconditionedSGLD(step_size=1e-3, decay=0.99, seed=1)
+  sampling = sgk.SamplingCallback(sampler, num_examples=len(x), prior=1.,
+                                  burnin_epochs=1, thinning=8)
+  model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling], verbose=0)
+  print(sampling.posterior.num_samples)  # 4: 32 sampling steps / 8
+  ```
   """
 
   _allows_schedule = True
