@@ -29,22 +29,23 @@ PUBLIC_PACKAGES = ("tfp_sgmcmc", "tfp_sgmcmc.keras", "tfp_sgmcmc.kernels",
                    "tfp_sgmcmc.targets", "tfp_sgmcmc.chains",
                    "tfp_sgmcmc.dynamics")
 
-# qualified name (class or Class.method) -> why it is slow (over about 10 s on 2 cores): eager chains of
-# thousands of gradients, as the docstrings show them.
+# public name (as the test ids show it) -> why it is slow (over about 10 s
+# on 2 cores): eager chains of thousands of gradients, as the docstrings
+# show them.
 EAGER_CHAIN = "an eager sample_chain of thousands of gradients"
 SLOW = {
-    "AMAGOLD": EAGER_CHAIN,
-    "SGHMC": EAGER_CHAIN,
-    "SGNHT": EAGER_CHAIN,
-    "AmortizedMetropolisHastings": EAGER_CHAIN,
-    "AmortizedBarker": EAGER_CHAIN,
-    "SGBD": EAGER_CHAIN,
-    "ShardedTarget": "a chain through tf.distribute",
+    "tfp_sgmcmc.AMAGOLD": EAGER_CHAIN,
+    "tfp_sgmcmc.SGHMC": EAGER_CHAIN,
+    "tfp_sgmcmc.SGNHT": EAGER_CHAIN,
+    "tfp_sgmcmc.AmortizedMetropolisHastings": EAGER_CHAIN,
+    "tfp_sgmcmc.AmortizedBarker": EAGER_CHAIN,
+    "tfp_sgmcmc.SGBD": EAGER_CHAIN,
+    "tfp_sgmcmc.ShardedTarget": "a chain through tf.distribute",
 }
-# qualified name -> why it cannot run as a single-process example.
+# public name -> why it cannot run as a single-process example.
 NOT_RUNNABLE = {
-    "enable_keras_multi_worker_fit": "it needs one process per worker of a "
-                                     "TF_CONFIG cluster",
+    "tfp_sgmcmc.keras.enable_keras_multi_worker_fit":
+        "it needs one process per worker of a TF_CONFIG cluster",
 }
 
 PRELUDE = """
@@ -105,7 +106,7 @@ def examples():
     for i, block in enumerate(re.findall(r"```python\n(.*?)```", doc,
                                          flags=re.S)):
       marks = []
-      key = getattr(value, "__qualname__", name)
+      key = name  # The Keras samplers share the kernels' class names.
       if key in SLOW:
         marks.append(pytest.mark.slow)
       if key in NOT_RUNNABLE:
