@@ -25,9 +25,13 @@ import types
 
 import pytest
 
+# `tfp_sgmcmc.random` comes before `tfp_sgmcmc.dynamics`, which re-exports
+# its functions, so they are named where they are defined; the dynamics
+# submodules (`tfp_sgmcmc.dynamics.langevin`, ...) are in its `__all__`.
 PUBLIC_PACKAGES = ("tfp_sgmcmc", "tfp_sgmcmc.keras", "tfp_sgmcmc.kernels",
                    "tfp_sgmcmc.targets", "tfp_sgmcmc.chains",
-                   "tfp_sgmcmc.dynamics")
+                   "tfp_sgmcmc.random", "tfp_sgmcmc.dynamics",
+                   "tfp_sgmcmc.synthetic", "tfp_sgmcmc.datasets")
 
 # public name (as the test ids show it) -> why it is slow (over about 10 s
 # on 2 cores): eager chains of thousands of gradients, as the docstrings

@@ -31,6 +31,15 @@ def langevin_step(position, gradient, step_size, noise, temperature=1.):
     step_size: h, a scalar or a structure broadcastable against `position`.
     noise: standard-normal draws xi, same structure.
     temperature: T.
+
+  Returns:
+    theta', the same structure as `position`.
+
+  ```python
+  new = tfp_sgmcmc.dynamics.langevin_step(
+      tf.zeros([2]), tf.ones([2]), step_size=0.1, noise=tf.zeros([2]))
+  print(new.numpy())  # [-0.1 -0.1]: no noise, a gradient step
+  ```
   """
   def step(theta, g, xi, h):
     h = as_dtype(h, theta.dtype)
@@ -47,8 +56,25 @@ def rmsprop_preconditioner(second_moment, gradient, decay, num_examples,
       V' = alpha V + (1 - alpha) g_bar * g_bar,   g_bar = grad U~ / N
       G  = 1 / (lambda + sqrt(V'))
 
-  Returns (V', G). Scaling the gradient by 1/N makes V independent of the
-  data size, as in the paper.
+  Scaling the gradient by 1/N makes V independent of the data size, as in
+  the paper.
+
+  Args:
+    second_moment: V, the running average of g_bar^2, a structure of tensors.
+    gradient: grad U~, same structure.
+    decay: alpha in [0, 1).
+    num_examples: N, the data size.
+    regularizer: lambda > 0.
+
+  Returns:
+    (V', G), each the same structure as `gradient`.
+
+  ```python
+  v, g = tfp_sgmcmc.dynamics.rmsprop_preconditioner(
+      tf.zeros([2]), tf.fill([2], 10.), decay=0.9, num_examples=10,
+      regularizer=1e-5)
+  print(v.numpy(), g.numpy())  # V' = 0.1, G = 1 / sqrt(0.1)
+  ```
   """
   def update(v, g):
     g_bar = g / tf.cast(num_examples, g.dtype)
@@ -69,6 +95,24 @@ def preconditioned_langevin_step(position, gradient, preconditioner,
   The Gamma(theta) correction (derivatives of G) is dropped, as in the
   paper's experiments: G changes slowly when the decay alpha is close to 1,
   and the term costs a second derivative.
+
+  Args:
+    position: theta, a structure of tensors.
+    gradient: grad U~(theta), same structure.
+    preconditioner: G (`rmsprop_preconditioner`), same structure.
+    step_size: h, a scalar or a structure broadcastable against `position`.
+    noise: standard-normal draws xi, same structure.
+    temperature: T.
+
+  Returns:
+    theta', the same structure as `position`.
+
+  ```python
+  new = tfp_sgmcmc.dynamics.preconditioned_langevin_step(
+      tf.zeros([2]), tf.ones([2]), preconditioner=tf.fill([2], 2.),
+      step_size=0.1, noise=tf.zeros([2]))
+  print(new.numpy())  # [-0.2 -0.2]
+  ```
   """
   def step(theta, g, p, xi, h):
     h = as_dtype(h, theta.dtype)
@@ -102,6 +146,16 @@ def langevin_log_proposal_ratio(position, new_position, gradient,
     step_size: h, a scalar or one per part (same structure).
     temperature: T.
     batch_ndims: number of leading chain axes of each part.
+
+  Returns:
+    The log ratio, a tensor of the chain batch shape.
+
+  ```python
+  x, y = tf.zeros([3, 2]), tf.ones([3, 2])  # 3 chains, U = |theta|^2 / 2
+  ratio = tfp_sgmcmc.dynamics.langevin_log_proposal_ratio(
+      x, y, gradient=x, new_gradient=y, step_size=0.1, batch_ndims=1)
+  print(ratio.shape)  # (3,)
+  ```
   """
   def term(x, y, g, g_new, h):
     h = as_dtype(h, x.dtype)
@@ -118,7 +172,27 @@ def langevin_log_proposal_ratio(position, new_position, gradient,
 def sgld_update(position, gradient, step_size, temperature, seed):
   """One SGLD transition given grad U~ at `position`: `langevin_step` with
   its noise drawn from the step's `seed` (the seed `one_step` receives), so
-  every front end that supplies the gradient runs the kernel's chain."""
+  every front end that supplies the gradient runs the kernel's chain.
+
+      theta' = theta - h grad U~(theta) + sqrt(2 h T) xi,   xi ~ N(0, I).
+
+  Args:
+    position: theta, a structure of tensors.
+    gradient: grad U~(theta), same structure.
+    step_size: h, a scalar or a structure broadcastable against `position`.
+    temperature: T.
+    seed: the step's stateless seed, int32[2].
+
+  Returns:
+    theta', the same structure as `position`.
+
+  ```python
+  new = tfp_sgmcmc.dynamics.sgld_update(
+      tf.zeros([2]), tf.ones([2]), step_size=0.1, temperature=1.,
+      seed=[0, 1])
+  print(new.shape)  # (2,)
+  ```
+  """
   _, noise_seed = random.derive_seeds(seed, 2)
   noise = random.standard_normal_like(position, noise_seed)
   return langevin_step(position, gradient, step_size, noise, temperature)
@@ -128,9 +202,34 @@ def psgld_update(position, second_moment, gradient, step_count, step_size,
                  temperature, decay, regularizer, num_examples, seed):
   """One pSGLD transition given grad U~ at `position`.
 
-  Returns (new position, new second moment V, preconditioner G). The first
-  step (`step_count` 0) has no history and starts the average at g_bar^2.
-  `seed` is the step's seed, used as `one_step` uses it.
+      V' = alpha V + (1 - alpha) g_bar * g_bar,   G = 1 / (lambda + sqrt(V'))
+      theta' = theta - h G grad U~(theta) + sqrt(2 h T G) xi.
+
+  The first step (`step_count` 0) has no history and starts the average at
+  g_bar^2.
+
+  Args:
+    position: theta, a structure of tensors.
+    second_moment: V, same structure.
+    gradient: grad U~(theta), same structure.
+    step_count: the number of steps taken before this one.
+    step_size: h, a scalar or a structure broadcastable against `position`.
+    temperature: T.
+    decay: alpha in [0, 1).
+    regularizer: lambda > 0.
+    num_examples: N, the data size.
+    seed: the step's stateless seed, int32[2], used as `one_step` uses it.
+
+  Returns:
+    (new position, new second moment V', preconditioner G).
+
+  ```python
+  theta, v, g = tfp_sgmcmc.dynamics.psgld_update(
+      tf.zeros([2]), tf.zeros([2]), tf.ones([2]), step_count=0,
+      step_size=1e-3, temperature=1., decay=0.99, regularizer=1e-5,
+      num_examples=100, seed=[0, 1])
+  print(theta.shape, v.numpy())  # (2,) [1e-4 1e-4]
+  ```
   """
   _, noise_seed = random.derive_seeds(seed, 2)
   dtype = tf.nest.flatten(position)[0].dtype
@@ -145,7 +244,22 @@ def psgld_update(position, second_moment, gradient, step_count, step_size,
 
 
 def check_psgld_parameters(decay, regularizer):
-  """pSGLD's preconditioner: decay alpha in [0, 1), regularizer lambda > 0."""
+  """Raises unless pSGLD's decay alpha is in [0, 1) and lambda > 0.
+
+  Args:
+    decay: alpha; checked when it is known statically.
+    regularizer: lambda.
+
+  Returns:
+    None.
+
+  Raises:
+    ValueError: naming the argument and the value seen.
+
+  ```python
+  tfp_sgmcmc.dynamics.langevin.check_psgld_parameters(0.99, 1e-5)  # passes
+  ```
+  """
   d = arguments.static_value(decay)
   if d is not None and not 0. <= float(d) < 1.:
     raise ValueError(f"`decay` (alpha) must be in [0, 1); got {decay!r}.")
