@@ -66,7 +66,22 @@ INTEGRATORS = ("euler", "splitting")
 def drift(position, momentum, step_size, momentum_distribution=None):
   """The position flow of Hamiltonian dynamics: theta' = theta + h M^{-1} r
   (`velocity`; theta + h r for the identity, `momentum_distribution`
-  None)."""
+  None).
+
+  Args:
+    position: theta, a structure of tensors.
+    momentum: r, same structure.
+    step_size: h, a scalar or a structure broadcastable against `position`.
+    momentum_distribution: N(0, M), or None for the identity.
+
+  Returns:
+    theta', the same structure as `position`.
+
+  ```python
+  new = tfp_sgmcmc.dynamics.drift(tf.zeros([2]), tf.ones([2]), 0.1)
+  print(new.numpy())  # [0.1 0.1]
+  ```
+  """
   momentum = velocity(momentum, momentum_distribution)
   return tf.nest.map_structure(
       lambda theta, r, h: theta + as_dtype(h, theta.dtype) * r,
@@ -92,6 +107,19 @@ def sample_momentum(momentum_distribution, like, seed):
   `tf.nest.flatten(like)`; for the diagonal form of
   `diagonal_momentum_distribution` (and of `DiagonalMassMatrixAdaptation`),
   the engine's N(0, I) draw z scaled to M^{1/2} z = z / sqrt(M^{-1}).
+
+  Args:
+    momentum_distribution: N(0, M), or None for the identity.
+    like: a structure of tensors shaped like the momentum.
+    seed: a stateless seed, int32[2].
+
+  Returns:
+    r, the same structure as `like`.
+
+  ```python
+  r = tfp_sgmcmc.dynamics.sample_momentum(None, tf.zeros([4, 2]), [0, 1])
+  print(r.shape)  # (4, 2)
+  ```
   """
   if momentum_distribution is None:
     return random.standard_normal_like(like, seed)
@@ -146,6 +174,18 @@ def velocity(momentum, momentum_distribution=None):
   `DiagonalMassMatrixAdaptation`) is read directly: M^{-1} r elementwise,
   its precision diagonal times r, with no gradient taken.
   None: the identity, r itself (no op).
+
+  Args:
+    momentum: r, a structure of tensors.
+    momentum_distribution: N(0, M), or None for the identity.
+
+  Returns:
+    M^{-1} r, the same structure as `momentum`.
+
+  ```python
+  mass = tfd.MultivariateNormalDiag(scale_diag=[2., 2.])  # M = 4 I
+  print(tfp_sgmcmc.dynamics.velocity(tf.ones([2]), mass).numpy())  # 0.25
+  ```
   """
   if momentum_distribution is None:
     return momentum
@@ -171,7 +211,21 @@ def batch_momentum_distribution(momentum_distribution, batch_shape):
   `PreconditionedHamiltonianMonteCarlo` does), a joint distribution over
   the state's parts broadcast to the chains' `batch_shape`, so that one
   draw has the state's shape and `DiagonalMassMatrixAdaptation` can update
-  it. None stays None (the identity)."""
+  it. None stays None (the identity).
+
+  Args:
+    momentum_distribution: N(0, M), or None.
+    batch_shape: the chains' batch shape.
+
+  Returns:
+    The batched joint distribution, or None.
+
+  ```python
+  batched = tfp_sgmcmc.dynamics.hamiltonian.batch_momentum_distribution(
+      tfd.MultivariateNormalDiag(scale_diag=[1., 1.]), [4])
+  print([r.shape for r in batched.sample(seed=[0, 1])])  # [[4, 2]]
+  ```
+  """
   if momentum_distribution is None:
     return None
   return preconditioning_utils.maybe_make_list_and_batch_broadcast(
@@ -236,7 +290,28 @@ def check_momentum_distribution(momentum_distribution, state, batch_shape,
                                 name):
   """The distribution batched to the chains (`batch_momentum_distribution`),
   after checking that a draw has the state's structure, shapes and dtypes.
-  `name` is the kernel's, for the messages. None passes as None."""
+  `name` is the kernel's, for the messages. None passes as None.
+
+  Args:
+    momentum_distribution: N(0, M), or None.
+    state: the chains' state, a structure of tensors.
+    batch_shape: the chains' batch shape.
+    name: the kernel's name, for the error messages.
+
+  Returns:
+    The batched distribution (`batch_momentum_distribution`), or None.
+
+  Raises:
+    TypeError: `momentum_distribution` is not a distribution.
+    ValueError: a draw is not shaped like `state`.
+
+  ```python
+  state = tf.zeros([4, 2])
+  checked = tfp_sgmcmc.dynamics.hamiltonian.check_momentum_distribution(
+      tfd.MultivariateNormalDiag(scale_diag=[1., 1.]), state, [4], "SGHMC")
+  print(type(checked).__name__)
+  ```
+  """
   if momentum_distribution is None:
     return None
   if not hasattr(momentum_distribution, "sample") or not hasattr(
@@ -295,6 +370,27 @@ def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
 
   exactly in distribution: the fresh draw is folded into the step's one
   standard normal per coordinate, with no second draw and no branch.
+
+  Args:
+    momentum: r, a structure of tensors.
+    gradient: grad U~(theta), same structure.
+    step_size: h, a scalar or a structure broadcastable against `momentum`.
+    friction: C.
+    noise: draws of N(0, M) (standard normal for M = I), same structure.
+    noise_estimate: B-hat, a scalar or a per-coordinate structure.
+    temperature: T.
+    refresh: a boolean scalar tensor, or None for never (above).
+    refresh_temperature: T0 of the fresh momentum.
+
+  Returns:
+    r', the same structure as `momentum`.
+
+  ```python
+  r = tfp_sgmcmc.dynamics.sghmc_euler_momentum(
+      tf.ones([2]), tf.ones([2]), step_size=0.1, friction=1.,
+      noise=tf.zeros([2]))
+  print(r.numpy())  # 1 - 0.1 - 0.1 = [0.8 0.8]
+  ```
   """
   def step(r, g, xi, b_hat, h):
     h = as_dtype(h, r.dtype)
@@ -333,6 +429,25 @@ def sghmc_splitting_momentum(momentum, gradient, step_size, friction, noise,
   `sghmc_euler_momentum`). The friction
   flow is solved exactly, which is why the scheme stays stable at step sizes
   where the Euler form explodes.
+
+  Args:
+    momentum: r, a structure of tensors.
+    gradient: grad U~(theta1), same structure.
+    step_size: h, a scalar or a structure broadcastable against `momentum`.
+    friction: C.
+    noise: draws of N(0, M) (standard normal for M = I), same structure.
+    noise_estimate: B-hat, a scalar or a per-coordinate structure.
+    temperature: T.
+
+  Returns:
+    r', the same structure as `momentum`.
+
+  ```python
+  r = tfp_sgmcmc.dynamics.sghmc_splitting_momentum(
+      tf.ones([2]), tf.zeros([2]), step_size=0.1, friction=1.,
+      noise=tf.zeros([2]))
+  print(r.numpy())  # exp(-C h) = [0.905 0.905]
+  ```
   """
   def step(r, g, xi, b_hat, h):
     h = as_dtype(h, r.dtype)
@@ -361,6 +476,11 @@ def kinetic_energy(momentum, momentum_std=1., batch_ndims=0,
 
   Returns:
     A tensor of the chains' batch shape.
+
+  ```python
+  k = tfp_sgmcmc.dynamics.kinetic_energy(tf.ones([3, 2]), batch_ndims=1)
+  print(k.numpy())  # [1. 1. 1.]
+  ```
   """
   if momentum_distribution is not None:
     terms = tf.nest.map_structure(
@@ -417,6 +537,13 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
 
   Returns:
     (theta', r', xi').
+
+  ```python
+  theta, r, xi = tfp_sgmcmc.dynamics.sgnht_step(
+      tf.zeros([3, 2]), tf.ones([3, 2]), tf.zeros([3]), tf.zeros([3, 2]),
+      step_size=0.1, noise=tf.zeros([3, 2]), diffusion=1.)
+  print(theta.shape, xi.shape)  # (3, 2) (3,)
+  ```
   """
   parts_r = tf.nest.flatten(momentum)
   if event_ndims is not None:
@@ -473,7 +600,19 @@ def _check_event_ndims(event_ndims, parts, batch_rank):
 
 def is_refresh_step(step_count, period):
   """True where SGHMC's step `step_count` starts from a fresh momentum
-  N(0, T M): step 0 and, with a resampling period m, every multiple of m."""
+  N(0, T M): step 0 and, with a resampling period m, every multiple of m.
+
+  Args:
+    step_count: the number of steps taken before this one.
+    period: m, or None to refresh at step 0 only.
+
+  Returns:
+    A boolean scalar tensor.
+
+  ```python
+  print(tfp_sgmcmc.dynamics.hamiltonian.is_refresh_step(10, 5).numpy())
+  ```
+  """
   if period is None:
     return tf.equal(step_count, 0)
   return tf.equal(step_count % period, 0)
@@ -493,6 +632,24 @@ def refresh_momentum(momentum, step_count, period, temperature, seed,
   nothing else, so a caller may make it ahead of the step (the Keras
   adapter does, to place the splitting integrator's half drift before the
   gradient).
+
+  Args:
+    momentum: r as carried, a structure of tensors.
+    step_count: the number of steps taken before this one.
+    period: m, or None to refresh at step 0 only.
+    temperature: T of the fresh draw N(0, T M).
+    seed: the step's stateless seed, int32[2].
+    momentum_distribution: N(0, M), or None for the identity.
+
+  Returns:
+    The momentum the step starts from, the same structure as `momentum`.
+
+  ```python
+  r = tfp_sgmcmc.dynamics.hamiltonian.refresh_momentum(
+      tf.zeros([2]), step_count=0, period=None, temperature=1.,
+      seed=[0, 1])
+  print(r.shape)  # (2,): a fresh draw at step 0
+  ```
   """
   _, _, momentum_seed = random.derive_seeds(seed, 3)
   dtype = tf.nest.flatten(momentum)[0].dtype
@@ -509,7 +666,23 @@ def refresh_momentum(momentum, step_count, period, temperature, seed,
 def gradient_position(position, momentum, step_size, integrator,
                       momentum_distribution=None):
   """Where SGHMC's step evaluates grad U~: theta (Euler) or the half-drifted
-  theta + M^{-1} r h/2 (splitting)."""
+  theta + M^{-1} r h/2 (splitting).
+
+  Args:
+    position: theta, a structure of tensors.
+    momentum: r, same structure.
+    step_size: h.
+    integrator: "euler" or "splitting".
+    momentum_distribution: N(0, M), or None for the identity.
+
+  Returns:
+    theta or theta1, the same structure as `position`.
+
+  ```python
+  print(tfp_sgmcmc.dynamics.hamiltonian.gradient_position(
+      tf.zeros([2]), tf.ones([2]), 0.2, "splitting").numpy())  # [0.1 0.1]
+  ```
+  """
   if integrator == "euler":
     return position
   return drift(position, momentum, arguments.scale_step(0.5, step_size),
@@ -555,6 +728,14 @@ def sghmc_update(grad_position, momentum, gradient, step_size, friction,
 
   Returns:
     (theta', r').
+
+  ```python
+  theta, r = tfp_sgmcmc.dynamics.sghmc_update(
+      tf.zeros([2]), tf.zeros([2]), tf.ones([2]), step_size=0.1,
+      friction=1., noise_estimate=0., temperature=1., integrator="euler",
+      seed=[0, 1])
+  print(theta.shape, r.shape)  # (2,) (2,)
+  ```
   """
   _, noise_seed, _ = random.derive_seeds(seed, 3)
   noise = sample_momentum(momentum_distribution, momentum, noise_seed)
@@ -575,7 +756,21 @@ def sghmc_update(grad_position, momentum, gradient, step_size, friction,
 def sgd_momentum_to_sghmc(learning_rate, momentum_decay, noise_estimate=0.):
   """(step_size h, friction C, noise_estimate B-hat) from the SGD-with-
   momentum units (eta, alpha, beta-hat): h = sqrt(eta), C = alpha / h,
-  B-hat = beta-hat / h (Chen et al. 2014, Section 3.3)."""
+  B-hat = beta-hat / h (Chen et al. 2014, Section 3.3).
+
+  Args:
+    learning_rate: eta > 0.
+    momentum_decay: alpha > 0.
+    noise_estimate: beta-hat >= 0.
+
+  Returns:
+    (h, C, B-hat) as Python floats.
+
+  ```python
+  print(tfp_sgmcmc.dynamics.hamiltonian.sgd_momentum_to_sghmc(0.01, 0.1))
+  # (0.1, 1.0, 0.0)
+  ```
+  """
   arguments.check_positive("learning_rate", learning_rate)
   arguments.check_positive("momentum_decay", momentum_decay)
   arguments.check_positive("noise_estimate", noise_estimate, allow_zero=True)
@@ -592,8 +787,35 @@ def sgnht_update(position, momentum, thermostat, gradient, step_count,
   At `step_count` 0 the step starts from a fresh momentum N(0, T M) (T =
   `momentum_temperature`, the kernel's temperature), folded into the step's
   noise (`sgnht_step(refresh=...)`: one draw and no branch).
-  `seed` is the step's seed, used as `one_step` uses it. Returns (position,
-  momentum, thermostat).
+  The update is `sgnht_step`'s:
+
+      r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
+      theta'  = theta + h M^{-1} r'
+      xi'     = xi + h (r'^T M^{-1} r' / d - T),       z ~ N(0, M)
+
+  Args:
+    position: theta, a structure of tensors.
+    momentum: r, same structure.
+    thermostat: xi, one per chain.
+    gradient: grad U~(theta), same structure as `position`.
+    step_count: the number of steps taken before this one.
+    step_size: h.
+    diffusion: A >= 0.
+    temperature: T.
+    momentum_temperature: T of the fresh momentum at step 0.
+    seed: the step's stateless seed, int32[2], used as `one_step` uses it.
+    momentum_distribution: N(0, M), or None for the identity.
+
+  Returns:
+    (theta', r', xi').
+
+  ```python
+  theta, r, xi = tfp_sgmcmc.dynamics.sgnht_update(
+      tf.zeros([3, 2]), tf.zeros([3, 2]), tf.ones([3]), tf.ones([3, 2]),
+      step_count=0, step_size=0.1, diffusion=1., temperature=1.,
+      momentum_temperature=1., seed=[0, 1])
+  print(theta.shape, xi.shape)  # (3, 2) (3,)
+  ```
   """
   _, noise_seed, _ = random.derive_seeds(seed, 3)
   noise = sample_momentum(momentum_distribution, momentum, noise_seed)
@@ -608,7 +830,29 @@ def check_sghmc_parameters(friction, noise_estimate, integrator,
                            momentum_resampling_period, temperature,
                            momentum_distribution=None):
   """The argument checks of SGHMC other than target, step size and the sign
-  of the friction (the kernel's and the Keras sampler's)."""
+  of the friction (the kernel's and the Keras sampler's).
+
+  Args:
+    friction: C.
+    noise_estimate: B-hat, a number, a per-coordinate structure or
+      "empirical_fisher"; at most C T.
+    integrator: one of `INTEGRATORS`.
+    momentum_resampling_period: None or an integer >= 1.
+    temperature: T > 0.
+    momentum_distribution: N(0, M), or None; with one, B-hat must be 0.
+
+  Returns:
+    None.
+
+  Raises:
+    ValueError: naming the argument, the value seen and the fix.
+
+  ```python
+  tfp_sgmcmc.dynamics.hamiltonian.check_sghmc_parameters(
+      friction=1., noise_estimate=0., integrator="euler",
+      momentum_resampling_period=None, temperature=1.)  # passes
+  ```
+  """
   if momentum_distribution is not None and (
       isinstance(noise_estimate, str) or any(
           arguments.static_value(b) is None
