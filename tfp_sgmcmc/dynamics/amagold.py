@@ -74,6 +74,13 @@ def amagold_momentum(momentum, gradient, step_size, friction, noise,
 
   Returns:
     r_{t+1/2}, the structure of `momentum`.
+
+  ```python
+  r = tfp_sgmcmc.dynamics.amagold_momentum(
+      tf.ones([2]), tf.zeros([2]), step_size=0.1, friction=1.,
+      noise=tf.zeros([2]))
+  print(r.numpy())  # (1 - 0.1) / (1 + 0.1) = [0.818 0.818]
+  ```
   """
   def step(r, g, xi, eps):
     eps = as_dtype(eps, r.dtype)
@@ -93,14 +100,14 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
       rho_{t+1/2} - rho_{t-1/2}
           = 1/2 eps sigma^-2 grad U~_t(theta_t)^T (r_{t-1/2} + r_{t+1/2}),
 
+  summed over every coordinate of every part, one value per chain,
   with M^{-1} in place of sigma^-2 for a `momentum_distribution`
   N(0, M): the kick's noise eta has covariance 4 eps beta M, and writing
   its forward and reverse Gaussian log densities out, the quadratic terms
   leave (K(r') - K(r)) + 1/2 eps g^T M^{-1} (r + r') with
   K(r) = r^T M^{-1} r / 2.
 
-  summed over every coordinate of every part, one value per chain. For one
-  kick r -> r' (`amagold_momentum`), the log density of the momentum-flipped
+  For one kick r -> r' (`amagold_momentum`), the log density of the momentum-flipped
   reverse move -r' -> -r over that of the forward move is K(r') - K(r) +
   increment, so over the T kicks of a proposal (theta, r) -> (theta*, r*)
   the log of eq. (6) of the paper is U(theta) - U(theta*) + rho: the kinetic
@@ -119,6 +126,13 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
 
   Returns:
     A tensor of shape `batch_shape` (the first `batch_ndims` axes).
+
+  ```python
+  rho = tfp_sgmcmc.dynamics.energy_accumulator_increment(
+      tf.ones([3, 2]), tf.ones([3, 2]), tf.ones([3, 2]), step_size=0.1,
+      batch_ndims=1)
+  print(rho.numpy())  # 1/2 * 0.1 * 2 coordinates * 2 = [0.2 0.2 0.2]
+  ```
   """
   if momentum_distribution is not None:
     # M^{-1} is linear: one `velocity` of r + r'.
@@ -141,8 +155,25 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
 
 def sgd_parameters_to_amagold(learning_rate, momentum_decay, kwargs=None):
   """(eps, beta, sigma) from Appendix F's SGD units (h, b): eps = sqrt(h),
-  beta = b / sqrt(h), sigma = 1. `kwargs`, the other constructor arguments,
-  must not also set them."""
+  beta = b / sqrt(h), sigma = 1.
+
+  Args:
+    learning_rate: h > 0.
+    momentum_decay: b >= 0.
+    kwargs: the other constructor arguments, which must not also set
+      `step_size`, `friction` or `momentum_std`; or None.
+
+  Returns:
+    (eps, beta, sigma) as Python floats.
+
+  Raises:
+    TypeError: `kwargs` sets one of them too.
+
+  ```python
+  print(tfp_sgmcmc.dynamics.amagold.sgd_parameters_to_amagold(0.01, 0.1))
+  # (0.1, 1.0, 1.0)
+  ```
+  """
   arguments.check_positive("learning_rate", learning_rate)
   arguments.check_positive("momentum_decay", momentum_decay, allow_zero=True)
   if kwargs and ("momentum_std" in kwargs or "step_size" in kwargs or
@@ -156,7 +187,26 @@ def sgd_parameters_to_amagold(learning_rate, momentum_decay, kwargs=None):
 
 def check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
                              resample_momentum, momentum_distribution=None):
-  """The argument checks of the proposal (other than target and step size)."""
+  """The argument checks of the proposal (other than target and step size).
+
+  Args:
+    num_leapfrog_steps: T, a Python integer >= 1.
+    friction: beta >= 0.
+    momentum_std: sigma > 0; 1 when `momentum_distribution` is given.
+    resample_momentum: a Python bool.
+    momentum_distribution: N(0, M), or None.
+
+  Returns:
+    None.
+
+  Raises:
+    TypeError, ValueError: naming the argument, the value seen and the fix.
+
+  ```python
+  tfp_sgmcmc.dynamics.amagold.check_amagold_parameters(
+      10, friction=0.5, momentum_std=1., resample_momentum=True)  # passes
+  ```
+  """
   check_num_leapfrog_steps(num_leapfrog_steps)
   arguments.check_positive("friction", friction, allow_zero=True)
   arguments.check_positive("momentum_std", momentum_std)
@@ -177,11 +227,29 @@ def proposal_start(position, momentum, step_size, momentum_std,
                    resample_momentum, seed, momentum_distribution=None):
   """The start of a proposal from (theta, r) with the proposal's `seed`.
 
-  Returns (r_{-1/2}, theta_0, loop_seed): the momentum (redrawn from
-  N(0, sigma^2 I), or N(0, M) with a `momentum_distribution`, if
-  `resample_momentum`), the half-drifted position
-  theta_0 = theta + 1/2 eps sigma^-2 r_{-1/2} (M^{-1} r_{-1/2}) of the first
-  gradient, and the seed that `leapfrog_seeds` carries through the T steps.
+  Args:
+    position: theta, a structure of tensors.
+    momentum: r, same structure.
+    step_size: eps, a scalar or one per part.
+    momentum_std: sigma.
+    resample_momentum: whether r is redrawn first.
+    seed: the proposal's stateless seed, int32[2].
+    momentum_distribution: N(0, M), or None for M = sigma^2 I.
+
+  Returns:
+    (r_{-1/2}, theta_0, loop_seed): the momentum (redrawn from
+    N(0, sigma^2 I), or N(0, M) with a `momentum_distribution`, if
+    `resample_momentum`), the half-drifted position
+    theta_0 = theta + 1/2 eps sigma^-2 r_{-1/2} (M^{-1} r_{-1/2}) of the
+    first gradient, and the seed that `leapfrog_seeds` carries through the
+    T steps.
+
+  ```python
+  r, theta0, loop_seed = tfp_sgmcmc.dynamics.proposal_start(
+      tf.zeros([2]), tf.ones([2]), step_size=0.2, momentum_std=1.,
+      resample_momentum=False, seed=[0, 1])
+  print(theta0.numpy())  # [0.1 0.1]
+  ```
   """
   momentum_seed, loop_seed = random.derive_seeds(seed, 2)
   if momentum_distribution is not None:
@@ -205,7 +273,20 @@ def proposal_start(position, momentum, step_size, momentum_std,
 
 
 def leapfrog_seeds(loop_seed):
-  """(next loop seed, minibatch seed, noise seed) of one leapfrog step."""
+  """(next loop seed, minibatch seed, noise seed) of one leapfrog step.
+
+  Args:
+    loop_seed: the seed carried through the leapfrog steps, int32[2].
+
+  Returns:
+    (next loop seed, minibatch seed, noise seed), each int32[2].
+
+  ```python
+  next_seed, batch_seed, noise_seed = tfp_sgmcmc.dynamics.leapfrog_seeds(
+      tf.constant([0, 1]))
+  print(next_seed.shape)  # (2,)
+  ```
+  """
   next_seed, step_seed = random.walk_seed(loop_seed)
   batch_seed, noise_seed = random.derive_seeds(step_seed, 2)
   return next_seed, batch_seed, noise_seed
@@ -224,8 +305,31 @@ def leapfrog_step(step, position, momentum, rho, gradient, step_size,
   with M^{-1} r_{t+1/2} for sigma^-2 r_{t+1/2} and the kick's noise drawn
   from N(0, M) when `momentum_distribution` (N(0, M)) is given.
 
-  Returns (theta_{t+1}, r_{t+1/2}, rho) with rho in its own dtype (the Keras
-  adapter keeps it in float64).
+  Args:
+    step: t, the step's index (0 <= t < T).
+    position: theta_t, a structure of tensors.
+    momentum: r_{t-1/2}, same structure.
+    rho: the energy accumulator, one per chain, in its own dtype.
+    gradient: grad U~_t(theta_t), same structure as `position`.
+    step_size: eps, a scalar or one per part.
+    friction: beta >= 0.
+    momentum_std: sigma.
+    num_leapfrog_steps: T.
+    noise_seed: the step's noise seed (`leapfrog_seeds`).
+    batch_ndims: number of leading chain axes of each part.
+    momentum_distribution: N(0, M), or None for M = sigma^2 I.
+
+  Returns:
+    (theta_{t+1}, r_{t+1/2}, rho) with rho in its own dtype (the Keras
+    adapter keeps it in float64).
+
+  ```python
+  theta, r, rho = tfp_sgmcmc.dynamics.leapfrog_step(
+      0, tf.zeros([3, 2]), tf.ones([3, 2]), tf.zeros([3], tf.float64),
+      tf.ones([3, 2]), step_size=0.1, friction=0.5, momentum_std=1.,
+      num_leapfrog_steps=10, noise_seed=[0, 1], batch_ndims=1)
+  print(theta.shape, rho.dtype)  # (3, 2) float64
+  ```
   """
   dtype = tf.nest.flatten(position)[0].dtype
   eps = tf.nest.map_structure(lambda e: as_dtype(e, dtype), step_size)
@@ -253,6 +357,22 @@ def leapfrog_step(step, position, momentum, rho, gradient, step_size,
 
 
 def check_num_leapfrog_steps(num_leapfrog_steps):
+  """Raises unless T is a Python integer >= 1.
+
+  Args:
+    num_leapfrog_steps: T.
+
+  Returns:
+    None.
+
+  Raises:
+    TypeError: T is not an integer.
+    ValueError: T < 1.
+
+  ```python
+  tfp_sgmcmc.dynamics.amagold.check_num_leapfrog_steps(10)  # passes
+  ```
+  """
   if (isinstance(num_leapfrog_steps, bool) or
       not isinstance(num_leapfrog_steps, (numbers.Integral, np.integer))):
     raise TypeError(f"`num_leapfrog_steps` (T) must be a Python integer "
