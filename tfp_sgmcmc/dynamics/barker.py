@@ -59,6 +59,24 @@ def barker_increment_like(structure, step_size, seed,
   drawn or not (Algorithm 2 of the SGBD paper draws w ~ N(sigma,
   (0.1 sigma)^2)); it is drawn here so that a zero gradient gives a
   symmetric move in every variant, the extreme one included.
+
+  Args:
+    structure: a structure of tensors shaped like the state.
+    step_size: sigma, a scalar, a broadcastable tensor or one per part.
+    seed: a stateless seed, int32[2].
+    increment_distribution: "bimodal" or "gaussian".
+
+  Returns:
+    w, the same structure as `structure`.
+
+  Raises:
+    ValueError: an unknown `increment_distribution`.
+
+  ```python
+  w = tfp_sgmcmc.dynamics.barker_increment_like(tf.zeros([4, 2]), 0.5,
+                                                [0, 1])
+  print(w.shape)  # (4, 2), each +-0.5 (1 + 0.1 xi)
+  ```
   """
   if increment_distribution not in BARKER_INCREMENT_DISTRIBUTIONS:
     raise ValueError(f"`increment_distribution` must be one of "
@@ -84,6 +102,19 @@ def barker_probability(gradient, increment):
   With delta_j = -dU~/dtheta_j (`gradient` is grad U~): the probability of
   the move theta_j + w_j rather than theta_j - w_j (Livingstone & Zanella
   2022; v-SGBD when grad U~ is a minibatch estimate).
+
+  Args:
+    gradient: grad U~, a structure of tensors.
+    increment: w, same structure.
+
+  Returns:
+    p, the same structure as `gradient`.
+
+  ```python
+  p = tfp_sgmcmc.dynamics.barker_probability(tf.constant([0., 1.]),
+                                             tf.constant([1., 1.]))
+  print(p.numpy())  # [0.5 0.269]: a move downhill in U is likelier
+  ```
   """
   return tf.nest.map_structure(lambda g, w: tf.math.sigmoid(-w * g),
                                gradient, increment)
@@ -107,6 +138,16 @@ def corrected_barker_probability(gradient, increment, noise_std):
     gradient: grad U~, a structure of tensors.
     increment: w, same structure.
     noise_std: tau >= 0, same structure (or a scalar).
+
+  Returns:
+    p~, the same structure as `gradient`.
+
+  ```python
+  p = tfp_sgmcmc.dynamics.corrected_barker_probability(
+      tf.constant([1., 1.]), tf.constant([1., 1.]),
+      noise_std=tf.constant([0., 1.]))
+  print(p.numpy())  # tau = 0 is `barker_probability`'s 0.269
+  ```
   """
   def prob(g, w, tau):
     tau = as_dtype(tau, g.dtype)
@@ -129,6 +170,19 @@ def extreme_barker_probability(gradient, increment):
   |w_j| towards higher log density, as estimated on the minibatch. Among
   symmetric estimators of p it has the least bias when the gradient noise is
   large (the paper's Proposition 4); it is part sampler, part optimiser.
+
+  Args:
+    gradient: grad U~, a structure of tensors.
+    increment: w, same structure.
+
+  Returns:
+    p-bar (0 or 1), the same structure as `gradient`.
+
+  ```python
+  p = tfp_sgmcmc.dynamics.extreme_barker_probability(
+      tf.constant([1., -1.]), tf.constant([1., 1.]))
+  print(p.numpy())  # [0. 1.]
+  ```
   """
   return tf.nest.map_structure(lambda g, w: tf.cast(-w * g > 0., g.dtype),
                                gradient, increment)
@@ -137,7 +191,20 @@ def extreme_barker_probability(gradient, increment):
 def barker_move(position, increment, probability, uniform):
   """theta'_j = theta_j + b_j w_j, b_j = +1 if u_j < p_j else -1.
 
-  `probability` is p, p~ or p-bar; `uniform` holds U(0, 1) draws u.
+  Args:
+    position: theta, a structure of tensors.
+    increment: w, same structure.
+    probability: p, p~ or p-bar, same structure.
+    uniform: U(0, 1) draws u, same structure.
+
+  Returns:
+    theta', the same structure as `position`.
+
+  ```python
+  new = tfp_sgmcmc.dynamics.barker_move(
+      tf.zeros([2]), tf.ones([2]), tf.constant([1., 0.]), tf.fill([2], 0.5))
+  print(new.numpy())  # [ 1. -1.]
+  ```
   """
   return tf.nest.map_structure(
       lambda x, w, p, u: x + tf.where(u < p, w, -w), position, increment,
@@ -153,6 +220,20 @@ def gradient_noise_std_ema(noise_std, noise_variance, weight):
   value, of the per-coordinate standard deviation of the gradient
   estimator; V-hat_j is that estimator's variance estimated on the current
   minibatch (`target.gradient_noise_variance`).
+
+  Args:
+    noise_std: tau-hat, a structure of tensors.
+    noise_variance: V-hat, same structure.
+    weight: beta in (0, 1).
+
+  Returns:
+    The new tau-hat, the same structure as `noise_std`.
+
+  ```python
+  tau = tfp_sgmcmc.dynamics.gradient_noise_std_ema(
+      tf.zeros([2]), tf.fill([2], 4.), weight=0.5)
+  print(tau.numpy())  # [1. 1.]
+  ```
   """
   def update(tau, v):
     beta = as_dtype(weight, tau.dtype)
@@ -193,6 +274,13 @@ def barker_log_proposal_ratio(position, new_position, gradient, new_gradient,
 
   Returns:
     A tensor of shape `batch_shape` (the first `batch_ndims` axes).
+
+  ```python
+  x, y = tf.zeros([3, 2]), tf.ones([3, 2])  # 3 chains, U = |theta|^2 / 2
+  ratio = tfp_sgmcmc.dynamics.barker_log_proposal_ratio(
+      x, y, gradient=x, new_gradient=y, batch_ndims=1)
+  print(ratio.shape)  # (3,)
+  ```
   """
   terms = tf.nest.map_structure(
       lambda x, y, g, g_new: sum_event(
@@ -216,9 +304,29 @@ def barker_update(position, gradient, step_size, increment_seed,
   `corrected_barker_probability` ("corrected", with the noise estimate
   tau-hat first moved by `gradient_noise_std_ema` towards
   sqrt(`noise_variance`), the variance of the gradient estimator on the
-  same minibatch). w is drawn from `increment_seed`, the directions from
-  `direction_seed`. Returns (theta', tau-hat) (tau-hat unchanged but for
-  the corrected variant).
+  same minibatch).
+
+  Args:
+    position: theta, a structure of tensors.
+    gradient: grad U~(theta), same structure.
+    step_size: sigma, a scalar, a broadcastable tensor or one per part.
+    increment_seed: the stateless seed of w, int32[2].
+    direction_seed: the stateless seed of the directions b, int32[2].
+    variant: "vanilla", "corrected" or "extreme".
+    increment_distribution: "bimodal" or "gaussian".
+    noise_std: tau-hat (the corrected variant only).
+    noise_variance: V-hat on the same minibatch (corrected only).
+    noise_ema_weight: beta of `gradient_noise_std_ema` (corrected only).
+
+  Returns:
+    (theta', tau-hat), tau-hat unchanged but for the corrected variant.
+
+  ```python
+  theta, _ = tfp_sgmcmc.dynamics.barker_update(
+      tf.zeros([2]), tf.ones([2]), 0.5, increment_seed=[0, 1],
+      direction_seed=[0, 2])
+  print(theta.shape)  # (2,)
+  ```
   """
   increment = barker_increment_like(position, step_size, increment_seed,
                                     increment_distribution)
@@ -240,7 +348,33 @@ def sgbd_update(position, gradient, step_size, seed, variant="vanilla",
                 noise_variance=None, noise_ema_weight=None):
   """One SGBD step given grad U~ at `position` (on the minibatch of the
   step's first derived seed): `barker_update` with the increment and the
-  directions drawn from the step's `seed` as the kernel draws them."""
+  directions drawn from the step's `seed` as the kernel draws them.
+
+      w ~ mu_sigma,   b_j = +1 with probability P(delta_j, w_j), else -1,
+      theta'_j = theta_j + b_j w_j.
+
+  Args:
+    position: theta, a structure of tensors.
+    gradient: grad U~(theta), same structure.
+    step_size: sigma, a scalar, a broadcastable tensor or one per part.
+    seed: the step's stateless seed, int32[2].
+    variant: "vanilla", "corrected" or "extreme".
+    increment_distribution: "bimodal" or "gaussian".
+    noise_std: tau-hat (the corrected variant only).
+    noise_variance: V-hat on the same minibatch (corrected only).
+    noise_ema_weight: beta of `gradient_noise_std_ema` (corrected only).
+
+  Returns:
+    (theta', tau-hat), as `barker_update`.
+
+  ```python
+  theta, tau = tfp_sgmcmc.dynamics.sgbd_update(
+      tf.zeros([2]), tf.ones([2]), 0.5, seed=[0, 1], variant="corrected",
+      noise_std=tf.zeros([2]), noise_variance=tf.ones([2]),
+      noise_ema_weight=0.1)
+  print(theta.shape, tau.numpy())  # (2,) [0.1 0.1]
+  ```
+  """
   _, increment_seed, direction_seed = random.derive_seeds(seed, 3)
   return barker_update(position, gradient, step_size, increment_seed,
                        direction_seed, variant, increment_distribution,
@@ -263,8 +397,28 @@ def barker_proposal_step(position, step_size, seed, energy_and_gradient,
   `energy_and_gradient(position, seed)` evaluates (U~, grad U~) on the
   minibatch of `seed`.
 
-  Returns (x_{t+1}, rho_t, U~_t(x_t), grad U~_t(x_t), grad U~(x_{t+1}),
-  next seed): the seed is carried from step to step by a real split.
+  Args:
+    position: x_t, a structure of tensors.
+    step_size: sigma.
+    seed: the step's stateless seed, int32[2].
+    energy_and_gradient: `(position, seed) -> (U~, grad U~)` on the
+      minibatch of `seed`.
+    increment_distribution: "bimodal" or "gaussian".
+    reverse_minibatch: "same" or "independent".
+    batch_ndims: number of leading chain axes of each part.
+
+  Returns:
+    (x_{t+1}, rho_t, U~_t(x_t), grad U~_t(x_t), grad U~(x_{t+1}),
+    next seed): the seed is carried from step to step by a real split.
+
+  ```python
+  def energy_and_gradient(x, seed):
+    return 0.5 * tf.reduce_sum(x**2, -1), x  # U = |x|^2 / 2, exact
+  out = tfp_sgmcmc.dynamics.barker.barker_proposal_step(
+      tf.zeros([3, 2]), 0.5, tf.constant([0, 1]), energy_and_gradient,
+      batch_ndims=1)
+  print(out[0].shape, out[1].shape)  # (3, 2) (3,)
+  ```
   """
   (batch_seed, increment_seed, direction_seed, reverse_seed,
    next_seed) = random.split_seed(seed, 5)
@@ -281,6 +435,21 @@ def barker_proposal_step(position, step_size, seed, energy_and_gradient,
 
 
 def check_increment_distribution(increment_distribution):
+  """Raises unless `increment_distribution` is "bimodal" or "gaussian".
+
+  Args:
+    increment_distribution: the name given.
+
+  Returns:
+    None.
+
+  Raises:
+    ValueError: naming the value seen and the choices.
+
+  ```python
+  tfp_sgmcmc.dynamics.barker.check_increment_distribution("bimodal")
+  ```
+  """
   if increment_distribution not in BARKER_INCREMENT_DISTRIBUTIONS:
     raise ValueError(f"`increment_distribution` must be one of "
                      f"{BARKER_INCREMENT_DISTRIBUTIONS}; got "
