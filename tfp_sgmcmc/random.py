@@ -96,7 +96,21 @@ def derive_seeds(seed, n):
 
 def derive_inner_seeds(seed, n):
   """`n` seeds derived from a seed that `derive_seeds` already derived
-  (a second salt family, so that no seed comes back)."""
+  (a second salt family, so that no seed comes back).
+
+  Args:
+    seed: a stateless int32[2] seed, itself from `derive_seeds`.
+    n: the number of seeds, a Python int.
+
+  Returns:
+    A list of `n` int32[2] seed tensors.
+
+  ```python
+  _, step_seed = tfp_sgmcmc.random.derive_seeds([1, 2], 2)
+  normal_seed, sign_seed = tfp_sgmcmc.random.derive_inner_seeds(step_seed, 2)
+  print(normal_seed.shape)  # (2,)
+  ```
+  """
   return _salted(seed, n, _INNER_SALTS)
 
 
@@ -180,6 +194,18 @@ def walk_seed(seed):
   length of gammas of each other (probability about T / 2^64 for T steps).
   AMAGOLD's leapfrog loop carries its seed this way rather than by a
   threefry split per gradient.
+
+  Args:
+    seed: the carried stateless int32[2] seed.
+
+  Returns:
+    (next seed, this step's seed), each an int32[2] tensor.
+
+  ```python
+  carried, step_seed = tfp_sgmcmc.random.walk_seed([1, 2])
+  carried, next_step_seed = tfp_sgmcmc.random.walk_seed(carried)
+  print(step_seed.numpy(), next_step_seed.numpy())
+  ```
   """
   state = tf.bitcast(tfp.random.sanitize_seed(seed), tf.uint64) + tf.constant(
       _GAMMA, tf.uint64)
@@ -204,7 +230,21 @@ def uniform_indices(seed, shape, maxval):
 
   The minibatch indices of `InMemoryTarget` ([n] shared, or [chains, n] in
   one draw) and of every front end that draws as it does. Integer
-  arithmetic only, so eager and XLA agree."""
+  arithmetic only, so eager and XLA agree.
+
+  Args:
+    seed: a stateless int32[2] seed.
+    shape: the shape of the draw, a list or an int32 tensor.
+    maxval: the number of examples, a Python int.
+
+  Returns:
+    An int32 tensor of `shape`.
+
+  ```python
+  idx = tfp_sgmcmc.random.uniform_indices([1, 2], [4, 32], 1024)
+  print(idx.shape, idx.numpy().max() < 1024)  # (4, 32) True
+  ```
+  """
   shape = tf.cast(shape, tf.int32) if tf.is_tensor(shape) else shape
   n = tf.reduce_prod(tf.cast(shape, tf.int64))
   words = _random_words(seed, n)
@@ -217,19 +257,58 @@ def uniform_indices(seed, shape, maxval):
 def philox_indices(seed, shape, maxval):
   """int32 indices uniform on [0, maxval) from TF's Philox
   (`tf.random.stateless_uniform`): `TFRecordTarget`'s record draws and
-  `ShardedTarget`'s per-shard draws."""
+  `ShardedTarget`'s per-shard draws.
+
+  Args:
+    seed: a stateless int32[2] seed.
+    shape: the shape of the draw.
+    maxval: the exclusive upper bound.
+
+  Returns:
+    An int32 tensor of `shape`.
+
+  ```python
+  print(tfp_sgmcmc.random.philox_indices([1, 2], [8], 100).shape)  # (8,)
+  ```
+  """
   return tf.random.stateless_uniform(
       shape, seed=tfp.random.sanitize_seed(seed), minval=0, maxval=maxval,
       dtype=tf.int32, alg=RNG_ALG)
 
 
 def philox_uniform(shape, seed, dtype=tf.float32):
-  """U(0, 1) draws from TF's Philox, for a few scalars per step."""
+  """U(0, 1) draws from TF's Philox, for a few scalars per step.
+
+  Args:
+    shape: the shape of the draw.
+    seed: a stateless int32[2] seed.
+    dtype: a float dtype.
+
+  Returns:
+    A tensor of `shape` and `dtype`.
+
+  ```python
+  print(tfp_sgmcmc.random.philox_uniform([3], [1, 2]).shape)  # (3,)
+  ```
+  """
   return tf.random.stateless_uniform(shape, seed, dtype=dtype, alg=RNG_ALG)
 
 
 def philox_normal(shape, seed, dtype=tf.float32):
-  """N(0, 1) draws from TF's Philox."""
+  """N(0, 1) draws from TF's Philox.
+
+  Args:
+    shape: the shape of the draw.
+    seed: a stateless int32[2] seed.
+    dtype: a float dtype.
+
+  Returns:
+    A tensor of `shape` and `dtype`.
+
+  ```python
+  print(tfp_sgmcmc.random.philox_normal([3], [1, 2], tf.float64).dtype)
+  ```
+  """
   return tf.random.stateless_normal(shape, seed=seed, dtype=dtype,
                                     alg=RNG_ALG)
 
@@ -364,14 +443,41 @@ def standard_normal_like(structure, seed):
   All parts of the same dtype come from one flat draw: SplitMix64 words
   keyed by `seed`, each turned into a uniform u on a symmetric grid in
   (-1, 1) and then into sqrt(2) erfinv(u) (the inverse-CDF transform XLA
-  uses for its own normals; |z| <= 5.3 in float32, 8.1 in float64)."""
+  uses for its own normals; |z| <= 5.3 in float32, 8.1 in float64).
+
+  Args:
+    structure: a structure of tensors (their shapes and dtypes are used).
+    seed: a stateless int32[2] seed.
+
+  Returns:
+    Draws in the structure, shapes and dtypes of `structure`.
+
+  ```python
+  noise = tfp_sgmcmc.random.standard_normal_like(
+      [tf.zeros([4, 2]), tf.zeros([3], tf.float64)], [1, 2])
+  print([z.shape for z in noise], noise[1].dtype)
+  ```
+  """
   return _flat_draws(structure, seed, _normal)
 
 
 def uniform_like(structure, seed):
   """Independent U(0, 1) draws shaped like `structure`, from a stateless
   seed (one flat SplitMix64 draw per dtype, as `standard_normal_like`),
-  on a grid symmetric about 1/2, never 0 or 1."""
+  on a grid symmetric about 1/2, never 0 or 1.
+
+  Args:
+    structure: a structure of tensors (their shapes and dtypes are used).
+    seed: a stateless int32[2] seed.
+
+  Returns:
+    Draws in (0, 1) in the structure, shapes and dtypes of `structure`.
+
+  ```python
+  u = tfp_sgmcmc.random.uniform_like(tf.zeros([4, 2]), [1, 2])
+  print(u.shape)  # (4, 2)
+  ```
+  """
   return _flat_draws(structure, seed,
                      lambda s, n, dtype, one_reader: 0.5 + 0.5 * (
                          _symmetric_uniform(s, n, dtype)))

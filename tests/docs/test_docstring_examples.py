@@ -25,9 +25,10 @@ import types
 
 import pytest
 
-# `tfp_sgmcmc.random` comes before `tfp_sgmcmc.dynamics`, which re-exports
-# its functions, so they are named where they are defined; the dynamics
-# submodules (`tfp_sgmcmc.dynamics.langevin`, ...) are in its `__all__`.
+# The modules that these packages export (`tfp_sgmcmc.dynamics.langevin`,
+# ...) are walked too. A name is walked once, under the first module that
+# exports it: `tfp_sgmcmc.dynamics.derive_seeds`, say, not
+# `tfp_sgmcmc.random.derive_seeds`.
 PUBLIC_PACKAGES = ("tfp_sgmcmc", "tfp_sgmcmc.keras", "tfp_sgmcmc.kernels",
                    "tfp_sgmcmc.targets", "tfp_sgmcmc.chains",
                    "tfp_sgmcmc.random", "tfp_sgmcmc.dynamics",
