@@ -44,6 +44,11 @@ def load_statlog_australian(data_dir):
   Raises:
     FileNotFoundError: the file is not there.
     ValueError: the file does not have the published shape or labels.
+
+  ```python
+  x, y = tfp_sgmcmc.datasets.load_statlog_australian("data")
+  print(x.shape, y.mean())  # (690, 14), the share of label 1
+  ```
   """
   data_dir = os.fspath(data_dir)
   path = _find(data_dir, STATLOG_AUSTRALIAN_FILE, "statlog")
@@ -84,6 +89,10 @@ def load_statlog_heart(data_dir):
   `data_dir/statlog/`. The AMAGOLD paper's second logistic-regression
   data set (minibatch 16).
 
+  Args:
+    data_dir: a directory holding `heart_scale` (or
+      `statlog/heart_scale`).
+
   Returns:
     (x, y): float64 arrays [270, 13] and [270], y in {0, 1} (1 for +1).
 
@@ -91,6 +100,11 @@ def load_statlog_heart(data_dir):
     FileNotFoundError: the file is not there.
     ValueError: a malformed line, a feature index outside 1..13, or not 270
       rows.
+
+  ```python
+  x, y = tfp_sgmcmc.datasets.load_statlog_heart("data")
+  print(x.shape)  # (270, 13)
+  ```
   """
   data_dir = os.fspath(data_dir)
   path = _find(data_dir, STATLOG_HEART_FILE, "statlog")
@@ -152,11 +166,24 @@ def read_idx(path):
   The header is two zero bytes, a type code, the number of dimensions and
   one big-endian uint32 per dimension; the data follow in C order.
 
+  Args:
+    path: the file's path; a gzip-compressed file is decompressed.
+
   Returns:
     A numpy array with the file's shape (uint8 for MNIST images and labels).
 
   Raises:
     ValueError: the file is not a well-formed IDX file.
+
+  A 2 x 3 uint8 array written as IDX (type code 0x08, two dimensions) and
+  read back:
+
+  ```python
+  with open("tiny-idx2-ubyte", "wb") as f:
+    f.write(bytes([0, 0, 0x08, 2]) + np.array([2, 3], ">u4").tobytes()
+            + bytes(range(6)))
+  print(tfp_sgmcmc.datasets.read_idx("tiny-idx2-ubyte"))  # [[0 1 2] [3 4 5]]
+  ```
   """
   import gzip  # pylint: disable=import-outside-toplevel
   path = os.fspath(path)
@@ -200,6 +227,11 @@ def load_mnist(data_dir, subset="test", download=False):
   Raises:
     FileNotFoundError: the files are missing (and `download` is False).
     ValueError: a file is malformed, or images and labels disagree.
+
+  ```python
+  images, labels = tfp_sgmcmc.datasets.load_mnist("data", subset="test")
+  print(images.shape, labels[:10])  # (10000, 28, 28)
+  ```
   """
   if subset not in MNIST_FILES:
     raise ValueError(f"`subset` must be one of {sorted(MNIST_FILES)}; got "
@@ -245,12 +277,21 @@ def load_fashion_mnist_sprite(data_dir):
   `data_dir/fashion-mnist-sprite/`: an out-of-distribution set for MNIST
   models (clothes instead of digits, same 28 x 28 grey-level format).
 
+  Args:
+    data_dir: a directory holding `images-idx3-ubyte.gz` (or
+      `fashion-mnist-sprite/images-idx3-ubyte.gz`).
+
   Returns:
     uint8 array [900, 28, 28].
 
   Raises:
     FileNotFoundError: the file is missing.
     ValueError: it is not 28 x 28 images.
+
+  ```python
+  print(tfp_sgmcmc.datasets.load_fashion_mnist_sprite("data").shape)
+  # (900, 28, 28)
+  ```
   """
   data_dir = os.fspath(data_dir)
   path = _find(data_dir, FASHION_MNIST_SPRITE_FILE, "fashion-mnist-sprite")
@@ -297,6 +338,13 @@ def load_mnist_split(data_dir, seed=0, train=slice(0, 8000),
 
   Raises:
     FileNotFoundError, ValueError: as `load_mnist`.
+
+  ```python
+  parts = tfp_sgmcmc.datasets.load_mnist_split(
+      "data", validation=slice(6000, 8000), train=slice(0, 6000))
+  x_train, y_train = parts["train"]
+  print(x_train.shape, parts["validation"][0].shape)  # (6000, 784) (2000, 784)
+  ```
   """
   images, labels = load_mnist(data_dir, "test")
   x = (images.reshape(len(images), -1) / 255.).astype(np.float32)

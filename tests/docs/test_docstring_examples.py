@@ -48,9 +48,15 @@ SLOW = {
     "tfp_sgmcmc.ShardedTarget": "a chain through tf.distribute",
 }
 # public name -> why it cannot run as a single-process example.
+DATA_FILES = "it reads a data set's files from a `data` directory"
 NOT_RUNNABLE = {
     "tfp_sgmcmc.keras.enable_keras_multi_worker_fit":
         "it needs one process per worker of a TF_CONFIG cluster",
+    "tfp_sgmcmc.datasets.load_statlog_australian": DATA_FILES,
+    "tfp_sgmcmc.datasets.load_statlog_heart": DATA_FILES,
+    "tfp_sgmcmc.datasets.load_mnist": DATA_FILES,
+    "tfp_sgmcmc.datasets.load_fashion_mnist_sprite": DATA_FILES,
+    "tfp_sgmcmc.datasets.load_mnist_split": DATA_FILES,
 }
 
 PRELUDE = """
