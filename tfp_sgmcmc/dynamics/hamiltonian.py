@@ -521,10 +521,12 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
   r' = -h grad U~ + N(0, (1 - h xi)^2 T0 + 2 A h T) per chain.
 
   Args:
-    position, momentum, gradient, noise: structures like the state;
-      `noise` is z ~ N(0, M).
+    position: theta, a structure of tensors (the state).
+    momentum: r, same structure.
     thermostat: xi, shape = the chains' batch shape.
+    gradient: grad U~(theta), same structure as `position`.
     step_size: h.
+    noise: z ~ N(0, M), same structure as `position`.
     diffusion: A >= 0.
     temperature: T.
     event_ndims: per part (or one for all parts), how many trailing axes
