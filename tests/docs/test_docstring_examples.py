@@ -17,22 +17,17 @@ with `python -m pytest -m slow`); one that cannot run alone (it needs
 several processes or machines) is listed with its reason and skipped.
 """
 
-import importlib
 import inspect
-import os
 import re
 import types
 
 import pytest
 
-# The modules that these packages export (`tfp_sgmcmc.dynamics.langevin`,
-# ...) are walked too. A name is walked once, under the first module that
-# exports it: `tfp_sgmcmc.dynamics.derive_seeds`, say, not
-# `tfp_sgmcmc.random.derive_seeds`.
-PUBLIC_PACKAGES = ("tfp_sgmcmc", "tfp_sgmcmc.keras", "tfp_sgmcmc.kernels",
-                   "tfp_sgmcmc.targets", "tfp_sgmcmc.chains",
-                   "tfp_sgmcmc.random", "tfp_sgmcmc.dynamics",
-                   "tfp_sgmcmc.synthetic", "tfp_sgmcmc.datasets")
+from support import public_api
+
+# The public modules (support.public_api) are walked. A name is walked once,
+# under the first module that exports it: `tfp_sgmcmc.dynamics.derive_seeds`,
+# say, not `tfp_sgmcmc.random.derive_seeds`.
 
 # public name (as the test ids show it) -> why it is slow (over about 10 s
 # on 2 cores): eager chains of thousands of gradients, as the docstrings
@@ -79,14 +74,7 @@ target = tfp_sgmcmc.InMemoryTarget(log_likelihood, (x, y), batch_size=32,
 
 
 def _public_objects():
-  modules = {}
-  for name in PUBLIC_PACKAGES:
-    module = importlib.import_module(name)
-    modules[name] = module
-    for exported in getattr(module, "__all__", ()):
-      value = getattr(module, exported)
-      if isinstance(value, types.ModuleType):
-        modules[value.__name__] = value
+  modules = public_api.public_modules()
   seen = set()
   for module_name, module in modules.items():
     yield from _walk(module_name, module, seen)

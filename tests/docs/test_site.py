@@ -24,10 +24,12 @@ import types
 
 import pytest
 
+from support import public_api
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
-# The packages whose namespaces are public; every module one of them lists
-# in `__all__` is public too.
+# The packages whose namespaces the API pages must cover (support.public_api
+# has the modules they list too).
 PUBLIC_PACKAGES = ("tfp_sgmcmc", "tfp_sgmcmc.keras", "tfp_sgmcmc.kernels",
                    "tfp_sgmcmc.targets", "tfp_sgmcmc.chains",
                    "tfp_sgmcmc.dynamics")
@@ -49,15 +51,7 @@ def site(tmp_path_factory):
 
 
 def public_modules():
-  modules = {}
-  for name in PUBLIC_PACKAGES:
-    module = importlib.import_module(name)
-    modules[name] = module
-    for exported in getattr(module, "__all__", ()):
-      value = getattr(module, exported)
-      if isinstance(value, types.ModuleType):
-        modules[value.__name__] = value
-  return modules
+  return public_api.public_modules(PUBLIC_PACKAGES)
 
 
 def public_names(module):

@@ -19,4 +19,5 @@ top conftest puts tests/ on sys.path).
 * bad_inputs: inputs and machinery of the bad-input catalogues in errors/.
 * per_chain_minibatches: the per-chain minibatch target on the linear
   regression.
+* public_api: the public modules the docs tests walk.
 """
