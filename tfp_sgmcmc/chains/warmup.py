@@ -223,11 +223,12 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   ```python
   kernel = tfp_sgmcmc.AMAGOLD(target, step_size=0.01, num_leapfrog_steps=10,
                               friction=0.5)
-  warm = tfp_sgmcmc.warm_up(kernel, tf.zeros([4, d]), num_steps=1000,
+  warm = tfp_sgmcmc.warm_up(kernel, tf.zeros([4, d]), num_steps=200,
                             seed=[1, 2])
-  samples = tfp.mcmc.sample_chain(2000, warm.state, kernel=warm.kernel,
-                                  trace_fn=None, seed=[3, 4])
-  warm.report.step_size, warm.report.variance   # what was tuned
+  samples = tf.function(lambda: tfp.mcmc.sample_chain(   # one XLA program
+      500, warm.state, kernel=warm.kernel, trace_fn=None, seed=[3, 4]),
+      jit_compile=True)()
+  print(warm.report.step_size, warm.report.variance)   # what was tuned
   ```
 
   Args:
