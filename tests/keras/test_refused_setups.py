@@ -193,9 +193,10 @@ def test_layers_random_in_training_are_refused(make, message):
 def test_deterministic_training_layers_are_accepted():
   # Dropout at rate 0 and batch normalisation (batch statistics, but no
   # random numbers) pass the check.
-  tiny_fit(model=keras.Sequential([
+  callback = tiny_fit(model=keras.Sequential([
       keras.Input((3,)), keras.layers.Dropout(0.), keras.layers.Dense(4),
       keras.layers.BatchNormalization(), keras.layers.Dense(1)]))
+  assert callback.divergence is None and callback.samples  # It sampled.
 
 
 def test_amagold_energy_data_that_never_ends_is_refused():
