@@ -4,9 +4,29 @@ Zhang, Cooper & De Sa (AISTATS 2020), Section 6.3: test error of SGHMC and
 (skew-reversible) AMAGOLD on MNIST for the momentum decay b in {0.01, 5e-6}
 and the step size h in {5e-4, 1e-3}; at b = 5e-6 SGHMC diverges (about 90%
 error) while AMAGOLD keeps its usual error. Fig. 5: the empirical CDF of the
-predictive entropy of the 8 models on an out-of-distribution set (notMNIST
-in the paper; the 900 Fashion-MNIST sprite images here). Everything runs
-through the Keras adapter, `tfp_sgmcmc.keras.SamplingCallback`.
+predictive entropy on an out-of-distribution set (notMNIST in the paper; the
+900 Fashion-MNIST sprite images here).
+
+Rows, each run for every seed (3 by default) from that seed's burn-in:
+
+* SGHMC and AMAGOLD at the four (b, h), through the Keras adapter
+  (`tfp_sgmcmc.keras.SamplingCallback` in `model.fit`), the identity mass;
+* "AMAGOLD, warm_up(300)": `tfp_sgmcmc.warm_up` (dual-averaged step size to
+  0.75 acceptance and a diagonal mass matrix from the warm-up draws, Stan's
+  windows) started at the paper's (b, h) = (5e-6, 1e-3), then the frozen,
+  exact kernel for the sampling epochs (TFP kernel path on an
+  `InMemoryTarget` holding the same data; minibatches with replacement);
+* "AMAGOLD, fit(warmup=300)": the same start in `fit` with
+  `SamplingCallback(warmup=300)` (the step size only: `fit` has no mass
+  matrix), then its sampling epochs;
+* the warm-up alone started 100x too small and 100x too large in eps, to
+  show where it ends.
+
+Every row reports the test error of the 20-sample average (the paper's
+measure, samples spread over the run) and of its last 10 samples, the test
+NLL, and for AMAGOLD the M-H acceptance, the mean squared jump per test
+(||theta_k - theta_(k-1)||^2, 0 for a rejection) and the distance of the
+last sample from the burn-in point.
 
 Units. The paper's (b, h) are Appendix F's SGD units, with h a learning
 rate on the *mean* loss: the authors' code uses lr = h / 60000 on grad U
@@ -25,46 +45,36 @@ grad U, so both samplers get learning_rate = h / N and momentum_decay = b:
                                 resample_momentum=False)
         (eps = sqrt(h / N), beta = b / sqrt(h / N), sigma = 1)
 
-with N our training-set size. Set-up as in the authors' code: inputs
-standardised by MNIST's mean 0.1307 and standard deviation 0.3081; prior
-N(0, 1 / 5e-4) (their weight decay 5e-4 on grad U; we include the prior in
-the M-H energy too, which their code forgets); burn-in: 360 steps of SGD
-with learning rate 0.1 and momentum 0.5 (PyTorch's momentum=1-0.5) in
-batches of 500, shared by all chains: the authors' 3 epochs of 60,000
-images are 360 steps, i.e. 22.5 epochs of our 8,000 (3 epochs of ours, 48
-steps, leave the net so far from the posterior's bulk that AMAGOLD's
-energy-accumulator noise rejects nearly every trajectory; `--burnin-steps
-48` shows it); then the sampler in batches of N / 30 (their 2,000 of
-60,000, so that the minibatch noise per step, which scales with N / n, is
-the paper's); 20 samples kept, spread evenly over the sampling phase.
+with N our training-set size. A warm-up tunes eps with beta fixed, so h =
+eps^2 N and b = eps beta both move; the tables give the tuned (h, b).
 
-A third AMAGOLD row per (b, h) ("AMAGOLD, adapted") starts at the same
-(h, b) and adapts the step size to 85% acceptance (Section 5.2) with
-`tfp.mcmc.SimpleStepSizeAdaptation` over the first quarter of its
-transitions, then keeps 20 samples from the rest. It runs the TFP kernel
-path (`tfp_sgmcmc.AMAGOLD` on an `InMemoryTarget` holding the same data,
-minibatches drawn with replacement): the table was measured before `fit`
-gained step-size adaptation (`SamplingCallback(step_size_adaptation=...)`,
-see docs/keras.md), and has not been re-run through it.
+Set-up as in the authors' code: inputs standardised by MNIST's mean 0.1307
+and standard deviation 0.3081; prior N(0, 1 / 5e-4) (their weight decay
+5e-4 on grad U; we include the prior in the M-H energy too, which their
+code forgets); burn-in: 360 steps of SGD with learning rate 0.1 and
+momentum 0.5 in batches of 500 (the authors' 3 epochs of 60,000 images),
+22.5 epochs of our 8,000; then the samplers in batches of N / 30 (their
+2,000 of 60,000, so that the minibatch noise per step, which scales with
+N / n, is the paper's); 20 samples kept, spread evenly over the sampling
+phase.
 
 Data: only the 10,000 MNIST *test* images are on this project's machines:
-split 8,000 train / 2,000 test by `numpy.random.default_rng(seed)`.
+split 8,000 train / 2,000 test by `numpy.random.default_rng(0)` for every
+seed.
 
-A diverged chain (the adapter's divergence stop, which warns and stops
-`fit`, or raises with `on_divergence="raise"`; or non-finite loss, energy or
-weights seen by this script's own check) is reported as "diverged (at epoch
-k)" and kept out of the entropy figure, instead of crashing the script.
+A diverged chain (the adapter's divergence stop, or non-finite loss, energy
+or weights seen by this script's own check) is reported as "diverged (at
+epoch k)" and kept out of the entropy figure, instead of crashing the
+script.
 
-    python examples/papers/amagold/bnn_table2.py --sample-epochs 100
-        # the docs/results table
-    python examples/papers/amagold/bnn_table2.py --small
-        # 784-100-10, 30 epochs
-    python examples/papers/amagold/bnn_table2.py --no-adapt
-        # only the 8 Keras chains
+    python examples/papers/amagold/bnn_table2.py
+        # the docs table: 150 sampling epochs, seeds 0, 1, 2
+    python examples/papers/amagold/bnn_table2.py --small --seeds 0
+        # 784-100-10, 30 epochs, one seed
 
 The data directory defaults to ../shared/data (or $TFP_SGMCMC_DATA).
-Writes `table2.md`, `table2.json` and `fig5_entropy_cdf.png` into `--out`
-(default out/bnn_table2/).
+Writes `table2.md`, `table2.json` and `fig5_entropy_cdf.png` (seed 0's
+chains) into `--out` (default out/bnn_table2/).
 """
 
 import argparse
@@ -102,11 +112,14 @@ BURNIN = dict(steps=360, batch_size=500, learning_rate=0.1, momentum=0.5)
 BATCHES_PER_EPOCH = 30                  # 60,000 / 2,000 in the paper
 NUM_LEAPFROG_STEPS = 10
 NUM_SAMPLES = 20
-ADAPT_TARGET = 0.85                     # Section 5.2's target acceptance
-ADAPT_FRACTION = 0.25                   # of the sampling transitions
-ADAPT_RATE = 0.01                       # SimpleStepSizeAdaptation's default
 FRICTIONS = (0.01, 5e-6)                # b
 STEP_SIZES = (5e-4, 1e-3)               # h, on the mean loss
+# The warmed-up rows start from the paper's cell where SGHMC fails, and
+# spend WARMUP_TESTS M-H tests (100 of our epochs) before sampling.
+WARMUP_CELL = (5e-6, 1e-3)
+WARMUP_TESTS = 300
+START_FACTORS = (0.01, 100.)            # the warm-up from eps x these
+METHODS = ("SGHMC", "AMAGOLD", "AMAGOLD, warm_up", "AMAGOLD, fit(warmup)")
 PAPER = {("SGHMC", 0.01, 5e-4): "3.69 ± 0.03",
          ("SGHMC", 0.01, 1e-3): "3.77 ± 0.17",
          ("SGHMC", 5e-6, 5e-4): "89.95 ± 0.29",
@@ -116,7 +129,7 @@ PAPER = {("SGHMC", 0.01, 5e-4): "3.69 ± 0.03",
          ("AMAGOLD", 5e-6, 5e-4): "3.65 ± 0.10",
          ("AMAGOLD", 5e-6, 1e-3): "3.63 ± 0.10"}
 SIZES = {"small": dict(hidden=(100,), sample_epochs=30, num_train=8000),
-         "paper": dict(hidden=(500, 256), sample_epochs=100, num_train=8000)}
+         "paper": dict(hidden=(500, 256), sample_epochs=150, num_train=8000)}
 
 
 def load(data_dir, seed, num_train=8000):
@@ -218,12 +231,40 @@ def make_sampler(name, b, h, n, seed):
       seed=seed)
 
 
+def flat_weights(weights):
+  return np.concatenate([np.ravel(np.asarray(w, np.float64))
+                         for w in weights])
+
+
+class JumpTracker(keras.callbacks.Callback):
+  """Squared jumps of the chain per M-H test (AMAGOLD in `fit`): after
+  each test, ||theta_k - theta_{k-1}||^2 of the accepted positions (0 for
+  a rejection); listed after the `SamplingCallback`."""
+
+  def __init__(self, sampling, start):
+    super().__init__()
+    self.sampling = sampling
+    self.previous = flat_weights(start)
+    self.jumps = []
+
+  def on_train_batch_end(self, batch, logs=None):
+    if self.sampling.num_tests > len(self.jumps):
+      now = flat_weights(self.sampling.sampler.chain_state())
+      self.jumps.append(float(np.sum(np.square(now - self.previous))))
+      self.previous = now
+
+
 def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
-              verbose=0, batches_per_epoch=BATCHES_PER_EPOCH, callbacks=()):
-  """One sampler from the burnt-in weights; a dict of results (`loss`: the
-  training loss Keras reports for each epoch)."""
+              verbose=0, batches_per_epoch=BATCHES_PER_EPOCH, callbacks=(),
+              warmup=None):
+  """One sampler from the burnt-in weights through `SamplingCallback` in
+  `fit`; a dict of results (`loss`: the training loss Keras reports per
+  epoch). With `warmup=n` (AMAGOLD), `SamplingCallback(warmup=n)` tunes the
+  step size over n extra tests before the `sample_epochs`."""
   n = len(data["x_train"])
   batch = n // batches_per_epoch
+  warmup_epochs = (0 if not warmup else
+                   math.ceil(warmup * NUM_LEAPFROG_STEPS / batches_per_epoch))
   steps = sample_epochs * batches_per_epoch
   transitions = steps // NUM_LEAPFROG_STEPS if name == "AMAGOLD" else steps
   thinning = max(1, transitions // NUM_SAMPLES)
@@ -233,19 +274,22 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
   kwargs = {}
   if name == "AMAGOLD":
     kwargs = dict(energy_data=(data["x_train"], data["y_train"]),
-                  energy_batch_size=2000)
+                  energy_batch_size=2000, warmup=warmup)
   sampling = sgk.SamplingCallback(
       make_sampler(name, b, h, n, seed), num_examples=n, prior=PRIOR_SCALE,
       thinning=thinning, max_samples=NUM_SAMPLES, **kwargs)
   monitor = DivergenceMonitor()
+  extra = [JumpTracker(sampling, init_weights)] if name == "AMAGOLD" else []
   start = time.perf_counter()
-  row = dict(method=name, b=b, h=h, paper=PAPER.get((name, b, h)),
-             diverged_at=None, message=None)
+  method = name if not warmup else f"{name}, fit(warmup={warmup})"
+  row = dict(method=method, b=b, h=h, paper=PAPER.get((name, b, h)),
+             diverged_at=None, message=None, seed=seed,
+             warmup_tests=warmup or 0)
   history = keras.callbacks.History()
   try:
     model.fit(dataset(data["x_train"], data["y_train"], batch, seed),
-              epochs=sample_epochs, verbose=verbose,
-              callbacks=[sampling, monitor, history] + list(callbacks))
+              epochs=sample_epochs + warmup_epochs, verbose=verbose,
+              callbacks=[sampling, monitor, history] + extra + list(callbacks))
   except Exception as e:  # pylint: disable=broad-except
     # The adapter's divergence stop (or a numerical failure inside fit).
     row["message"] = f"{type(e).__name__}: {e}".splitlines()[0][:200]
@@ -264,24 +308,40 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
     row["diverged_at"] = monitor.diverged_at
   row["kept_samples"] = (0 if row["diverged_at"] is not None
                          else sampling.posterior.num_samples)
+  # The adapter's heating statistic of the epoch energies (flagged above
+  # tfp_sgmcmc.diagnostics.HEATING_THRESHOLD).
+  row["heating"] = sampling.heating
   if name == "AMAGOLD" and row["diverged_at"] is None:
-    row["acceptance"] = sampling.acceptance_rate
+    jumps = extra[0].jumps[warmup or 0:]
+    accepted = [j > 0. for j in jumps]
+    row["acceptance"] = float(np.mean(accepted)) if jumps else math.nan
+    row["mean_squared_jump"] = float(np.mean(jumps)) if jumps else math.nan
+    if warmup:
+      row["step_size"] = sampling.sampler.log_diagnostics()["step_size"]
+      row["tuned_h"] = row["step_size"] ** 2 * n
+      row["tuned_b"] = b * row["step_size"] / math.sqrt(h / n)
   # The chain's position at the end (the model's weights after `fit`): the
   # paper's 20 samples may all come from the end of a long run, where a
   # heating chain is worst, while our average spans the whole run.
+  end = (sampling.sampler.chain_state() if name == "AMAGOLD"
+         else model.get_weights())
+  row["distance"] = float(np.sqrt(np.sum(np.square(
+      flat_weights(end) - flat_weights(init_weights)))))
   logits = model.predict(data["x_test"], batch_size=1000, verbose=0)
   row["last_sample_error"] = (
       float(np.mean(logits.argmax(1) != data["y_test"]))
       if np.all(np.isfinite(logits)) else None)
-  probs = ood = None
+  ood = None
   if row["diverged_at"] is None and row["kept_samples"]:
-    probs = sampling.predict(data["x_test"], batch_size=1000)
-    ood = sampling.predict(data["x_ood"], batch_size=1000)
-    if not (np.all(np.isfinite(probs)) and np.all(np.isfinite(ood))):
+    probs = sampling.posterior.predict_samples(data["x_test"],
+                                               batch_size=1000)
+    ood = sampling.posterior.predict_samples(data["x_ood"], batch_size=1000)
+    if np.all(np.isfinite(probs)) and np.all(np.isfinite(ood)):
+      _score(row, probs, ood, data["y_test"])
+      ood = ood.mean(0)
+    else:
       row["diverged_at"] = sample_epochs
-      probs = ood = None
-  if probs is not None:
-    _score(row, probs, ood, data["y_test"])
+      ood = None
   return row, ood
 
 
@@ -293,17 +353,10 @@ def mlp_logits(params, x):
   return tf.matmul(a, params[-2]) + params[-1]
 
 
-def run_adaptive_amagold(b, h, data, init_weights, sample_epochs, seed,
-                         batches_per_epoch=BATCHES_PER_EPOCH,
-                         target_accept=ADAPT_TARGET,
-                         adapt_fraction=ADAPT_FRACTION,
-                         adaptation_rate=ADAPT_RATE):
-  """Skew-reversible AMAGOLD started at (h, b), its step size adapted to
-  `target_accept` by `tfp.mcmc.SimpleStepSizeAdaptation` over the first
-  `adapt_fraction` of the transitions, then frozen; the 20 samples are
-  spread over the rest. TFP kernel path (`tfp_sgmcmc.AMAGOLD` on an
-  `InMemoryTarget`), the same (h, b) units as the Keras rows. Adapting eps
-  keeps beta = b / eps fixed, so h = eps^2 and b = eps beta both scale."""
+def amagold_kernel(data, b, h, batches_per_epoch=BATCHES_PER_EPOCH):
+  """`tfp_sgmcmc.AMAGOLD` on an `InMemoryTarget` holding the training set,
+  the same model, prior, (h, b) units and minibatch size as the Keras rows
+  (minibatches drawn with replacement)."""
   x, y = data["x_train"], data["y_train"]
   n = len(x)
 
@@ -319,60 +372,89 @@ def run_adaptive_amagold(b, h, data, init_weights, sample_epochs, seed,
   target = tfp_sgmcmc.InMemoryTarget(
       log_likelihood, (x, y), batch_size=n // batches_per_epoch,
       log_prior_fn=log_prior, energy_chunk_size=2000)
-  transitions = sample_epochs * batches_per_epoch // NUM_LEAPFROG_STEPS
-  adapt = max(1, int(adapt_fraction * transitions))
-  thinning = max(1, (transitions - adapt) // NUM_SAMPLES)
-  kernel = tfp.mcmc.SimpleStepSizeAdaptation(
-      tfp_sgmcmc.AMAGOLD.from_sgd_parameters(
-          target, learning_rate=h / n, momentum_decay=b,
-          num_leapfrog_steps=NUM_LEAPFROG_STEPS, resample_momentum=False),
-      num_adaptation_steps=adapt, target_accept_prob=target_accept,
-      adaptation_rate=adaptation_rate)
+  return tfp_sgmcmc.AMAGOLD.from_sgd_parameters(
+      target, learning_rate=h / n, momentum_decay=b,
+      num_leapfrog_steps=NUM_LEAPFROG_STEPS, resample_momentum=False)
 
-  # One compiled transition per call (T leapfrog steps and the exact
-  # energy; the Python loop costs nothing beside them). An outer
-  # tf.while_loop around it trips a Grappler bug (ALREADY_EXISTS on a
-  # temporary variable of the nested loops) in TF 2.21.
-  one_step = tf.function(
-      lambda state, results, seed: kernel.one_step(state, results, seed),
-      autograph=False)
 
-  def run_steps(state, results, seed, num_steps):
-    accepted = 0
-    for step_seed in tfp.random.split_seed(seed, num_steps):
-      state, results = one_step(state, results, step_seed)
-      accepted += int(results.inner_results.is_accepted)
-    return state, results, accepted
-
-  start = time.perf_counter()
+def warm_up(data, b, h, init_weights, seed, warmup_tests,
+            batches_per_epoch=BATCHES_PER_EPOCH):
+  """`tfp_sgmcmc.warm_up` (dual-averaged step size and a diagonal mass
+  matrix, Stan's windows) of the AMAGOLD started at (h, b)."""
+  kernel = amagold_kernel(data, b, h, batches_per_epoch)
   state = [tf.constant(w) for w in init_weights]
+  return tfp_sgmcmc.warm_up(kernel, state, num_steps=warmup_tests,
+                            seed=tfp.random.sanitize_seed([seed, 29]))
+
+
+def sample_warmed_up(warm, num_tests, seed):
+  """`NUM_SAMPLES` samples of the warmed-up (frozen, exact) AMAGOLD over
+  `num_tests` M-H tests: (samples, acceptance, mean squared jump)."""
+  kernel = warm.kernel
+  thinning = max(1, num_tests // NUM_SAMPLES)
+
+  @tf.function(jit_compile=True, autograph=False)
+  def block(state, results, seed):
+    # `thinning` tests in one XLA program, counting accepts and jumps.
+    def body(i, state, results, seed, accepted, jump):
+      seed, step_seed = tfp.random.split_seed(seed)
+      new_state, results = kernel.one_step(state, results, step_seed)
+      jump += tf.add_n([tf.reduce_sum(tf.square(a - c))
+                        for a, c in zip(new_state, state)])
+      accepted += tf.cast(results.is_accepted, tf.float32)
+      return i + 1, new_state, results, seed, accepted, jump
+    _, state, results, seed, accepted, jump = tf.while_loop(
+        lambda i, *_: i < thinning, body,
+        (tf.constant(0), state, results, seed, tf.constant(0.),
+         tf.constant(0.)))
+    return state, results, seed, accepted, jump
+
+  state = list(warm.state)
   results = kernel.bootstrap_results(state)
   seed = tfp.random.sanitize_seed([seed, 2020])
-  seed, step_seed = tfp.random.split_seed(seed)
-  state, results, adapt_accepted = run_steps(state, results, step_seed,
-                                             adapt)
-  samples, accepted, tests = [], 0, 0
+  samples, accepted, jumps = [], 0., 0.
   for _ in range(NUM_SAMPLES):
-    seed, step_seed = tfp.random.split_seed(seed)
-    state, results, k = run_steps(state, results, step_seed, thinning)
-    accepted += k
-    tests += thinning
+    state, results, seed, a, j = block(state, results, seed)
+    accepted += float(a)
+    jumps += float(j)
     samples.append([w.numpy() for w in state])
-  step_size = float(results.new_step_size)
-  eps0 = math.sqrt(h / n)
-  row = dict(method="AMAGOLD, adapted", b=b, h=h, paper=None,
-             diverged_at=None, message=None,
+  tests = thinning * NUM_SAMPLES
+  return samples, accepted / tests, jumps / tests
+
+
+def run_warmed_up(b, h, data, init_weights, sample_epochs, seed,
+                  warmup_tests=WARMUP_TESTS,
+                  batches_per_epoch=BATCHES_PER_EPOCH):
+  """AMAGOLD warmed up by `tfp_sgmcmc.warm_up` from (h, b) (the TFP kernel
+  path: Keras `fit` tunes the step size only), then sampled with the step
+  size and mass frozen (exact) for `sample_epochs`."""
+  n = len(data["x_train"])
+  start = time.perf_counter()
+  warm = warm_up(data, b, h, init_weights, seed, warmup_tests,
+                 batches_per_epoch)
+  num_tests = sample_epochs * batches_per_epoch // NUM_LEAPFROG_STEPS
+  samples, acceptance, jump = sample_warmed_up(warm, num_tests, seed)
+  variance = flat_weights(warm.report.variance)
+  row = dict(method=f"AMAGOLD, warm_up({warmup_tests})", b=b, h=h,
+             paper=None, diverged_at=None, message=None, seed=seed,
              seconds=time.perf_counter() - start, loss=[],
-             acceptance=accepted / tests,
-             adaptation_acceptance=adapt_accepted / adapt,
-             adapted_h=h * (step_size / eps0) ** 2,
-             adapted_b=b * step_size / eps0, target_accept=target_accept,
-             adaptation_rate=adaptation_rate,
-             adaptation_transitions=adapt, kept_samples=len(samples))
+             warmup_tests=warmup_tests, acceptance=acceptance,
+             mean_squared_jump=jump, kept_samples=len(samples),
+             step_size=warm.report.step_size,
+             warmup_acceptance=warm.report.acceptance,
+             inverse_mass_median=float(np.median(variance)),
+             warmup_seconds=warm.report.seconds,
+             inverse_mass_range=[float(np.percentile(variance, 5)),
+                                 float(np.percentile(variance, 95))])
+  eps0 = math.sqrt(h / n)
+  row["tuned_h"] = warm.report.step_size ** 2 * n
+  row["tuned_b"] = b * warm.report.step_size / eps0
+  row["distance"] = float(np.sqrt(np.sum(np.square(
+      flat_weights(samples[-1]) - flat_weights(init_weights)))))
 
   def predict(xs):
-    return np.mean([tf.nn.softmax(mlp_logits(w, xs)).numpy()
-                    for w in samples], axis=0)
+    return np.stack([tf.nn.softmax(mlp_logits(w, xs)).numpy()
+                     for w in samples])
   row["last_sample_error"] = float(np.mean(
       mlp_logits(samples[-1], data["x_test"]).numpy().argmax(1)
       != data["y_test"]))
@@ -381,56 +463,97 @@ def run_adaptive_amagold(b, h, data, init_weights, sample_epochs, seed,
     row["diverged_at"] = sample_epochs
     return row, None
   _score(row, probs, ood, data["y_test"])
-  return row, ood
+  row["_variance"] = variance           # not saved: compared with starts
+  return row, ood.mean(0)
+
+
+def warm_up_starts(b, h, data, init_weights, seed, factors=START_FACTORS,
+                   warmup_tests=WARMUP_TESTS):
+  """The warm-up alone from step sizes `factors` x the paper's (eps = sqrt(h
+  / N); friction beta = b / eps kept): where each one ends."""
+  rows = []
+  for factor in factors:
+    start = time.perf_counter()
+    warm = warm_up(data, b * factor, h * factor ** 2, init_weights, seed,
+                   warmup_tests)
+    variance = flat_weights(warm.report.variance)
+    rows.append(dict(factor=factor, seed=seed,
+                     step_size=warm.report.step_size,
+                     acceptance=warm.report.acceptance,
+                     windows=warm.report.windows, variance=variance,
+                     seconds=time.perf_counter() - start))
+  return rows
 
 
 def _score(row, probs, ood, labels):
-  p = np.clip(probs, 1e-12, 1.)
-  error = float(np.mean(p.argmax(1) != labels))
+  """Scores of the sample average (probs: [samples, examples, classes]),
+  over all samples (as the paper) and over the last half."""
+  def scores(p):
+    p = np.clip(p.mean(0), 1e-12, 1.)
+    error = float(np.mean(p.argmax(1) != labels))
+    nll = float(-np.mean(np.log(p[np.arange(len(labels)), labels])))
+    return error, nll
+  error, nll = scores(probs)
+  half_error, half_nll = scores(probs[len(probs) // 2:])
   row.update(error=error,
              error_se=math.sqrt(error * (1. - error) / len(labels)),
-             nll=float(-np.mean(np.log(p[np.arange(len(labels)), labels]))),
-             ood_entropy_median=float(np.median(entropy(ood))))
+             nll=nll, error_last_half=half_error, nll_last_half=half_nll,
+             ood_entropy_median=float(np.median(entropy(ood.mean(0)))))
 
 
-def run(data, size, seed, verbose=0, configs=None, progress=print,
-        batches_per_epoch=BATCHES_PER_EPOCH, adapt=True,
-        burnin_steps=BURNIN["steps"], methods=None, adapt_options=None):
-  """Burn in once, then every (method, b, h) of `configs` (default: all 8,
-  plus the 4 adapted AMAGOLD chains if `adapt`). Method "AMAGOLD, adapted"
-  runs `run_adaptive_amagold`. Returns (rows, {label: OOD probabilities})."""
-  hidden, sample_epochs = size["hidden"], size["sample_epochs"]
-  start = time.perf_counter()
+def burn_in_point(data, hidden, seed, burnin_steps=BURNIN["steps"]):
+  """The shared burn-in and its test error and NLL."""
   init = burn_in(data, hidden, seed, steps=burnin_steps)
   model = make_model(hidden, seed)
   model.set_weights(init)
-  logits = model.predict(data["x_test"], batch_size=1000, verbose=0)
-  burnin_error = float(np.mean(logits.argmax(1) != data["y_test"]))
-  progress(f"burn-in: {time.perf_counter() - start:.0f} s, test error of "
-           f"the burnt-in weights {100 * burnin_error:.2f}%")
+  p = softmax(model.predict(data["x_test"], batch_size=1000, verbose=0))
+  labels = data["y_test"]
+  return init, dict(
+      error=float(np.mean(p.argmax(1) != labels)),
+      nll=float(-np.mean(np.log(np.clip(
+          p[np.arange(len(labels)), labels], 1e-12, 1.)))))
+
+
+def run(data, size, seed, verbose=0, configs=None, progress=print,
+        batches_per_epoch=BATCHES_PER_EPOCH, burnin_steps=BURNIN["steps"],
+        methods=None, warmup_tests=WARMUP_TESTS):
+  """Burn in once, then every (method, b, h) of `configs` (default: SGHMC
+  and AMAGOLD at all four (b, h), and the two warmed-up AMAGOLDs from the
+  paper's (b, h) = WARMUP_CELL). Returns (rows, {label: OOD probabilities},
+  burn-in scores)."""
+  hidden, sample_epochs = size["hidden"], size["sample_epochs"]
+  start = time.perf_counter()
+  init, burnin = burn_in_point(data, hidden, seed, burnin_steps)
+  progress(f"seed {seed}: burn-in {time.perf_counter() - start:.0f} s, test "
+           f"error of the burnt-in weights {100 * burnin['error']:.2f}%, NLL "
+           f"{burnin['nll']:.3f}")
   if configs is None:
-    methods = methods or (
-        ("SGHMC", "AMAGOLD") + (("AMAGOLD, adapted",) if adapt else ()))
-    configs = [(m, b, h) for m in methods for b in FRICTIONS
-               for h in STEP_SIZES]
+    methods = methods or METHODS
+    configs = [(m, b, h) for m in methods if m in ("SGHMC", "AMAGOLD")
+               for b in FRICTIONS for h in STEP_SIZES]
+    configs += [(m,) + WARMUP_CELL for m in methods
+                if m not in ("SGHMC", "AMAGOLD")]
   rows, ood = [], {}
   for name, b, h in configs:
-    if name == "AMAGOLD, adapted":
-      row, probs = run_adaptive_amagold(b, h, data, init, sample_epochs,
-                                        seed, batches_per_epoch,
-                                        **(adapt_options or {}))
+    if name == "AMAGOLD, warm_up":
+      row, probs = run_warmed_up(b, h, data, init, sample_epochs, seed,
+                                 warmup_tests, batches_per_epoch)
+    elif name == "AMAGOLD, fit(warmup)":
+      row, probs = run_chain("AMAGOLD", b, h, data, init, hidden,
+                             sample_epochs, seed, verbose, batches_per_epoch,
+                             warmup=warmup_tests)
     else:
       row, probs = run_chain(name, b, h, data, init, hidden, sample_epochs,
                              seed, verbose, batches_per_epoch)
-    row["burnin_error"] = burnin_error
+    row["burnin_error"], row["burnin_nll"] = burnin["error"], burnin["nll"]
     rows.append(row)
     if probs is not None:
-      ood[f"{name}, b={b:g}, h={h:g}"] = probs
+      ood[f"{row['method']}, b={b:g}, h={h:g}"] = probs
     acc = row.get("acceptance")
-    progress(f"{name:16s} b={b:<6g} h={h:<6g} {cell(row):>28s}   "
+    progress(f"  {row['method']:26s} b={b:<6g} h={h:<6g} {cell(row):>24s}  "
              f"{'' if acc is None else f'acceptance {100 * acc:.1f}%  '}"
              f"{row['seconds']:.0f} s")
-  return rows, ood
+  return rows, ood, burnin
 
 
 def cell(row):
@@ -440,30 +563,70 @@ def cell(row):
 
 
 def table(rows, header):
+  """One line per chain (seed)."""
   lines = [header, "",
-           "| method | b | h | test error ± s.e. (ours) | paper | M-H "
-           "acceptance | test NLL | OOD entropy, median | last sample's error "
-           "| training loss, last epoch | seconds |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| method | b | h | seed | test error ± s.e. | last half | "
+           "test NLL (last half) | M-H acceptance | mean squared jump per "
+           "test | distance from burn-in | tuned h, b | last sample's error "
+           "| training loss, last epoch | OOD entropy, median | seconds |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
-    acc = r.get("acceptance")
-    if acc is not None and "adapted_h" in r:
-      acc = (f"{100 * acc:.1f}% (target {100 * r['target_accept']:.0f}%; "
-             f"{100 * r['adaptation_acceptance']:.1f}% while adapting; "
-             f"adapted to h = {r['adapted_h']:.3g}, b = {r['adapted_b']:.3g})")
-    elif acc is not None:
-      acc = f"{100 * acc:.1f}%"
-    nll = "" if r.get("nll") is None else f"{r['nll']:.3f}"
-    ent = ("" if r.get("ood_entropy_median") is None
-           else f"{r['ood_entropy_median']:.3f}")
-    last = r.get("last_sample_error")
+    def fmt(key, f="{:.3f}", scale=1.):
+      v = r.get(key)
+      return "" if v is None or (isinstance(v, float) and math.isnan(v)) \
+          else f.format(scale * v)
     loss = r.get("loss")
+    tuned = ("" if "tuned_h" not in r else
+             f"{r['tuned_h']:.3g}, {r['tuned_b']:.3g}")
     lines.append(
-        f"| {r['method']} | {r['b']:g} | {r['h']:g} | {cell(r)} | "
-        f"{'' if r['paper'] is None else r['paper'] + '%'} | "
-        f"{acc or ''} | {nll} | {ent} | "
-        f"{'' if last is None else f'{100 * last:.2f}%'} | "
-        f"{f'{loss[-1]:.3f}' if loss else ''} | {r['seconds']:.0f} |")
+        f"| {r['method']} | {r['b']:g} | {r['h']:g} | {r.get('seed', '')} | "
+        f"{cell(r)} | {fmt('error_last_half', '{:.2f}%', 100)} | "
+        f"{fmt('nll')} ({fmt('nll_last_half')}) | "
+        f"{fmt('acceptance', '{:.1f}%', 100)} | "
+        f"{fmt('mean_squared_jump', '{:.3g}')} | {fmt('distance', '{:.3g}')} "
+        f"| {tuned} | {fmt('last_sample_error', '{:.2f}%', 100)} | "
+        f"{f'{loss[-1]:.3g}' if loss else ''} | "
+        f"{fmt('ood_entropy_median')} | {r['seconds']:.0f} |")
+  return "\n".join(lines)
+
+
+def summary(rows, burnins):
+  """Per cell, mean ± standard error over the seeds (the paper's form),
+  with the diverged chains counted."""
+  cells = {}
+  for r in rows:
+    cells.setdefault((r["method"], r["b"], r["h"]), []).append(r)
+  lines = ["| method | b | h | test error, 20 samples (mean ± s.e. over "
+           "seeds) | test error, last half | test NLL | M-H acceptance | "
+           "distance from burn-in | paper |",
+           "|---|---|---|---|---|---|---|---|---|"]
+
+  def stat(rs, key, scale=1., f="{:.2f}"):
+    v = np.array([r[key] for r in rs if r.get(key) is not None], float)
+    if not len(v) or np.all(np.isnan(v)):
+      return ""
+    if len(v) == 1:
+      return f.format(scale * v[0])
+    se = v.std(ddof=1) / math.sqrt(len(v))
+    return f"{f.format(scale * v.mean())} ± {f.format(scale * se)}"
+  for (method, b, h), rs in cells.items():
+    ok = [r for r in rs if r["diverged_at"] is None]
+    note = ("" if len(ok) == len(rs) else
+            f" ({len(rs) - len(ok)} of {len(rs)} diverged, at epochs "
+            f"{', '.join(str(r['diverged_at']) for r in rs if r not in ok)})")
+    paper = PAPER.get((method, b, h))
+    lines.append(
+        f"| {method} | {b:g} | {h:g} | {stat(ok, 'error', 100)}%{note} | "
+        f"{stat(ok, 'error_last_half', 100)}% | "
+        f"{stat(ok, 'nll', f='{:.3f}')} | "
+        f"{stat(ok, 'acceptance', 100, '{:.1f}')}"
+        f"{'%' if ok and ok[0].get('acceptance') is not None else ''} | "
+        f"{stat(ok, 'distance', f='{:.3g}')} | "
+        f"{'' if paper is None else paper + '%'} |")
+  lines.append(
+      f"| burn-in point (every chain's start) | | | "
+      f"{stat(burnins, 'error', 100)}% | | {stat(burnins, 'nll', f='{:.3f}')}"
+      " | | 0 | |")
   return "\n".join(lines)
 
 
@@ -471,12 +634,13 @@ def figure(ood, rows, path):
   import matplotlib  # pylint: disable=import-outside-toplevel
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-  fig, ax = plt.subplots(figsize=(6, 4.2))
-  styles = {"SGHMC": "--", "AMAGOLD": "-", "AMAGOLD, adapted": ":"}
+  fig, ax = plt.subplots(figsize=(6.4, 4.6))
   for label, probs in ood.items():
     h = np.sort(entropy(probs))
+    style = ("--" if label.startswith("SGHMC") else
+             "-" if label.startswith("AMAGOLD, b") else ":")
     ax.step(h, np.arange(1, len(h) + 1) / len(h), where="post", label=label,
-            linestyle=styles[label.rsplit(", b=", 1)[0]])
+            linestyle=style)
   for r in rows:
     if r["diverged_at"] is not None:
       ax.plot([], [], " ", label=f"{r['method']}, b={r['b']:g}, "
@@ -485,10 +649,26 @@ def figure(ood, rows, path):
   ax.set_ylabel("empirical CDF")
   ax.set_xlim(0., math.log(10.))
   ax.set_title("Fashion-MNIST sprite images (out of distribution)")
-  ax.legend(loc="lower right", fontsize=7)
+  ax.legend(loc="lower right", fontsize=6)
   fig.tight_layout()
   fig.savefig(path, dpi=100)
   plt.close(fig)
+
+
+def starts_table(starts):
+  lines = ["| seed | start (x the paper's eps) | frozen step size eps | "
+           "h = eps^2 N | acceptance, last window | inverse mass, median "
+           "| median abs log ratio of inverse mass to the 1x start's | "
+           "seconds |", "|---|---|---|---|---|---|---|---|"]
+  for s in starts:
+    ref = [t for t in starts if t["seed"] == s["seed"] and t["factor"] == 1.]
+    ratio = ("" if not ref else "{:.3f}".format(float(np.median(np.abs(
+        np.log(s["variance"] / ref[0]["variance"]))))))
+    lines.append(f"| {s['seed']} | {s['factor']:g} | {s['step_size']:.4g} | "
+                 f"{s['h']:.3g} | {100 * s['acceptance']:.1f}% | "
+                 f"{np.median(s['variance']):.3g} | {ratio} | "
+                 f"{s['seconds']:.0f} |")
+  return "\n".join(lines)
 
 
 def main(argv=None):
@@ -498,78 +678,93 @@ def main(argv=None):
   parser.add_argument("--small", action="store_true",
                       help="784-100-10 for 30 epochs instead of the paper's "
                       "784-500-256-10")
-  parser.add_argument("--full", action="store_true",
-                      help="the paper's 784-500-256-10 MLP (the default)")
   parser.add_argument("--sample-epochs", type=int, default=None)
+  parser.add_argument("--seeds", default="0,1,2",
+                      help="comma-separated run seeds (burn-in, minibatch "
+                      "order, sampler noise); the data split is seed 0's")
   parser.add_argument("--burnin-steps", type=int, default=BURNIN["steps"],
                       help="SGD steps of burn-in (the authors' 360 = 3 "
-                      "epochs of 60,000 in batches of 500; 48 is 3 epochs "
-                      "of our 8,000)")
+                      "epochs of 60,000 in batches of 500)")
   parser.add_argument("--batches-per-epoch", type=int,
                       default=BATCHES_PER_EPOCH,
-                      help="N / n of the sampling phase (the paper's 30); "
-                      "larger means more minibatch noise per step")
-  parser.add_argument("--no-adapt", action="store_true",
-                      help="skip the AMAGOLD rows with step-size adaptation")
+                      help="N / n of the sampling phase (the paper's 30)")
+  parser.add_argument("--warmup-tests", type=int, default=WARMUP_TESTS)
   parser.add_argument("--methods", default=None,
-                      help="semicolon-separated subset of SGHMC, AMAGOLD, "
-                      "'AMAGOLD, adapted' (default: all)")
-  parser.add_argument("--adapt-target", type=float, default=ADAPT_TARGET)
-  parser.add_argument("--adapt-fraction", type=float, default=ADAPT_FRACTION)
-  parser.add_argument("--adapt-rate", type=float, default=ADAPT_RATE,
-                      help="SimpleStepSizeAdaptation's adaptation_rate")
-  parser.add_argument("--seed", type=int, default=0)
+                      help="semicolon-separated subset of " +
+                      "; ".join(METHODS) + " (default: all)")
+  parser.add_argument("--no-starts", action="store_true",
+                      help="skip the warm-ups from 100x too small and too "
+                      "large a step size")
   parser.add_argument("--verbose", type=int, default=0)
   args = parser.parse_args(argv)
-  methods = None
-  if args.methods:
-    methods = tuple(m.strip() for m in args.methods.split(";"))
-  size = dict(SIZES["small" if args.small and not args.full else "paper"])
+  methods = (tuple(m.strip() for m in args.methods.split(";"))
+             if args.methods else METHODS)
+  size = dict(SIZES["small" if args.small else "paper"])
   if args.sample_epochs:
     size["sample_epochs"] = args.sample_epochs
+  seeds = [int(s) for s in args.seeds.split(",")]
   os.makedirs(args.out, exist_ok=True)
-  keras.utils.set_random_seed(args.seed)
-  data = load(args.data_dir, args.seed, size["num_train"])
+  data = load(args.data_dir, 0, size["num_train"])
   start = time.perf_counter()
-  rows, ood = run(data, size, args.seed, args.verbose,
-                  batches_per_epoch=args.batches_per_epoch,
-                  adapt=not args.no_adapt, burnin_steps=args.burnin_steps,
-                  methods=methods,
-                  adapt_options=dict(target_accept=args.adapt_target,
-                                     adapt_fraction=args.adapt_fraction,
-                                     adaptation_rate=args.adapt_rate))
+  rows, burnins, starts, ood_first = [], [], [], None
+  n = len(data["x_train"])
+  for seed in seeds:
+    keras.utils.set_random_seed(seed)
+    seed_rows, ood, burnin = run(
+        data, size, seed, args.verbose,
+        batches_per_epoch=args.batches_per_epoch,
+        burnin_steps=args.burnin_steps, methods=methods,
+        warmup_tests=args.warmup_tests)
+    rows += seed_rows
+    burnins.append(burnin)
+    ood_first = ood if ood_first is None else ood_first
+    for r in seed_rows:
+      if "_variance" in r:
+        starts.append(dict(factor=1., seed=seed, step_size=r["step_size"],
+                           acceptance=r["warmup_acceptance"],
+                           variance=r.pop("_variance"),
+                           h=r["step_size"] ** 2 * n,
+                           seconds=r["warmup_seconds"]))
+    if not args.no_starts and "AMAGOLD, warm_up" in methods:
+      init = burn_in(data, size["hidden"], seed, steps=args.burnin_steps)
+      for s in warm_up_starts(*WARMUP_CELL, data, init, seed,
+                              warmup_tests=args.warmup_tests):
+        s["h"] = s["step_size"] ** 2 * n
+        starts.append(s)
+        print(f"  warm_up from {s['factor']:g}x: step size "
+              f"{s['step_size']:.4g}, acceptance "
+              f"{100 * s['acceptance']:.1f}%, {s['seconds']:.0f} s")
+    with open(os.path.join(args.out, "table2.json"), "w") as f:
+      json.dump(dict(rows=[{k: v for k, v in r.items() if k != "_variance"}
+                           for r in rows], burn_in=burnins, size=size, seeds=seeds,
+                     batches_per_epoch=args.batches_per_epoch,
+                     warmup_tests=args.warmup_tests, split=data["split"],
+                     starts=[{k: v for k, v in s.items() if k != "variance"}
+                             | dict(inverse_mass_median=float(
+                                 np.median(s["variance"])))
+                             for s in starts]), f, indent=1)
   seconds = time.perf_counter() - start
   arch = "-".join(str(u) for u in (784,) + tuple(size["hidden"]) + (10,))
-  n = len(data["x_train"])
   header = (
       f"MLP {arch}, {data['split']}; prior N(0, 1/{WEIGHT_DECAY:g}); burn-in "
       f"{args.burnin_steps} steps of SGD(lr {BURNIN['learning_rate']}, "
       f"momentum {BURNIN['momentum']}) in batches of "
-      f"{BURNIN['batch_size']} ({args.burnin_steps * BURNIN['batch_size'] / n:g}"
-      f" epochs); then {size['sample_epochs']} epochs of the sampler in "
-      f"batches of {n // args.batches_per_epoch} (N/n = "
+      f"{BURNIN['batch_size']}; then {size['sample_epochs']} epochs of the "
+      f"sampler in batches of {n // args.batches_per_epoch} (N/n = "
       f"{args.batches_per_epoch}), {NUM_SAMPLES} samples kept; "
       f"learning_rate = h/N, momentum_decay = b; AMAGOLD T = "
-      f"{NUM_LEAPFROG_STEPS}, skew-reversible, exact M-H test; adapted "
-      f"AMAGOLD: tfp.mcmc.SimpleStepSizeAdaptation to {args.adapt_target:g} "
-      f"acceptance (adaptation_rate {args.adapt_rate:g}) over the first "
-      f"{args.adapt_fraction:g} of its transitions, "
-      f"samples from the rest; seed {args.seed}; {seconds / 60:.0f} minutes "
-      "in all. Ours: error of the 20-sample average on the 2,000 test "
-      "images, ± its binomial standard error (one chain per cell). Paper: "
-      "784-500-256-10 on the 60,000 / 10,000 split, test error ± standard "
-      "error.")
-  text = table(rows, header)
-  if rows and "burnin_error" in rows[0]:
-    text += (f"\n\nThe burnt-in weights (every chain's start): test error "
-             f"{100 * rows[0]['burnin_error']:.2f}%.")
-  figure(ood, rows, os.path.join(args.out, "fig5_entropy_cdf.png"))
+      f"{NUM_LEAPFROG_STEPS}, skew-reversible, exact M-H test; warmed-up "
+      f"rows: {args.warmup_tests} extra warm-up tests before the sampling "
+      f"epochs; seeds {args.seeds}; {seconds / 60:.0f} minutes in all.")
+  text = (header + "\n\n" + summary(rows, burnins) + "\n\n" +
+          table(rows, "Every chain:"))
+  if starts:
+    text += ("\n\nThe warm-up alone, started 100x too small and 100x too "
+             "large (in eps):\n\n" + starts_table(starts))
+  figure(ood_first or {}, [r for r in rows if r["seed"] == seeds[0]],
+         os.path.join(args.out, "fig5_entropy_cdf.png"))
   with open(os.path.join(args.out, "table2.md"), "w") as f:
     f.write(text + "\n")
-  with open(os.path.join(args.out, "table2.json"), "w") as f:
-    json.dump(dict(rows=rows, size=size, seed=args.seed,
-                   batches_per_epoch=args.batches_per_epoch,
-                   split=data["split"]), f, indent=1)
   print(text)
   print(f"wrote {args.out}/table2.md, table2.json, fig5_entropy_cdf.png")
   return rows
