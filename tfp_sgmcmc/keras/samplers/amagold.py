@@ -6,16 +6,17 @@ import math
 import tensorflow as tf
 
 from tfp_sgmcmc import arguments
-from tfp_sgmcmc import random
 from tfp_sgmcmc.dynamics import acceptance
 from tfp_sgmcmc.dynamics import amagold as amagold_lib
 from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
 from tfp_sgmcmc.keras.samplers import base
+from tfp_sgmcmc.keras.samplers import mass as mass_lib
+from tfp_sgmcmc.keras.samplers import window_adaptation as window_lib
 
 __all__ = ["AMAGOLD"]
 
 
-class AMAGOLD(base.SamplerOptimizer):
+class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
   """AMAGOLD (Zhang, Cooper & De Sa 2020) for Keras: one stochastic
   leapfrog step per train step, and the amortized Metropolis-Hastings test
   every T steps.
@@ -90,7 +91,8 @@ class AMAGOLD(base.SamplerOptimizer):
 
   def __init__(self, step_size, num_leapfrog_steps, friction,
                momentum_std=1., resample_momentum=True,
-               acceptance_energy="exact", seed=None, name=None, **kwargs):
+               acceptance_energy="exact", inverse_mass=None, seed=None,
+               name=None, **kwargs):
     if "temperature" in kwargs:
       raise TypeError("AMAGOLD samples the posterior (temperature 1); it "
                       "takes no `temperature`.")
@@ -101,13 +103,16 @@ class AMAGOLD(base.SamplerOptimizer):
     amagold_lib.check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
                                  resample_momentum)
     acceptance.check_acceptance_energy(acceptance_energy)
+    inverse_mass = mass_lib.check_inverse_mass(inverse_mass, momentum_std)
     self._parameters.pop("temperature")
     self._parameters.update(dict(
         num_leapfrog_steps=int(num_leapfrog_steps), friction=float(friction),
         momentum_std=float(momentum_std),
         resample_momentum=resample_momentum,
-        acceptance_energy=acceptance_energy))
+        acceptance_energy=acceptance_energy, inverse_mass=inverse_mass))
     self._mh_function = None
+    self._inverse_mass = None  # M^{-1} variables, when M is not sigma^2 I.
+    self._mass_windows = None
     self._adaptation = None
     self._adaptation_results = None
     self._adaptation_structure = None
@@ -160,6 +165,11 @@ class AMAGOLD(base.SamplerOptimizer):
     self._num_tests = self.add_variable((), dtype="int32", name="num_tests")
     self._num_accepted = self.add_variable((), dtype="int32",
                                            name="num_accepted")
+    windows = getattr(self._step_size_adaptation, "windows", None)
+    self._build_mass(variables, adapted=bool(windows))
+    if windows:
+      self._mass_windows = window_lib.MassWindows(
+          self, variables, self._step_size_adaptation)
     if self._step_size_adaptation is not None:
       self._adaptation, results = adaptation_lib.build_adaptation(
           self._step_size_adaptation, self._parameters["step_size"],
@@ -179,14 +189,13 @@ class AMAGOLD(base.SamplerOptimizer):
   def _initialize(self, variables):
     # The carried momentum the first trajectory starts from (used by the
     # skew-reversible variant).
-    sigma = self._parameters["momentum_std"]
-    r = random.standard_normal_like([base.read(v) for v in variables],
-                                      base.seed_for(self.seed, base.BEGIN, 0))
-    for v, start, r0, z in zip(
+    r = self._draw_momentum([base.read(v) for v in variables],
+                            base.seed_for(self.seed, base.BEGIN, 0))
+    for v, start, r0, x in zip(
         variables, self._slots(self._start_position, variables),
         self._slots(self._start_momentum, variables), r):
       base.write(start, base.read(v))
-      base.write(r0, sigma * z)
+      base.write(r0, x)
 
   def _start_trajectory(self, variables):
     """`proposal_start` from the last accepted theta and carried momentum,
@@ -199,7 +208,8 @@ class AMAGOLD(base.SamplerOptimizer):
     eps = tf.cast(base.read(self._learning_rate), start[0].dtype)
     momentum, position, loop_seed = amagold_lib.proposal_start(
         start, carried, eps, p["momentum_std"], p["resample_momentum"],
-        proposal_seed)
+        proposal_seed, momentum_distribution=self._momentum_distribution(
+            start))
     for v, x in zip(variables, position):
       base.write(v, x)
     for slot, r in zip(self._slots(self._momentum, variables), momentum):
@@ -259,7 +269,8 @@ class AMAGOLD(base.SamplerOptimizer):
     new, new_momentum, rho = amagold_lib.leapfrog_step(
         t, position, [base.read(s) for s in slots], base.read(self._rho),
         gradient, step_size, p["friction"], p["momentum_std"],
-        p["num_leapfrog_steps"], noise_seed)
+        p["num_leapfrog_steps"], noise_seed,
+        momentum_distribution=self._momentum_distribution(position))
     for s, r in zip(slots, new_momentum):
       base.write(s, r)
     base.write(self._rho, rho)
@@ -359,17 +370,21 @@ class AMAGOLD(base.SamplerOptimizer):
            base.read(self._num_accepted) + tf.cast(accepted, tf.int32))
     self._update_moments(variables, outcome.state)
     if self._adaptation is not None:
-      self._adapt(log_accept_ratio)
+      self._adapt(log_accept_ratio, count + 1, outcome.state)
     self._start_trajectory(variables)
     return accepted, log_accept_ratio
 
-  def _adapt(self, log_accept_ratio):
-    """One step of the TFP adaptation kernel on this test's log ratio;
-    the next trajectory runs with its `new_step_size`."""
+  def _adapt(self, log_accept_ratio, number, state):
+    """One step of the TFP adaptation kernel on this test's log ratio (and
+    the warm-up's mass windows after test `number` at `state`); the next
+    trajectory runs with its `new_step_size`."""
     results = tf.nest.pack_sequence_as(
         self._adaptation_structure,
         [base.read(v) for v in self._adaptation_results])
     _, results = self._adaptation.one_step(log_accept_ratio, results)
+    if self._mass_windows is not None:
+      results = self._mass_windows.after_test(number, state,
+                                              self._inverse_mass, results)
     for v, x in zip(self._adaptation_results, tf.nest.flatten(results)):
       base.write(v, x)
     base.write(self._learning_rate, results.new_step_size)
