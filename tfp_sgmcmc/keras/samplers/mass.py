@@ -61,7 +61,7 @@ def check_inverse_mass(inverse_mass, momentum_std):
       where = "" if number else f"[{i}]"
       raise ValueError(
           f"`inverse_mass`{where} must be positive and finite everywhere "
-          f"(M^{{-1}}, a variance); got {v[bad].ravel()[0]!r} at "
+          f"(M^{{-1}}, a variance); got {float(v[bad].ravel()[0])!r} at "
           f"{int(np.sum(bad))} of its {v.size} entries. " + _FIX)
   return float(values[0]) if number else values
 
