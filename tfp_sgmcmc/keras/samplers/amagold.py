@@ -45,8 +45,10 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
   given, in batches; or on one minibatch for both states,
   `acceptance_energy="minibatch"`) and calls `metropolis_hastings`. With
   `resample_momentum=True` (reversible AMAGOLD) each trajectory starts from
-  a fresh N(0, sigma^2 I) momentum; with False (skew-reversible, the
-  authors' BNN setting) the momentum is carried.
+  a fresh N(0, M) momentum; with False (skew-reversible, the authors' BNN
+  setting) the momentum is carried. M is sigma^2 I, or diag(1 /
+  `inverse_mass`) with M^{-1} for every sigma^-2 above (the kernel's chain
+  with its `diagonal_momentum_distribution`), exact for any fixed M.
 
   The train steps run compiled (any `steps_per_execution` dividing T), and
   every T steps the callback runs one full-data energy evaluation plus one
@@ -67,22 +69,28 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     resample_momentum: True (reversible) or False (skew-reversible).
     acceptance_energy: "exact" (full-data U, exact chain) or "minibatch"
       (Section 5.2, approximate).
+    inverse_mass: None (M = sigma^2 I), or M^{-1} > 0: a number, or one
+      array per trainable weight shaped like it, e.g. the posterior
+      variances (`tfp_sgmcmc.warm_up(...).report.variance`); with
+      momentum_std 1. Read it back (or the warm-up's) as `inverse_mass`.
     seed, name, **kwargs: see `SamplerOptimizer`. The temperature is 1.
 
   #### Example
 
-  The callback needs the training set for the test's energy U:
+  The callback needs the training set for the test's energy U; `warmup`
+  tunes eps and M over the first 20 tests (use hundreds), then freezes them:
 
   ```python
   model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
   model.compile(optimizer="sgd",
                 loss=keras.losses.BinaryCrossentropy(from_logits=True))
-  sampler = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=8, friction=1.)
+  sampler = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=4, friction=1.)
   sampling = sgk.SamplingCallback(sampler, num_examples=len(x), prior=1.,
-                                  energy_data=(x, y))
-  history = model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling],
+                                  energy_data=(x, y), warmup=20)
+  history = model.fit(x, y, batch_size=32, epochs=3, callbacks=[sampling],
                       verbose=0)
-  print(history.history["accept_rate"])  # per epoch, of its 4 M-H tests
+  print(history.history["accept_rate"])  # per epoch, of its 8 M-H tests
+  print(history.history["step_size"], sampling.sampler.inverse_mass)
   ```
   """
 
