@@ -258,3 +258,14 @@ def test_warmup_arguments_are_refused_with_their_fix():
   x, y = np.zeros((10, 2), np.float32), np.zeros(10, np.float32)
   sgk.SamplingCallback(amagold, num_examples=10, prior=1., warmup=10,
                        adapt_mass=False, energy_data=(x, y))
+
+
+def test_inverse_mass_survives_the_config_round_trip():
+  # SamplingCallback rebuilds a built sampler (another fit, a strategy, a
+  # resume) from its config: the mass must come with it.
+  mass = [np.full((2, 1), 0.5), np.array([2.])]
+  sampler = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.,
+                        inverse_mass=mass)
+  again = sgk.AMAGOLD.from_config(sampler.get_config())
+  for a, b in zip(again.inverse_mass, mass):
+    np.testing.assert_array_equal(a, b)
