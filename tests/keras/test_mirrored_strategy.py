@@ -1,7 +1,8 @@
 """The samplers under tf.distribute.MirroredStrategy on two logical CPU devices
 (workers/keras_mirrored_worker.py, a fresh process to configure them): the
 replicas' copies of every variable stay bitwise identical, and the chain is
-the single-device chain up to float rounding of the all-reduce.
+the single-device chain up to float rounding of the all-reduce, through
+AMAGOLD's warm-up too.
 """
 
 import json
@@ -15,13 +16,14 @@ from support.paths import WORKERS
 def test_mirrored_strategy_replicas_stay_identical_and_match_one_device():
   worker = os.path.join(WORKERS, "keras_mirrored_worker.py")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  out = subprocess.run([sys.executable, worker, "sghmc", "amagold"],
+  names = ("sghmc", "amagold", "amagold_warmup")
+  out = subprocess.run([sys.executable, worker, *names],
                        capture_output=True, text=True, env=env, timeout=300,
                        check=False)
   assert out.returncode == 0, out.stderr[-3000:]
   results = json.loads(out.stdout.strip().splitlines()[-1])
   assert results["num_replicas"] == 2
-  for name in ("sghmc", "amagold"):
+  for name in names:
     r = results[name]
     # Same noise and the same all-reduced gradient on both replicas: their
     # copies of every variable are bitwise equal ...
@@ -33,3 +35,5 @@ def test_mirrored_strategy_replicas_stay_identical_and_match_one_device():
     assert r["kept"][0] == r["kept"][1] > 0, r
     assert r["accepted"][0] == r["accepted"][1], r
     assert r["tests"][0] == r["tests"][1], r
+    # The warm-up's step size (and mass) are the single device's.
+    assert abs(r["step_size"][1] / r["step_size"][0] - 1.) < 1e-4, r

@@ -43,7 +43,8 @@ def reference(name, seed, backup_dir):
   return worker.result(model, sampling)
 
 
-@pytest.mark.parametrize("name", ["sghmc", "amagold_minibatch"])
+@pytest.mark.parametrize("name", ["sghmc", "amagold_minibatch",
+                                  "amagold_warmup"])
 def test_fit_interrupted_by_an_exception_resumes_bit_identically(name,
                                                                   tmp_path):
   # Interrupted in the middle of epoch 3 (of 6; burn-in is epochs 0-1), so
@@ -51,7 +52,10 @@ def test_fit_interrupted_by_an_exception_resumes_bit_identically(name,
   # be rolled back to it, not continued from. SGHMC: splitting integrator
   # (variables half a drift ahead) with momentum resampling; AMAGOLD: the
   # minibatch test, whose host-side batch sampler must resume too, with
-  # T = 3 trajectories that cross the epoch boundaries.
+  # T = 3 trajectories that cross the epoch boundaries; AMAGOLD's warm-up:
+  # the backup falls inside a slow window of the mass's estimate, and the
+  # resumed run passes the window's end (a new mass, the step size's
+  # restart) and the warm-up's.
   expected = reference(name, 5, str(tmp_path / "reference"))
   backup_dir = str(tmp_path / "backup")
   model, sampling, backup = worker.build(name, backup_dir, seed=5)

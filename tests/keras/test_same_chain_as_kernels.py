@@ -169,3 +169,29 @@ def test_minibatch_acceptance_on_the_whole_data_is_the_exact_test(
   assert accepted_exact == accepted_minibatch
   assert 0 < accepted_exact < 80
   np.testing.assert_allclose(minibatch, exact, rtol=1e-5, atol=1e-6)
+
+
+def test_keras_amagold_with_a_mass_is_the_kernel_chain_with_that_mass(
+    problem):
+  # inverse_mass= on the Keras sampler is the kernel's
+  # momentum_distribution=diagonal_momentum_distribution(..., inverse_mass)
+  # (whose exactness the kernel tests check): the same chain.
+  t, num_tests = 5, 40
+  indices = batch_indices(problem, t * num_tests, seed=5)
+  x, y = problem.data
+  inverse_mass = np.diag(problem.posterior_cov).reshape(2, 1) * [[1.], [3.]]
+  args = dict(step_size=0.4, num_leapfrog_steps=t, friction=1.)
+  callback = fit(problem, sgk.AMAGOLD(seed=6, inverse_mass=[inverse_mass],
+                                      **args), indices,
+                 energy_data=(x, y), energy_batch_size=500)
+  kernel = sg.AMAGOLD(
+      kernel_target(problem, indices), momentum_distribution=(
+          sg.diagonal_momentum_distribution(tf.zeros([2, 1]), batch_ndims=0,
+                                            inverse_mass=inverse_mass)),
+      **args)
+  kernel_states, accepted = run_kernel(kernel, problem, indices,
+                                       callback.sampler, num_tests)
+  keras_states = kept_draws(callback)[:, 0]
+  assert 0 < sum(accepted) < num_tests
+  assert callback.num_accepted == sum(accepted)
+  np.testing.assert_allclose(keras_states, kernel_states, rtol=0, atol=2e-5)

@@ -38,6 +38,9 @@ def make_sampler(name):
                      momentum_resampling_period=7, seed=5)
   if name == "sgnht":
     return sgk.SGNHT(step_size=0.01, diffusion=1., seed=5)
+  if name == "amagold_warmup":  # 40 tests: the warm-up's windows end at 18, 20.
+    return sgk.AMAGOLD(step_size=0.02, num_leapfrog_steps=1, friction=1.,
+                       seed=5)
   return sgk.AMAGOLD(step_size=0.02, num_leapfrog_steps=4, friction=1.,
                      resample_momentum=False, seed=5)
 
@@ -46,10 +49,13 @@ def run(strategy, name):
   x, y = data()
   with strategy.scope():
     model = compiled_model()
+  amagold = name.startswith("amagold")
   callback = sgk.SamplingCallback(
       make_sampler(name), num_examples=NUM_EXAMPLES, prior=1.,
       burnin_steps=8, thinning=4, max_samples=100,
-      energy_data=(x, y) if name == "amagold" else None)
+      energy_data=(x, y) if amagold else None,
+      # The warm-up's mass windows and dual averaging across replicas.
+      warmup=20 if name == "amagold_warmup" else None)
   model.fit(x, y, batch_size=BATCH, epochs=12, shuffle=False, verbose=0,
             callbacks=[callback])
   replicas_equal = True
@@ -78,7 +84,9 @@ def main():
         kept=[single_cb.posterior.num_samples,
               multi_cb.posterior.num_samples],
         accepted=[single_cb.num_accepted, multi_cb.num_accepted],
-        tests=[single_cb.num_tests, multi_cb.num_tests])
+        tests=[single_cb.num_tests, multi_cb.num_tests],
+        step_size=[single_cb.sampler.log_diagnostics()["step_size"],
+                   multi_cb.sampler.log_diagnostics()["step_size"]])
   print(json.dumps(results))
 
 

@@ -61,6 +61,11 @@ def make_sampler(name, seed):
     # both accepted and rejected tests.
     return sgk.AMAGOLD(step_size=0.01, num_leapfrog_steps=3, friction=2.,
                        resample_momentum=False, seed=seed)
+  if name == "amagold_warmup":
+    # T = 1 and warmup=20: windows of 3, 15 and 2 tests over epochs 2-3,
+    # the slow window under way at the end of epoch 2.
+    return sgk.AMAGOLD(step_size=0.01, num_leapfrog_steps=1, friction=2.,
+                       seed=seed)
   if name == "amagold_minibatch":
     return sgk.AMAGOLD(step_size=0.01, num_leapfrog_steps=3, friction=2.,
                        acceptance_energy="minibatch", seed=seed)
@@ -111,6 +116,8 @@ def build(sampler_name, backup_dir, seed=None):
   kwargs = dict(thinning=4)  # Not a divisor of the 10 steps of an epoch.
   if sampler_name.startswith("amagold"):
     kwargs = dict(energy_data=(x, y), energy_batch_size=20, thinning=1)
+  if sampler_name == "amagold_warmup":
+    kwargs["warmup"] = 20
   sampling = sgk.SamplingCallback(
       sampler, num_examples=NUM_EXAMPLES, prior=1., burnin_epochs=2,
       max_samples=25, backup_dir=backup_dir, **kwargs)
@@ -140,6 +147,10 @@ def result(model, sampling):
   if sampling.sampler._uses_momentum:  # pylint: disable=protected-access
     for j, r in enumerate(sampling.sampler.momentum):
       out[f"momentum_{j}"] = np.array(r)
+  if getattr(sampling.sampler, "_inverse_mass", None) is not None:
+    for j, m in enumerate(sampling.sampler.inverse_mass):
+      out[f"inverse_mass_{j}"] = m
+    out["step_size"] = np.array(float(sampling.sampler.learning_rate))
   for i, v in enumerate(model.optimizer.variables):  # The burn-in SGD's.
     out[f"burnin_optimizer_{i}"] = np.array(v.numpy())
   return out

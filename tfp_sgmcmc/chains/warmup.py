@@ -45,7 +45,8 @@ from tfp_sgmcmc.kernels.sghmc import SGHMC
 from tfp_sgmcmc.kernels.sgld import SGLD
 from tfp_sgmcmc.kernels.sgnht import SGNHT
 
-__all__ = ["warm_up", "WarmupResult", "WarmupReport", "warmup_windows"]
+__all__ = ["warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
+           "regularized_variance"]
 
 # Dual averaging's constants (Hoffman & Gelman 2014, Stan's defaults).
 _GAMMA, _T0, _KAPPA = 0.05, 10., 0.75
@@ -142,6 +143,32 @@ def warmup_windows(num_steps, initial_buffer=75, final_buffer=50,
     size *= 2
   windows.append(("fast", final_buffer))
   return [(k, n) for k, n in windows if n > 0]
+
+
+def regularized_variance(variance, num_draws):
+  """Stan's regularisation of a slow window's variance estimate, the M^{-1}
+  that the next window uses: shrunk towards 1e-3 with weight 5 / (n + 5),
+
+      M^{-1} = n / (n + 5) var + 1e-3 * 5 / (n + 5),
+
+  which keeps M^{-1} positive when a coordinate barely moved in the window.
+
+  Args:
+    variance: per state part, the window draws' variance (a tensor or a
+      list of tensors).
+    num_draws: n, the draws the variance was estimated from (a number or a
+      scalar tensor).
+
+  Returns:
+    M^{-1}, in the structure of `variance`.
+
+  ```python
+  print(tfp_sgmcmc.chains.warmup.regularized_variance([1.], 45.))  # [0.9001]
+  ```
+  """
+  return tf.nest.map_structure(
+      lambda v: (num_draws / (num_draws + 5.)) * v +
+      1e-3 * (5. / (num_draws + 5.)), variance)
 
 
 def _kind_of(kernel):
@@ -335,8 +362,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     if kind_w == "slow" and adapt_mass:
       # Stan's regularisation: shrink towards 1e-3 with weight 5 / (n + 5).
       n = float(steps) * float(np.prod(parts[0].shape[:batch_ndims]))
-      variance = [(n / (n + 5.)) * v + 1e-3 * (5. / (n + 5.))
-                  for v in window_variance]
+      variance = regularized_variance(window_variance, n)
       # Dual averaging starts again from the step size reached so far
       # (Stan), its search centred there.
       da = _restart(da[1])

@@ -94,9 +94,14 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       logs report `step_size` and `accept_rate` (per epoch); discard the
       samples of the adaptation phase (e.g. adapt during an epoch whose
       samples you drop, or read `sampler.adapting`).
-    warmup: AMAGOLD only: n M-H tests over which the step size is dual-
-      averaged to 0.75 acceptance, then frozen (no mass matrix in fit);
-      not with `step_size_adaptation`. See docs/warmup.md.
+    warmup: AMAGOLD only: n M-H tests (>= 20) of Stan's window adaptation,
+      as `tfp_sgmcmc.warm_up`: the step size dual-averaged to 0.75
+      acceptance, the diagonal mass (`sampler.inverse_mass`) estimated from
+      the chain's draws in `tfp_sgmcmc.warmup_windows(n)`; then both are
+      frozen and the chain is exact. Not with `step_size_adaptation`.
+    adapt_mass: with `warmup`: False tunes the step size alone (dual
+      averaging over the n tests, the mass left as given). See
+      docs/warmup.md.
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the
@@ -137,12 +142,12 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
                burnin_steps=None, thinning=1, max_samples=100,
                energy_data=None, energy_batch_size=1000, track_moments=True,
                backup_dir=None, on_divergence="stop", max_abs_weight=None,
-               step_size_adaptation=None, warmup=None):
+               step_size_adaptation=None, warmup=None, adapt_mass=None):
     super().__init__()
     step_size_adaptation = adaptation_lib.warmup_adaptation(  # Not a
         # sampler (a Keras optimizer): refused with its fix just below.
         warmup, step_size_adaptation,
-        getattr(sampler, "has_acceptance_test", False))
+        getattr(sampler, "has_acceptance_test", False), adapt_mass)
     checks_lib.check_callback_arguments(
         sampler, num_examples, burnin_epochs, burnin_steps, thinning,
         max_samples, energy_data, energy_batch_size, on_divergence,

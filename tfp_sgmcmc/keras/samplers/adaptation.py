@@ -18,8 +18,10 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
+from tfp_sgmcmc.chains import warmup as warmup_lib
+
 __all__ = ["OuterStepProbe", "OuterStepResults", "build_adaptation",
-           "warmup_adaptation", "WARMUP_ACCEPT_PROB"]
+           "warmup_adaptation", "WarmupAdaptation", "WARMUP_ACCEPT_PROB"]
 
 # The warm-up's target acceptance of the M-H test (as `tfp_sgmcmc.warm_up`).
 WARMUP_ACCEPT_PROB = 0.75
@@ -83,10 +85,40 @@ def build_adaptation(make_adaptation, step_size, dtype):
   return kernel, results
 
 
-def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test):
-  """`SamplingCallback(warmup=n)` as the `step_size_adaptation` it stands
-  for: dual averaging over the first n M-H tests, then frozen."""
+class WarmupAdaptation:
+  """`SamplingCallback(warmup=n)`'s step-size adaptation: dual averaging to
+  `WARMUP_ACCEPT_PROB` over n tests (called on the inner kernel as a
+  `step_size_adaptation` is), and, with `adapt_mass`, Stan's windows
+  (`tfp_sgmcmc.warmup_windows(n)`) in which AMAGOLD estimates its diagonal
+  mass (`window_adaptation.MassWindows`), restarting the dual averaging
+  after the first window and after every new mass."""
+
+  def __init__(self, num_steps, adapt_mass):
+    self.num_steps = num_steps
+    self.adapt_mass = adapt_mass
+    self.windows = (warmup_lib.warmup_windows(num_steps) if adapt_mass
+                    else None)
+
+  def __call__(self, inner):
+    return tfp.mcmc.DualAveragingStepSizeAdaptation(
+        inner, num_adaptation_steps=self.num_steps,
+        target_accept_prob=WARMUP_ACCEPT_PROB)
+
+
+def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
+                      adapt_mass=None):
+  """`SamplingCallback(warmup=n, adapt_mass=...)` as the
+  `step_size_adaptation` it stands for: a `WarmupAdaptation` over the first
+  n M-H tests (mass windows unless `adapt_mass` is False), then frozen."""
+  if adapt_mass is not None and not isinstance(adapt_mass, bool):
+    raise TypeError(f"`adapt_mass` must be True, False or None; got "
+                    f"{adapt_mass!r}.")
   if warmup is None:
+    if adapt_mass:
+      raise ValueError(
+          "`adapt_mass=True` without `warmup`: the diagonal mass is "
+          "estimated during the warm-up; give warmup=n (M-H tests), or a "
+          "fixed mass with the sampler's inverse_mass=.")
     return step_size_adaptation
   if (isinstance(warmup, bool) or not isinstance(warmup, int) or
       warmup < 1):
@@ -103,6 +135,10 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test):
         "warm up the kernel on a tfp_sgmcmc target with "
         "tfp_sgmcmc.warm_up(kernel, state) and give the Keras sampler "
         "its report.step_size.")
-  return lambda inner: tfp.mcmc.DualAveragingStepSizeAdaptation(
-      inner, num_adaptation_steps=warmup,
-      target_accept_prob=WARMUP_ACCEPT_PROB)
+  adapt_mass = True if adapt_mass is None else adapt_mass
+  if adapt_mass and warmup < 20:
+    raise ValueError(
+        f"`warmup={warmup}` with the mass adapted: Stan's windows (a fast, "
+        "a slow and a final window) need warmup >= 20 M-H tests; give more "
+        "tests, or adapt_mass=False for the step size alone.")
+  return WarmupAdaptation(warmup, adapt_mass)

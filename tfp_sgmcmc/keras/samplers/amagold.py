@@ -6,16 +6,17 @@ import math
 import tensorflow as tf
 
 from tfp_sgmcmc import arguments
-from tfp_sgmcmc import random
 from tfp_sgmcmc.dynamics import acceptance
 from tfp_sgmcmc.dynamics import amagold as amagold_lib
 from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
 from tfp_sgmcmc.keras.samplers import base
+from tfp_sgmcmc.keras.samplers import mass as mass_lib
+from tfp_sgmcmc.keras.samplers import window_adaptation as window_lib
 
 __all__ = ["AMAGOLD"]
 
 
-class AMAGOLD(base.SamplerOptimizer):
+class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
   """AMAGOLD (Zhang, Cooper & De Sa 2020) for Keras: one stochastic
   leapfrog step per train step, and the amortized Metropolis-Hastings test
   every T steps.
@@ -44,8 +45,10 @@ class AMAGOLD(base.SamplerOptimizer):
   given, in batches; or on one minibatch for both states,
   `acceptance_energy="minibatch"`) and calls `metropolis_hastings`. With
   `resample_momentum=True` (reversible AMAGOLD) each trajectory starts from
-  a fresh N(0, sigma^2 I) momentum; with False (skew-reversible, the
-  authors' BNN setting) the momentum is carried.
+  a fresh N(0, M) momentum; with False (skew-reversible, the authors' BNN
+  setting) the momentum is carried. M is sigma^2 I, or diag(1 /
+  `inverse_mass`) with M^{-1} for every sigma^-2 above (the kernel's chain
+  with its `diagonal_momentum_distribution`), exact for any fixed M.
 
   The train steps run compiled (any `steps_per_execution` dividing T), and
   every T steps the callback runs one full-data energy evaluation plus one
@@ -66,22 +69,28 @@ class AMAGOLD(base.SamplerOptimizer):
     resample_momentum: True (reversible) or False (skew-reversible).
     acceptance_energy: "exact" (full-data U, exact chain) or "minibatch"
       (Section 5.2, approximate).
+    inverse_mass: None (M = sigma^2 I), or M^{-1} > 0: a number, or one
+      array per trainable weight shaped like it, e.g. the posterior
+      variances (`tfp_sgmcmc.warm_up(...).report.variance`); with
+      momentum_std 1. Read it back (or the warm-up's) as `inverse_mass`.
     seed, name, **kwargs: see `SamplerOptimizer`. The temperature is 1.
 
   #### Example
 
-  The callback needs the training set for the test's energy U:
+  The callback needs the training set for the test's energy U; `warmup`
+  tunes eps and M over the first 20 tests (use hundreds), then freezes them:
 
   ```python
   model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
   model.compile(optimizer="sgd",
                 loss=keras.losses.BinaryCrossentropy(from_logits=True))
-  sampler = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=8, friction=1.)
+  sampler = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=4, friction=1.)
   sampling = sgk.SamplingCallback(sampler, num_examples=len(x), prior=1.,
-                                  energy_data=(x, y))
-  history = model.fit(x, y, batch_size=32, epochs=2, callbacks=[sampling],
+                                  energy_data=(x, y), warmup=20)
+  history = model.fit(x, y, batch_size=32, epochs=3, callbacks=[sampling],
                       verbose=0)
-  print(history.history["accept_rate"])  # per epoch, of its 4 M-H tests
+  print(history.history["accept_rate"])  # per epoch, of its 8 M-H tests
+  print(history.history["step_size"], sampling.sampler.inverse_mass)
   ```
   """
 
@@ -90,7 +99,8 @@ class AMAGOLD(base.SamplerOptimizer):
 
   def __init__(self, step_size, num_leapfrog_steps, friction,
                momentum_std=1., resample_momentum=True,
-               acceptance_energy="exact", seed=None, name=None, **kwargs):
+               acceptance_energy="exact", inverse_mass=None, seed=None,
+               name=None, **kwargs):
     if "temperature" in kwargs:
       raise TypeError("AMAGOLD samples the posterior (temperature 1); it "
                       "takes no `temperature`.")
@@ -101,13 +111,16 @@ class AMAGOLD(base.SamplerOptimizer):
     amagold_lib.check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
                                  resample_momentum)
     acceptance.check_acceptance_energy(acceptance_energy)
+    inverse_mass = mass_lib.check_inverse_mass(inverse_mass, momentum_std)
     self._parameters.pop("temperature")
     self._parameters.update(dict(
         num_leapfrog_steps=int(num_leapfrog_steps), friction=float(friction),
         momentum_std=float(momentum_std),
         resample_momentum=resample_momentum,
-        acceptance_energy=acceptance_energy))
+        acceptance_energy=acceptance_energy, inverse_mass=inverse_mass))
     self._mh_function = None
+    self._inverse_mass = None  # M^{-1} variables, when M is not sigma^2 I.
+    self._mass_windows = None
     self._adaptation = None
     self._adaptation_results = None
     self._adaptation_structure = None
@@ -160,6 +173,11 @@ class AMAGOLD(base.SamplerOptimizer):
     self._num_tests = self.add_variable((), dtype="int32", name="num_tests")
     self._num_accepted = self.add_variable((), dtype="int32",
                                            name="num_accepted")
+    windows = getattr(self._step_size_adaptation, "windows", None)
+    self._build_mass(variables, adapted=bool(windows))
+    if windows:
+      self._mass_windows = window_lib.MassWindows(
+          self, variables, self._step_size_adaptation)
     if self._step_size_adaptation is not None:
       self._adaptation, results = adaptation_lib.build_adaptation(
           self._step_size_adaptation, self._parameters["step_size"],
@@ -179,14 +197,13 @@ class AMAGOLD(base.SamplerOptimizer):
   def _initialize(self, variables):
     # The carried momentum the first trajectory starts from (used by the
     # skew-reversible variant).
-    sigma = self._parameters["momentum_std"]
-    r = random.standard_normal_like([base.read(v) for v in variables],
-                                      base.seed_for(self.seed, base.BEGIN, 0))
-    for v, start, r0, z in zip(
+    r = self._draw_momentum([base.read(v) for v in variables],
+                            base.seed_for(self.seed, base.BEGIN, 0))
+    for v, start, r0, x in zip(
         variables, self._slots(self._start_position, variables),
         self._slots(self._start_momentum, variables), r):
       base.write(start, base.read(v))
-      base.write(r0, sigma * z)
+      base.write(r0, x)
 
   def _start_trajectory(self, variables):
     """`proposal_start` from the last accepted theta and carried momentum,
@@ -199,7 +216,8 @@ class AMAGOLD(base.SamplerOptimizer):
     eps = tf.cast(base.read(self._learning_rate), start[0].dtype)
     momentum, position, loop_seed = amagold_lib.proposal_start(
         start, carried, eps, p["momentum_std"], p["resample_momentum"],
-        proposal_seed)
+        proposal_seed, momentum_distribution=self._momentum_distribution(
+            start))
     for v, x in zip(variables, position):
       base.write(v, x)
     for slot, r in zip(self._slots(self._momentum, variables), momentum):
@@ -259,7 +277,8 @@ class AMAGOLD(base.SamplerOptimizer):
     new, new_momentum, rho = amagold_lib.leapfrog_step(
         t, position, [base.read(s) for s in slots], base.read(self._rho),
         gradient, step_size, p["friction"], p["momentum_std"],
-        p["num_leapfrog_steps"], noise_seed)
+        p["num_leapfrog_steps"], noise_seed,
+        momentum_distribution=self._momentum_distribution(position))
     for s, r in zip(slots, new_momentum):
       base.write(s, r)
     base.write(self._rho, rho)
@@ -359,17 +378,28 @@ class AMAGOLD(base.SamplerOptimizer):
            base.read(self._num_accepted) + tf.cast(accepted, tf.int32))
     self._update_moments(variables, outcome.state)
     if self._adaptation is not None:
-      self._adapt(log_accept_ratio)
+      self._adapt(log_accept_ratio, count + 1, outcome.state)
     self._start_trajectory(variables)
     return accepted, log_accept_ratio
 
-  def _adapt(self, log_accept_ratio):
-    """One step of the TFP adaptation kernel on this test's log ratio;
-    the next trajectory runs with its `new_step_size`."""
+  def _adapt(self, log_accept_ratio, number, state):
+    """One step of the TFP adaptation kernel on this test's log ratio (and
+    the warm-up's mass windows after test `number` at `state`); the next
+    trajectory runs with its `new_step_size`."""
     results = tf.nest.pack_sequence_as(
         self._adaptation_structure,
         [base.read(v) for v in self._adaptation_results])
+    # A trajectory that overflowed (a NaN or -inf ratio) counts as
+    # acceptance 0, as in `tfp_sgmcmc.warm_up`, with a finite ratio kept in
+    # the results so that the health check does not see a divergence.
+    log_accept_ratio = tf.where(
+        tf.math.is_nan(log_accept_ratio) | (log_accept_ratio < 0.) &
+        tf.math.is_inf(log_accept_ratio),
+        log_accept_ratio.dtype.min, log_accept_ratio)
     _, results = self._adaptation.one_step(log_accept_ratio, results)
+    if self._mass_windows is not None:
+      results = self._mass_windows.after_test(number, state,
+                                              self._inverse_mass, results)
     for v, x in zip(self._adaptation_results, tf.nest.flatten(results)):
       base.write(v, x)
     base.write(self._learning_rate, results.new_step_size)

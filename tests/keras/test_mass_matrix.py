@@ -1,0 +1,271 @@
+"""Keras AMAGOLD with a diagonal mass matrix: `inverse_mass=` (a fixed M)
+and `SamplingCallback(warmup=n)`, which estimates it in Stan's windows.
+
+A fixed M^{-1} of ones is the identity chain bit for bit; a fixed
+non-identity M leaves the posterior's moments exact on a linear regression
+whose posterior scales differ about 100x; the warm-up from a step size 100x
+too small or too large ends at the same step size and mass, M^{-1} near the
+posterior variances, and each M^{-1} is the regularised variance of the
+draws of its window; wrong arguments are refused with their fix.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+import tfp_sgmcmc.keras as sgk
+from support import keras_fits
+from support.helpers import NUM_SE, ess, mean_and_se, variance_and_se
+from support.linear_regression import LinearRegression
+
+
+def scaled_problem(scales, seed=1):
+  """support.linear_regression's problem with its features' columns scaled
+  by `scales`: the posterior sd of weight j shrinks by about scales[j]."""
+  problem = LinearRegression(num_examples=500, dim=len(scales), seed=seed)
+  x, y = problem.data
+  x = (x * np.asarray(scales, np.float32)).astype(np.float32)
+  problem.data = (x, y)
+  x64 = x.astype(np.float64)
+  problem.precision = x64.T @ x64 / problem.noise_scale ** 2 + np.eye(
+      problem.dim) / problem.prior_scale ** 2
+  problem.posterior_cov = np.linalg.inv(problem.precision)
+  problem.posterior_mean = problem.posterior_cov @ (
+      x64.T @ y) / problem.noise_scale ** 2
+  return problem
+
+
+class EpochLogs(keras.callbacks.Callback):
+  """The logs of every epoch end, with the sampler's M^{-1} (listed after
+  SamplingCallback)."""
+
+  def __init__(self, sampling):
+    super().__init__()
+    self.sampling = sampling
+    self.logs = []
+
+  def on_epoch_end(self, epoch, logs=None):
+    self.logs.append(dict(logs, inverse_mass=np.concatenate(
+        [m.ravel() for m in self.sampling[0].sampler.inverse_mass])))
+
+
+def amagold_fit(problem, sampler, num_tests, batch_size, seed=17, t=5,
+                epochs=4, **kwargs):
+  """`num_tests` trajectories of T = 5 in `epochs` epochs, the exact test."""
+  x, y = problem.data
+  sampling = []
+  log = EpochLogs(sampling)
+  original = sgk.SamplingCallback.__init__
+
+  def keep(self, *args, **kw):  # The callback `fit` builds, for the logs.
+    original(self, *args, **kw)
+    sampling.append(self)
+  sgk.SamplingCallback.__init__ = keep
+  try:
+    callback = keras_fits.fit(
+        problem, sampler, keras_fits.batch_indices(problem, t * num_tests,
+                                                   seed, batch_size),
+        steps_per_execution=t, epochs=epochs, jit_compile=True,
+        energy_data=(x, y), energy_batch_size=500, after=[log], **kwargs)
+  finally:
+    sgk.SamplingCallback.__init__ = original
+  return callback, log.logs
+
+
+def test_inverse_mass_of_ones_is_the_identity_chain(problem):
+  # The dynamics' mass path with M^{-1} = 1 draws the same N(0, I) numbers
+  # from the same seeds and multiplies by exactly 1 where the identity path
+  # divides by sigma^2 = 1: the same chain, bit for bit.
+  chains = []
+  for inverse_mass in (None, 1., [np.ones((2, 1))]):
+    callback, _ = amagold_fit(problem, sgk.AMAGOLD(
+        step_size=0.02, num_leapfrog_steps=5, friction=1., seed=6,
+        inverse_mass=inverse_mass), 40, batch_size=50)
+    chains.append((keras_fits.kept_draws(callback), callback.num_accepted))
+  assert 0 < chains[0][1] < 40
+  for draws, accepted in chains[1:]:
+    np.testing.assert_array_equal(draws, chains[0][0])
+    assert accepted == chains[0][1]
+
+
+def test_fixed_mass_leaves_the_posterior_moments_exact():
+  # Posterior sds 0.046 and 4.5e-4 (103x apart); M^{-1} = the posterior
+  # variances. Over 1,000 tests the ESS is about 140-180 per weight, and
+  # the mean and variance of each weight must be within NUM_SE Monte Carlo
+  # errors (from that ESS) of the analytic posterior's. Using M in place of
+  # M^{-1} in the drift breaks it (the test then rejects all), and so does
+  # kick noise twice too large (the variances 7 errors off).
+  problem = scaled_problem((1., 100.))
+  variance = np.diag(problem.posterior_cov)
+  assert 100 < np.sqrt(variance[0] / variance[1]) < 106
+  callback, _ = amagold_fit(problem, sgk.AMAGOLD(
+      step_size=0.3, num_leapfrog_steps=5, friction=1., seed=3,
+      inverse_mass=[variance.reshape(2, 1)]), 1000, batch_size=250)
+  draws = keras_fits.kept_draws(callback)
+  rate = callback.num_accepted / callback.num_tests
+  assert 0.3 < rate < 0.9, rate
+  assert np.all(ess(draws) > 80), ess(draws)
+  mean, mean_se = mean_and_se(draws)
+  assert np.all(np.abs(mean - problem.posterior_mean) < NUM_SE * mean_se), (
+      (mean - problem.posterior_mean) / mean_se)
+  var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
+  assert np.all(np.abs(var - variance) < NUM_SE * var_se), (
+      (var - variance) / var_se)
+
+
+WARMUP = 1000
+
+
+@pytest.fixture(scope="module")
+def warmed_up():
+  """Warm-ups of 1,000 tests on posterior variances 0.51 and 9.8e-5 (sds
+  72x apart), from the identity mass and a step size 100x below and 100x
+  above the 0.1-0.15 they end at: (problem, [(callback, logs)])."""
+  problem = scaled_problem((0.045, 4.5))
+  # 5 epochs of 250 tests: the warm-up ends with the fourth.
+  fits = [amagold_fit(problem, sgk.AMAGOLD(
+      step_size=start, num_leapfrog_steps=5, friction=1., seed=30),
+                      WARMUP + 250, batch_size=250, seed=100, epochs=5,
+                      warmup=WARMUP)
+          for start in (2e-3, 20.)]
+  return problem, fits
+
+
+def test_warmup_ends_at_the_same_step_size_and_mass_from_100x_off(
+    warmed_up):
+  # Over 6 seeds (other batches and noise) from the step size they end at,
+  # the frozen step size spread over 0.10-0.23 (log sd 0.25), M^{-1} of the
+  # narrow weight over 0.86-1.24 times its variance (log sd 0.13) and the
+  # wide weight's over 0.22-1.8 times (log sd 0.7: its 500-draw window
+  # holds few independent draws). From the same seed the two starts must
+  # end closer than two seeds typically do (log sd of a difference 0.35,
+  # 0.18 and 1.0): within 1.5x for the step size and the narrow weight, 2x
+  # for the wide weight. Measured: 2%, 9% and 2% apart.
+  _, fits = warmed_up
+  for callback, logs in fits:
+    # Frozen after the warm-up's 1,000 tests (the end of the 4th epoch).
+    assert not callback.sampler.adapting
+    assert logs[-1]["step_size"] == logs[-2]["step_size"]
+    np.testing.assert_array_equal(logs[-1]["inverse_mass"],
+                                  logs[-2]["inverse_mass"])
+  steps = [logs[-1]["step_size"] for _, logs in fits]
+  ratio = fits[0][1][-1]["inverse_mass"] / fits[1][1][-1]["inverse_mass"]
+  assert abs(np.log(steps[0] / steps[1])) < np.log(1.5), steps
+  assert abs(np.log(ratio[1])) < np.log(1.5), ratio
+  assert abs(np.log(ratio[0])) < np.log(2.), ratio
+
+
+def test_warmup_mass_tracks_the_posterior_variances(warmed_up):
+  # Stan's regularisation adds 1e-3 * 5 / 505 = 9.9e-6 to the last window's
+  # variance (+10% on the narrow weight's 9.8e-5). The estimate must be
+  # within 1.5x of the narrow weight's variance and within 6x of the wide
+  # weight's (over 6 seeds: 0.86-1.24x and 0.22-1.8x, the wide weight's
+  # biased low, as a window of autocorrelated draws is), where the identity
+  # mass the warm-up started from is 2x and 1e4x off.
+  problem, fits = warmed_up
+  variance = np.diag(problem.posterior_cov)
+  for callback, logs in fits:
+    relative = callback.sampler.inverse_mass[0].ravel() / variance
+    assert 1. / 1.5 < relative[1] < 1.5, relative
+    assert 1. / 6. < relative[0] < 6., relative
+    # Dual averaging reached its target acceptance, 0.75 (the sd of a
+    # 250-test rate is 0.03, and the frozen step size varies too).
+    assert abs(logs[-1]["accept_rate"] - 0.75) < 0.1, logs[-1]
+
+
+def test_warmup_mass_is_the_regularised_variance_of_its_last_window(
+    warmed_up):
+  # The last slow window of warmup_windows(1000) is tests 451-950; its M^{-1}
+  # is the variance of the chain's positions after those tests (the kept
+  # samples, thinning 1), shrunk as `chains.warmup.regularized_variance`.
+  _, fits = warmed_up
+  windows = sg.warmup_windows(WARMUP)
+  assert windows[-2][0] == "slow" and windows[-1][0] == "fast"
+  end = WARMUP - windows[-1][1]
+  start = end - windows[-2][1]
+  for callback, _ in fits:
+    draws = callback.posterior.samples[0][start:end, :, 0].astype(np.float64)
+    expected = sg.chains.warmup.regularized_variance(
+        draws.var(axis=0), float(len(draws)))
+    np.testing.assert_allclose(callback.sampler.inverse_mass[0].ravel(),
+                               expected, rtol=1e-4)
+
+
+def test_warmup_restarts_dual_averaging_after_each_window(warmed_up):
+  # As `tfp_sgmcmc.warm_up`: after the last slow window (test 950) the
+  # dual averaging restarts from its averaged step size, so its step count
+  # runs from there (300 steps to the end of the 1,250 tests) and it has 50
+  # tests to go, at the end of which the step size is frozen at the
+  # average.
+  _, fits = warmed_up
+  windows = sg.warmup_windows(WARMUP)
+  for callback, logs in fits:
+    sampler = callback.sampler
+    results = tf.nest.pack_sequence_as(
+        sampler._adaptation_structure,  # pylint: disable=protected-access
+        [v.numpy() for v in sampler._adaptation_results])  # pylint: disable=protected-access
+    assert results.num_adaptation_steps == windows[-1][1]
+    assert results.step == callback.num_tests - (WARMUP - windows[-1][1])
+    np.testing.assert_allclose(
+        logs[-1]["step_size"], np.exp(results.log_averaging_step[0]),
+        rtol=1e-6)
+
+
+@pytest.mark.parametrize("inverse_mass, error, match", [
+    (0., ValueError, r"`inverse_mass` must be positive .* got 0\.0"),
+    ([np.array([1., -2.])], ValueError, r"`inverse_mass`\[0\] .* -2\.0"),
+    ([np.array([1., np.nan])], ValueError, r"finite .* nan"),
+    ("ones", TypeError, "got a str"),
+    (True, TypeError, "got True"),
+])
+def test_bad_inverse_mass_is_refused_at_construction(inverse_mass, error,
+                                                     match):
+  with pytest.raises(error, match=match):
+    sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.,
+                inverse_mass=inverse_mass)
+
+
+def test_inverse_mass_with_momentum_std_is_refused():
+  with pytest.raises(ValueError, match="divide inverse_mass by sigma"):
+    sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.,
+                momentum_std=2., inverse_mass=1.)
+
+
+@pytest.mark.parametrize("inverse_mass", [
+    [np.ones(2)], [np.ones((2, 1)), np.ones(1)]])
+def test_inverse_mass_of_other_shapes_is_refused_at_build(problem,
+                                                          inverse_mass):
+  with pytest.raises(ValueError, match=r"trainable weights of shapes "
+                     r"\[\(2, 1\)\]"):
+    amagold_fit(problem, sgk.AMAGOLD(
+        step_size=0.02, num_leapfrog_steps=5, friction=1.,
+        inverse_mass=inverse_mass), 4, batch_size=50)
+
+
+def test_warmup_arguments_are_refused_with_their_fix():
+  amagold = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.)
+  with pytest.raises(ValueError, match="need warmup >= 20"):
+    sgk.SamplingCallback(amagold, num_examples=10, prior=1., warmup=10)
+  with pytest.raises(ValueError, match="give warmup=n"):
+    sgk.SamplingCallback(amagold, num_examples=10, prior=1.,
+                         adapt_mass=True)
+  with pytest.raises(TypeError, match="adapt_mass"):
+    sgk.SamplingCallback(amagold, num_examples=10, prior=1., warmup=100,
+                         adapt_mass="yes")
+  # The step size alone, as before the mass: any warmup >= 1.
+  x, y = np.zeros((10, 2), np.float32), np.zeros(10, np.float32)
+  sgk.SamplingCallback(amagold, num_examples=10, prior=1., warmup=10,
+                       adapt_mass=False, energy_data=(x, y))
+
+
+def test_inverse_mass_survives_the_config_round_trip():
+  # SamplingCallback rebuilds a built sampler (another fit, a strategy, a
+  # resume) from its config: the mass must come with it.
+  mass = [np.full((2, 1), 0.5), np.array([2.])]
+  sampler = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.,
+                        inverse_mass=mass)
+  again = sgk.AMAGOLD.from_config(sampler.get_config())
+  for a, b in zip(again.inverse_mass, mass):
+    np.testing.assert_array_equal(a, b)
