@@ -17,8 +17,9 @@ Rows, each run for every seed (3 by default) from that seed's burn-in:
   exact kernel for the sampling epochs (TFP kernel path on an
   `InMemoryTarget` holding the same data; minibatches with replacement);
 * "AMAGOLD, fit(warmup=300)": the same start in `fit` with
-  `SamplingCallback(warmup=300)` (the step size only: `fit` has no mass
-  matrix), then its sampling epochs;
+  `SamplingCallback(warmup=300)` (the step size and the diagonal mass, by
+  the same windows and rules), then its sampling epochs; with
+  `--methods "AMAGOLD, fit(warmup, adapt_mass=False)"`, the step size only;
 * the warm-up alone started 100x too small and 100x too large in eps, to
   show where it ends.
 
@@ -120,6 +121,8 @@ WARMUP_CELL = (5e-6, 1e-3)
 WARMUP_TESTS = 300
 START_FACTORS = (0.01, 100.)            # the warm-up from eps x these
 METHODS = ("SGHMC", "AMAGOLD", "AMAGOLD, warm_up", "AMAGOLD, fit(warmup)")
+# Also accepted by --methods: the Keras warm-up of the step size alone.
+STEP_SIZE_ONLY = "AMAGOLD, fit(warmup, adapt_mass=False)"
 PAPER = {("SGHMC", 0.01, 5e-4): "3.69 ± 0.03",
          ("SGHMC", 0.01, 1e-3): "3.77 ± 0.17",
          ("SGHMC", 5e-6, 5e-4): "89.95 ± 0.29",
@@ -256,11 +259,12 @@ class JumpTracker(keras.callbacks.Callback):
 
 def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
               verbose=0, batches_per_epoch=BATCHES_PER_EPOCH, callbacks=(),
-              warmup=None):
+              warmup=None, adapt_mass=True):
   """One sampler from the burnt-in weights through `SamplingCallback` in
   `fit`; a dict of results (`loss`: the training loss Keras reports per
-  epoch). With `warmup=n` (AMAGOLD), `SamplingCallback(warmup=n)` tunes the
-  step size over n extra tests before the `sample_epochs`."""
+  epoch). With `warmup=n` (AMAGOLD), `SamplingCallback(warmup=n,
+  adapt_mass=adapt_mass)` tunes the step size (and the diagonal mass) over
+  n extra tests before the `sample_epochs`."""
   n = len(data["x_train"])
   batch = n // batches_per_epoch
   warmup_epochs = (0 if not warmup else
@@ -275,13 +279,17 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
   if name == "AMAGOLD":
     kwargs = dict(energy_data=(data["x_train"], data["y_train"]),
                   energy_batch_size=2000, warmup=warmup)
+    if warmup:
+      kwargs["adapt_mass"] = adapt_mass
   sampling = sgk.SamplingCallback(
       make_sampler(name, b, h, n, seed), num_examples=n, prior=PRIOR_SCALE,
       thinning=thinning, max_samples=NUM_SAMPLES, **kwargs)
   monitor = DivergenceMonitor()
   extra = [JumpTracker(sampling, init_weights)] if name == "AMAGOLD" else []
   start = time.perf_counter()
-  method = name if not warmup else f"{name}, fit(warmup={warmup})"
+  method = name if not warmup else (
+      f"{name}, fit(warmup={warmup}"
+      f"{'' if adapt_mass else ', adapt_mass=False'})")
   row = dict(method=method, b=b, h=h, paper=PAPER.get((name, b, h)),
              diverged_at=None, message=None, seed=seed,
              warmup_tests=warmup or 0)
@@ -320,6 +328,11 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
       row["step_size"] = sampling.sampler.log_diagnostics()["step_size"]
       row["tuned_h"] = row["step_size"] ** 2 * n
       row["tuned_b"] = b * row["step_size"] / math.sqrt(h / n)
+      mass = sampling.sampler.inverse_mass
+      if adapt_mass:
+        row["inverse_mass_median"] = float(np.median(flat_weights(
+            [np.broadcast_to(m, np.shape(w))
+             for m, w in zip(mass, init_weights)])))
   # The chain's position at the end (the model's weights after `fit`): the
   # paper's 20 samples may all come from the end of a long run, where a
   # heating chain is worst, while our average spans the whole run.
@@ -538,10 +551,11 @@ def run(data, size, seed, verbose=0, configs=None, progress=print,
     if name == "AMAGOLD, warm_up":
       row, probs = run_warmed_up(b, h, data, init, sample_epochs, seed,
                                  warmup_tests, batches_per_epoch)
-    elif name == "AMAGOLD, fit(warmup)":
+    elif name in ("AMAGOLD, fit(warmup)", STEP_SIZE_ONLY):
       row, probs = run_chain("AMAGOLD", b, h, data, init, hidden,
                              sample_epochs, seed, verbose, batches_per_epoch,
-                             warmup=warmup_tests)
+                             warmup=warmup_tests,
+                             adapt_mass=name != STEP_SIZE_ONLY)
     else:
       row, probs = run_chain(name, b, h, data, init, hidden, sample_epochs,
                              seed, verbose, batches_per_epoch)
@@ -591,24 +605,36 @@ def table(rows, header):
 
 
 def summary(rows, burnins):
-  """Per cell, mean ± standard error over the seeds (the paper's form),
-  with the diverged chains counted."""
+  """Per cell, mean ± standard error over the seeds (the paper's form) of
+  the scores, and the per-seed values of what can grow without bound (the
+  distance, the training loss) or jump (the last sample's error)."""
   cells = {}
   for r in rows:
     cells.setdefault((r["method"], r["b"], r["h"]), []).append(r)
-  lines = ["| method | b | h | test error, 20 samples (mean ± s.e. over "
-           "seeds) | test error, last half | test NLL | M-H acceptance | "
-           "distance from burn-in | paper |",
-           "|---|---|---|---|---|---|---|---|---|"]
+  lines = ["| method | b | h | test error, 20 samples | test error, last "
+           "half | test NLL | M-H acceptance | mean squared jump per test | "
+           "OOD entropy, median (nats) | per seed: last sample's error | "
+           "per seed: distance from burn-in | per seed: training loss, last "
+           "epoch | paper |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
 
-  def stat(rs, key, scale=1., f="{:.2f}"):
+  def stat(rs, key, scale=1., f="{:.2f}", unit=""):
     v = np.array([r[key] for r in rs if r.get(key) is not None], float)
     if not len(v) or np.all(np.isnan(v)):
       return ""
     if len(v) == 1:
-      return f.format(scale * v[0])
+      return f.format(scale * v[0]) + unit
     se = v.std(ddof=1) / math.sqrt(len(v))
-    return f"{f.format(scale * v.mean())} ± {f.format(scale * se)}"
+    return f"{f.format(scale * v.mean())} ± {f.format(scale * se)}{unit}"
+
+  def each(rs, key, scale=1., f="{:.3g}"):
+    out = []
+    for r in rs:
+      v = r.get(key)
+      if isinstance(v, list):
+        v = v[-1] if v else None
+      out.append("–" if v is None else f.format(scale * v))
+    return " / ".join(out) if any(o != "–" for o in out) else ""
   for (method, b, h), rs in cells.items():
     ok = [r for r in rs if r["diverged_at"] is None]
     note = ("" if len(ok) == len(rs) else
@@ -616,18 +642,35 @@ def summary(rows, burnins):
             f"{', '.join(str(r['diverged_at']) for r in rs if r not in ok)})")
     paper = PAPER.get((method, b, h))
     lines.append(
-        f"| {method} | {b:g} | {h:g} | {stat(ok, 'error', 100)}%{note} | "
-        f"{stat(ok, 'error_last_half', 100)}% | "
+        f"| {method} | {b:g} | {h:g} | {stat(ok, 'error', 100, unit='%')}"
+        f"{note} | {stat(ok, 'error_last_half', 100, unit='%')} | "
         f"{stat(ok, 'nll', f='{:.3f}')} | "
-        f"{stat(ok, 'acceptance', 100, '{:.1f}')}"
-        f"{'%' if ok and ok[0].get('acceptance') is not None else ''} | "
-        f"{stat(ok, 'distance', f='{:.3g}')} | "
+        f"{stat(ok, 'acceptance', 100, '{:.1f}', '%')} | "
+        f"{stat(ok, 'mean_squared_jump', f='{:.3g}')} | "
+        f"{stat(ok, 'ood_entropy_median', f='{:.3f}')} | "
+        f"{each(rs, 'last_sample_error', 100, '{:.1f}%')} | "
+        f"{each(rs, 'distance')} | {each(rs, 'loss')} | "
         f"{'' if paper is None else paper + '%'} |")
   lines.append(
       f"| burn-in point (every chain's start) | | | "
-      f"{stat(burnins, 'error', 100)}% | | {stat(burnins, 'nll', f='{:.3f}')}"
-      " | | 0 | |")
+      f"{stat(burnins, 'error', 100, unit='%')} | | "
+      f"{stat(burnins, 'nll', f='{:.3f}')} | | | | | 0 | | |")
   return "\n".join(lines)
+
+
+def render(paths, out):
+  """Merges the rows of runs' table2.json files (e.g. one method rerun
+  alone) into `out`/table2.md: the per-cell summary and every chain."""
+  rows, burnins = [], None
+  for path in paths:
+    with open(path) as f:
+      run_ = json.load(f)
+    rows += run_["rows"]
+    burnins = burnins or run_["burn_in"]
+  text = summary(rows, burnins) + "\n\n" + table(rows, "Every chain:")
+  with open(os.path.join(out, "table2.md"), "w") as f:
+    f.write(text + "\n")
+  return text
 
 
 def figure(ood, rows, path):
@@ -695,8 +738,15 @@ def main(argv=None):
   parser.add_argument("--no-starts", action="store_true",
                       help="skip the warm-ups from 100x too small and too "
                       "large a step size")
+  parser.add_argument("--render", nargs="+", default=None, metavar="JSON",
+                      help="run nothing: merge these table2.json files "
+                      "into --out/table2.md")
   parser.add_argument("--verbose", type=int, default=0)
   args = parser.parse_args(argv)
+  if args.render:
+    os.makedirs(args.out, exist_ok=True)
+    print(render(args.render, args.out))
+    return None
   methods = (tuple(m.strip() for m in args.methods.split(";"))
              if args.methods else METHODS)
   size = dict(SIZES["small" if args.small else "paper"])
