@@ -41,6 +41,7 @@ histogram has 110 bins of width 0.1 on [-6, 5]; U > 26 outside it.
 
 import argparse
 import functools
+import json
 import os
 import time
 import warnings
@@ -263,6 +264,14 @@ def main(argv=None):
         f"symmetric KL {tuned['kl']:.4f}")
   for path in write_figures(result, args.out):
     print(f"wrote {path}")
+  # The table's numbers beside the figures, so the docs cite a file.
+  path = os.path.join(args.out, "results.json")
+  with open(path, "w") as f:
+    json.dump(dict(size=size, seed=args.seed, rows=[
+        {k: v for k, v in r.items() if k != "secs"} for r in result["rows"]],
+                   tuned={k: tuned[k] for k in ("step_size", "accept", "kl")}),
+              f, indent=1)
+  print(f"wrote {path}")
   print(f"total {time.time() - start:.1f} s")
   return result
 
