@@ -32,6 +32,7 @@ __all__ = [
     "sgbd_update",
     "barker_proposal_step",
     "check_increment_distribution",
+    "check_variant",
 ]
 
 SGBD_VARIANTS = ("vanilla", "corrected", "extreme")
@@ -328,6 +329,7 @@ def barker_update(position, gradient, step_size, increment_seed,
   print(theta.shape)  # (2,)
   ```
   """
+  check_variant(variant)
   increment = barker_increment_like(position, step_size, increment_seed,
                                     increment_distribution)
   if variant == "vanilla":
@@ -454,3 +456,27 @@ def check_increment_distribution(increment_distribution):
     raise ValueError(f"`increment_distribution` must be one of "
                      f"{BARKER_INCREMENT_DISTRIBUTIONS}; got "
                      f"{increment_distribution!r}.")
+
+
+def check_variant(variant):
+  """Raises unless `variant` is "vanilla", "corrected" or "extreme".
+
+  A name outside these would otherwise fall through to the corrected
+  variant's probability, a different sampler.
+
+  Args:
+    variant: the name given.
+
+  Returns:
+    None.
+
+  Raises:
+    ValueError: naming the value seen and the choices.
+
+  ```python
+  tfp_sgmcmc.dynamics.barker.check_variant("extreme")
+  ```
+  """
+  if not isinstance(variant, str) or variant not in SGBD_VARIANTS:
+    raise ValueError(f"`variant` must be one of {SGBD_VARIANTS}; got "
+                     f"{variant!r}.")

@@ -168,9 +168,7 @@ class SGBD(base.StochasticGradientKernel):
     self._target = (base_target if float(temperature) == 1. else
                     TemperedTarget(base_target, temperature))
     arguments.check_step_size(step_size)
-    if variant not in SGBD_VARIANTS:
-      raise ValueError(f"`variant` must be one of {SGBD_VARIANTS}; got "
-                       f"{variant!r}.")
+    barker.check_variant(variant)
     barker.check_increment_distribution(increment_distribution)
     beta = arguments.static_value(noise_ema_weight)
     if beta is None or beta.ndim or not 0. < float(beta) < 1.:

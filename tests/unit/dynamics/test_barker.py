@@ -539,3 +539,17 @@ def test_sgbd_variants_and_reverse_minibatches_are_the_documented_names():
     dynamics.barker.barker_proposal_step(theta, 0.5, SEED, fake,
                                          reverse_minibatch=reverse)
     assert len(fake.calls) == 2
+
+
+@pytest.mark.parametrize("name", ["Vanilla", "exact", "", None, 1])
+def test_barker_update_refuses_a_variant_it_does_not_know(name):
+  # Any other name used to take the corrected variant's branch silently.
+  with pytest.raises(ValueError, match="`variant` must be one of"):
+    dynamics.barker_update(
+        tf.zeros([2]), tf.ones([2]), 0.5, increment_seed=[0, 1],
+        direction_seed=[0, 2], variant=name)
+
+
+def test_check_variant_accepts_the_three_variants():
+  for name in dynamics.barker.SGBD_VARIANTS:
+    dynamics.barker.check_variant(name)
