@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -83,3 +84,21 @@ def test_a_layout_listing_absolute_paths_inside_its_directory_is_read(
   target = sg.TFRecordTarget(lambda w, batch: -tf.reduce_sum(
       (batch[1] - w) ** 2, -1), layout, 1)
   assert target.num_records == 2
+
+
+def test_chunks_given_as_a_list_are_refused_with_the_fix(tmp_path):
+  # A list is one data structure: two (x, y) chunks in a list used to be
+  # written as examples of four parts, (x1, y1, x2, y2).
+  x = np.zeros((64, 3), np.float32)
+  y = np.zeros((64,), np.int32)
+  with pytest.raises(ValueError, match=r"list of 2 structures.*iter\(chunks\)"):
+    sg.write_tfrecord_shards([(x, y), (x, y)], str(tmp_path / "a"),
+                                     num_shards=2, record_size=8)
+  # The same chunks from an iterator, and one (x, y) structure as a list of
+  # arrays, are written.
+  layout = sg.write_tfrecord_shards(
+      iter([(x, y), (x, y)]), str(tmp_path / "b"), num_shards=2,
+      record_size=8)
+  assert layout.endswith("layout.json")
+  sg.write_tfrecord_shards([x, y], str(tmp_path / "c"),
+                                   num_shards=2, record_size=8)

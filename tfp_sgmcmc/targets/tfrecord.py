@@ -56,6 +56,21 @@ def _features(example_tree):
           tf.nest.flatten(example_tree)]
 
 
+def _looks_like_a_list_of_chunks(data):
+  """A list (not a tuple) of two or more structures (tuples, lists or
+  dicts) that all have the same nesting: what a list of chunks looks like."""
+  if not isinstance(data, list) or len(data) < 2:
+    return False
+  if not all(isinstance(c, (tuple, list, dict)) for c in data):
+    return False
+  try:
+    for c in data[1:]:
+      tf.nest.assert_same_structure(data[0], c)
+  except (ValueError, TypeError):
+    return False
+  return True
+
+
 def write_tfrecord_shards(data, directory, num_shards, record_size=1,
                           shuffle_seed=None):
   """Writes `data` into `num_shards` TFRecord files of fixed-length records.
@@ -77,8 +92,10 @@ def write_tfrecord_shards(data, directory, num_shards, record_size=1,
     The path of `layout.json`, which `TFRecordTarget` reads.
 
   Raises:
-    ValueError: `num_shards` or `record_size` < 1, or a chunk that does not
-      fit the layout (its length not a multiple of `record_size`).
+    ValueError: `num_shards` or `record_size` < 1, a chunk that does not
+      fit the layout (its length not a multiple of `record_size`), or a
+      list of same-shaped structures (chunks passed as a list: pass an
+      iterator).
 
   #### Example
 
@@ -101,6 +118,13 @@ def write_tfrecord_shards(data, directory, num_shards, record_size=1,
     raise ValueError(f"`num_shards` and `record_size` must be >= 1; got "
                      f"{num_shards!r} and {record_size!r}.")
   num_shards, record_size = int(num_shards), int(record_size)
+  if _looks_like_a_list_of_chunks(data):
+    raise ValueError(
+        f"`data` is a list of {len(data)} structures of the same shape: "
+        "a list is read as one data structure, so these would be written "
+        f"as {len(data)}x the parts of one example. If they are chunks, "
+        "pass an iterator over them (`iter(chunks)` or a generator); if "
+        "they are parts of one example, pass a tuple.")
   if isinstance(data, (tuple, list, dict, np.ndarray)) or tf.is_tensor(data):
     chunks = [data]
   else:
