@@ -437,46 +437,30 @@ def barker_proposal_step(position, step_size, seed, energy_and_gradient,
 
 
 def check_increment_distribution(increment_distribution):
-  """Raises unless `increment_distribution` is "bimodal" or "gaussian".
-
-  Args:
-    increment_distribution: the name given.
-
-  Returns:
-    None.
-
-  Raises:
-    ValueError: naming the value seen and the choices.
+  """Raises a ValueError, naming the value seen and the choices, unless
+  `increment_distribution` is "bimodal" or "gaussian".
 
   ```python
   tfp_sgmcmc.dynamics.barker.check_increment_distribution("bimodal")
   ```
   """
-  if increment_distribution not in BARKER_INCREMENT_DISTRIBUTIONS:
-    raise ValueError(f"`increment_distribution` must be one of "
-                     f"{BARKER_INCREMENT_DISTRIBUTIONS}; got "
-                     f"{increment_distribution!r}.")
+  _check_choice("increment_distribution", increment_distribution,
+                BARKER_INCREMENT_DISTRIBUTIONS)
 
 
 def check_variant(variant):
-  """Raises unless `variant` is "vanilla", "corrected" or "extreme".
-
-  A name outside these would otherwise fall through to the corrected
-  variant's probability, a different sampler.
-
-  Args:
-    variant: the name given.
-
-  Returns:
-    None.
-
-  Raises:
-    ValueError: naming the value seen and the choices.
+  """Raises a ValueError, naming the value seen and the choices, unless
+  `variant` is "vanilla", "corrected" or "extreme" (any other name would
+  fall through to the corrected variant's probability, another sampler).
 
   ```python
   tfp_sgmcmc.dynamics.barker.check_variant("extreme")
   ```
   """
-  if not isinstance(variant, str) or variant not in SGBD_VARIANTS:
-    raise ValueError(f"`variant` must be one of {SGBD_VARIANTS}; got "
-                     f"{variant!r}.")
+  _check_choice("variant", variant, SGBD_VARIANTS)
+
+
+def _check_choice(argument, value, choices):
+  if not isinstance(value, str) or value not in choices:
+    raise ValueError(f"`{argument}` must be one of {choices}; got "
+                     f"{value!r}.")

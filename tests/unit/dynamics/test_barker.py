@@ -550,6 +550,12 @@ def test_barker_update_refuses_a_variant_it_does_not_know(name):
         direction_seed=[0, 2], variant=name)
 
 
-def test_check_variant_accepts_the_three_variants():
+def test_the_three_variants_move_every_coordinate_by_the_increment():
   for name in dynamics.barker.SGBD_VARIANTS:
-    dynamics.barker.check_variant(name)
+    theta, _ = dynamics.barker_update(
+        tf.zeros([3]), tf.ones([3]), 0.5, increment_seed=[0, 1],
+        direction_seed=[0, 2], variant=name, noise_std=tf.zeros([3]),
+        noise_variance=tf.zeros([3]), noise_ema_weight=0.5)
+    increment = dynamics.barker_increment_like(tf.zeros([3]), 0.5, [0, 1])
+    np.testing.assert_allclose(np.abs(theta), np.abs(increment), rtol=1e-6,
+                               err_msg=name)
