@@ -442,3 +442,27 @@ class AMAGOLD(amortized_mh.AmortizedShell):
   compute_energy = arguments.parameter_property("compute_energy")
   momentum_distribution = arguments.parameter_property(
       "momentum_distribution")
+
+  # The warm-up protocol (`kernels.tuning`): tested by its own test, its T
+  # leapfrog gradients per test; a mass replaces sigma (momentum_std 1).
+  _warmup_takes_mass = True
+
+  def _warmup_test_kernel(self, num_test_steps, momentum_distribution):
+    del num_test_steps  # Its own num_leapfrog_steps.
+    return self.copy(store_parameters_in_results=True,
+                     **self._with_mass(momentum_distribution))
+
+  def _warmup_gradients_per_test(self, num_test_steps):
+    del num_test_steps
+    return self.num_leapfrog_steps
+
+  def _warmup_tuned(self, step_size, momentum_distribution):
+    return self.copy(step_size=step_size,
+                     **self._with_mass(momentum_distribution))
+
+  @staticmethod
+  def _with_mass(momentum_distribution):
+    if momentum_distribution is None:
+      return {}
+    return dict(momentum_distribution=momentum_distribution,
+                momentum_std=1.)

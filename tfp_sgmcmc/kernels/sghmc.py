@@ -13,6 +13,7 @@ from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import momentum as momentum_lib
+from tfp_sgmcmc.kernels import tuning
 
 __all__ = ["SGHMC", "SGHMCResults", "NaiveSGHMC"]
 
@@ -237,6 +238,19 @@ class SGHMC(base.StochasticGradientKernel):
   momentum_distribution = arguments.parameter_property(
       "momentum_distribution")
 
+  # The warm-up protocol (`kernels.tuning`): tested by AMAGOLD's test
+  # around these dynamics; a mass only with noise_estimate 0.
+  @property
+  def _warmup_takes_mass(self):
+    return not self.parameters.get("noise_estimate")
+
+  def _warmup_check(self):
+    tuning.check_temperature_one(self)
+
+  def _warmup_test_kernel(self, num_test_steps, momentum_distribution):
+    return tuning.friction_test_kernel(self, self.friction, num_test_steps,
+                                       momentum_distribution)
+
   def _noise_estimate(self, position, h, batch_seed):
     if isinstance(self.noise_estimate, str):
       variance = self.target.gradient_noise_variance(position, batch_seed)
@@ -356,6 +370,10 @@ class NaiveSGHMC(SGHMC):
 
   def _check_friction(self, friction):
     del friction  # Zero by construction.
+
+  # Not tuned by `warm_up`: without friction the chain is not the one
+  # SGHMC's test describes (and its law is not the posterior).
+  _warmup_test_kernel = None
 
   @property
   def friction(self):

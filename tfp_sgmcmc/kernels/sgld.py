@@ -12,6 +12,7 @@ from tfp_sgmcmc._structure import choose, finite_per_chain
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.kernels import tuning
 
 __all__ = ["SGLD", "SGLDResults"]
 
@@ -149,6 +150,18 @@ class SGLD(base.StochasticGradientKernel):
     return interop.reports_exact_log_prob(self.target)
 
   temperature = arguments.parameter_property("temperature")
+
+  # The warm-up protocol (`kernels.tuning`): T of its own steps tested with
+  # their path ratio, two minibatch gradients per step; no mass matrix.
+  def _warmup_check(self):
+    tuning.check_temperature_one(self)
+
+  def _warmup_test_kernel(self, num_test_steps, momentum_distribution):
+    del momentum_distribution  # SGLD has no mass matrix.
+    return tuning.langevin_path_test_kernel(self, num_test_steps)
+
+  def _warmup_gradients_per_test(self, num_test_steps):
+    return 2 * num_test_steps
 
   def _transition(self, state, prev, step):
     batch_seed, _ = random.derive_seeds(step.seed, 2)

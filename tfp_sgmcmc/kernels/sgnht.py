@@ -13,6 +13,7 @@ from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import momentum as momentum_lib
+from tfp_sgmcmc.kernels import tuning
 
 __all__ = ["SGNHT", "SGNHTResults"]
 
@@ -124,6 +125,18 @@ class SGNHT(base.StochasticGradientKernel):
   temperature = arguments.parameter_property("temperature")
   momentum_distribution = arguments.parameter_property(
       "momentum_distribution")
+
+  # The warm-up protocol (`kernels.tuning`): AMAGOLD's test around these
+  # dynamics, with C the diffusion A (where the thermostat settles without
+  # gradient noise).
+  _warmup_takes_mass = True
+
+  def _warmup_check(self):
+    tuning.check_temperature_one(self)
+
+  def _warmup_test_kernel(self, num_test_steps, momentum_distribution):
+    return tuning.friction_test_kernel(self, self.diffusion, num_test_steps,
+                                       momentum_distribution)
 
   def _transition(self, state, prev, step):
     batch_seed, _, _ = random.derive_seeds(step.seed, 3)

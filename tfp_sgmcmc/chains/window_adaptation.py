@@ -1,0 +1,284 @@
+"""Stan's window adaptation as pure functions over a small state: the one
+adaptation that `tfp_sgmcmc.warm_up` (in its compiled window loops) and the
+Keras `SamplingCallback(warmup=n)` (its state in optimizer variables) run.
+
+The state (`WindowAdaptationState`) is a nest of tensors:
+
+* `dual_averaging`: the step size's dual averaging (Hoffman & Gelman 2014,
+  Stan's h-bar recursion and constants), `DualAveragingState`;
+* `window`: the running sums of the draws of the current window
+  (`WindowState`: centred on the chains' mean at the window's start, for a
+  variance without cancellation), or None when no mass is adapted;
+* `inverse_mass`: M^{-1} per state part, the current diagonal mass.
+
+A warm-up is `init`, then `update` after each test (the test's acceptance
+and the chain's state after it), and at the end of each window of
+`warmup_windows` `end_window` (a new mass after a slow window, dual averaging
+restarted from the averaged step size) and `begin_window`; `final` gives the
+tuned step size and M^{-1}. Every function is a pure map of the nest (as
+BlackJAX's `window_adaptation` parts are), so a caller can keep the nest in
+a loop's variables or in Keras variables alike.
+"""
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+from tensorflow_probability.python.mcmc.internal import util as mcmc_util
+
+__all__ = ["WindowAdaptationState", "DualAveragingState", "WindowState",
+           "warmup_windows", "regularized_variance", "acceptance_probability",
+           "dual_averaging_init", "dual_averaging_update", "begin_window",
+           "window_update", "window_variance", "init", "update", "end_window",
+           "final"]
+
+# Dual averaging's constants (Hoffman & Gelman 2014, Stan's defaults).
+_GAMMA, _T0, _KAPPA = 0.05, 10., 0.75
+
+
+class DualAveragingState(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("DualAveragingState", [
+        "log_step_size", "log_averaging_step", "error_mean", "count",
+        "log_shrinkage_target"])):
+  """log eps (the step of the next test), log eps-bar (its average),
+  H-bar (the mean of target - acceptance), t (tests since the restart) and
+  mu (the search's centre, log(10 eps) at the restart)."""
+  __slots__ = ()
+
+
+class WindowState(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("WindowState", [
+        "shift", "sum", "sum_of_squares", "count"])):
+  """Per state part, the sums of (x - shift) and (x - shift)^2 over the
+  window's draws (chain axes summed), and `count`, the number of draws
+  (tests times chains)."""
+  __slots__ = ()
+
+
+class WindowAdaptationState(
+    mcmc_util.PrettyNamedTupleMixin,
+    collections.namedtuple("WindowAdaptationState", [
+        "dual_averaging", "window", "inverse_mass"])):
+  """The whole adaptation: `DualAveragingState`, `WindowState` (or None
+  without mass adaptation) and M^{-1} per state part."""
+  __slots__ = ()
+
+
+def warmup_windows(num_steps, initial_buffer=75, final_buffer=50,
+                   base_window=25):
+  """Stan's windows: [(kind, steps)], a fast window, slow windows doubling
+  from `base_window` (the last stretched to the end), a fast window.
+
+  When `num_steps` is below initial_buffer + base_window + final_buffer the
+  three are shrunk to 15% / 75% / 10% of it, as Stan does.
+
+  Args:
+    num_steps: the warm-up's length, an integer >= 20.
+    initial_buffer: steps of the first fast window (step size only).
+    final_buffer: steps of the last fast window (step size only, with the
+      mass frozen).
+    base_window: steps of the first slow window (step size and mass); each
+      next slow window is twice as long, the last one stretched to end
+      where the final buffer starts.
+
+  Returns:
+    A list of `(kind, steps)` pairs, `kind` "fast" or "slow", whose steps
+    sum to `num_steps`; windows of 0 steps are left out.
+
+  Raises:
+    ValueError: `num_steps` < 20.
+
+  #### Example
+
+  ```python
+  print(tfp_sgmcmc.warmup_windows(1000))
+  # [('fast', 75), ('slow', 25), ('slow', 50), ('slow', 100),
+  #  ('slow', 200), ('slow', 500), ('fast', 50)]
+  assert sum(n for _, n in tfp_sgmcmc.warmup_windows(1000)) == 1000
+  ```
+  """
+  if num_steps < 20:
+    raise ValueError(f"`num_steps` of the warm-up must be >= 20 (a fast, a "
+                     f"slow and a final window); got {num_steps}.")
+  if initial_buffer + base_window + final_buffer > num_steps:
+    initial_buffer = int(0.15 * num_steps)
+    final_buffer = int(0.1 * num_steps)
+    base_window = num_steps - initial_buffer - final_buffer
+  windows = [("fast", initial_buffer)]
+  end = num_steps - final_buffer
+  start, size = initial_buffer, base_window
+  while start < end:
+    if start + size + 2 * size > end:
+      size = end - start
+    windows.append(("slow", size))
+    start += size
+    size *= 2
+  windows.append(("fast", final_buffer))
+  return [(k, n) for k, n in windows if n > 0]
+
+
+def regularized_variance(variance, num_draws):
+  """Stan's regularisation of a slow window's variance estimate, the M^{-1}
+  that the next window uses: shrunk towards 1e-3 with weight 5 / (n + 5),
+
+      M^{-1} = n / (n + 5) var + 1e-3 * 5 / (n + 5),
+
+  which keeps M^{-1} positive when a coordinate barely moved in the window.
+  The two weights are computed in double precision (a Python float, or a
+  float64 tensor when `num_draws` is a tensor), then cast to the variance's
+  dtype, so the result does not depend on which of the two n is.
+
+  Args:
+    variance: per state part, the window draws' variance (a tensor or a
+      list of tensors).
+    num_draws: n, the draws the variance was estimated from (a number or a
+      scalar tensor).
+
+  Returns:
+    M^{-1}, in the structure of `variance`.
+
+  ```python
+  print(tfp_sgmcmc.chains.warmup.regularized_variance([1.], 45.))  # [0.9001]
+  ```
+  """
+  if not tf.is_tensor(num_draws):
+    return tf.nest.map_structure(
+        lambda v: (num_draws / (num_draws + 5.)) * v +
+        1e-3 * (5. / (num_draws + 5.)), variance)
+  n = tf.cast(num_draws, tf.float64)
+  weight, floor = n / (n + 5.), 1e-3 * (5. / (n + 5.))
+  return tf.nest.map_structure(
+      lambda v: tf.cast(weight, v.dtype) * v + tf.cast(floor, v.dtype),
+      variance)
+
+
+def acceptance_probability(log_accept_ratio):
+  """The test's mean acceptance probability over the chains, min(1, e^r);
+  a NaN ratio (an overflowed trajectory) counts as 0."""
+  return tf.reduce_mean(tf.where(
+      tf.math.is_nan(log_accept_ratio), tf.zeros_like(log_accept_ratio),
+      tf.exp(tf.minimum(log_accept_ratio, 0.))))
+
+
+def dual_averaging_init(log_step_size):
+  """Dual averaging started (or restarted) at eps = exp(`log_step_size`),
+  its search centred on mu = log(10 eps)."""
+  zero = tf.zeros_like(log_step_size)
+  return DualAveragingState(log_step_size, log_step_size, zero, zero,
+                            log_step_size + np.log(10.))
+
+
+def dual_averaging_update(state, accept_prob, target_accept_prob):
+  """One step of Stan's dual averaging after a test of acceptance `a`:
+
+      t' = t + 1,   H' = (1 - 1 / (t' + t0)) H + (delta - a) / (t' + t0)
+      log eps' = mu - sqrt(t') / gamma H'
+      log eps-bar' = t'^-kappa log eps' + (1 - t'^-kappa) log eps-bar.
+  """
+  t = state.count + 1.
+  eta = 1. / (t + _T0)
+  h_bar = (1. - eta) * state.error_mean + eta * (
+      target_accept_prob - accept_prob)
+  log_eps = state.log_shrinkage_target - tf.sqrt(t) / _GAMMA * h_bar
+  w = t ** -_KAPPA
+  log_eps_bar = w * log_eps + (1. - w) * state.log_averaging_step
+  return DualAveragingState(log_eps, log_eps_bar, h_bar, t,
+                            state.log_shrinkage_target)
+
+
+def begin_window(state_parts, batch_ndims):
+  """An empty `WindowState`, centred on the chains' mean of `state_parts`
+  (the chain's position for one chain)."""
+  axes = list(range(batch_ndims))
+  shift = [tf.reduce_mean(p, axes) for p in state_parts]
+  zeros = [tf.zeros_like(s) for s in shift]
+  return WindowState(shift, zeros, list(zeros),
+                     tf.zeros([], state_parts[0].dtype))
+
+
+def window_update(window, state_parts, batch_ndims):
+  """`window` with the draws `state_parts` (one per chain) added."""
+  axes = list(range(batch_ndims))
+  centred = [p - s for p, s in zip(state_parts, window.shift)]
+  chains = tf.cast(tf.reduce_prod(tf.shape(state_parts[0])[:batch_ndims]),
+                   window.count.dtype)
+  return WindowState(
+      window.shift,
+      [a + tf.reduce_sum(c, axes) for a, c in zip(window.sum, centred)],
+      [b + tf.reduce_sum(c * c, axes)
+       for b, c in zip(window.sum_of_squares, centred)],
+      window.count + chains)
+
+
+def window_variance(window):
+  """The window draws' variance per coordinate (divisor n)."""
+  n = window.count
+  return [s2 / n - tf.square(s1 / n)
+          for s1, s2 in zip(window.sum, window.sum_of_squares)]
+
+
+def init(state_parts, step_size, batch_ndims, inverse_mass=None,
+         adapt_mass=True):
+  """The adaptation's state at the start: dual averaging at `step_size`,
+  an empty window (none without `adapt_mass`), M^{-1} = `inverse_mass`
+  (default ones, shaped like a chain's parts)."""
+  dtype = state_parts[0].dtype
+  if inverse_mass is None:
+    inverse_mass = [tf.ones(p.shape[batch_ndims:], dtype)
+                    for p in state_parts]
+  return WindowAdaptationState(
+      dual_averaging_init(tf.math.log(tf.cast(step_size, dtype))),
+      begin_window(state_parts, batch_ndims) if adapt_mass else None,
+      list(inverse_mass))
+
+
+def update(state, state_parts, log_accept_ratio, target_accept_prob,
+           batch_ndims):
+  """After a test: the step size moved towards `target_accept_prob` and
+  the chain's new draws `state_parts` added to the window.
+
+  Returns:
+    (the new state, the test's acceptance probability).
+  """
+  accept = acceptance_probability(log_accept_ratio)
+  window = state.window
+  if window is not None:
+    window = window_update(window, state_parts, batch_ndims)
+  return state._replace(
+      dual_averaging=dual_averaging_update(state.dual_averaging, accept,
+                                           target_accept_prob),
+      window=window), accept
+
+
+def _select(flag, new, old):
+  if isinstance(flag, (bool, np.bool_)):
+    return new if flag else old
+  return tf.nest.map_structure(
+      lambda a, b: tf.where(flag, tf.cast(a, b.dtype), b), new, old)
+
+
+def end_window(state, variance, set_mass, restart):
+  """At a window's end. Where `set_mass` (a slow window ended): M^{-1}
+  becomes the window's `variance` (`window_variance`) regularised as Stan
+  does (`regularized_variance`, n = the window's draws). Where `restart`:
+  dual averaging starts again from the averaged step size (Stan restarts
+  after the first window and after each new mass). The flags are Python
+  bools or boolean scalar tensors."""
+  if set_mass is not False:
+    state = state._replace(inverse_mass=_select(
+        set_mass, regularized_variance(variance, state.window.count),
+        state.inverse_mass))
+  if restart is not False:
+    state = state._replace(dual_averaging=_select(
+        restart, dual_averaging_init(state.dual_averaging.log_averaging_step),
+        state.dual_averaging))
+  return state
+
+
+def final(state):
+  """(step size, M^{-1}) tuned: the averaged step size of the dual
+  averaging and the last slow window's mass."""
+  return (tf.exp(state.dual_averaging.log_averaging_step),
+          state.inverse_mass)
