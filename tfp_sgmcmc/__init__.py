@@ -30,7 +30,7 @@ from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
 from tfp_sgmcmc.chains.warmup import (WarmupReport, WarmupResult, warm_up,
                                       warmup_windows)
-from tfp_sgmcmc.dynamics.hamiltonian import diagonal_momentum_distribution
+from tfp_sgmcmc.dynamics.mass import diagonal_momentum_distribution
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,

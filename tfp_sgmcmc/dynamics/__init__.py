@@ -9,9 +9,12 @@ both call them, so the two front ends cannot disagree about the math. The
 step's seed, as BlackJAX's diffusions do); the others are their pieces.
 
 * `langevin`: SGLD, preconditioned SGLD, MALA's proposal ratio.
-* `hamiltonian`: SGHMC (Euler and splitting integrators), SGNHT, drift and
-  kinetic energy, and the mass matrix in TFP's `momentum_distribution`
-  convention (`sample_momentum`, `velocity` = M^{-1} r).
+* `mass`: the mass matrix M as one object (`Mass`: `ScaledIdentity`,
+  `DiagonalMass`, `DistributionMass`; `as_mass` of TFP's
+  `momentum_distribution`), with drift, kinetic energy, `sample_momentum`
+  and `velocity` = M^{-1} r.
+* `hamiltonian`: SGHMC (Euler and splitting integrators).
+* `thermostat`: SGNHT, the SG Nose-Hoover thermostat.
 * `amagold`: AMAGOLD's stochastic leapfrog and energy accumulator.
 * `barker`: SGBD's Barker moves and their proposal ratio.
 * `nuts`: SG-NUTS's time-directed SGHMC step and U-turn criterion.
@@ -33,7 +36,9 @@ from tfp_sgmcmc.dynamics import amagold
 from tfp_sgmcmc.dynamics import barker
 from tfp_sgmcmc.dynamics import hamiltonian
 from tfp_sgmcmc.dynamics import langevin
+from tfp_sgmcmc.dynamics import mass
 from tfp_sgmcmc.dynamics import nuts
+from tfp_sgmcmc.dynamics import thermostat
 from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
                                             momentum_after_test)
 from tfp_sgmcmc.dynamics.amagold import (amagold_momentum,
@@ -48,12 +53,12 @@ from tfp_sgmcmc.dynamics.barker import (BARKER_INCREMENT_DISTRIBUTIONS,
                                         corrected_barker_probability,
                                         extreme_barker_probability,
                                         gradient_noise_std_ema, sgbd_update)
-from tfp_sgmcmc.dynamics.hamiltonian import (drift, kinetic_energy,
-                                             sample_momentum, velocity,
-                                             sghmc_euler_momentum,
+from tfp_sgmcmc.dynamics.hamiltonian import (sghmc_euler_momentum,
                                              sghmc_splitting_momentum,
-                                             sghmc_update, sgnht_step,
-                                             sgnht_update)
+                                             sghmc_update)
+from tfp_sgmcmc.dynamics.mass import (Mass, as_mass, drift, kinetic_energy,
+                                      sample_momentum, velocity)
+from tfp_sgmcmc.dynamics.thermostat import sgnht_step, sgnht_update
 from tfp_sgmcmc.dynamics.langevin import (langevin_log_proposal_ratio,
                                           langevin_step,
                                           preconditioned_langevin_step,
@@ -103,5 +108,7 @@ __all__ = [
     "metropolis_hastings_test",
     "momentum_after_test",
     # Modules by family.
+    "Mass", "as_mass",
     "langevin", "hamiltonian", "amagold", "barker", "nuts", "acceptance",
+    "mass", "thermostat",
 ]

@@ -12,8 +12,9 @@ per train step. The M-H test that makes the chain exact is
 Notation: step size eps, friction beta, mass matrix M (sigma^2 I from the
 momentum standard deviation sigma, or a `momentum_distribution` N(0, M) in
 TFP's convention, see `hamiltonian`), T leapfrog steps per proposal. With a
-mass matrix every sigma^-2 below is M^{-1} (`hamiltonian.velocity`) and
-every sigma^2 of a draw is M (`hamiltonian.sample_momentum`):
+mass matrix every sigma^-2 below is M^{-1} and every sigma^2 of a draw is
+M, through one `mass.Mass` (`mass.as_mass(momentum_distribution,
+momentum_std)`):
 
     r_{-1/2}    ~ N(0, M)                         (if resampled)
     theta_0     = theta + 1/2 eps M^{-1} r_{-1/2}
@@ -36,8 +37,7 @@ import tensorflow as tf
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import as_dtype, broadcast_structure, sum_event
-from tfp_sgmcmc.dynamics.hamiltonian import (drift, sample_momentum,
-                                             velocity)
+from tfp_sgmcmc.dynamics.mass import as_mass
 
 __all__ = ["amagold_momentum", "energy_accumulator_increment",
            "proposal_start", "leapfrog_seeds", "leapfrog_step",
@@ -134,23 +134,12 @@ def energy_accumulator_increment(gradient, momentum, new_momentum, step_size,
   print(rho.numpy())  # 1/2 * 0.1 * 2 coordinates * 2 = [0.2 0.2 0.2]
   ```
   """
-  if momentum_distribution is not None:
-    # M^{-1} is linear: one `velocity` of r + r'.
-    terms = tf.nest.map_structure(
-        lambda g, v, eps: sum_event(0.5 * as_dtype(eps, g.dtype) * g * v,
-                                    batch_ndims),
-        gradient, velocity(tf.nest.map_structure(tf.add, momentum,
-                                                 new_momentum),
-                           momentum_distribution),
-        broadcast_structure(step_size, gradient))
-    return tf.add_n(tf.nest.flatten(terms))
-  terms = tf.nest.map_structure(
-      lambda g, r, r_new, eps: sum_event(
-          0.5 * as_dtype(eps, g.dtype) * g * (r + r_new)
-          / tf.square(as_dtype(momentum_std, g.dtype)), batch_ndims),
-      gradient, momentum, new_momentum,
-      broadcast_structure(step_size, gradient))
-  return tf.add_n(tf.nest.flatten(terms))
+  # M^{-1} is linear: one M^{-1} (r + r') per part.
+  return as_mass(momentum_distribution, momentum_std).dot_velocity(
+      tf.nest.map_structure(
+          lambda g, eps: 0.5 * as_dtype(eps, g.dtype) * g, gradient,
+          broadcast_structure(step_size, gradient)),
+      tf.nest.map_structure(tf.add, momentum, new_momentum), batch_ndims)
 
 
 def sgd_parameters_to_amagold(learning_rate, momentum_decay, kwargs=None):
@@ -252,24 +241,11 @@ def proposal_start(position, momentum, step_size, momentum_std,
   ```
   """
   momentum_seed, loop_seed = random.derive_seeds(seed, 2)
-  if momentum_distribution is not None:
-    if resample_momentum:
-      momentum = sample_momentum(momentum_distribution, momentum,
-                                 momentum_seed)
-    return momentum, drift(position, momentum,
-                           arguments.scale_step(0.5, step_size),
-                           momentum_distribution), loop_seed
-  dtype = tf.nest.flatten(position)[0].dtype
-  sigma = as_dtype(momentum_std, dtype)
+  mass = as_mass(momentum_distribution, momentum_std)
   if resample_momentum:
-    momentum = tf.nest.map_structure(
-        lambda z: sigma * z,
-        random.standard_normal_like(momentum, momentum_seed))
-  # One step size, or one per state part.
-  drift_scale = tf.nest.map_structure(
-      lambda e: as_dtype(e, dtype) / tf.square(sigma), step_size)
-  return momentum, drift(
-      position, momentum, arguments.scale_step(0.5, drift_scale)), loop_seed
+    momentum = mass.sample(momentum, momentum_seed)
+  return momentum, mass.drift(position, momentum,
+                              arguments.scale_step(0.5, step_size)), loop_seed
 
 
 def leapfrog_seeds(loop_seed):
@@ -333,27 +309,17 @@ def leapfrog_step(step, position, momentum, rho, gradient, step_size,
   """
   dtype = tf.nest.flatten(position)[0].dtype
   eps = tf.nest.map_structure(lambda e: as_dtype(e, dtype), step_size)
-  if momentum_distribution is not None:
-    noise = sample_momentum(momentum_distribution, momentum, noise_seed)
-    new_momentum = amagold_momentum(momentum, gradient, eps, friction, noise)
-    rho = rho + tf.cast(energy_accumulator_increment(
-        gradient, momentum, new_momentum, eps, batch_ndims=batch_ndims,
-        momentum_distribution=momentum_distribution), rho.dtype)
-    scale = tf.nest.map_structure(
-        lambda e: tf.where(step < num_leapfrog_steps - 1, e, 0.5 * e), eps)
-    return drift(position, new_momentum, scale,
-                 momentum_distribution), new_momentum, rho
-  sigma = as_dtype(momentum_std, dtype)
-  noise = random.standard_normal_like(momentum, noise_seed)
+  mass = as_mass(momentum_distribution, momentum_std)
+  noise, noise_std = mass.sample_factored(momentum, noise_seed)
   new_momentum = amagold_momentum(momentum, gradient, eps, friction, noise,
-                                  sigma)
+                                  noise_std)
   rho = rho + tf.cast(energy_accumulator_increment(
-      gradient, momentum, new_momentum, eps, sigma, batch_ndims), rho.dtype)
+      gradient, momentum, new_momentum, eps, batch_ndims=batch_ndims,
+      momentum_distribution=mass), rho.dtype)
   # Full position steps between the kicks, a half step after the last.
   scale = tf.nest.map_structure(
-      lambda e: tf.where(step < num_leapfrog_steps - 1, e / tf.square(sigma),
-                         0.5 * e / tf.square(sigma)), eps)
-  return drift(position, new_momentum, scale), new_momentum, rho
+      lambda e: tf.where(step < num_leapfrog_steps - 1, e, 0.5 * e), eps)
+  return mass.drift(position, new_momentum, scale), new_momentum, rho
 
 
 def check_num_leapfrog_steps(num_leapfrog_steps):

@@ -9,18 +9,12 @@ B-hat, temperature T (T = 1 samples the posterior). `sghmc_update` and
 called by the `tfp.mcmc` kernels and the Keras samplers alike; the other
 functions are their pieces.
 
-The mass matrix, in TFP's convention (`tfp.experimental.mcmc.
-PreconditionedHamiltonianMonteCarlo`): a `momentum_distribution`, a
-zero-mean Gaussian N(0, M) whose `sample` draws r and whose `log_prob` is
--K(r) up to a constant; None is the identity M = I (the fast path, the
-default). Every use of M is one of three functions, used by every
-Hamiltonian update here and in `amagold`:
-
-* `sample_momentum`: r ~ N(0, M), also the injected noise's direction
-  (noise N(0, s^2 M) = s r);
-* `velocity`: dtheta/dt = grad K(r) = M^{-1} r (autodiff of the
-  distribution's log density, as TFP's leapfrog does);
-* `kinetic_energy`: K(r).
+The mass matrix M is a `mass.Mass` (`mass.as_mass` of TFP's
+`momentum_distribution` N(0, M), None for the identity): every update here
+draws its noise with `Mass.sample` and moves theta with `Mass.drift`
+(theta + h M^{-1} r). The mass matrix's functions (`sample_momentum`,
+`velocity`, `drift`, `kinetic_energy`, the distribution helpers) live in
+`mass`, SGNHT in `thermostat`; both are importable from here too.
 
 The friction acts on r itself and the injected noise is scaled by M (the
 friction matrix is C M), so for any M the momentum's part of the dynamics,
@@ -37,20 +31,17 @@ import math
 
 import numpy as np
 import tensorflow as tf
-import tensorflow_probability as tfp
-from tensorflow_probability.python.bijectors import reshape as reshape_bijector
-from tensorflow_probability.python.distributions import batch_broadcast
-from tensorflow_probability.python.distributions import (
-    transformed_distribution)
-from tensorflow_probability.python.experimental.distributions import (
-    mvn_precision_factor_linop as mvn_pfl)
-from tensorflow_probability.python.experimental.mcmc import (
-    preconditioning_utils)
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
-from tfp_sgmcmc._structure import (as_dtype, broadcast_structure, expand_to,
-                                   sum_event)
+from tfp_sgmcmc._structure import as_dtype, broadcast_structure
+# The mass matrix and SGNHT, re-exported for the callers of this module.
+from tfp_sgmcmc.dynamics.mass import (as_mass, batch_momentum_distribution,  # pylint: disable=unused-import
+                                      check_momentum_distribution,
+                                      diagonal_momentum_distribution, drift,
+                                      kinetic_energy, sample_momentum,
+                                      velocity)
+from tfp_sgmcmc.dynamics.thermostat import sgnht_step, sgnht_update  # pylint: disable=unused-import
 
 __all__ = ["drift", "sample_momentum", "velocity",
            "batch_momentum_distribution", "diagonal_momentum_distribution",
@@ -61,284 +52,6 @@ __all__ = ["drift", "sample_momentum", "velocity",
            "sgnht_update", "sgd_momentum_to_sghmc", "check_sghmc_parameters"]
 
 INTEGRATORS = ("euler", "splitting")
-
-
-def drift(position, momentum, step_size, momentum_distribution=None):
-  """The position flow of Hamiltonian dynamics: theta' = theta + h M^{-1} r
-  (`velocity`; theta + h r for the identity, `momentum_distribution`
-  None).
-
-  Args:
-    position: theta, a structure of tensors.
-    momentum: r, same structure.
-    step_size: h, a scalar or a structure broadcastable against `position`.
-    momentum_distribution: N(0, M), or None for the identity.
-
-  Returns:
-    theta', the same structure as `position`.
-
-  ```python
-  new = tfp_sgmcmc.dynamics.drift(tf.zeros([2]), tf.ones([2]), 0.1)
-  print(new.numpy())  # [0.1 0.1]
-  ```
-  """
-  momentum = velocity(momentum, momentum_distribution)
-  return tf.nest.map_structure(
-      lambda theta, r, h: theta + as_dtype(h, theta.dtype) * r,
-      position, momentum, broadcast_structure(step_size, position))
-
-
-def _as_value(momentum_distribution, parts):
-  """The flat list `parts` in the structure the distribution's `log_prob`
-  takes (a list for TFP's joint distributions, one tensor otherwise)."""
-  dtype = momentum_distribution.dtype
-  if tf.nest.is_nested(dtype):
-    return tf.nest.pack_sequence_as(dtype, parts)
-  return parts[0]
-
-
-def sample_momentum(momentum_distribution, like, seed):
-  """A draw r ~ N(0, M) in the structure of `like` (one draw per chain).
-
-  `momentum_distribution` None: N(0, I) from the package's engine
-  (`random.standard_normal_like(like, seed)`), the draws every kernel made
-  before the mass matrix existed. Otherwise the distribution's own
-  `sample(seed=seed)` (stateless), its parts in the order of
-  `tf.nest.flatten(like)`; for the diagonal form of
-  `diagonal_momentum_distribution` (and of `DiagonalMassMatrixAdaptation`),
-  the engine's N(0, I) draw z scaled to M^{1/2} z = z / sqrt(M^{-1}).
-
-  Args:
-    momentum_distribution: N(0, M), or None for the identity.
-    like: a structure of tensors shaped like the momentum.
-    seed: a stateless seed, int32[2].
-
-  Returns:
-    r, the same structure as `like`.
-
-  ```python
-  r = tfp_sgmcmc.dynamics.sample_momentum(None, tf.zeros([4, 2]), [0, 1])
-  print(r.shape)  # (4, 2)
-  ```
-  """
-  if momentum_distribution is None:
-    return random.standard_normal_like(like, seed)
-  inverse_mass = _diagonal_inverse_mass(momentum_distribution)
-  if inverse_mass is not None and len(inverse_mass) == len(
-      tf.nest.flatten(like)):
-    return tf.nest.pack_sequence_as(like, [
-        z * tf.math.rsqrt(tf.cast(m, z.dtype)) for z, m in zip(
-            tf.nest.flatten(random.standard_normal_like(like, seed)),
-            inverse_mass)])
-  return tf.nest.pack_sequence_as(
-      like, tf.nest.flatten(momentum_distribution.sample(seed=seed)))
-
-
-def _diagonal_inverse_mass(momentum_distribution):
-  """Per part, M^{-1} shaped like the part, for the diagonal form that
-  `diagonal_momentum_distribution` and TFP's `DiagonalMassMatrixAdaptation`
-  build (a joint distribution of batch-broadcast, reshaped
-  `MultivariateNormalPrecisionFactorLinearOperator`s with a diagonal
-  precision, which is M^{-1}); None for any other distribution."""
-  model = getattr(momentum_distribution, "model", None)
-  if not isinstance(model, (list, tuple)):
-    return None
-  inverse_mass = []
-  for part in model:
-    if not isinstance(part, batch_broadcast.BatchBroadcast):
-      return None
-    reshaped = part.distribution
-    if not isinstance(reshaped,
-                      transformed_distribution.TransformedDistribution) or (
-                          not isinstance(reshaped.bijector,
-                                         reshape_bijector.Reshape)):
-      return None
-    normal = reshaped.distribution
-    if not isinstance(
-        normal, mvn_pfl.MultivariateNormalPrecisionFactorLinearOperator) or (
-            not isinstance(normal.precision, tf.linalg.LinearOperatorDiag)):
-      return None
-    inverse_mass.append(reshaped.bijector.forward(
-        normal.precision.diag_part()))
-  return inverse_mass
-
-
-def velocity(momentum, momentum_distribution=None):
-  """dtheta/dt = grad K(r) = M^{-1} r, in the structure of `momentum`.
-
-  K(r) = -log N(r; 0, M) up to a constant, differentiated (as TFP's
-  leapfrog differentiates its kinetic energy): any Gaussian momentum
-  distribution works, diagonal, dense (`tfd.MultivariateNormalTriL`,
-  `MultivariateNormalPrecisionFactorLinearOperator`) or joint over parts.
-  The diagonal form of `diagonal_momentum_distribution` (and of TFP's
-  `DiagonalMassMatrixAdaptation`) is read directly: M^{-1} r elementwise,
-  its precision diagonal times r, with no gradient taken.
-  None: the identity, r itself (no op).
-
-  Args:
-    momentum: r, a structure of tensors.
-    momentum_distribution: N(0, M), or None for the identity.
-
-  Returns:
-    M^{-1} r, the same structure as `momentum`.
-
-  ```python
-  mass = tfd.MultivariateNormalDiag(scale_diag=[2., 2.])  # M = 4 I
-  print(tfp_sgmcmc.dynamics.velocity(tf.ones([2]), mass).numpy())  # 0.25
-  ```
-  """
-  if momentum_distribution is None:
-    return momentum
-  parts = tf.nest.flatten(momentum)
-  inverse_mass = _diagonal_inverse_mass(momentum_distribution)
-  if inverse_mass is not None and len(inverse_mass) == len(parts):
-    return tf.nest.pack_sequence_as(
-        momentum, [tf.cast(m, r.dtype) * r
-                   for m, r in zip(inverse_mass, parts)])
-  with tf.GradientTape(watch_accessed_variables=False) as tape:
-    tape.watch(parts)
-    # Chains are independent: the sum's gradient is each chain's gradient.
-    log_prob = tf.reduce_sum(momentum_distribution.log_prob(
-        _as_value(momentum_distribution, parts)))
-  grads = tape.gradient(log_prob, parts,
-                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
-  return tf.nest.pack_sequence_as(momentum, [-g for g in grads])
-
-
-def batch_momentum_distribution(momentum_distribution, batch_shape):
-  """The distribution a step uses: TFP's own normalisation
-  (`preconditioning_utils.maybe_make_list_and_batch_broadcast`, as
-  `PreconditionedHamiltonianMonteCarlo` does), a joint distribution over
-  the state's parts broadcast to the chains' `batch_shape`, so that one
-  draw has the state's shape and `DiagonalMassMatrixAdaptation` can update
-  it. None stays None (the identity).
-
-  Args:
-    momentum_distribution: N(0, M), or None.
-    batch_shape: the chains' batch shape.
-
-  Returns:
-    The batched joint distribution, or None.
-
-  ```python
-  batched = tfp_sgmcmc.dynamics.hamiltonian.batch_momentum_distribution(
-      tfd.MultivariateNormalDiag(scale_diag=[1., 1.]), [4])
-  print([r.shape for r in batched.sample(seed=[0, 1])])  # [[4, 2]]
-  ```
-  """
-  if momentum_distribution is None:
-    return None
-  return preconditioning_utils.maybe_make_list_and_batch_broadcast(
-      momentum_distribution, batch_shape)
-
-
-def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
-  """A diagonal mass matrix as a momentum distribution, in the form TFP's
-  `DiagonalMassMatrixAdaptation` builds and updates.
-
-  Args:
-    state: a tensor or a list of tensors shaped like the chains' state.
-    batch_ndims: how many leading axes of each part are chains (0 for one
-      chain of shape [d], 1 for a state of shape [chains, d]).
-    inverse_mass: M^{-1} per coordinate, a structure like `state` without
-      the chain axes (or broadcastable to it), e.g. the posterior variance
-      of each coordinate, which is what makes every coordinate move on the
-      same time scale. Default: ones (the identity).
-
-  Returns:
-    N(0, M) with M = diag(1 / `inverse_mass`), batch shape the chains'.
-    A kernel given it is the identity-mass kernel when `inverse_mass` is
-    one (a different random stream: draws come from the distribution);
-    wrapped in `DiagonalMassMatrixAdaptation(..., num_estimation_steps=n)`
-    it is the distribution the adaptation replaces at step n.
-
-  #### Example
-
-  SGHMC with M^{-1} set to a guess of the posterior variance, which lets
-  one step size suit both coordinates:
-
-  ```python
-  init = tf.zeros([4, d])
-  momentum = tfp_sgmcmc.diagonal_momentum_distribution(
-      init, batch_ndims=1, inverse_mass=[5e-3, 5e-3])
-  print([r.shape for r in momentum.sample(seed=[0, 1])])   # [[4, 2]]
-  kernel = tfp_sgmcmc.SGHMC(target, step_size=0.3, friction=1.,
-                            momentum_distribution=momentum)
-  samples = tf.function(lambda: tfp.mcmc.sample_chain(
-      200, init, kernel=kernel, num_burnin_steps=100, trace_fn=None,
-      seed=[0, 1]), jit_compile=True)()
-  print(tf.reduce_mean(samples, [0, 1]))   # about [1, -1]
-  ```
-  """
-  parts = tf.nest.flatten(state)
-  parts = [tf.convert_to_tensor(p) for p in parts]
-  batch_shape = tf.shape(parts[0])[:batch_ndims]
-  if parts[0].shape[:batch_ndims].is_fully_defined():
-    batch_shape = parts[0].shape[:batch_ndims]
-  variance = None
-  if inverse_mass is not None:
-    # A one-tensor state takes a list of numbers as one value per
-    # coordinate, not one per part.
-    values = (tf.nest.flatten(broadcast_structure(inverse_mass, parts))
-              if tf.nest.is_nested(state) else [inverse_mass])
-    variance = [tf.cast(v, p.dtype) for v, p in zip(values, parts)]
-  return preconditioning_utils.make_momentum_distribution(
-      parts, batch_shape, variance)
-
-
-def check_momentum_distribution(momentum_distribution, state, batch_shape,
-                                name):
-  """The distribution batched to the chains (`batch_momentum_distribution`),
-  after checking that a draw has the state's structure, shapes and dtypes.
-  `name` is the kernel's, for the messages. None passes as None.
-
-  Args:
-    momentum_distribution: N(0, M), or None.
-    state: the chains' state, a structure of tensors.
-    batch_shape: the chains' batch shape.
-    name: the kernel's name, for the error messages.
-
-  Returns:
-    The batched distribution (`batch_momentum_distribution`), or None.
-
-  Raises:
-    TypeError: `momentum_distribution` is not a distribution.
-    ValueError: a draw is not shaped like `state`.
-
-  ```python
-  state = tf.zeros([4, 2])
-  checked = tfp_sgmcmc.dynamics.hamiltonian.check_momentum_distribution(
-      tfd.MultivariateNormalDiag(scale_diag=[1., 1.]), state, [4], "SGHMC")
-  print(type(checked).__name__)
-  ```
-  """
-  if momentum_distribution is None:
-    return None
-  if not hasattr(momentum_distribution, "sample") or not hasattr(
-      momentum_distribution, "log_prob"):
-    raise TypeError(
-        f"`momentum_distribution` of {name} must be a tfp.distributions "
-        "distribution N(0, M) (`sample` draws the momentum, `log_prob` is "
-        f"minus its kinetic energy); got {momentum_distribution!r}. Leave "
-        "it None for the identity mass matrix.")
-  batched = batch_momentum_distribution(momentum_distribution, batch_shape)
-  draw = tf.nest.flatten(batched.sample(
-      seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED)))
-  parts = tf.nest.flatten(state)
-  shapes = [list(p.shape) for p in parts]
-  drawn = [list(d.shape) for d in draw]
-  if len(draw) != len(parts) or any(
-      not d.shape.is_compatible_with(p.shape) or d.dtype != p.dtype
-      for d, p in zip(draw, parts)):
-    raise ValueError(
-        f"`momentum_distribution` of {name} draws momenta of shapes {drawn} "
-        f"and dtypes {[d.dtype.name for d in draw]}, but the state has "
-        f"shapes {shapes} and dtypes {[p.dtype.name for p in parts]}: one "
-        "draw must be shaped like the state (one part per state part, the "
-        f"chains' batch shape {list(batch_shape)} first). Build it for the "
-        "state, e.g. tfp_sgmcmc.diagonal_momentum_distribution(state, "
-        "batch_ndims, inverse_mass).")
-  return batched
 
 
 def sghmc_euler_momentum(momentum, gradient, step_size, friction, noise,
@@ -461,145 +174,6 @@ def sghmc_splitting_momentum(momentum, gradient, step_size, friction, noise,
                                broadcast_structure(step_size, momentum))
 
 
-def kinetic_energy(momentum, momentum_std=1., batch_ndims=0,
-                   momentum_distribution=None):
-  """K(r) = r^T M^{-1} r / 2, one value per chain.
-
-  Args:
-    momentum: r, a structure of tensors.
-    momentum_std: sigma, for M = sigma^2 I when `momentum_distribution` is
-      None: K(r) = |r|^2 / (2 sigma^2).
-    batch_ndims: number of leading chain axes of each part.
-    momentum_distribution: N(0, M), or None (M = sigma^2 I). K is
-      r . grad K(r) / 2 (`velocity`), exact for the quadratic K and free of
-      the distribution's normalising constant.
-
-  Returns:
-    A tensor of the chains' batch shape.
-
-  ```python
-  k = tfp_sgmcmc.dynamics.kinetic_energy(tf.ones([3, 2]), batch_ndims=1)
-  print(k.numpy())  # [1. 1. 1.]
-  ```
-  """
-  if momentum_distribution is not None:
-    terms = tf.nest.map_structure(
-        lambda r, v: sum_event(0.5 * r * v, batch_ndims), momentum,
-        velocity(momentum, momentum_distribution))
-    return tf.add_n(tf.nest.flatten(terms))
-  terms = tf.nest.map_structure(
-      lambda r: sum_event(
-          0.5 * tf.square(r) / tf.square(as_dtype(momentum_std, r.dtype)),
-          batch_ndims),
-      momentum)
-  return tf.add_n(tf.nest.flatten(terms))
-
-
-def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
-               diffusion, temperature=1., event_ndims=None, refresh=None,
-               refresh_temperature=1., momentum_distribution=None):
-  """One step of the SG Nose-Hoover thermostat (Ding et al. 2014, Alg. 2).
-
-      r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
-      theta'  = theta + h M^{-1} r'
-      xi'     = xi + h (r'^T M^{-1} r' / d - T),       z ~ N(0, M)
-
-  With a mass matrix the thermostat holds 2 K(r') / d, the kinetic energy
-  per dimension, at T: in q = M^{-1/2} r the step is the identity-mass
-  thermostat with force M^{-1/2} grad U, so the invariant law stays
-  exp(-U(theta) - K(r) / T) times the thermostat's.
-
-  xi is one thermostat per chain (shape of the chains' batch), d the number
-  of parameters of a chain, A the injected diffusion. The thermostat raises
-  the friction while the kinetic energy per dimension exceeds T and lowers
-  it otherwise, so it absorbs gradient noise of unknown size.
-
-  `refresh` (a boolean scalar tensor, or None for never): the step starts
-  from a fresh r ~ N(0, T0 I), T0 = `refresh_temperature`, instead of
-  `momentum`. r enters r' only as (1 - h xi) r, so, as in
-  `sghmc_euler_momentum`, the fresh draw is folded into the step's noise:
-  r' = -h grad U~ + N(0, (1 - h xi)^2 T0 + 2 A h T) per chain.
-
-  Args:
-    position: theta, a structure of tensors (the state).
-    momentum: r, same structure.
-    thermostat: xi, shape = the chains' batch shape.
-    gradient: grad U~(theta), same structure as `position`.
-    step_size: h.
-    noise: z ~ N(0, M), same structure as `position`.
-    diffusion: A >= 0.
-    temperature: T.
-    event_ndims: per part (or one for all parts), how many trailing axes
-      are parameters; the rest are chain axes, which must be the
-      thermostat's. Default: all axes beyond the thermostat's rank. A value
-      that disagrees with the thermostat's rank raises a `ValueError`.
-    refresh: a boolean scalar tensor, or None for never (above).
-    refresh_temperature: T0 of the fresh momentum N(0, T0 M).
-    momentum_distribution: N(0, M), or None for the identity.
-
-  Returns:
-    (theta', r', xi').
-
-  ```python
-  theta, r, xi = tfp_sgmcmc.dynamics.sgnht_step(
-      tf.zeros([3, 2]), tf.ones([3, 2]), tf.zeros([3]), tf.zeros([3, 2]),
-      step_size=0.1, noise=tf.zeros([3, 2]), diffusion=1.)
-  print(theta.shape, xi.shape)  # (3, 2) (3,)
-  ```
-  """
-  parts_r = tf.nest.flatten(momentum)
-  if event_ndims is not None:
-    _check_event_ndims(event_ndims, parts_r, thermostat.shape.rank)
-  dtype = parts_r[0].dtype
-  h = as_dtype(step_size, dtype)
-  t = as_dtype(temperature, dtype)
-  a = as_dtype(diffusion, dtype)
-  batch_rank = thermostat.shape.rank
-
-  scale = tf.sqrt(2. * a * h * t)
-  if refresh is not None:
-    decay = 1. - h * thermostat
-    # One scale per chain, selected: the kick stays one elementwise loop.
-    scale = tf.where(refresh, tf.sqrt(
-        decay * decay * as_dtype(refresh_temperature, dtype)
-        + 2. * a * h * t), scale * tf.ones_like(thermostat))
-
-  def kick(r, g, z):
-    if refresh is not None:
-      r = tf.where(refresh, tf.zeros_like(r), r)
-      return (r - h * expand_to(thermostat, r) * r - h * g
-              + expand_to(scale, r) * z)
-    return r - h * expand_to(thermostat, r) * r - h * g + scale * z
-  new_momentum = tf.nest.map_structure(kick, momentum, gradient, noise)
-  new_velocity = velocity(new_momentum, momentum_distribution)
-  new_position = drift(position, new_velocity, step_size)
-  sq = tf.zeros_like(thermostat)
-  dim = 0
-  for r, v in zip(tf.nest.flatten(new_momentum),
-                  tf.nest.flatten(new_velocity)):
-    axes = list(range(batch_rank, r.shape.rank))
-    sq = sq + tf.reduce_sum(tf.square(r) if momentum_distribution is None
-                            else r * v, axis=axes)
-    dim += int(np.prod(r.shape[batch_rank:]))
-  new_thermostat = thermostat + h * (sq / tf.cast(dim, dtype) - t)
-  return new_position, new_momentum, new_thermostat
-
-
-def _check_event_ndims(event_ndims, parts, batch_rank):
-  ndims = tf.nest.flatten(event_ndims)
-  if len(ndims) == 1:
-    ndims = ndims * len(parts)
-  if len(ndims) != len(parts) or any(
-      not isinstance(k, int) or p.shape.rank - k != batch_rank
-      for k, p in zip(ndims, parts)):
-    raise ValueError(
-        f"`event_ndims` = {event_ndims!r} does not fit a state of ranks "
-        f"{[p.shape.rank for p in parts]} and a thermostat of rank "
-        f"{batch_rank} (one per chain): each part's rank less its "
-        "event_ndims must be the thermostat's rank. Leave it None to use "
-        "the thermostat's rank.")
-
-
 def is_refresh_step(step_count, period):
   """True where SGHMC's step `step_count` starts from a fresh momentum
   N(0, T M): step 0 and, with a resampling period m, every multiple of m.
@@ -660,8 +234,7 @@ def refresh_momentum(momentum, step_count, period, temperature, seed,
       is_refresh_step(step_count, period),
       lambda: tf.nest.map_structure(
           lambda z: momentum_scale * z,
-          sample_momentum(momentum_distribution, momentum,
-                          momentum_seed)),
+          as_mass(momentum_distribution).sample(momentum, momentum_seed)),
       lambda: momentum)
 
 
@@ -687,8 +260,8 @@ def gradient_position(position, momentum, step_size, integrator,
   """
   if integrator == "euler":
     return position
-  return drift(position, momentum, arguments.scale_step(0.5, step_size),
-               momentum_distribution)
+  return as_mass(momentum_distribution).drift(
+      position, momentum, arguments.scale_step(0.5, step_size))
 
 
 def sghmc_update(grad_position, momentum, gradient, step_size, friction,
@@ -740,7 +313,8 @@ def sghmc_update(grad_position, momentum, gradient, step_size, friction,
   ```
   """
   _, noise_seed, _ = random.derive_seeds(seed, 3)
-  noise = sample_momentum(momentum_distribution, momentum, noise_seed)
+  mass = as_mass(momentum_distribution)
+  noise = mass.sample(momentum, noise_seed)
   if integrator == "euler":
     new_momentum = sghmc_euler_momentum(
         momentum, gradient, step_size, friction, noise, noise_estimate,
@@ -751,8 +325,7 @@ def sghmc_update(grad_position, momentum, gradient, step_size, friction,
         temperature)
   drift_size = (step_size if integrator == "euler" else
                 arguments.scale_step(0.5, step_size))
-  return drift(grad_position, new_momentum, drift_size,
-               momentum_distribution), new_momentum
+  return mass.drift(grad_position, new_momentum, drift_size), new_momentum
 
 
 def sgd_momentum_to_sghmc(learning_rate, momentum_decay, noise_estimate=0.):
@@ -778,54 +351,6 @@ def sgd_momentum_to_sghmc(learning_rate, momentum_decay, noise_estimate=0.):
   arguments.check_positive("noise_estimate", noise_estimate, allow_zero=True)
   h = math.sqrt(float(learning_rate))
   return h, float(momentum_decay) / h, float(noise_estimate) / h
-
-
-def sgnht_update(position, momentum, thermostat, gradient, step_count,
-                 step_size, diffusion, temperature, momentum_temperature,
-                 seed, momentum_distribution=None):
-  """One SGNHT transition given grad U~ at `position` (the kernel's update:
-  `sgnht_step`, with mass matrix M = `momentum_distribution`'s or I).
-
-  At `step_count` 0 the step starts from a fresh momentum N(0, T M) (T =
-  `momentum_temperature`, the kernel's temperature), folded into the step's
-  noise (`sgnht_step(refresh=...)`: one draw and no branch).
-  The update is `sgnht_step`'s:
-
-      r'      = r - h xi r - h grad U~(theta) + sqrt(2 A h T) z
-      theta'  = theta + h M^{-1} r'
-      xi'     = xi + h (r'^T M^{-1} r' / d - T),       z ~ N(0, M)
-
-  Args:
-    position: theta, a structure of tensors.
-    momentum: r, same structure.
-    thermostat: xi, one per chain.
-    gradient: grad U~(theta), same structure as `position`.
-    step_count: the number of steps taken before this one.
-    step_size: h.
-    diffusion: A >= 0.
-    temperature: T.
-    momentum_temperature: T of the fresh momentum at step 0.
-    seed: the step's stateless seed, int32[2], used as `one_step` uses it.
-    momentum_distribution: N(0, M), or None for the identity.
-
-  Returns:
-    (theta', r', xi').
-
-  ```python
-  theta, r, xi = tfp_sgmcmc.dynamics.sgnht_update(
-      tf.zeros([3, 2]), tf.zeros([3, 2]), tf.ones([3]), tf.ones([3, 2]),
-      step_count=0, step_size=0.1, diffusion=1., temperature=1.,
-      momentum_temperature=1., seed=[0, 1])
-  print(theta.shape, xi.shape)  # (3, 2) (3,)
-  ```
-  """
-  _, noise_seed, _ = random.derive_seeds(seed, 3)
-  noise = sample_momentum(momentum_distribution, momentum, noise_seed)
-  return sgnht_step(position, momentum, thermostat, gradient, step_size,
-                    noise, diffusion, temperature,
-                    refresh=tf.equal(step_count, 0),
-                    refresh_temperature=momentum_temperature,
-                    momentum_distribution=momentum_distribution)
 
 
 def check_sghmc_parameters(friction, noise_estimate, integrator,

@@ -11,7 +11,7 @@ from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import as_dtype, finite_per_chain
 from tfp_sgmcmc.dynamics import amagold
-from tfp_sgmcmc.dynamics import hamiltonian
+from tfp_sgmcmc.dynamics import mass as mass_lib
 from tfp_sgmcmc.kernels import amortized_mh
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
@@ -227,12 +227,7 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
                      finite=finite)
 
   def _draw_momentum(self, structure, seed, mass):
-    if mass is not None:
-      return hamiltonian.sample_momentum(mass, structure, seed)
-    sigma = self.momentum_std
-    return tf.nest.map_structure(
-        lambda z: as_dtype(sigma, z.dtype) * z,
-        random.standard_normal_like(structure, seed))
+    return mass_lib.as_mass(mass, self.momentum_std).sample(structure, seed)
 
   def _initial_fields(self, init_state, energy):
     field = momentum_lib.initial_field(self, init_state, energy)

@@ -336,11 +336,11 @@ def test_diagonal_momentum_distribution_is_n_0_inverse_of_inverse_mass():
 
 def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
   # diagonal_momentum_distribution's (and DiagonalMassMatrixAdaptation's)
-  # form gives M^{-1} directly; any other distribution is differentiated.
-  # Both give M^{-1} r for the same M.
-  read_directly = hamiltonian._diagonal_inverse_mass  # pylint: disable=protected-access
+  # form is a DiagonalMass, M^{-1} read directly; any other distribution is
+  # differentiated. Both give M^{-1} r for the same M.
+  as_mass = dynamics.mass.as_mass
   mass, dist = masses("diagonal")
-  assert read_directly(dist) is not None
+  assert isinstance(as_mass(dist), dynamics.mass.DiagonalMass)
   generic = hamiltonian.batch_momentum_distribution(
       tfd.JointDistributionSequential([
           tfd.MultivariateNormalDiag(
@@ -348,7 +348,7 @@ def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
           tfb.Reshape([2, 2])(tfd.MultivariateNormalDiag(
               scale_diag=tf.constant(np.sqrt(1. / DIAGONAL[1].reshape(-1)))))
       ]), [CHAINS])
-  assert read_directly(generic) is None
+  assert isinstance(as_mass(generic), dynamics.mass.DistributionMass)
   r = draws(60, 2.)
   check(hamiltonian.velocity(const(r), generic), inverse_times(mass, r),
         tf.float64)

@@ -3,19 +3,17 @@ argument's checks, and the momentum distribution the dynamics take.
 
 M^{-1} lives in optimizer variables, one per trainable weight and shaped
 like it (so backups carry it, and the warm-up can replace it); each step
-hands `dynamics.amagold` the distribution N(0, M) of
-`tfp_sgmcmc.diagonal_momentum_distribution`, the form TFP's
-`DiagonalMassMatrixAdaptation` builds, which the dynamics read as
-M^{-1} elementwise.
+hands `dynamics.amagold` the `dynamics.mass.DiagonalMass` of their values
+(the `ScaledIdentity` sigma^2 I without them), the same object the
+kernels' diagonal `momentum_distribution` becomes.
 """
 
 import numbers
 
 import numpy as np
 
-from tfp_sgmcmc import random
-from tfp_sgmcmc.dynamics.hamiltonian import (diagonal_momentum_distribution,
-                                             sample_momentum)
+from tfp_sgmcmc.dynamics import mass as mass_lib
+from tfp_sgmcmc.dynamics.mass import diagonal_momentum_distribution
 from tfp_sgmcmc.keras.samplers import base
 
 __all__ = ["DiagonalMass", "check_inverse_mass", "check_inverse_mass_shapes",
@@ -118,22 +116,17 @@ class DiagonalMass:
         given, self._parameters["momentum_std"], variables)):
       base.write(m, value)
 
-  def _momentum_distribution(self, position):
-    """N(0, M) of the mass in use, or None for sigma^2 I (the dynamics'
-    own path, whose random stream and arithmetic the sampler had before
-    it took a mass)."""
+  def _mass(self):
+    """The `dynamics.mass.Mass` in use: diag(1 / M^{-1}) from the
+    variables, or sigma^2 I (the dynamics' own path, whose random stream
+    and arithmetic the sampler had before it took a mass)."""
     if self._inverse_mass is None:
-      return None
-    return momentum_distribution([base.read(m) for m in self._inverse_mass],
-                                 position)
+      return mass_lib.ScaledIdentity(self._parameters["momentum_std"])
+    return mass_lib.DiagonalMass([base.read(m) for m in self._inverse_mass])
 
   def _draw_momentum(self, position, seed):
     """r ~ N(0, M) shaped like `position`."""
-    mass = self._momentum_distribution(position)
-    if mass is None:
-      sigma = self._parameters["momentum_std"]
-      return [sigma * z for z in random.standard_normal_like(position, seed)]
-    return sample_momentum(mass, position, seed)
+    return self._mass().sample(position, seed)
 
   @property
   def inverse_mass(self):
