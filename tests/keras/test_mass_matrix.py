@@ -195,22 +195,22 @@ def test_warmup_mass_is_the_regularised_variance_of_its_last_window(
 
 def test_warmup_restarts_dual_averaging_after_each_window(warmed_up):
   # As `tfp_sgmcmc.warm_up`: after the last slow window (test 950) the
-  # dual averaging restarts from its averaged step size, so its step count
-  # runs from there (300 steps to the end of the 1,250 tests) and it has 50
-  # tests to go, at the end of which the step size is frozen at the
-  # average.
+  # dual averaging restarts from its averaged step size, so its test count
+  # runs from there: the 50 tests of the last window, after which the
+  # adaptation stops (the fit runs 1,250 tests) with the step size frozen
+  # at the average.
   _, fits = warmed_up
   windows = sg.warmup_windows(WARMUP)
   for callback, logs in fits:
     sampler = callback.sampler
-    results = tf.nest.pack_sequence_as(
-        sampler._adaptation_structure,  # pylint: disable=protected-access
-        [v.numpy() for v in sampler._adaptation_results])  # pylint: disable=protected-access
-    assert results.num_adaptation_steps == windows[-1][1]
-    assert results.step == callback.num_tests - (WARMUP - windows[-1][1])
+    state = sampler._warmup.state()  # pylint: disable=protected-access
+    # The dual averaging's test count runs from the last restart, and the
+    # warm-up's last test froze the step size at its average.
+    assert callback.num_tests > WARMUP
+    assert int(state.dual_averaging.count) == windows[-1][1]
     np.testing.assert_allclose(
-        logs[-1]["step_size"], np.exp(results.log_averaging_step[0]),
-        rtol=1e-6)
+        logs[-1]["step_size"],
+        np.exp(state.dual_averaging.log_averaging_step.numpy()), rtol=1e-6)
 
 
 @pytest.mark.parametrize("inverse_mass, error, match", [

@@ -39,7 +39,7 @@ from tfp_sgmcmc import random
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
-from tfp_sgmcmc.dynamics.hamiltonian import diagonal_momentum_distribution
+from tfp_sgmcmc.dynamics.mass import diagonal_momentum_distribution
 
 __all__ = ["warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
            "regularized_variance"]
@@ -192,11 +192,11 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       results = _set_step_size(results, tf.exp(da.log_step_size))
       state, results = test.one_step(state, results, step_seed)
       adapted, accept = adaptation.update(
-          adaptation.WindowAdaptationState(da, window or None, inverse_mass),
+          adaptation.WindowAdaptationState(da, window, inverse_mass),
           tf.nest.flatten(state), results.log_accept_ratio,
           target_accept_prob, batch_ndims)
       return (i + 1, state, results, seed, adapted.dual_averaging,
-              adapted.window or (), accept_sum + accept)
+              adapted.window, accept_sum + accept)
 
     _, state, _, seed, da, window, accept_sum = tf.while_loop(
         lambda i, *_: i < num_window_steps, body,
@@ -217,7 +217,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     state, seed, da, window, variance, accept = compiled(
         state, seed, adapted.dual_averaging, adapted.inverse_mass,
         tf.constant(steps))
-    adapted = adapted._replace(dual_averaging=da, window=window or None)
+    adapted = adapted._replace(dual_averaging=da, window=window)
     set_mass = kind_w == "slow" and adapt_mass
     # Dual averaging starts again from the step size reached so far, its
     # search centred there (Stan): after each new mass, and after the first

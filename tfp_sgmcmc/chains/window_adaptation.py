@@ -8,7 +8,8 @@ The state (`WindowAdaptationState`) is a nest of tensors:
   Stan's h-bar recursion and constants), `DualAveragingState`;
 * `window`: the running sums of the draws of the current window
   (`WindowState`: centred on the chains' mean at the window's start, for a
-  variance without cancellation), or None when no mass is adapted;
+  variance without cancellation), or None (or `()`, a loop's empty
+  structure) when no mass is adapted;
 * `inverse_mass`: M^{-1} per state part, the current diagonal mass.
 
 A warm-up is `init`, then `update` after each test (the test's acceptance
@@ -244,7 +245,7 @@ def update(state, state_parts, log_accept_ratio, target_accept_prob,
   """
   accept = acceptance_probability(log_accept_ratio)
   window = state.window
-  if window is not None:
+  if window:  # None or () without mass adaptation.
     window = window_update(window, state_parts, batch_ndims)
   return state._replace(
       dual_averaging=dual_averaging_update(state.dual_averaging, accept,

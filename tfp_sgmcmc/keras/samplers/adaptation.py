@@ -10,6 +10,8 @@ one outer step of AMAGOLD (T train steps and one M-H test) happens in Keras;
 acceptance ratio that the test just computed, and its `one_step` reports it
 in its results. The adaptation kernel then runs unchanged, with TFP's own
 code, and its results live in the sampler's variables (saved by backups).
+`SamplingCallback(warmup=n)` is not a TFP kernel but the package's window
+adaptation (`WarmupAdaptation`, run by `window_adaptation.WarmupWindows`).
 """
 
 import collections
@@ -19,13 +21,10 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc.chains import warmup as warmup_lib
+from tfp_sgmcmc.keras.samplers.window_adaptation import WARMUP_ACCEPT_PROB
 
 __all__ = ["OuterStepProbe", "OuterStepResults", "build_adaptation",
            "warmup_adaptation", "WarmupAdaptation", "WARMUP_ACCEPT_PROB"]
-
-# The warm-up's target acceptance of the M-H test (as `tfp_sgmcmc.warm_up`).
-WARMUP_ACCEPT_PROB = 0.75
-
 
 class OuterStepResults(
     mcmc_util.PrettyNamedTupleMixin,
@@ -86,23 +85,18 @@ def build_adaptation(make_adaptation, step_size, dtype):
 
 
 class WarmupAdaptation:
-  """`SamplingCallback(warmup=n)`'s step-size adaptation: dual averaging to
-  `WARMUP_ACCEPT_PROB` over n tests (called on the inner kernel as a
-  `step_size_adaptation` is), and, with `adapt_mass`, Stan's windows
-  (`tfp_sgmcmc.warmup_windows(n)`) in which AMAGOLD estimates its diagonal
-  mass (`window_adaptation.MassWindows`), restarting the dual averaging
-  after the first window and after every new mass."""
+  """`SamplingCallback(warmup=n)`'s adaptation: the window adaptation of
+  `tfp_sgmcmc.warm_up` (`window_adaptation.WarmupWindows`) over the first
+  n M-H tests, dual averaging of the step size to `WARMUP_ACCEPT_PROB`
+  and, with `adapt_mass`, Stan's windows (`tfp_sgmcmc.warmup_windows(n)`)
+  in which AMAGOLD estimates its diagonal mass, the dual averaging
+  restarting after the first window and after every new mass."""
 
   def __init__(self, num_steps, adapt_mass):
     self.num_steps = num_steps
     self.adapt_mass = adapt_mass
     self.windows = (warmup_lib.warmup_windows(num_steps) if adapt_mass
                     else None)
-
-  def __call__(self, inner):
-    return tfp.mcmc.DualAveragingStepSizeAdaptation(
-        inner, num_adaptation_steps=self.num_steps,
-        target_accept_prob=WARMUP_ACCEPT_PROB)
 
 
 def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,

@@ -120,7 +120,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
         acceptance_energy=acceptance_energy, inverse_mass=inverse_mass))
     self._mh_function = None
     self._inverse_mass = None  # M^{-1} variables, when M is not sigma^2 I.
-    self._mass_windows = None
+    self._warmup = None  # `SamplingCallback(warmup=n)`'s adaptation.
     self._adaptation = None
     self._adaptation_results = None
     self._adaptation_structure = None
@@ -173,12 +173,15 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     self._num_tests = self.add_variable((), dtype="int32", name="num_tests")
     self._num_accepted = self.add_variable((), dtype="int32",
                                            name="num_accepted")
-    windows = getattr(self._step_size_adaptation, "windows", None)
-    self._build_mass(variables, adapted=bool(windows))
-    if windows:
-      self._mass_windows = window_lib.MassWindows(
-          self, variables, self._step_size_adaptation)
-    if self._step_size_adaptation is not None:
+    adaptation = self._step_size_adaptation
+    if isinstance(adaptation, adaptation_lib.WarmupAdaptation):
+      self._build_mass(variables, adapted=bool(adaptation.windows))
+      self._warmup = window_lib.WarmupWindows(
+          self, variables, adaptation, self._inverse_mass,
+          self._parameters["step_size"])
+      return
+    self._build_mass(variables, adapted=False)
+    if adaptation is not None:
       self._adaptation, results = adaptation_lib.build_adaptation(
           self._step_size_adaptation, self._parameters["step_size"],
           variables[0].dtype)
@@ -216,8 +219,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     eps = tf.cast(base.read(self._learning_rate), start[0].dtype)
     momentum, position, loop_seed = amagold_lib.proposal_start(
         start, carried, eps, p["momentum_std"], p["resample_momentum"],
-        proposal_seed, momentum_distribution=self._momentum_distribution(
-            start))
+        proposal_seed, momentum_distribution=self._mass())
     for v, x in zip(variables, position):
       base.write(v, x)
     for slot, r in zip(self._slots(self._momentum, variables), momentum):
@@ -278,7 +280,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
         t, position, [base.read(s) for s in slots], base.read(self._rho),
         gradient, step_size, p["friction"], p["momentum_std"],
         p["num_leapfrog_steps"], noise_seed,
-        momentum_distribution=self._momentum_distribution(position))
+        momentum_distribution=self._mass())
     for s, r in zip(slots, new_momentum):
       base.write(s, r)
     base.write(self._rho, rho)
@@ -377,15 +379,18 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     base.write(self._num_accepted,
            base.read(self._num_accepted) + tf.cast(accepted, tf.int32))
     self._update_moments(variables, outcome.state)
-    if self._adaptation is not None:
-      self._adapt(log_accept_ratio, count + 1, outcome.state)
+    if self._warmup is not None:
+      base.write(self._learning_rate, self._warmup.after_test(
+          count + 1, outcome.state, log_accept_ratio,
+          base.read(self._learning_rate)))
+    elif self._adaptation is not None:
+      self._adapt(log_accept_ratio)
     self._start_trajectory(variables)
     return accepted, log_accept_ratio
 
-  def _adapt(self, log_accept_ratio, number, state):
-    """One step of the TFP adaptation kernel on this test's log ratio (and
-    the warm-up's mass windows after test `number` at `state`); the next
-    trajectory runs with its `new_step_size`."""
+  def _adapt(self, log_accept_ratio):
+    """One step of the TFP adaptation kernel on this test's log ratio; the
+    next trajectory runs with its `new_step_size`."""
     results = tf.nest.pack_sequence_as(
         self._adaptation_structure,
         [base.read(v) for v in self._adaptation_results])
@@ -397,9 +402,6 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
         tf.math.is_inf(log_accept_ratio),
         log_accept_ratio.dtype.min, log_accept_ratio)
     _, results = self._adaptation.one_step(log_accept_ratio, results)
-    if self._mass_windows is not None:
-      results = self._mass_windows.after_test(number, state,
-                                              self._inverse_mass, results)
     for v, x in zip(self._adaptation_results, tf.nest.flatten(results)):
       base.write(v, x)
     base.write(self._learning_rate, results.new_step_size)
@@ -408,10 +410,13 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
   def adapting(self):
     """Whether the step size is still being adapted (False without an
     adaptation, and after its `num_adaptation_steps` tests)."""
-    if self._adaptation is None:
+    if self._warmup is not None:
+      length = self._step_size_adaptation.num_steps
+    elif self._adaptation is not None:
+      length = self._adaptation.num_adaptation_steps
+    else:
       return False
-    return int(base.read(self._num_tests)) < int(
-        self._adaptation.num_adaptation_steps)
+    return int(base.read(self._num_tests)) < int(length)
 
   @property
   def acceptance_rate(self):

@@ -1,106 +1,121 @@
-"""Stan's window adaptation of the Keras AMAGOLD's diagonal mass, driven by
-its M-H tests (`SamplingCallback(warmup=n)`).
+"""Stan's window adaptation of the Keras AMAGOLD's step size and diagonal
+mass, driven by its M-H tests (`SamplingCallback(warmup=n)`).
 
-The schedule is `tfp_sgmcmc.warmup_windows(n)` (a fast window, doubling
-slow windows, a fast window) and the rules are those of `tfp_sgmcmc.warm_up`:
-in each slow window the running variance of the chain's position after each
-test (`tfp.experimental.stats.RunningVariance`) is collected; at its end
-M^{-1} becomes that variance, regularised as Stan does
-(`chains.warmup.regularized_variance`). TFP's dual averaging of the step
-size (`tfp.mcmc.DualAveragingStepSizeAdaptation` around `OuterStepProbe`)
-restarts after the first window and after every new mass, from the
-averaged step size reached so far, its search centred at 10x it (TFP's own
-bootstrap), and ends, as TFP's kernel ends, at the averaged step size after
-the n-th test. Then both are frozen. The window state lives in optimizer
-variables, so a backup taken inside a window resumes it.
+It is `tfp_sgmcmc.chains.window_adaptation`, the adaptation
+`tfp_sgmcmc.warm_up` runs, with its state nest in optimizer variables (so a
+backup taken inside a window resumes it): after each test `update` (dual
+averaging of the step size towards 0.75 and the window's sums of the
+chain's position), and at the end of each window of
+`tfp_sgmcmc.warmup_windows(n)` `end_window` (after a slow window M^{-1}
+becomes its regularised variance; after the first window and every new
+mass the dual averaging restarts from its averaged step size) and
+`begin_window`. After the n-th test the step size is the averaged one, and
+both are frozen. With `adapt_mass=False` there is one window, the step
+size's dual averaging alone.
 """
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
-from tfp_sgmcmc.chains import warmup as warmup_lib
-from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
+from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.keras.samplers import base
 
-__all__ = ["MassWindows"]
+__all__ = ["WarmupWindows", "WARMUP_ACCEPT_PROB"]
+
+# The warm-up's target acceptance of the M-H test (as `tfp_sgmcmc.warm_up`).
+WARMUP_ACCEPT_PROB = 0.75
 
 
-class MassWindows:
-  """The window state of one sampler and its update after each test.
+class WarmupWindows:
+  """The window adaptation's state of one sampler and its update after
+  each test.
 
   Args:
     sampler: the `SamplerOptimizer` whose variables hold the state.
     variables: its trainable variables (the chain's position).
-    adaptation: the `adaptation.WarmupAdaptation` (windows and length).
+    warmup: the `adaptation.WarmupAdaptation` (length, windows, mass).
+    inverse_mass: the sampler's M^{-1} variables (None without a mass).
+    step_size: the step size the search starts from.
   """
 
-  def __init__(self, sampler, variables, adaptation):
-    self._adaptation = adaptation
-    self._num_steps = adaptation.num_steps
+  def __init__(self, sampler, variables, warmup, inverse_mass, step_size):
+    self._num_steps = warmup.num_steps
+    windows = warmup.windows or [("fast", warmup.num_steps)]
     ends, end = [], 0
-    for kind, steps in adaptation.windows:
-      ends.append((kind, end, end + steps))
+    for kind, steps in windows:
       end += steps
-    self._windows = ends
-    self._mean = sampler.add_optimizer_variables(variables,
-                                                 "warmup_window_mean")
-    self._ssr = sampler.add_optimizer_variables(
-        variables, "warmup_window_sum_squared_residuals")
-    self._count = sampler.add_variable((), dtype="int32",
-                                       name="warmup_window_count")
+      ends.append((kind, end))
+    self._ends = ends
+    position = [base.read(v) for v in variables]
+    adapt_mass = inverse_mass is not None and bool(warmup.windows)
+    initial = adaptation.init(
+        position, step_size, batch_ndims=0,
+        inverse_mass=([base.read(m) for m in inverse_mass]
+                      if inverse_mass is not None else None),
+        adapt_mass=adapt_mass)
+    dtype = position[0].dtype
+    dual_averaging = adaptation.DualAveragingState(*[
+        sampler.add_variable((), dtype=dtype, name=f"warmup_{field}")
+        for field in adaptation.DualAveragingState._fields])
+    window = ()  # No mass adapted: no window sums.
+    if adapt_mass:
+      window = adaptation.WindowState(
+          *[sampler.add_optimizer_variables(variables, f"warmup_window_{f}")
+            for f in adaptation.WindowState._fields[:-1]],
+          sampler.add_variable((), dtype=dtype, name="warmup_window_count"))
+    self._variables = adaptation.WindowAdaptationState(
+        dual_averaging, window,
+        list(inverse_mass) if inverse_mass is not None else [])
+    self._write(initial)
+
+  def state(self):
+    """The adaptation's state nest, read from the variables."""
+    return tf.nest.map_structure(base.read, self._variables)
+
+  def _write(self, state):
+    tf.nest.map_structure(base.write, self._variables, state)
 
   def _flags(self, number):
-    """(in a slow window, at a slow window's end, at the end of a window
-    before the last) for test `number`."""
+    """(a slow window ends, a window before the last ends) at test
+    `number`."""
     def any_of(flags):
       return tf.reduce_any(tf.stack(flags)) if flags else tf.constant(False)
-    slow = [(s, e) for kind, s, e in self._windows if kind == "slow"]
-    return (any_of([tf.logical_and(number > s, number <= e) for s, e in slow]),
-            any_of([tf.equal(number, e) for _, e in slow]),
-            any_of([tf.equal(number, e) for _, _, e in self._windows
+    return (any_of([tf.equal(number, e) for kind, e in self._ends
+                    if kind == "slow"]),
+            any_of([tf.equal(number, e) for _, e in self._ends
                     if e < self._num_steps]))
 
-  def after_test(self, number, state, inverse_mass, results):
-    """After test `number` (1-based) with the chain at `state`: collects
-    the draw in a slow window, sets M^{-1} at its end, and returns the
-    adaptation's `results`, restarted where a window ended.
+  def after_test(self, number, state, log_accept_ratio, step_size):
+    """After test `number` (1-based) with the chain at `state`: the
+    adaptation's update, and the step size of the next test (`step_size`,
+    the one in use, once the warm-up is over).
 
     Args:
       number: the tests made so far, this one included (int32 tensor).
       state: the chain's position after the test, one tensor per weight.
-      inverse_mass: the sampler's M^{-1} variables, in the order of
-        `state`.
-      results: the dual averaging's results after this test.
+      log_accept_ratio: the test's log acceptance ratio.
+      step_size: the step size in use.
 
     Returns:
-      The results the next test adapts from.
+      The step size of the next test.
     """
-    in_slow, slow_end, restart = self._flags(number)
-    count = base.read(self._count)
-    for mean_v, ssr_v, mass_v, x in zip(self._mean, self._ssr, inverse_mass,
-                                        state):
-      dtype = x.dtype
-      running = tfp.experimental.stats.RunningVariance(
-          num_samples=tf.cast(count, dtype), mean=base.read(mean_v),
-          sum_squared_residuals=base.read(ssr_v), event_ndims=0).update(x)
-      variance = warmup_lib.regularized_variance(
-          running.variance(), tf.cast(count + 1, dtype))
-      base.write(mass_v, tf.where(slow_end, variance, base.read(mass_v)))
-      zeros = tf.zeros_like(x)
-      base.write(mean_v, tf.where(slow_end, zeros, tf.where(
-          in_slow, running.mean, base.read(mean_v))))
-      base.write(ssr_v, tf.where(slow_end, zeros, tf.where(
-          in_slow, running.sum_squared_residuals, base.read(ssr_v))))
-    base.write(self._count, tf.where(
-        slow_end, 0, tf.where(in_slow, count + 1, count)))
-    # TFP's bootstrap at the averaged step size: error sum and step count
-    # reset, the search centred at 10x it; the kernel's final switch to the
-    # averaged step size comes at the warm-up's last test.
-    averaged = tf.exp(tf.nest.flatten(results.log_averaging_step)[0])
-    restarted = self._adaptation(adaptation_lib.OuterStepProbe(
-        averaged)).bootstrap_results(tf.zeros([], averaged.dtype))
-    restarted = restarted._replace(
-        num_adaptation_steps=self._num_steps - number)
-    return tf.nest.map_structure(
-        lambda new, old: tf.where(restart, tf.cast(new, old.dtype), old),
-        restarted, results)
+    old = self.state()
+    new, _ = adaptation.update(old, state, log_accept_ratio,
+                               WARMUP_ACCEPT_PROB, batch_ndims=0)
+    slow_end, window_end = self._flags(number)
+    if new.window:
+      new = adaptation.end_window(new, adaptation.window_variance(new.window),
+                                  set_mass=slow_end, restart=window_end)
+      new = new._replace(window=tf.nest.map_structure(
+          lambda a, b: tf.where(window_end, a, b),
+          adaptation.begin_window(state, batch_ndims=0), new.window))
+    else:
+      new = adaptation.end_window(new, None, set_mass=False,
+                                  restart=window_end)
+    adapting = number <= self._num_steps
+    self._write(tf.nest.map_structure(
+        lambda a, b: tf.where(adapting, a, b), new, old))
+    final_step, _ = adaptation.final(new)
+    da = new.dual_averaging
+    return tf.where(
+        number < self._num_steps, tf.exp(da.log_step_size),
+        tf.where(adapting, final_step, tf.cast(step_size, final_step.dtype)))

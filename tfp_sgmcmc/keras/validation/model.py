@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
 from tfp_sgmcmc.keras.samplers import base
 from tfp_sgmcmc.keras import losses as losses_lib
 from tfp_sgmcmc.keras.samplers import options as options_lib
@@ -186,8 +187,10 @@ def check_callback_arguments(sampler, num_examples, burnin_epochs,
         "`step_size_adaptation` targets an acceptance rate, which only "
         f"AMAGOLD has (an M-H test); got the sampler "
         f"{type(sampler).__name__}.")
+  # `warmup=n` arrives as the package's own window adaptation.
   if step_size_adaptation is not None and not callable(
-      step_size_adaptation):
+      step_size_adaptation) and not isinstance(
+          step_size_adaptation, adaptation_lib.WarmupAdaptation):
     raise TypeError(
         "`step_size_adaptation` must be a function of the inner kernel, "
         "e.g. lambda inner: tfp.mcmc.SimpleStepSizeAdaptation(inner, "
