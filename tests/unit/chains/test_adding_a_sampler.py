@@ -134,4 +134,5 @@ def test_chains_imports_no_kernel_class():
   imports = [line for line in source.splitlines()
              if line.startswith(("import ", "from "))]
   assert imports and not [i for i in imports if "kernels" in i], imports
-  assert "isinstance(kernel" not in source
+  assert "isinstance(kernel," not in source
+  assert "type(kernel) is" not in source
