@@ -52,6 +52,10 @@ class WarmupWindows:
         inverse_mass=([base.read(m) for m in inverse_mass]
                       if inverse_mass is not None else None),
         adapt_mass=adapt_mass)
+    # Variables hold no None: no window is (), no mass variables [].
+    initial = initial._replace(
+        window=initial.window or (),
+        inverse_mass=initial.inverse_mass if inverse_mass is not None else [])
     dtype = position[0].dtype
     dual_averaging = adaptation.DualAveragingState(*[
         sampler.add_variable((), dtype=dtype, name=f"warmup_{field}")
