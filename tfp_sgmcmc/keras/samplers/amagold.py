@@ -174,17 +174,15 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     self._num_accepted = self.add_variable((), dtype="int32",
                                            name="num_accepted")
     adaptation = self._step_size_adaptation
-    if isinstance(adaptation, adaptation_lib.WarmupAdaptation):
-      self._build_mass(variables, adapted=bool(adaptation.windows))
+    warmup = isinstance(adaptation, adaptation_lib.WarmupAdaptation)
+    self._build_mass(variables, adapted=warmup and bool(adaptation.windows))
+    if warmup:
       self._warmup = window_lib.WarmupWindows(
           self, variables, adaptation, self._inverse_mass,
           self._parameters["step_size"])
-      return
-    self._build_mass(variables, adapted=False)
-    if adaptation is not None:
+    elif adaptation is not None:
       self._adaptation, results = adaptation_lib.build_adaptation(
-          self._step_size_adaptation, self._parameters["step_size"],
-          variables[0].dtype)
+          adaptation, self._parameters["step_size"], variables[0].dtype)
       self._adaptation_results = []
       for i, value in enumerate(tf.nest.flatten(results)):
         value = tf.convert_to_tensor(value)
@@ -380,9 +378,8 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
            base.read(self._num_accepted) + tf.cast(accepted, tf.int32))
     self._update_moments(variables, outcome.state)
     if self._warmup is not None:
-      base.write(self._learning_rate, self._warmup.after_test(
-          count + 1, outcome.state, log_accept_ratio,
-          base.read(self._learning_rate)))
+      self._warmup.after_test(count + 1, outcome.state, log_accept_ratio,
+                              self._learning_rate)
     elif self._adaptation is not None:
       self._adapt(log_accept_ratio)
     self._start_trajectory(variables)
@@ -410,13 +407,11 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
   def adapting(self):
     """Whether the step size is still being adapted (False without an
     adaptation, and after its `num_adaptation_steps` tests)."""
-    if self._warmup is not None:
-      length = self._step_size_adaptation.num_steps
-    elif self._adaptation is not None:
-      length = self._adaptation.num_adaptation_steps
-    else:
+    adaptation = self._warmup or self._adaptation
+    if adaptation is None:
       return False
-    return int(base.read(self._num_tests)) < int(length)
+    return int(base.read(self._num_tests)) < int(
+        adaptation.num_adaptation_steps)
 
   @property
   def acceptance_rate(self):

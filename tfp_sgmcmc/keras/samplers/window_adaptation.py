@@ -39,6 +39,7 @@ class WarmupWindows:
 
   def __init__(self, sampler, variables, warmup, inverse_mass, step_size):
     self._num_steps = warmup.num_steps
+    self.num_adaptation_steps = warmup.num_steps  # As TFP's adaptations.
     windows = warmup.windows or [("fast", warmup.num_steps)]
     ends, end = [], 0
     for kind, steps in windows:
@@ -90,17 +91,14 @@ class WarmupWindows:
 
   def after_test(self, number, state, log_accept_ratio, step_size):
     """After test `number` (1-based) with the chain at `state`: the
-    adaptation's update, and the step size of the next test (`step_size`,
-    the one in use, once the warm-up is over).
+    adaptation's update, and the step size of the next test written to the
+    variable `step_size` (left as it is once the warm-up is over).
 
     Args:
       number: the tests made so far, this one included (int32 tensor).
       state: the chain's position after the test, one tensor per weight.
       log_accept_ratio: the test's log acceptance ratio.
-      step_size: the step size in use.
-
-    Returns:
-      The step size of the next test.
+      step_size: the sampler's step-size variable.
     """
     old = self.state()
     new, _ = adaptation.update(old, state, log_accept_ratio,
@@ -119,7 +117,8 @@ class WarmupWindows:
     self._write(tf.nest.map_structure(
         lambda a, b: tf.where(adapting, a, b), new, old))
     final_step, _ = adaptation.final(new)
-    da = new.dual_averaging
-    return tf.where(
-        number < self._num_steps, tf.exp(da.log_step_size),
-        tf.where(adapting, final_step, tf.cast(step_size, final_step.dtype)))
+    current = base.read(step_size)
+    base.write(step_size, tf.where(
+        number < self._num_steps,
+        tf.cast(tf.exp(new.dual_averaging.log_step_size), current.dtype),
+        tf.where(adapting, tf.cast(final_step, current.dtype), current)))
