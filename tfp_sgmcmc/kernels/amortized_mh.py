@@ -34,6 +34,7 @@ from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
                                             momentum_after_test, test_seeds)
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.targets.base import TargetCapabilityError
 
 __all__ = [
@@ -183,15 +184,20 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     if not isinstance(inner_kernel, tfp.mcmc.TransitionKernel):
       raise TypeError(f"`inner_kernel` must be a tfp.mcmc.TransitionKernel; "
                       f"got {type(inner_kernel).__name__}.")
-    if target is None and target_log_prob_fn is None:
-      target = getattr(inner_kernel, "target", None)
-      if target is None:
+    own = getattr(inner_kernel, "target", None)
+    if target_log_prob_fn is None and (target is None or target is own):
+      # The proposal's target (protocol point 3), resolved and checked when
+      # the proposal was built: not resolved again.
+      if own is None:
         raise ValueError(
             f"`target` is None and `inner_kernel` "
             f"({type(inner_kernel).__name__}) has no `target` attribute; "
             "pass the target whose energy the M-H test uses.")
-    sampled, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
+      sampled = target = own
+      target_log_prob_fn = log_prob_lib.minibatch_log_prob_fn(own)
+    else:
+      sampled, target, target_log_prob_fn = interop.resolve_target(
+          target, target_log_prob_fn)
     if sampled is not target and "target_log_prob_fn" in getattr(
         inner_kernel, "parameters", {}) and (
             inner_kernel.parameters["target_log_prob_fn"] is not
