@@ -193,9 +193,7 @@ def check_positive(name, value, allow_zero=False):
     if not (dtype.is_floating or dtype.is_integer):
       raise TypeError(f"`{name}` must be a real number; got a {dtype.name} "
                       f"tensor {value!r}.")
-  v = static_value(value)
-  if v is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
-    v = np.asarray(value.numpy(), dtype=np.float64)
+  v = current_value(value)
   if v is None and not tf.is_tensor(value) and not isinstance(
       value, tf.Variable):
     raise TypeError(f"`{name}` must be a number (or a float tensor) {want};"

@@ -132,13 +132,15 @@ def _inner(kernel, results, state):
 def check_kernel_results(kernel, current_state, kernel_results,
                          argument="kernel_results"):
   """Checks, eagerly and once, that `kernel_results` can continue a chain
-  at `current_state` with `kernel`; run it before a compiled run.
+  at `current_state` with `kernel`; run it before a run, eager or compiled.
 
-  Inside a compiled `tf.function` (e.g. your own around
-  `tfp.mcmc.sample_chain`) `one_step` cannot check values without a cost
-  per step, so call this first (`sample_moments` does). Down the kernel's
-  wrappers (StepSeeded, TransformedTransitionKernel, step-size adaptation,
-  MetropolisHastings, AMAGOLD's amortized test) it
+  `one_step` checks only what it sees when traced (the results' type,
+  dtype and number of chains), the same eagerly, in a graph and under XLA:
+  their values would cost a full-data energy per step. So call this before
+  continuing a chain from results this kernel did not just return (a
+  checkpoint, another kernel's results; `sample_moments` does). Down the
+  kernel's wrappers (StepSeeded, TransformedTransitionKernel, step-size
+  adaptation, MetropolisHastings, AMAGOLD's amortized test) it
 
   * raises a `ValueError` if a kernel's results cache a value that depends
     on the target and that the next step uses (AMAGOLD's and the amortized
@@ -151,7 +153,8 @@ def check_kernel_results(kernel, current_state, kernel_results,
     results' (e.g. an adapted one).
 
   It costs one full-data energy evaluation per cached field (none for
-  minibatch kernels). Inside a `tf.function` it does nothing.
+  minibatch kernels). Inside a `tf.function` it does nothing: call it
+  before.
 
   Args:
     kernel: the kernel (or stack of wrappers) that will continue the chain.
