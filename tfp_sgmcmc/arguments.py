@@ -65,19 +65,34 @@ def current_value(value):
 
 
 def check_noise_within_friction(friction, noise_estimate, temperature,
-                                dtype):
-  """The run-time check of C T >= B-hat where one of them is dynamic (a
-  `tf.Variable` or a tensor known only when the step runs): the injected
-  noise has variance 2 (C T - B-hat) h, and below zero the update would be
-  clipped to noiseless SGD with momentum, silently.
+                                dtype=None):
+  """The rule C T >= B-hat: the injected noise has variance
+  2 (C T - B-hat) h, and below zero the update would be clipped to
+  noiseless SGD with momentum, silently.
 
-  Returns None when every value is static (checked at construction);
-  otherwise a scalar that is 0 when the check holds and NaN when it fails,
-  for the transition's `checked` values: the chains are then flagged
-  `diverged` and keep their state, in every compilation mode (XLA drops
-  assertions). Eagerly a failure also raises a `ValueError`; in a graph it
-  is also asserted (the message, where assertions run).
+  At construction (`dtype` None): raises a `ValueError` where every value
+  is known (a number, a constant tensor, eagerly a `tf.Variable`'s current
+  value); returns None.
+
+  At a step (`dtype` the state's): returns None when every value is static
+  (checked at construction); otherwise a scalar that is 0 when the rule
+  holds and NaN when it fails, for the transition's `checked` values: the
+  chains are then flagged `diverged` and keep their state, in every
+  compilation mode (XLA drops assertions). Eagerly a failure also raises a
+  `ValueError`; in a graph it is also asserted (the message, where
+  assertions run).
   """
+  if dtype is None:
+    c, t = current_value(friction), current_value(temperature)
+    for value in tf.nest.flatten(noise_estimate):
+      b = current_value(value)
+      if b is not None and c is not None and t is not None and (
+          b > c * t).any():
+        raise ValueError(
+            f"`friction` C = {friction!r} must be >= `noise_estimate` "
+            f"B-hat = {value!r} (times the temperature): the injected "
+            "noise has variance 2 (C T - B-hat) h.")
+    return None
   noise = tf.nest.flatten(noise_estimate)
   if all(static_value(v) is not None
          for v in [friction, temperature] + noise):
@@ -178,9 +193,7 @@ def check_positive(name, value, allow_zero=False):
     if not (dtype.is_floating or dtype.is_integer):
       raise TypeError(f"`{name}` must be a real number; got a {dtype.name} "
                       f"tensor {value!r}.")
-  v = static_value(value)
-  if v is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
-    v = np.asarray(value.numpy(), dtype=np.float64)
+  v = current_value(value)
   if v is None and not tf.is_tensor(value) and not isinstance(
       value, tf.Variable):
     raise TypeError(f"`{name}` must be a number (or a float tensor) {want};"

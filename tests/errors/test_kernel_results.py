@@ -1,9 +1,11 @@
-"""Kernel results handed to one_step (or to load_chain, sample_moments,
-check_kernel_results) that belong to another kernel, dtype, number of
-chains, state, target, density or temperature are refused with the cached
-value that disagrees and the fix (bootstrap_results). Results from a
-rebuilt identical target, and step sizes set through the results (TFP's
-adaptation, with_step_size), are accepted and continue the right chain.
+"""Kernel results that belong to another kernel, dtype or number of chains
+are refused by one_step when it is traced (eagerly, in a graph and under XLA
+alike); results of another state, target, density or temperature are
+refused by check_kernel_results (and sample_moments, which calls it) with
+the cached value that disagrees and the fix (bootstrap_results). Results
+from a rebuilt identical target, and step sizes set through the results
+(TFP's adaptation, with_step_size), are accepted and continue the right
+chain.
 """
 
 import os
@@ -45,8 +47,8 @@ def amagold_resumed_on_rebuilt_target(tmp_path):
 def kernel_step_size_used_and_reported():
   # A chain resumed by kernel.copy(step_size=new) from old results steps
   # with `new`, eagerly and in a compiled run alike (as TFP's HMC outside an
-  # adaptation kernel); eagerly a warning says that the results' value is
-  # not used.
+  # adaptation kernel); check_kernel_results warns that the results' value
+  # is not used, and one_step itself says nothing in any mode.
   import warnings  # pylint: disable=g-import-not-at-top
   kernel = sg.SGLD(noisy(), 0.1)
   state, results = steps(kernel, tf.ones([D]))
@@ -54,6 +56,11 @@ def kernel_step_size_used_and_reported():
   with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     got, r = new.one_step(state, results, seed=[7, 3])
+  assert not [w for w in seen if issubclass(
+      w.category, sg.StepSizeFromResultsWarning)]
+  with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    sg.check_kernel_results(new, state, results)
   assert [w for w in seen if issubclass(
       w.category, sg.StepSizeFromResultsWarning) and
           "0.02" in str(w.message) and "kernel's value" in str(w.message)]
@@ -100,32 +107,53 @@ def adaptation_changes_step_size_silently():
   assert float(results.new_step_size) != 0.5
 
 
+def _continued(kernel, state, results):
+  # What a user does before continuing a chain from results they did not
+  # get from this kernel's last step.
+  sg.check_kernel_results(kernel, state, results, "previous_kernel_results")
+  return kernel.one_step(state, results, seed=[1, 2])
+
+
 def _amagold_on_other_target():
   state = tf.zeros([2, D])
   results = amagold(noisy()).bootstrap_results(state)
-  return amagold(shifted()).one_step(state, results, seed=[1, 2])
+  return _continued(amagold(shifted()), state, results)
 
 
 def _barker_on_other_data():
   state = tf.zeros([D])
   results = sg.AmortizedBarker(mem(), 0.1, 2).bootstrap_results(state)
   other = mem(data=(X, Y + 1.))
-  return sg.AmortizedBarker(other, 0.1, 2).one_step(state, results,
-                                                    seed=[1, 2])
+  return _continued(sg.AmortizedBarker(other, 0.1, 2), state, results)
 
 
 def _amagold_results_of_another_state():
   kernel = amagold(noisy())
   results = kernel.bootstrap_results(tf.zeros([D]))
-  return kernel.one_step(tf.ones([D]), results, seed=[1, 2])
+  return _continued(kernel, tf.ones([D]), results)
 
 
 def _mala_on_other_density():
   sgld = lambda fn: sg.SGLD(target_log_prob_fn=fn, step_size=0.1)
   state = tf.ones([2, D])
   results = sgld(lambda x: -quadratic(x)).bootstrap_results(state)
-  return sgld(lambda x: -2. * quadratic(x)).one_step(state, results,
-                                                     seed=[1, 2])
+  return _continued(sgld(lambda x: -2. * quadratic(x)), state, results)
+
+
+def foreign_results_step_alike_in_every_mode():
+  # one_step checks what it sees when traced (type, dtype, chains), nothing
+  # that needs the values: results of the right type from another target
+  # are stepped with, eagerly, in a graph and under XLA alike (the values
+  # are check_kernel_results' job, before a run).
+  state = tf.zeros([2, D])
+  results = amagold(noisy()).bootstrap_results(state)
+  kernel = amagold(shifted())
+  eager, _ = kernel.one_step(state, results, seed=[1, 2])
+  for jit in (False, True):
+    compiled = tf.function(lambda s, r: kernel.one_step(s, r, seed=[1, 2]),
+                           jit_compile=jit, autograph=False)
+    np.testing.assert_allclose(compiled(state, results)[0], eager,
+                               rtol=1e-5)
 
 
 def _moments_continued_on_other_target():
@@ -207,6 +235,8 @@ OUTCOMES = [
     clear("transformed AMAGOLD results checked against another density",
           _transformed_results_on_other_density, "kernel_results",
           r"\.inner_results.*1.5 in the results, -0 now"),
+    correct("results of another target: one_step alike in every mode",
+            foreign_results_step_alike_in_every_mode),
     correct("AMAGOLD checkpoint resumed on a rebuilt identical target",
             amagold_resumed_on_rebuilt_target),
     correct("a kernel resumed with a new step size uses it, compiled too",

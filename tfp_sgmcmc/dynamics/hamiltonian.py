@@ -404,15 +404,7 @@ def check_sghmc_parameters(friction, noise_estimate, integrator,
   else:
     for value in tf.nest.flatten(noise_estimate):
       arguments.check_positive("noise_estimate", value, allow_zero=True)
-      b = arguments.current_value(value)
-      c = arguments.current_value(friction)
-      t = arguments.current_value(temperature)
-      if b is not None and c is not None and t is not None and (
-          b > c * t).any():
-        raise ValueError(
-            f"`friction` C = {friction!r} must be >= `noise_estimate` "
-            f"B-hat = {value!r} (times the temperature): the injected "
-            "noise has variance 2 (C T - B-hat) h.")
+      arguments.check_noise_within_friction(friction, value, temperature)
   period = momentum_resampling_period
   if period is not None and (
       isinstance(period, bool) or not isinstance(period, (int, np.integer))

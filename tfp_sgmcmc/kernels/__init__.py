@@ -4,8 +4,9 @@
 * `sgld`, `psgld`, `sghmc`, `sgnht`, `sgbd`, `sgnuts`: one kernel each.
 * `amortized_mh`: the amortized Metropolis-Hastings wrapper; `amagold` and
   `barker` its proposals and the calibrated shells built on them.
-* `checks`, `results_guard`, `interop`: argument checks, the checks of
-  results a kernel did not make, and TFP interoperation.
+* `checks`, `results_guard`, `interop`: argument checks and the trace-time
+  checks of what `one_step` is given, the explicit value check of results
+  that continue a chain (`check_kernel_results`), and TFP interoperation.
 * `momentum`: the mass matrix (`momentum_distribution`) of the Hamiltonian
   kernels, in their results as TFP's adaptation kernels expect it.
 """

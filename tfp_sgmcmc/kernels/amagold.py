@@ -17,7 +17,6 @@ from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import momentum as momentum_lib
-from tfp_sgmcmc.targets.base import check_target
 from tfp_sgmcmc.targets.wrappers import TemperedTarget
 
 __all__ = ["AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults"]
@@ -160,7 +159,6 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
                momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    check_target(self._target)
     arguments.check_step_size(step_size)
     amagold.check_amagold_parameters(num_leapfrog_steps, friction,
                                      momentum_std, resample_momentum,

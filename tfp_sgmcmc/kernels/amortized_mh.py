@@ -34,7 +34,7 @@ from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
                                             momentum_after_test, test_seeds)
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
-from tfp_sgmcmc.kernels import results_guard
+from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.targets.base import TargetCapabilityError
 
 __all__ = [
@@ -151,13 +151,16 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
   #### Continuing a chain
 
   The results cache U(theta) of the chain's state (exact test), so they
-  continue a chain only on the same target: results made on another target
-  or for another state are refused with a `ValueError` (eagerly in
-  `one_step`, once per results this kernel did not return; in
-  `sample_moments`; and by `tfp_sgmcmc.check_kernel_results`, which you call
-  before your own compiled `sample_chain`: inside a compiled function
-  nothing is checked). The step size, as in TFP, comes from the results
-  (`accepted_results.step_size`); change it with
+  continue a chain only on the same target. `one_step` checks what it can
+  see when traced, the same eagerly, in a graph and under XLA: the results'
+  type, dtype and number of chains. It cannot see whether results of the
+  right type were made on another target or for another state (that would
+  cost a full-data energy per step), and would use their stale U(theta):
+  `tfp_sgmcmc.check_kernel_results(kernel, state, results)` refuses them
+  with a `ValueError` at the cost of one full-data energy; `sample_moments`
+  calls it, and you call it before continuing a chain from a checkpoint or
+  from another kernel's results. The step size, as in TFP, comes from the
+  results (`accepted_results.step_size`); change it with
   `tfp_sgmcmc.with_step_size(results, new)` together with the kernel's.
 
   #### References
@@ -181,15 +184,20 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     if not isinstance(inner_kernel, tfp.mcmc.TransitionKernel):
       raise TypeError(f"`inner_kernel` must be a tfp.mcmc.TransitionKernel; "
                       f"got {type(inner_kernel).__name__}.")
-    if target is None and target_log_prob_fn is None:
-      target = getattr(inner_kernel, "target", None)
-      if target is None:
+    own = getattr(inner_kernel, "target", None)
+    if target_log_prob_fn is None and (target is None or target is own):
+      # The proposal's target (protocol point 3), resolved and checked when
+      # the proposal was built: not resolved again.
+      if own is None:
         raise ValueError(
             f"`target` is None and `inner_kernel` "
             f"({type(inner_kernel).__name__}) has no `target` attribute; "
             "pass the target whose energy the M-H test uses.")
-    sampled, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
+      sampled = target = own
+      target_log_prob_fn = log_prob_lib.minibatch_log_prob_fn(own)
+    else:
+      sampled, target, target_log_prob_fn = interop.resolve_target(
+          target, target_log_prob_fn)
     if sampled is not target and "target_log_prob_fn" in getattr(
         inner_kernel, "parameters", {}) and (
             inner_kernel.parameters["target_log_prob_fn"] is not
@@ -260,27 +268,9 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
     current_state = checks.as_state(self, current_state, "one_step")
-    if not isinstance(previous_kernel_results,
-                      AmortizedMetropolisHastingsResults):
-      raise TypeError(
-          f"`previous_kernel_results` of {self._name_for_messages}.one_step "
-          "are "
-          f"{type(previous_kernel_results).__name__}, not "
-          "AmortizedMetropolisHastingsResults: they come from another "
-          f"kernel. Start from {self._name_for_messages}.bootstrap_results("
-          "state)"
-          " or pass the results this kernel returned.")
-    if tf.executing_eagerly():
-      # Once per results this kernel did not return (a checkpoint, another
-      # kernel object): the cached U(theta) must be this target's.
-      results_guard.check_cached_values(self, current_state,
-                                        previous_kernel_results,
-                                        "previous_kernel_results")
-    next_state, results = self._one_step(current_state,
-                                         previous_kernel_results, seed)
-    if tf.executing_eagerly():
-      results_guard.record_results(self, next_state, results)
-    return next_state, results
+    checks.check_results_type(self, previous_kernel_results,
+                              AmortizedMetropolisHastingsResults)
+    return self._one_step(current_state, previous_kernel_results, seed)
 
   def _one_step(self, current_state, previous_kernel_results, seed):
     with tf.name_scope(self.name or "amortized_mh_one_step"):
@@ -331,7 +321,7 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
         energy = self.target.minibatch_energy(init_state,
                                               random.BOOTSTRAP_SEED)
       inner = _with_log_prob(inner, energy, self.acceptance_energy)
-      results = AmortizedMetropolisHastingsResults(
+      return AmortizedMetropolisHastingsResults(
           accepted_results=inner,
           is_accepted=tf.ones(tf.shape(energy), tf.bool),
           log_accept_ratio=tf.zeros_like(energy),
@@ -341,9 +331,6 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
           proposed_energy=energy,
           seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED),
           target_log_prob=-energy)
-      if tf.executing_eagerly():
-        results_guard.record_results(self, init_state, results)
-      return results
 
 
 def _with_log_prob(results, energy, acceptance_energy):

@@ -37,7 +37,6 @@ from tfp_sgmcmc._structure import (as_dtype, choose, finite_per_chain,
                                    state_dtype)
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
-from tfp_sgmcmc.kernels import results_guard
 from tfp_sgmcmc.targets.checks import check_initial_state
 
 __all__ = ["StochasticGradientKernel", "Move", "Step",
@@ -91,8 +90,11 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
   Otherwise the results' `step_size` field is passed on unchanged, as TFP's
   HMC does: after `kernel.copy(step_size=new)` it still holds the old value
   until `with_step_size(results, new)` or `bootstrap_results` sets it.
-  Results that cache a value of another target are refused
-  (`results_guard.cached_value_field`).
+  `one_step` checks the results' type, dtype and chain shape when it is
+  traced (`checks.check_step`), the same eagerly, in a graph and under XLA;
+  results that cache a value of another target are refused by
+  `check_kernel_results` (`results_guard.cached_value_field`), which
+  `sample_moments` runs before its loop.
 
   Subclasses set `_results_type` and `_scope`, implement `_transition`,
   and may override `_initial_fields`, `_bootstrap_energy` and
@@ -168,10 +170,7 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
           self.step_size, count, prev.step_size, dtype,
           from_results=self.store_parameters_in_results), seed, dtype)
       move = self._transition(current_state, prev, step)
-      next_state, results = self._finish(current_state, prev, step, move)
-    if tf.executing_eagerly():
-      results_guard.record_results(self, next_state, results)
-    return next_state, results
+      return self._finish(current_state, prev, step, move)
 
   def _finish(self, current_state, prev, step, move):
     """Divergence bookkeeping and the results of a `Move`."""
@@ -244,10 +243,7 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
                     step_count=count,
                     diverged=_not_finite_at_start(init_state, energy),
                     seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED))
-      results = self._results_type(**fields)
-    if tf.executing_eagerly():
-      results_guard.record_results(self, init_state, results)
-    return results
+      return self._results_type(**fields)
 
 
 def _not_finite_at_start(init_state, energy):

@@ -7,10 +7,9 @@ import tensorflow as tf
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc.kernels import interop
-from tfp_sgmcmc.kernels import results_guard
 
-__all__ = ["check_step", "check_compute_energy", "as_state",
-           "check_hyperparameter_shapes"]
+__all__ = ["check_step", "check_results_type", "check_compute_energy",
+           "as_state", "check_hyperparameter_shapes"]
 
 
 def as_state(kernel, state, method):
@@ -52,48 +51,46 @@ def check_hyperparameter_shapes(kernel, state):
 
 
 def check_step(kernel, state, results, results_type):
-  """Static checks, at trace time (no cost per step), that `results` were
-  made for this kernel and this state: the results' type, the state's parts
-  (tensors; numpy arrays are converted), and the state's chain dimensions and
-  dtype against those of the results' `energy`. Eagerly, also the cached
-  target-dependent value (`check_cached_values`, once per results this
-  kernel did not return) and the step size (`warn_if_step_size_differs`).
-  Returns the state."""
+  """What `one_step` is given, checked from what is known at trace time
+  (types, dtypes, static shapes: the same eagerly, in a graph and under XLA,
+  and nothing per step): the state's parts (`as_state`), the results' type
+  (`check_results_type`), the state's dtype and chain dimensions against
+  those of the results' energy, and the per-coordinate arguments against the
+  state's shape. Returns the state.
+
+  Values are not checked: results of the same type from another target (a
+  cached U(theta) of other data) or for another state of the same shape
+  cannot be told apart here without a full-data energy per step;
+  `check_kernel_results` checks them once, before a run."""
   state = as_state(kernel, state, "one_step")
-  state = _check_step_structure(kernel, state, results, results_type)
+  check_results_type(kernel, results, results_type)
+  _check_chains(state, results)
   check_hyperparameter_shapes(kernel, state)
-  if tf.executing_eagerly():
-    results_guard.check_cached_values(kernel, state, results, "previous_kernel_results")
-    results_guard.warn_if_step_size_differs(kernel, results, "previous_kernel_results")
   return state
 
 
-def _check_step_structure(kernel, state, results, results_type):
-  name = type(kernel).__name__
+def check_results_type(kernel, results, results_type):
+  """`previous_kernel_results` are `results_type`, the kernel's own type."""
   if not isinstance(results, results_type):
+    name = getattr(kernel, "_name_for_messages", type(kernel).__name__)
     raise TypeError(
         f"`previous_kernel_results` of {name}.one_step are "
         f"{type(results).__name__}, not {results_type.__name__}: they come "
         f"from another kernel. Start from {name}.bootstrap_results(state) "
         "or pass the results this kernel returned.")
-  parts = []
-  for i, part in enumerate(tf.nest.flatten(state)):
-    if isinstance(part, np.ndarray):
-      part = tf.convert_to_tensor(part)
-    if not tf.is_tensor(part):
-      raise TypeError(
-          f"`current_state` part {i} of {name}.one_step is a "
-          f"{type(part).__name__}, not a tensor: convert it once, e.g. "
-          "tf.constant(x, tf.float32).")
-    parts.append(part)
-  state = tf.nest.pack_sequence_as(state, parts)
+
+
+def _check_chains(state, results):
+  """The state's dtype and chain dimensions are those of the results'
+  energy (static shapes)."""
   energy = None
   for field in ("energy", "minibatch_energy", "target_log_prob"):
     energy = getattr(results, field, None)
     if tf.is_tensor(energy):
       break
   if not tf.is_tensor(energy):
-    return state
+    return
+  parts = tf.nest.flatten(state)
   if parts and parts[0].dtype != energy.dtype:
     raise TypeError(
         f"`current_state` has dtype {parts[0].dtype.name} but "
@@ -101,7 +98,7 @@ def _check_step_structure(kernel, state, results, results_type):
         "state and results of one run (or bootstrap_results(state)).")
   chains = energy.shape
   if chains.rank is None:
-    return state
+    return
   for i, part in enumerate(parts):
     if part.shape.rank is not None and (
         part.shape.rank < chains.rank or
@@ -111,7 +108,6 @@ def _check_step_structure(kernel, state, results, results_type):
           f" (the shape of their `energy`), but `current_state` part {i} has"
           f" shape {list(part.shape)}: pass the results returned with this "
           "state, or bootstrap_results(state) for new chains.")
-  return state
 
 
 def check_compute_energy(compute_energy, target, full_batch_allowed=False):

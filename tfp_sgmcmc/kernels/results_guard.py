@@ -1,16 +1,18 @@
-"""What a kernel remembers about the results it returns, and the checks of
-results a kernel did not make.
+"""The check of results that continue a chain: `check_kernel_results`.
 
 A kernel's results carry state that a later step uses: the step size (TFP's
 convention: adaptation kernels set it there) and, for some kernels, a value
 that depends on the target (AMAGOLD's cached full-data U(theta), the exact
 `target_log_prob` of a full-batch kernel). Results from another kernel,
-another target or another state would then be used silently. Eagerly, a
-kernel remembers what it returned (`record_results`), so that its own
-results cost nothing to accept, and checks anything else once
-(`check_cached_values`, `warn_if_step_size_differs`);
-`check_kernel_results` does the same down a stack of wrappers before a
-compiled run, where nothing can be checked per step.
+another target or another state would then be used silently.
+
+`one_step` checks only what is known when it is traced (the results' type,
+dtype and chain shape: `checks.check_step`), the same eagerly, in a graph
+and under XLA; a cached value cannot be checked there without a full-data
+energy per step. `check_kernel_results` checks the values once, explicitly,
+down a stack of wrappers: `sample_moments` calls it before its compiled
+run, and a user continuing a chain from a checkpoint or from another
+kernel's results calls it before theirs.
 """
 
 import warnings
@@ -22,8 +24,7 @@ import tensorflow_probability as tfp
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc._structure import as_dtype
 
-__all__ = ["StepSizeFromResultsWarning", "record_results",
-           "cached_value_field", "check_cached_values",
+__all__ = ["StepSizeFromResultsWarning", "cached_value_field", "check_cached_values",
            "check_kernel_results", "with_step_size",
            "warn_if_step_size_differs"]
 
@@ -34,100 +35,6 @@ class StepSizeFromResultsWarning(UserWarning):
   `step_size`: the step uses the kernel's value (as TFP's HMC does outside
   an adaptation kernel), e.g. not a step size adapted earlier; set the
   results' with `with_step_size`."""
-
-
-class _Known:
-  """Cached values known to be right, per chain, and the state they belong
-  to (its tensors, and its per-chain keys once computed)."""
-
-  def __init__(self, values, parts, keys=None):
-    self.values, self.parts, self._keys = values, parts, keys
-
-  def keys(self):
-    if self._keys is None:
-      self._keys = _state_key(self.parts, self.values.shape)
-    return self._keys
-
-
-class _ResultsGuard:
-  """What a kernel remembers, in eager mode only, about the results it
-  returned, so that results it made itself are not checked again.
-
-  Per chain, the values of the kernel's cached target-dependent field
-  (`cached_value_field`) known to be right, with the state they belong to:
-  those it returned last and those it last checked or accepted. Results
-  coming back from the kernel's own last step with the state it returned
-  (the same tensors) cost one comparison of a few numbers; results chosen
-  per chain (e.g. by `tfp.mcmc.MetropolisHastings`) are matched chain by
-  chain through a weighted sum of the state (`_state_key`). Anything else
-  (results of another kernel object, loaded from a file or edited, or given
-  with another state) is checked against the target once.
-  """
-
-  def __init__(self):
-    self.returned = None  # _Known
-    self.accepted = None
-    self.step_size_warned = False
-
-  def known(self, values, parts):
-    """Whether `values` with state `parts` are known; returns (known, the
-    `_Known` of them)."""
-    same_values = lambda k: (k is not None and k.values.shape == values.shape
-                             and np.array_equal(k.values, values,
-                                                equal_nan=True))
-    for k in (self.returned, self.accepted):
-      if same_values(k) and len(k.parts) == len(parts) and all(
-          a is b for a, b in zip(k.parts, parts)):
-        return True, k
-    entry = _Known(values, parts)
-    ok = np.zeros(values.shape, bool)
-    for k in (self.returned, self.accepted):
-      if k is not None and k.values.shape == values.shape:
-        same = (k.values == values) | (np.isnan(k.values) & np.isnan(values))
-        if same.any():
-          ok |= same & (k.keys() == entry.keys())
-    return bool(ok.all()), entry
-
-
-def _guard(kernel):
-  # A shell kernel (TFP's `_impl` convention: AMAGOLD, AmortizedBarker)
-  # keeps its guard on the kernel that steps.
-  kernel = getattr(kernel, "_impl", kernel)
-  return kernel.__dict__.setdefault("_tfp_sgmcmc_results_guard",
-                                    _ResultsGuard())
-
-
-def _eager_values(x):
-  return tf.executing_eagerly() and tf.is_tensor(x) and hasattr(x, "numpy")
-
-
-def _state_key(parts, chain_shape):
-  """Per chain, a weighted sum over the state's values (weights 1 + i/n on
-  the i-th of n values per chain): equal for the same state, different
-  (almost surely) for another one, permutations included. In numpy (eager
-  tensors on the CPU are read without a copy)."""
-  n_chains = int(np.prod(chain_shape, dtype=np.int64))
-  key = np.zeros([n_chains])
-  for part in parts:
-    x = np.asarray(part, np.float64).reshape(n_chains, -1)
-    key += x @ (1. + np.arange(x.shape[1]) / max(x.shape[1], 1))
-  return key.reshape(chain_shape)
-
-
-def _as_tensors(state):
-  return tf.nest.map_structure(
-      lambda x: tf.convert_to_tensor(x) if isinstance(x, np.ndarray) else x,
-      state)
-
-
-def record_results(kernel, state, results):
-  """Remembers (eagerly) the cached field of results `kernel` returned with
-  `state`."""
-  field = cached_value_field(kernel, results)
-  if field is None or not _eager_values(field[1]):
-    return
-  _guard(kernel).returned = _Known(np.asarray(field[1]),
-                                   tf.nest.flatten(_as_tensors(state)))
 
 
 def cached_value_field(kernel, results):
@@ -153,24 +60,18 @@ def check_cached_values(kernel, state, results, argument, path=""):
   `cached_value_field`) that is not this kernel's target's value at `state`:
   results made on another target (or for another state) would otherwise be
   used silently, e.g. AMAGOLD's M-H test with another target's U(theta).
-  Eager only (called by `one_step` eagerly, once per foreign results, and by
-  `check_kernel_results` before a compiled run)."""
+  Eager only; costs one evaluation of the target's energy at `state`."""
   field = cached_value_field(kernel, results)
-  if field is None or not _eager_values(field[1]):
+  if field is None or not _has_values(field[1]):
     return
   name, cached, expected_fn = field
-  guard = _guard(kernel)
   cached = np.asarray(cached)
-  state = _as_tensors(state)
-  try:
-    known, entry = guard.known(cached, tf.nest.flatten(state))
-  except (ValueError, TypeError, tf.errors.InvalidArgumentError):
-    return  # Shapes that do not fit: `check_step` reports those.
-  if known:
-    guard.accepted = entry
-    return
+  state = tf.nest.map_structure(tf.convert_to_tensor, state)
   expected = np.asarray(tf.cast(expected_fn(state), cached.dtype))
-  expected = np.broadcast_to(expected, cached.shape)
+  try:
+    expected = np.broadcast_to(expected, cached.shape)
+  except ValueError:
+    return  # Shapes that do not fit: `checks.check_step` reports those.
   rtol = np.sqrt(np.finfo(cached.dtype).eps)  # 3e-4 (float32), 1.5e-8
   close = np.isclose(cached, expected, rtol=rtol, atol=rtol, equal_nan=True)
   close |= np.isinf(cached) & (cached == expected)
@@ -195,7 +96,10 @@ def check_cached_values(kernel, state, results, argument, path=""):
         "target with `kernel.bootstrap_results(current_state)` (keep the "
         "old momentum or step size with `results._replace(...)` if you "
         "want them), or pass the state these results were returned with.")
-  guard.accepted = entry
+
+
+def _has_values(x):
+  return tf.executing_eagerly() and tf.is_tensor(x) and hasattr(x, "numpy")
 
 
 def _format(x):
@@ -228,13 +132,15 @@ def _inner(kernel, results, state):
 def check_kernel_results(kernel, current_state, kernel_results,
                          argument="kernel_results"):
   """Checks, eagerly and once, that `kernel_results` can continue a chain
-  at `current_state` with `kernel`; run it before a compiled run.
+  at `current_state` with `kernel`; run it before a run, eager or compiled.
 
-  Inside a compiled `tf.function` (e.g. your own around
-  `tfp.mcmc.sample_chain`) `one_step` cannot check values without a cost
-  per step, so call this first (`sample_moments` does). Down the kernel's
-  wrappers (StepSeeded, TransformedTransitionKernel, step-size adaptation,
-  MetropolisHastings, AMAGOLD's amortized test) it
+  `one_step` checks only what it sees when traced (the results' type,
+  dtype and number of chains), the same eagerly, in a graph and under XLA:
+  their values would cost a full-data energy per step. So call this before
+  continuing a chain from results this kernel did not just return (a
+  checkpoint, another kernel's results; `sample_moments` does). Down the
+  kernel's wrappers (StepSeeded, TransformedTransitionKernel, step-size
+  adaptation, MetropolisHastings, AMAGOLD's amortized test) it
 
   * raises a `ValueError` if a kernel's results cache a value that depends
     on the target and that the next step uses (AMAGOLD's and the amortized
@@ -247,7 +153,8 @@ def check_kernel_results(kernel, current_state, kernel_results,
     results' (e.g. an adapted one).
 
   It costs one full-data energy evaluation per cached field (none for
-  minibatch kernels). Inside a `tf.function` it does nothing.
+  minibatch kernels). Inside a `tf.function` it does nothing: call it
+  before.
 
   Args:
     kernel: the kernel (or stack of wrappers) that will continue the chain.
@@ -416,14 +323,13 @@ def _static_step_size(step_size):
 
 def warn_if_step_size_differs(kernel, results, argument, path="",
                               adapted=None, stacklevel=5):
-  """Warns once per kernel (eagerly) when the results' `step_size` differs
+  """Warns (eagerly) when the results' `step_size` differs
   from the kernel's own constant `step_size`, unless a step-size adaptation
   kernel drives the step: `adapted` (found by `check_kernel_results` above
   the kernel) or the kernel's `store_parameters_in_results`, which TFP's
   adaptation kernels set when they wrap it (they rebuild the kernel with
   it, as they do TFP's HMC)."""
-  guard = _guard(kernel)
-  if guard.step_size_warned or not tf.executing_eagerly():
+  if not tf.executing_eagerly():
     return
   own = _static_step_size(getattr(kernel, "parameters", {}).get("step_size"))
   seen = getattr(results, "step_size", None)
@@ -432,7 +338,7 @@ def warn_if_step_size_differs(kernel, results, argument, path="",
   seen_parts = seen if arguments.is_per_part(seen) else [seen]
   own_parts = own if isinstance(own, list) else [own]
   if len(seen_parts) != len(own_parts) or not all(
-      _eager_values(x) for x in seen_parts):
+      _has_values(x) for x in seen_parts):
     return
   if all(np.allclose(np.asarray(x, np.float64), o, rtol=1e-6, atol=0)
          for x, o in zip(seen_parts, own_parts)):
@@ -440,7 +346,6 @@ def warn_if_step_size_differs(kernel, results, argument, path="",
   if adapted or getattr(kernel, "parameters", {}).get(
       "store_parameters_in_results"):
     return  # An adaptation kernel sets it: by design.
-  guard.step_size_warned = True
   seen_text = ", ".join(_format(x) for x in seen_parts)
   own_text = ", ".join(_format(x) for x in own_parts)
   warnings.warn(

@@ -190,7 +190,9 @@ def refuse_under_xla(what):
 
 
 def check_initial_state(state, target=None):
-  """Checks a chain's initial state once, when the results are bootstrapped.
+  """Checks a chain's initial state (tensors: `kernels.checks.as_state`
+  converts and refuses other parts first) once, when the results are
+  bootstrapped.
 
   Structure and float dtypes always, and the shapes and dtypes of what the
   target's user functions return (at trace time). Finite values: raised
@@ -199,12 +201,6 @@ def check_initial_state(state, target=None):
   started at a non-finite state is flagged `diverged` at its first step and
   stays where it is.
   """
-  for i, part in enumerate(tf.nest.flatten(state)):
-    if not (tf.is_tensor(part) or isinstance(part, np.ndarray)):
-      raise TypeError(
-          f"`current_state` part {i} is a {type(part).__name__}, not a "
-          "tensor: convert it once, e.g. tf.constant(x, tf.float32), and "
-          "pass the same tensors to `bootstrap_results` and `one_step`.")
   if target is None:
     check_float_state(state)
   else:

@@ -147,11 +147,12 @@ def test_step_size_is_read_from_the_results_under_adaptation():
   assert abs(moves.mean() - 5.) < NUM_SE * 0.5 / np.sqrt(moves.size)
   assert abs(moves.std() - 0.5) < 0.05
   # A kernel outside an adaptation kernel steps with its own step size
-  # (eagerly saying that the results' differs).
+  # (check_kernel_results says that the results' differs).
   plain = sg.SGBD(noisy_gaussian(), step_size=SIGMA)
+  results = results._replace(step_size=tf.constant(5.))
   with pytest.warns(sg.StepSizeFromResultsWarning, match=r"5\. differs"):
-    new_state, _ = plain.one_step(
-        state, results._replace(step_size=tf.constant(5.)), seed=[1, 2])
+    sg.check_kernel_results(plain, state, results)
+  new_state, _ = plain.one_step(state, results, seed=[1, 2])
   moves = np.abs(np.asarray(new_state))
   assert abs(moves.mean() - SIGMA) < NUM_SE * 0.1 * SIGMA / np.sqrt(
       moves.size)
