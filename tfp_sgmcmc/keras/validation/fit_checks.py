@@ -12,8 +12,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras.validation import probabilities
 from tfp_sgmcmc.keras.validation.probabilities import check_probabilities
-from tfp_sgmcmc.keras.validation.probabilities import crossentropy as _crossentropy
 from tfp_sgmcmc.keras.validation.probabilities import probabilities_loss
 
 # The checks read the callback's likelihood (its private state) by design.
@@ -161,7 +161,7 @@ def check_same_model(callback, owner, model):
 def check_outputs(callback, x):
   """A cross-entropy whose `from_logits` disagrees with the outputs (read
   on the first examples of `x`, `fit`'s training input, if needed)."""
-  ce = _crossentropy(callback._likelihood)
+  ce = probabilities.crossentropy(callback._likelihood)
   if ce is None:
     return
   name, from_logits = ce
