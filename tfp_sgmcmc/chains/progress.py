@@ -174,13 +174,21 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   finally:
     close()
 
-  def concat(*parts):
-    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
-  all_states = tf.nest.map_structure(concat, *all_states)
-  trace = (None if trace_fn is None
-           else tf.nest.map_structure(concat, *traces))
+  all_states = _join(all_states)
+  trace = None if trace_fn is None else _join(traces)
   return ChainRun(all_states=all_states, trace=trace,
                   final_kernel_results=results)
+
+
+def _join(chunks):
+  """The chunks' states or traces as one run's: each tensor joined along
+  the leading (step) axis. A composite value in them (a TFP distribution
+  in the kernel results, e.g. a tuned kernel's `momentum_distribution`) is
+  joined component by component, as `sample_chain` stacked it."""
+  if len(chunks) == 1:
+    return chunks[0]
+  return tf.nest.map_structure(lambda *parts: tf.concat(parts, axis=0),
+                               *chunks, expand_composites=True)
 
 
 def _compiled_chunks(kernel, trace_fn, jit_compile):
