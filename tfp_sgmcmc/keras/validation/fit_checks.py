@@ -12,7 +12,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc.keras.validation import probabilities
+from tfp_sgmcmc.keras.validation import probabilities as probabilities_lib
 from tfp_sgmcmc.keras.validation.probabilities import check_probabilities
 from tfp_sgmcmc.keras.validation.probabilities import probabilities_loss
 
@@ -161,7 +161,7 @@ def check_same_model(callback, owner, model):
 def check_outputs(callback, x):
   """A cross-entropy whose `from_logits` disagrees with the outputs (read
   on the first examples of `x`, `fit`'s training input, if needed)."""
-  ce = probabilities.crossentropy(callback._likelihood)
+  ce = probabilities_lib.crossentropy(callback._likelihood)
   if ce is None:
     return
   name, from_logits = ce
