@@ -87,6 +87,10 @@ class StepSeeded(tfp.mcmc.TransitionKernel):
   np.testing.assert_array_equal(once.all_states[-1], second.all_states[-1])
   ```
   """
+  # Checkpoints name the kernel by module and class (`kernel_summary`):
+  # files saved with a StepSeeded kernel name its public home, and still
+  # load.
+  __module__ = "tfp_sgmcmc.chains.checkpointing"
 
   def __init__(self, inner_kernel, seed, name=None):
     if not isinstance(inner_kernel, tfp.mcmc.TransitionKernel):
