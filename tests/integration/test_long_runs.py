@@ -1,8 +1,8 @@
-"""Long compiled runs (tfp_sgmcmc/chains/runs.py): progress reports in chunks
-change no draw (against one chunk and TFP's sample_chain), compiled chunks are
-reused across seeds and continue the chain, text reports without tqdm,
-thinning keeps every k-th draw of the same chain, and sample_moments
-continued from its results equals one long run.
+"""Long compiled runs (tfp_sgmcmc/chains/runs.py and progress.py): progress
+reports in chunks change no draw (against one chunk and TFP's sample_chain),
+compiled chunks are reused across seeds and continue the chain, text
+reports without tqdm, thinning keeps every k-th draw of the same chain, and
+sample_moments continued from its results equals one long run.
 """
 
 import numpy as np
@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import progress
 from tfp_sgmcmc.chains import runs
 
 
@@ -75,7 +76,7 @@ def test_compiled_chunks_are_reused_across_seeds():
 
 def test_text_progress_when_given_true(capsys, monkeypatch):
   # Without tqdm the reports are lines on stderr.
-  monkeypatch.setattr(runs, "_tqdm_progress", _raise_import_error)
+  monkeypatch.setattr(progress, "_tqdm_progress", _raise_import_error)
   runs.sample_chain_with_progress(6, tf.zeros([3]), _kernel(), [5, 6],
                                   trace_fn=None, num_reports=2,
                                   desc="demo")

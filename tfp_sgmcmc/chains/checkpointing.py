@@ -23,10 +23,12 @@ differently).
 estimates and step counters included, as exact bytes in one `.npz` file,
 with what wrote them: the kernel's class and parameters, the results'
 field paths and the chain's seed, which `load_chain` checks.
+
+`StepSeeded` and `StepSeededResults` are defined in `step_seeded`, what the
+header says about the writer in `checkpoint_header`; both are importable
+from here.
 """
 
-import collections
-import hashlib
 import json
 import os
 import warnings
@@ -36,122 +38,16 @@ import zlib
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
-from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import _files as files
-from tfp_sgmcmc import random
+from tfp_sgmcmc.chains import checkpoint_header as header_lib
+from tfp_sgmcmc.chains.checkpoint_header import kernel_summary
+from tfp_sgmcmc.chains.step_seeded import StepSeeded
+from tfp_sgmcmc.chains.step_seeded import StepSeededResults
 
 __all__ = ["StepSeeded", "StepSeededResults", "save_chain", "load_chain"]
 
 
-class StepSeededResults(
-    mcmc_util.PrettyNamedTupleMixin,
-    collections.namedtuple("StepSeededResults",
-                           ["inner_results", "step", "base_seed"])):
-  """Results of `StepSeeded`.
-
-  Attributes:
-    inner_results: the results of the wrapped kernel.
-    step: int32, the number of steps taken so far; step i uses the seed
-      fold_in(base_seed, i).
-    base_seed: the chain's stateless int32[2] seed (`StepSeeded`'s `seed`).
-  """
-  __slots__ = ()
-
-
-def _check_seed(seed):
-  """A stateless int32[2] seed, or a clear error (`StepSeeded` needs one:
-  an int seed would make TFP's sanitize_seed draw a stateful one)."""
-  if tf.is_tensor(seed):
-    if not seed.dtype.is_integer or seed.shape.as_list() not in ([2], None):
-      raise TypeError(f"`seed` must be a stateless int32[2] seed, e.g. "
-                      f"[1, 2]; got a {seed.dtype.name} tensor of shape "
-                      f"{seed.shape}.")
-    return tfp.random.sanitize_seed(seed)
-  values = np.asarray(seed) if isinstance(seed, (list, tuple, np.ndarray)) \
-      else None
-  if (values is None or values.shape != (2,) or
-      not np.issubdtype(values.dtype, np.integer)):
-    raise TypeError(f"`seed` must be a stateless int32[2] seed, e.g. [1, 2] "
-                    f"(two integers); got {seed!r}.")
-  return tfp.random.sanitize_seed(seed)
-
-
-class StepSeeded(tfp.mcmc.TransitionKernel):
-  """Gives step i of the chain the seed fold_in(seed, i).
-
-  Wrap the outermost kernel (after any step-size adaptation) in it. The seed
-  passed to `one_step` (e.g. by `sample_chain`) is ignored: the chain's noise
-  depends only on `seed` and the step index, so a chain resumed from saved
-  results is bit-identical to one that never stopped.
-
-  Args:
-    inner_kernel: the `tfp.mcmc.TransitionKernel` to drive.
-    seed: the chain's stateless int32[2] seed, e.g. `[1, 2]` (an int is
-      refused: it would make TFP draw a stateful seed).
-    name: a name for the kernel (stored in its parameters).
-
-  Returns:
-    A `tfp.mcmc.TransitionKernel` whose results are `StepSeededResults`.
-
-  #### Example
-
-  Two runs of 10 + 10 steps give the draws of one run of 20, bit for bit:
-
-  ```python
-  kernel = tfp_sgmcmc.StepSeeded(tfp_sgmcmc.SGLD(target, step_size=1e-4),
-                                 seed=[1, 2])
-  init = tf.zeros([d])
-  run = lambda n, state, results: tfp.mcmc.sample_chain(
-      n, state, kernel=kernel, previous_kernel_results=results,
-      trace_fn=None, return_final_kernel_results=True, seed=[0, 0])
-  once = run(20, init, kernel.bootstrap_results(init))
-  first = run(10, init, kernel.bootstrap_results(init))
-  second = run(10, first.all_states[-1], first.final_kernel_results)
-  np.testing.assert_array_equal(once.all_states[-1], second.all_states[-1])
-  ```
-  """
-
-  def __init__(self, inner_kernel, seed, name=None):
-    if not isinstance(inner_kernel, tfp.mcmc.TransitionKernel):
-      raise TypeError("`inner_kernel` must be a tfp.mcmc.TransitionKernel; "
-                      f"got {type(inner_kernel).__name__}.")
-    seed = _check_seed(seed)
-    self._parameters = dict(inner_kernel=inner_kernel, seed=seed, name=name)
-
-  @property
-  def inner_kernel(self):
-    return self._parameters["inner_kernel"]
-
-  @property
-  def seed(self):
-    return self._parameters["seed"]
-
-  @property
-  def parameters(self):
-    return self._parameters
-
-  @property
-  def is_calibrated(self):
-    return self.inner_kernel.is_calibrated
-
-  def one_step(self, current_state, previous_kernel_results, seed=None):
-    del seed  # The step index chooses the seed.
-    prev = previous_kernel_results
-    step_seed = random.fold_in(prev.base_seed, prev.step)
-    state, inner = self.inner_kernel.one_step(
-        current_state, prev.inner_results, seed=step_seed)
-    return state, StepSeededResults(inner_results=inner, step=prev.step + 1,
-                                    base_seed=prev.base_seed)
-
-  def bootstrap_results(self, init_state):
-    return StepSeededResults(
-        inner_results=self.inner_kernel.bootstrap_results(init_state),
-        step=tf.constant(0, tf.int32),
-        base_seed=tf.convert_to_tensor(self.seed, tf.int32))
-
-
-# --- Files ------------------------------------------------------------------
 # A checkpoint is an .npz (zip) of one .npy entry per tensor, `leaf_00000.npy`
 # ... in tf.nest order of (state, kernel_results), and `header.npy`: a JSON
 # string with what wrote it (format 2; format 1 files have no header).
@@ -160,90 +56,6 @@ FORMAT_VERSION = 2
 # Bounds on what is read before any check: the JSON header, an .npy header.
 _MAX_HEADER_BYTES = 1 << 24
 _MAX_NPY_HEADER_BYTES = 1 << 16
-
-
-def _type_name(obj):
-  return f"{type(obj).__module__}.{type(obj).__qualname__}"
-
-
-def _field_paths(structure, prefix):
-  """One path per tf.nest leaf, naming each results type and field (e.g.
-  `results/StepSeededResults.inner_results/SGHMCResults.momentum`), so that
-  a checkpoint of another kernel, or with fields in another order, is told
-  apart even when every shape and dtype agrees."""
-  paths = []
-
-  def walk(node, path):
-    if isinstance(node, tuple) and hasattr(node, "_fields"):
-      for field in node._fields:
-        walk(getattr(node, field), f"{path}/{type(node).__name__}.{field}")
-    elif isinstance(node, dict):
-      for key in sorted(node):
-        walk(node[key], f"{path}/{key}")
-    elif isinstance(node, (list, tuple)):
-      for i, item in enumerate(node):
-        walk(item, f"{path}/{i}")
-    else:
-      paths.append(path)
-
-  walk(structure, prefix)
-  if len(paths) != len(tf.nest.flatten(structure)):
-    # A structure tf.nest flattens its own way (attrs, composites): its
-    # own paths, which still name every field.
-    paths = [f"{prefix}/{p}" for p, _ in
-             tf.nest.flatten_with_joined_string_paths(structure)]
-  return paths
-
-
-def _jsonable(value, depth=0):
-  """A stable, JSON-able summary of a kernel parameter: numbers and strings
-  as they are, small arrays by value, large ones by digest, kernels by
-  class and parameters, anything else (targets, functions) by its type."""
-  if depth > 8:
-    return _type_name(value)
-  if value is None or isinstance(value, (bool, int, str)):
-    return value
-  if isinstance(value, float):
-    return value if np.isfinite(value) else repr(value)
-  if isinstance(value, tfp.mcmc.TransitionKernel):
-    return kernel_summary(value, depth + 1)
-  if isinstance(value, (list, tuple)):
-    return [_jsonable(v, depth + 1) for v in value]
-  if isinstance(value, dict):
-    return {str(k): _jsonable(v, depth + 1) for k, v in sorted(value.items())}
-  if isinstance(value, (np.ndarray, np.generic)) or tf.is_tensor(value):
-    try:
-      array = np.asarray(value)
-    except Exception:  # pylint: disable=broad-except
-      return _type_name(value)  # A symbolic tensor: no value to compare.
-    if array.size <= 64:
-      values = array.ravel().tolist()
-      if array.dtype.kind == "f":  # JSON has no inf or NaN.
-        values = [v if np.isfinite(v) else repr(v) for v in values]
-      elif array.dtype.kind not in "biu":
-        values = [repr(v) for v in values]
-      return dict(dtype=array.dtype.name, shape=list(array.shape),
-                  value=values)
-    return dict(dtype=array.dtype.name, shape=list(array.shape),
-                sha256=hashlib.sha256(array.tobytes()).hexdigest())
-  if callable(value) and hasattr(value, "__qualname__"):
-    return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
-  return _type_name(value)
-
-
-def kernel_summary(kernel, depth=0):
-  """The kernel's class and parameters as stored in a checkpoint: the
-  seed and the name are left out (the seed is checked on its own)."""
-  parameters = getattr(kernel, "parameters", None) or {}
-  return {"class": _type_name(kernel),
-          "parameters": {k: _jsonable(v, depth + 1)
-                         for k, v in sorted(parameters.items())
-                         if k not in ("seed", "name")}}
-
-
-def _seed_paths(paths):
-  return [i for i, p in enumerate(paths)
-          if p.endswith("StepSeededResults.base_seed")]
 
 
 def save_chain(path, state, kernel_results, kernel=None):
@@ -287,13 +99,14 @@ def save_chain(path, state, kernel_results, kernel=None):
     raise TypeError("`kernel` must be the tfp.mcmc.TransitionKernel that made "
                     f"`kernel_results`; got {type(kernel).__name__}.")
   path = os.fsdecode(os.fspath(path))
-  paths = (_field_paths(state, "state") +
-           _field_paths(kernel_results, "results"))
+  paths = (header_lib.field_paths(state, "state") +
+           header_lib.field_paths(kernel_results, "results"))
   leaves = tf.nest.flatten((state, kernel_results))
   arrays = {}
   for i, leaf in enumerate(leaves):
     arrays[f"leaf_{i:05d}"] = np.asarray(leaf)
-  seeds = [arrays[f"leaf_{i:05d}"].tolist() for i in _seed_paths(paths)]
+  seeds = [arrays[f"leaf_{i:05d}"].tolist()
+           for i in header_lib.seed_paths(paths)]
   header = dict(format_version=FORMAT_VERSION, fields=paths,
                 num_state_leaves=len(tf.nest.flatten(state)),
                 seed=seeds or None,
@@ -338,69 +151,6 @@ def _npy_header(archive, info):
 def _read_npy(archive, info):
   with archive.open(info) as f:
     return np.lib.format.read_array(f, allow_pickle=False)
-
-
-def _differences(saved, mine):
-  """The entries of two equal-length lists that differ, as text."""
-  return "; ".join(f"{i}: {a!r} (file) vs {b!r} (template)"
-                   for i, (a, b) in enumerate(zip(saved, mine)) if a != b)
-
-
-def _dict_differences(saved, mine):
-  keys = sorted(set(saved) | set(mine))
-  return {k: (saved.get(k, "<absent>"), mine.get(k, "<absent>"))
-          for k in keys if saved.get(k) != mine.get(k)}
-
-
-def _check_kernel(path, header, kernel, allow_other_kernel):
-  saved = header.get("kernel")
-  if kernel is None:
-    if saved is not None:
-      warnings.warn(
-          f"{path} was written by {saved['class']}; pass `kernel=` to "
-          "load_chain to check that the chain continues with the same "
-          "kernel class and parameters.", UserWarning, stacklevel=3)
-    return
-  mine = kernel_summary(kernel)
-  if saved is None:
-    warnings.warn(
-        f"{path} was saved without `kernel=`: load_chain cannot check that "
-        f"it was written by a {mine['class']} with the same parameters. "
-        "Pass `kernel=` to save_chain.", UserWarning, stacklevel=3)
-    return
-  if saved == mine or allow_other_kernel:
-    return
-  diffs = _dict_differences(_flat(saved), _flat(mine))
-  classes = {k: v for k, v in diffs.items() if k.endswith("class")}
-  if classes:
-    raise ValueError(
-        f"{path} was written by another kernel, (file, `kernel`): "
-        f"{classes}. Its results mean other things even where their shapes "
-        "agree. Load it with the kernel that wrote it, or pass "
-        "allow_other_kernel=True to continue the chain with this kernel "
-        "anyway.")
-  raise ValueError(
-      f"{path} was written by a {saved['class'].rsplit('.', 1)[-1]} with "
-      f"other parameters, (file, `kernel`): {diffs}. Build the kernel with "
-      "the checkpoint's parameters, or pass allow_other_kernel=True to "
-      "continue the chain with the new ones.")
-
-
-def _flat(summary, prefix=""):
-  """A kernel summary as {dotted name: value}: nested kernels' classes and
-  parameters side by side, so a difference names where it is."""
-  out = {}
-  for key, value in summary.items():
-    name = f"{prefix}{key}"
-    if key == "parameters" and isinstance(value, dict):
-      for k, v in value.items():
-        if isinstance(v, dict) and "class" in v and "parameters" in v:
-          out.update(_flat(v, f"{prefix}{k}."))
-        else:
-          out[f"{prefix}{k}"] = v
-    else:
-      out[name] = value
-  return out
 
 
 def load_chain(path, results_template, state_template=None, *, kernel=None,
@@ -554,7 +304,7 @@ def _load(archive, path, results_template, state_template, kernel,
           f"template's is {list(t.shape)}: the checkpoint was saved with "
           "another number of chains or parameter shapes; build the template "
           "(bootstrap_results) from a state of the saved shape.")
-  mine = _field_paths(results_template, "results")
+  mine = header_lib.field_paths(results_template, "results")
   if header is not None:
     saved = list(header.get("fields") or [])
     saved_results = saved[int(header.get("num_state_leaves", 0)):]
@@ -562,18 +312,18 @@ def _load(archive, path, results_template, state_template, kernel,
       raise ValueError(
           f"{path} holds results with other fields than "
           f"`results_template` (another kernel, or fields in another "
-          f"order): {_differences(saved_results, mine)}. Load it with "
-          "the kernel that wrote it.")
+          f"order): {header_lib.differences(saved_results, mine)}. Load it "
+          "with the kernel that wrote it.")
     if check_state_shapes:
       saved_state = saved[:int(header.get("num_state_leaves", 0))]
-      state_paths = _field_paths(state_template, "state")
+      state_paths = header_lib.field_paths(state_template, "state")
       if saved_state != state_paths:
         raise ValueError(
             f"{path} holds a state of other parts than `state_template`: "
-            f"{_differences(saved_state, state_paths)}.")
-    _check_kernel(path, header, kernel, allow_other_kernel)
+            f"{header_lib.differences(saved_state, state_paths)}.")
+    header_lib.check_kernel(path, header, kernel, allow_other_kernel)
   arrays = [_read_npy(archive, infos[name]) for name in names]
-  for j in _seed_paths(mine):
+  for j in header_lib.seed_paths(mine):
     i = num_state_leaves + j
     saved_seed = arrays[i]
     template_seed = np.asarray(leaves[i])

@@ -10,20 +10,21 @@ compiled loop.
     moments.mean, moments.variance, moments.final_kernel_results
 
 `sample_chain_with_progress` runs `tfp.mcmc.sample_chain` as a few compiled
-chunks and reports progress (a tqdm bar, or printed lines) between them.
+chunks and reports progress (a tqdm bar, or printed lines) between them; it
+is defined in `progress` and importable from here.
 """
 
 import collections
-import sys
-import time
 import warnings
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.chains import checkpointing
 from tfp_sgmcmc.chains import diagnostics
+from tfp_sgmcmc.chains import run_checks
+from tfp_sgmcmc.chains.progress import ChainRun
+from tfp_sgmcmc.chains.progress import sample_chain_with_progress
 from tfp_sgmcmc.kernels import results_guard
 
 __all__ = ["sample_moments", "Moments", "sample_chain_with_progress",
@@ -100,10 +101,10 @@ def sample_moments(kernel, current_state, num_steps, seed,
   if not isinstance(kernel, tfp.mcmc.TransitionKernel):
     raise TypeError(f"`kernel` must be a tfp.mcmc.TransitionKernel; got "
                     f"{type(kernel).__name__}.")
-  num_steps = _count("num_steps", num_steps, minimum=1)
-  num_burnin_steps = _count("num_burnin_steps", num_burnin_steps)
+  num_steps = run_checks.count("num_steps", num_steps, minimum=1)
+  num_burnin_steps = run_checks.count("num_burnin_steps", num_burnin_steps)
   current_state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
-  _check_start(current_state, previous_kernel_results)
+  run_checks.check_start(current_state, previous_kernel_results)
   if previous_kernel_results is not None:
     # Once, before the compiled loop (which cannot check values without a
     # cost per step): results of another target or state are refused, and
@@ -217,39 +218,6 @@ class _EnergyWindows(tfp.experimental.mcmc.Reducer):
     return final_reducer_state
 
 
-def _count(name, value, minimum=0):
-  """A Python integer >= minimum (number of steps, reports, ...)."""
-  if (isinstance(value, (bool, np.bool_)) or not isinstance(
-      value, (int, np.integer)) and not (
-          tf.is_tensor(value) and value.dtype.is_integer and
-          tf.get_static_value(value) is not None)):
-    raise TypeError(f"`{name}` must be an integer >= {minimum}; got "
-                    f"{value!r}.")
-  v = int(tf.get_static_value(value)) if tf.is_tensor(value) else int(value)
-  if v < minimum:
-    raise ValueError(f"`{name}` must be an integer >= {minimum}; got "
-                     f"{value!r}.")
-  return v
-
-
-def _check_start(state, previous_kernel_results):
-  """What a compiled run cannot report (XLA drops assertions), checked once
-  here, before it starts: a finite initial state and finite results."""
-  if not tf.executing_eagerly():
-    return
-  for i, part in enumerate(tf.nest.flatten(state)):
-    if part.dtype.is_floating and not bool(
-        tf.reduce_all(tf.math.is_finite(part))):
-      raise ValueError(f"`current_state` part {i} has non-finite values; "
-                       "start the chain from a finite state.")
-  if previous_kernel_results is not None:
-    diverged = diagnostics.find_field(previous_kernel_results, "diverged")
-    if diverged is not None and bool(tf.reduce_all(diverged)):
-      raise ValueError("`previous_kernel_results` has every chain flagged "
-                       "`diverged`: the run it continues has failed; start "
-                       "again from a finite state.")
-
-
 def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
                       has_previous):
   """The compiled moment loop, kept on the kernel and reused: continuing a
@@ -291,212 +259,4 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
 
   per_kernel[key] = tf.function(run, jit_compile=jit_compile,
                                 autograph=False)
-  return per_kernel[key]
-
-
-ChainRun = collections.namedtuple(
-    "ChainRun", ["all_states", "trace", "final_kernel_results"])
-ChainRun.__doc__ = """What `sample_chain_with_progress` returns.
-
-Attributes:
-  all_states: the kept states, with a leading `num_results` axis.
-  trace: `trace_fn` of each kept step (None if `trace_fn` is None).
-  final_kernel_results: the last `StepSeededResults`; passed back to
-    `tfp.mcmc.sample_chain` with `StepSeeded(kernel, seed)`, or saved with
-    `save_chain`, they continue the chain bit for bit.
-"""
-
-
-def _default_trace(_, results):
-  return results
-
-
-def _text_progress(total, desc):
-  """Progress lines on stderr: `desc: step/total (pct), elapsed, eta`."""
-  start = time.perf_counter()
-
-  def report(done):
-    elapsed = time.perf_counter() - start
-    eta = elapsed * (total - done) / max(done, 1)
-    print(f"{desc}: {done}/{total} ({100. * done / total:3.0f}%), "
-          f"{elapsed:6.1f} s elapsed, {eta:6.1f} s left",
-          file=sys.stderr, flush=True)
-  return report, lambda: None
-
-
-def _tqdm_progress(total, desc):
-  import tqdm  # pylint: disable=g-import-not-at-top
-  bar = tqdm.tqdm(total=total, desc=desc, unit="step")
-  position = [0]
-
-  def report(done):
-    bar.update(done - position[0])
-    position[0] = done
-  return report, bar.close
-
-
-def _chunks(total, num_reports):
-  """Chunk sizes: equal chunks and a shorter last one (at most two distinct
-  sizes: at most two compilations of the sampling loop)."""
-  if total <= 0:
-    return []
-  size = max(1, -(-total // num_reports))
-  sizes = [size] * (total // size)
-  if total % size:
-    sizes.append(total % size)
-  return sizes
-
-
-def sample_chain_with_progress(num_results, current_state, kernel, seed,
-                               num_burnin_steps=0, trace_fn=_default_trace,
-                               progress=True, num_reports=20,
-                               jit_compile=True, desc="sampling",
-                               num_steps_between_results=0):
-  """`tfp.mcmc.sample_chain` with a progress report every few steps.
-
-  The chain runs as `num_reports` compiled chunks (burn-in and sampling
-  each), with a report between chunks: no host round trip inside a chunk
-  (its cost is measured by benchmarks/progress.py). TFP's
-  `ProgressBarReducer` instead calls back to Python at every step through
-  `tf.numpy_function`, which XLA cannot compile.
-
-  The kernel is wrapped in `StepSeeded(kernel, seed)`: step i uses the seed
-  fold_in(seed, i), so the draws do not depend on the chunking or on
-  `progress`, and equal `tfp.mcmc.sample_chain(num_results, current_state,
-  kernel=StepSeeded(kernel, seed), num_burnin_steps=num_burnin_steps, ...)`
-  bit for bit.
-
-  Args:
-    num_results: number of draws kept (after burn-in).
-    current_state: initial state (tensor or list, leading chain dims).
-    kernel: any `tfp.mcmc.TransitionKernel`.
-    seed: stateless int32[2] seed.
-    num_burnin_steps: steps run first and not kept.
-    trace_fn: `trace_fn(state, results)` on the kernel's own results (not
-      the `StepSeeded` wrapper's), as in `sample_chain`; None traces nothing.
-    progress: True (a tqdm bar if tqdm is installed, else lines on stderr),
-      False (one compiled run, no reports), or a callable `report(done,
-      total)` called after each chunk.
-    num_reports: number of chunks (reports) for burn-in and for sampling.
-    jit_compile: compile each chunk with XLA.
-    desc: label of the progress bar.
-    num_steps_between_results: thinning, as in `sample_chain`: steps run
-      and not kept between two kept draws (the bar counts every step).
-
-  Returns:
-    `ChainRun(all_states, trace, final_kernel_results)`: states with a
-    leading `num_results` axis, the trace (None if `trace_fn` is None) and
-    the final `StepSeeded` results, which continue the chain bit-identically
-    when passed back to `tfp.mcmc.sample_chain` or saved (`save_chain`).
-
-  #### Example
-
-  ```python
-  run = tfp_sgmcmc.sample_chain_with_progress(
-      200, tf.zeros([4, d]), tfp_sgmcmc.SGLD(target, step_size=1e-3),
-      seed=[0, 1], num_burnin_steps=100, num_reports=4,
-      trace_fn=lambda _, r: r.energy)
-  print(run.all_states.shape, run.trace.shape)   # (200, 4, 2) (200, 4)
-  ```
-  """
-  num_results = _count("num_results", num_results, minimum=1)
-  num_burnin_steps = _count("num_burnin_steps", num_burnin_steps)
-  thin = _count("num_steps_between_results", num_steps_between_results)
-  num_reports = _count("num_reports", num_reports, minimum=1)
-  if not isinstance(kernel, tfp.mcmc.TransitionKernel):
-    raise TypeError(f"`kernel` must be a tfp.mcmc.TransitionKernel; got "
-                    f"{type(kernel).__name__}.")
-  current_state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
-  _check_start(current_state, None)
-  burn, sample, wrapped = _compiled_chunks(kernel, trace_fn, jit_compile)
-  # As in `sample_chain`: the first draw one step after burn-in, then one
-  # every thin + 1 steps.
-  total = num_burnin_steps + 1 + (num_results - 1) * (thin + 1)
-  if progress is False or progress is None:
-    report, close = (lambda done: None), (lambda: None)
-    burn_sizes = [num_burnin_steps] if num_burnin_steps else []
-    sample_sizes = [num_results]
-  else:
-    if callable(progress):
-      report, close = (lambda done: progress(done, total)), (lambda: None)
-    else:
-      try:
-        report, close = _tqdm_progress(total, desc)
-      except ImportError:
-        report, close = _text_progress(total, desc)
-    burn_sizes = _chunks(num_burnin_steps, num_reports)
-    sample_sizes = _chunks(num_results, num_reports)
-
-  state = current_state
-  # The seed enters through the results, so the compiled chunks are reused
-  # across calls with other seeds.
-  results = wrapped.bootstrap_results(current_state)._replace(
-      base_seed=tfp.random.sanitize_seed(seed))
-  done = 0
-  try:
-    for n in burn_sizes:
-      state, results = burn(state, results, tf.constant(n))
-      done += n
-      report(done)
-    all_states, traces = [], []
-    for k, n in enumerate(sample_sizes):
-      # Later chunks skip `thin` steps before their first draw, so the
-      # thinning does not depend on the chunking.
-      lead = 0 if k == 0 else thin
-      states, trace, results = sample(n, thin, lead)(state, results)
-      state = tf.nest.map_structure(lambda s: s[-1], states)
-      all_states.append(states)
-      traces.append(trace)
-      done += lead + 1 + (n - 1) * (thin + 1)
-      report(done)
-  finally:
-    close()
-
-  def concat(*parts):
-    return parts[0] if len(parts) == 1 else tf.concat(parts, axis=0)
-  all_states = tf.nest.map_structure(concat, *all_states)
-  trace = (None if trace_fn is None
-           else tf.nest.map_structure(concat, *traces))
-  return ChainRun(all_states=all_states, trace=trace,
-                  final_kernel_results=results)
-
-
-def _compiled_chunks(kernel, trace_fn, jit_compile):
-  """The compiled chunk functions, kept on the kernel (an attribute, so they
-  live as long as it does) and reused by later calls with the same kernel,
-  trace_fn and jit_compile: a new seed or state does not recompile."""
-  per_kernel = kernel.__dict__.setdefault("_tfp_sgmcmc_progress_chunks", {})
-  key = (trace_fn, jit_compile)
-  if key in per_kernel:
-    return per_kernel[key]
-  # The seed given here is replaced by the caller's in the initial results.
-  wrapped = checkpointing.StepSeeded(kernel, seed=[0, 0])
-  inner_trace = None if trace_fn is None else (
-      lambda state, results: trace_fn(state, results.inner_results))
-
-  def burn(state, results, n):  # n is a tensor: one compilation.
-    def body(i, state, results):
-      state, results = wrapped.one_step(state, results)
-      return i + 1, state, results
-    _, state, results = tf.while_loop(
-        lambda i, *_: i < n, body, (tf.constant(0), state, results))
-    return state, results
-
-  samplers = {}
-
-  def sample(n, thin, lead):  # Static sizes: one compilation per size.
-    if (n, thin, lead) not in samplers:
-      def run(state, results):
-        out = tfp.mcmc.sample_chain(
-            n, state, previous_kernel_results=results, kernel=wrapped,
-            trace_fn=inner_trace, return_final_kernel_results=True,
-            num_burnin_steps=lead, num_steps_between_results=thin,
-            seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks the seeds.
-        return out.all_states, out.trace, out.final_kernel_results
-      samplers[(n, thin, lead)] = tf.function(
-          run, jit_compile=jit_compile, autograph=False)
-    return samplers[(n, thin, lead)]
-
-  per_kernel[key] = (tf.function(burn, jit_compile=jit_compile,
-                                 autograph=False), sample, wrapped)
   return per_kernel[key]

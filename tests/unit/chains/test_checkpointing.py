@@ -13,6 +13,7 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import _files as files
+from tfp_sgmcmc.chains import checkpointing
 
 
 def dead_writers_temporary(path):
@@ -51,3 +52,12 @@ def test_save_chain_is_durable_and_cleans_up(tmp_path, monkeypatch):
     sg.save_chain(path, state + 1., results)
   assert sorted(os.listdir(tmp_path)) == ["chain.npz"]
   np.testing.assert_array_equal(sg.load_chain(path, results, state)[0], state)
+
+
+def test_a_step_seeded_kernel_is_named_as_in_earlier_checkpoints():
+  # Files saved with kernel=StepSeeded(...) store this class name; another
+  # would refuse them as written by another kernel.
+  kernel = sg.StepSeeded(sg.SGLD(sg.NoisyGradientTarget(
+      lambda x: tf.reduce_sum(x ** 2, -1), 1.), step_size=0.1), [1, 2])
+  assert checkpointing.kernel_summary(kernel)["class"] == (
+      "tfp_sgmcmc.chains.checkpointing.StepSeeded")

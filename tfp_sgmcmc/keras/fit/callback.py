@@ -404,6 +404,12 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     `Posterior.predict`)."""
     return self.posterior.predict(x, batch_size=batch_size)
 
+  @staticmethod
+  def _is_sampling_callback(obj):
+    """Whether `obj` is a SamplingCallback (fit_checks asks the callback:
+    it cannot import this module, which imports it)."""
+    return isinstance(obj, SamplingCallback)
+
   def save(self, path):
     """Saves the kept samples and moments (`Posterior.load(path, model)`).
 

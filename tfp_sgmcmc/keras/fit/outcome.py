@@ -10,7 +10,7 @@ from tfp_sgmcmc.keras.fit import backup as backup_lib
 from tfp_sgmcmc.keras.fit import health as health_lib
 from tfp_sgmcmc.keras.posterior import io as posterior_io
 from tfp_sgmcmc.keras.posterior import posterior as posterior_lib
-from tfp_sgmcmc.keras.validation import fit_checks
+from tfp_sgmcmc.keras.validation import probabilities as probabilities_lib
 
 __all__ = ["ChainOutcome", "posterior_of"]
 
@@ -86,7 +86,8 @@ def posterior_of(callback):
       max_samples=callback.max_samples, burnin_epochs=callback.burnin_epochs,
       burnin_steps=callback.burnin_steps, num_tests=callback.num_tests,
       num_accepted=callback.num_accepted)
-  probabilities_loss = fit_checks.probabilities_loss(callback._likelihood)
+  probabilities_loss = probabilities_lib.probabilities_loss(
+      callback._likelihood)
   if probabilities_loss:
     metadata["probabilities_loss"] = probabilities_loss
   return posterior_lib.Posterior.from_kept_samples(

@@ -13,7 +13,7 @@ import tensorflow as tf
 from tfp_sgmcmc.keras import losses as losses_lib
 from tfp_sgmcmc.keras.posterior import evaluation
 from tfp_sgmcmc.keras.posterior import io as posterior_io
-from tfp_sgmcmc.keras.validation import fit_checks
+from tfp_sgmcmc.keras.validation import probabilities as probabilities_lib
 
 __all__ = ["Posterior", "RegressionPrediction"]
 
@@ -266,8 +266,8 @@ class Posterior:
     average = tf.nest.map_structure(lambda t: t / self.num_samples, total)
     loss_name = self.metadata.get("probabilities_loss")
     if loss_name:  # fitted with a cross-entropy on probabilities
-      fit_checks.check_probabilities(average, loss_name,
-                                     where="the averaged predictions")
+      probabilities_lib.check_probabilities(
+          average, loss_name, where="the averaged predictions")
     return average
 
   def predict_mean_and_variance(self, x, noise_scale=None, head=None,

@@ -1,7 +1,9 @@
 """What `fit` is given around `SamplingCallback`, checked when it starts:
 the other callbacks, a classifier's output activation against the loss'
-`from_logits`; and predictions that must be probabilities. Used by
-`traps.FitTraps` (see traps.py for when each check runs)."""
+`from_logits`, and outputs that must be probabilities (read by
+`probabilities.py`). Used by `traps.FitTraps` (see traps.py for when each
+check runs). It does not import the callback: `SamplingCallback` imports
+it."""
 
 import os
 import warnings
@@ -10,14 +12,15 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras.validation import probabilities as probabilities_lib
+from tfp_sgmcmc.keras.validation.probabilities import check_probabilities
+from tfp_sgmcmc.keras.validation.probabilities import probabilities_loss
+
 # The checks read the callback's likelihood (its private state) by design.
 # pylint: disable=protected-access
 
 __all__ = ["check_callbacks", "check_outputs", "probabilities_loss",
            "check_probabilities", "examples_in", "check_same_model"]
-
-_CROSSENTROPIES = ("sparse_categorical_crossentropy",
-                   "categorical_crossentropy", "binary_crossentropy")
 
 # Keras activations whose outputs are not probabilities (negative, or
 # unbounded, or rows not summing to 1).
@@ -67,23 +70,10 @@ def _output_layer(model):
   return None
 
 
-def _crossentropy(likelihood):
-  """(name, from_logits) of a Keras cross-entropy loss, else None."""
-  loss = likelihood.loss
-  fn = getattr(loss, "fn", None)
-  kwargs = getattr(loss, "_fn_kwargs", None)
-  name = getattr(fn, "__name__", None)
-  if name not in _CROSSENTROPIES or kwargs is None:
-    return None
-  return name, bool(kwargs.get("from_logits", False))
-
-
 def check_callbacks(callback, cbs):
   """The other callbacks of `fit` that would bias or break the chain."""
   mine = cbs.index(callback) if callback in cbs else None
-  # The callback's own class: this module is imported by it.
-  from tfp_sgmcmc.keras.fit.callback import SamplingCallback  # pylint: disable=import-outside-toplevel
-  sampling = [cb for cb in cbs if isinstance(cb, SamplingCallback)]
+  sampling = [cb for cb in cbs if callback._is_sampling_callback(cb)]
   if len(sampling) > 1:
     same = len({id(cb) for cb in sampling}) < len(sampling)
     raise ValueError(
@@ -171,7 +161,7 @@ def check_same_model(callback, owner, model):
 def check_outputs(callback, x):
   """A cross-entropy whose `from_logits` disagrees with the outputs (read
   on the first examples of `x`, `fit`'s training input, if needed)."""
-  ce = _crossentropy(callback._likelihood)
+  ce = probabilities_lib.crossentropy(callback._likelihood)
   if ce is None:
     return
   name, from_logits = ce
@@ -219,34 +209,3 @@ def check_outputs(callback, x):
     return  # Not this check's business; fit itself will say.
   check_probabilities(outputs, name, where="the model's outputs on the "
                       "first training examples")
-
-
-def probabilities_loss(likelihood):
-  """The name of the loss if it is a cross-entropy on probabilities
-  (from_logits=False), whose averaged predictions `Posterior.predict` then
-  checks; else None."""
-  ce = None if likelihood is None else _crossentropy(likelihood)
-  return ce[0] if ce is not None and not ce[1] else None
-
-
-def check_probabilities(outputs, loss_name, where):
-  """Raises if `outputs` of a cross-entropy with from_logits=False are not
-  probabilities (in [0, 1]; rows summing to 1 for a categorical one)."""
-  outputs = np.asarray(outputs, dtype=np.float64)
-  lo, hi = float(np.min(outputs)), float(np.max(outputs))
-  problem = None
-  if lo < -1e-6 or hi > 1. + 1e-6:
-    problem = f"range from {lo:.4g} to {hi:.4g}"
-  elif loss_name != "binary_crossentropy" and outputs.ndim >= 2 and (
-      outputs.shape[-1] > 1):
-    sums = outputs.sum(axis=-1)
-    worst = float(np.max(np.abs(sums - 1.)))
-    if worst > 1e-3:
-      problem = (f"rows sum to between {float(np.min(sums)):.4g} and "
-                 f"{float(np.max(sums)):.4g}, not 1")
-  if problem:
-    raise ValueError(
-        f"the loss {loss_name} has from_logits=False, so the model's "
-        f"outputs must be probabilities, but {where} {problem}: they look "
-        "like logits. Use from_logits=True in the loss, or end the model "
-        "with a softmax (sigmoid for one unit).")

@@ -1,0 +1,83 @@
+"""`sample_chain_with_progress` runs every kernel `warm_up` returns (AMAGOLD,
+SGHMC, SGNHT, SGLD; with a tuned mass where they take one, and without),
+with the default trace (the whole results, in which a tuned kernel keeps
+its `momentum_distribution`, a TFP distribution) and a custom one, eager
+and under XLA, with progress reports: every traced tensor has a step per
+kept draw and the joined chunks equal one unchunked run bit for bit, the
+distribution's parameters included."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import diagnostics
+
+NUM_RESULTS = 4
+
+
+def _target():
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum(x ** 2, -1), gradient_noise_variance=0.1)
+
+
+# name: (kernel, adapt_mass). SGHMC takes a mass only without a noise
+# estimate, its default.
+KERNELS = {
+    "AMAGOLD mass": (lambda t: sg.AMAGOLD(t, step_size=0.1,
+                                          num_leapfrog_steps=2,
+                                          friction=0.5), True),
+    "AMAGOLD": (lambda t: sg.AMAGOLD(t, step_size=0.1, num_leapfrog_steps=2,
+                                     friction=0.5), False),
+    "SGHMC mass": (lambda t: sg.SGHMC(t, step_size=0.1, friction=1.), True),
+    "SGHMC": (lambda t: sg.SGHMC(t, step_size=0.1, friction=1.), False),
+    "SGNHT mass": (lambda t: sg.SGNHT(t, step_size=0.1), True),
+    "SGNHT": (lambda t: sg.SGNHT(t, step_size=0.1), False),
+    "SGLD": (lambda t: sg.SGLD(t, step_size=0.1), False),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(KERNELS))
+def warm(request):
+  make, adapt_mass = KERNELS[request.param]
+  out = sg.warm_up(make(_target()), tf.zeros([2, 3]), num_steps=20,
+                   seed=[1, 2], num_test_steps=2, adapt_mass=adapt_mass,
+                   jit_compile=False)
+  has_mass = out.kernel.parameters.get("momentum_distribution") is not None
+  assert has_mass == adapt_mass, request.param
+  return out
+
+
+def _energy_trace(state, results):
+  return state, diagnostics.find_field(results, "energy")
+
+
+def _leaves(structure):
+  return tf.nest.flatten(structure, expand_composites=True)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True], ids=["eager", "xla"])
+@pytest.mark.parametrize("trace_fn", [None, _energy_trace],
+                         ids=["default_trace", "custom_trace"])
+def test_progress_runs_a_warmed_up_kernel(warm, trace_fn, jit_compile):
+  extra = {} if trace_fn is None else dict(trace_fn=trace_fn)
+  reports = []
+  run = sg.sample_chain_with_progress(
+      NUM_RESULTS, warm.state, warm.kernel, [3, 4], num_reports=2,
+      progress=lambda done, total: reports.append((done, total)),
+      jit_compile=jit_compile, **extra)
+  assert reports == [(2, 4), (4, 4)]
+  if trace_fn is None and not jit_compile:
+    # The whole results joined: as one unchunked run (one compilation
+    # more, so once per kernel).
+    once = sg.sample_chain_with_progress(
+        NUM_RESULTS, warm.state, warm.kernel, [3, 4], progress=False,
+        jit_compile=jit_compile)
+    for got, want in zip(_leaves(run), _leaves(once), strict=True):
+      np.testing.assert_array_equal(got, want)
+  for leaf in _leaves(run.trace):
+    assert leaf.shape[0] == NUM_RESULTS
+  if trace_fn is None and warm.report.momentum_distribution is not None:
+    # The joined trace holds the distribution of each kept step.
+    mass = diagnostics.find_field(run.trace, "momentum_distribution")
+    assert mass.batch_shape_tensor()[0][0] == NUM_RESULTS

@@ -1,0 +1,164 @@
+"""What a checkpoint says about what wrote it, and its comparison with
+what loads it: the field path of every tensor of the state and results,
+the chain's seed (`StepSeeded`) and the kernel's class and parameters
+(`kernel_summary`). `checkpointing.save_chain` writes them in the file's
+header; `load_chain` refuses a file whose paths or kernel differ from its
+templates', naming each difference.
+"""
+
+import hashlib
+import warnings
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+__all__ = ["kernel_summary", "field_paths", "seed_paths", "differences",
+           "check_kernel"]
+
+
+def _type_name(obj):
+  return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def field_paths(structure, prefix):
+  """One path per tf.nest leaf, naming each results type and field (e.g.
+  `results/StepSeededResults.inner_results/SGHMCResults.momentum`), so that
+  a checkpoint of another kernel, or with fields in another order, is told
+  apart even when every shape and dtype agrees."""
+  paths = []
+
+  def walk(node, path):
+    if isinstance(node, tuple) and hasattr(node, "_fields"):
+      for field in node._fields:
+        walk(getattr(node, field), f"{path}/{type(node).__name__}.{field}")
+    elif isinstance(node, dict):
+      for key in sorted(node):
+        walk(node[key], f"{path}/{key}")
+    elif isinstance(node, (list, tuple)):
+      for i, item in enumerate(node):
+        walk(item, f"{path}/{i}")
+    else:
+      paths.append(path)
+
+  walk(structure, prefix)
+  if len(paths) != len(tf.nest.flatten(structure)):
+    # A structure tf.nest flattens its own way (attrs, composites): its
+    # own paths, which still name every field.
+    paths = [f"{prefix}/{p}" for p, _ in
+             tf.nest.flatten_with_joined_string_paths(structure)]
+  return paths
+
+
+def _jsonable(value, depth=0):
+  """A stable, JSON-able summary of a kernel parameter: numbers and strings
+  as they are, small arrays by value, large ones by digest, kernels by
+  class and parameters, anything else (targets, functions) by its type."""
+  if depth > 8:
+    return _type_name(value)
+  if value is None or isinstance(value, (bool, int, str)):
+    return value
+  if isinstance(value, float):
+    return value if np.isfinite(value) else repr(value)
+  if isinstance(value, tfp.mcmc.TransitionKernel):
+    return kernel_summary(value, depth + 1)
+  if isinstance(value, (list, tuple)):
+    return [_jsonable(v, depth + 1) for v in value]
+  if isinstance(value, dict):
+    return {str(k): _jsonable(v, depth + 1) for k, v in sorted(value.items())}
+  if isinstance(value, (np.ndarray, np.generic)) or tf.is_tensor(value):
+    try:
+      array = np.asarray(value)
+    except Exception:  # pylint: disable=broad-except
+      return _type_name(value)  # A symbolic tensor: no value to compare.
+    if array.size <= 64:
+      values = array.ravel().tolist()
+      if array.dtype.kind == "f":  # JSON has no inf or NaN.
+        values = [v if np.isfinite(v) else repr(v) for v in values]
+      elif array.dtype.kind not in "biu":
+        values = [repr(v) for v in values]
+      return dict(dtype=array.dtype.name, shape=list(array.shape),
+                  value=values)
+    return dict(dtype=array.dtype.name, shape=list(array.shape),
+                sha256=hashlib.sha256(array.tobytes()).hexdigest())
+  if callable(value) and hasattr(value, "__qualname__"):
+    return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
+  return _type_name(value)
+
+
+def kernel_summary(kernel, depth=0):
+  """The kernel's class and parameters as stored in a checkpoint: the
+  seed and the name are left out (the seed is checked on its own)."""
+  parameters = getattr(kernel, "parameters", None) or {}
+  return {"class": _type_name(kernel),
+          "parameters": {k: _jsonable(v, depth + 1)
+                         for k, v in sorted(parameters.items())
+                         if k not in ("seed", "name")}}
+
+
+def seed_paths(paths):
+  return [i for i, p in enumerate(paths)
+          if p.endswith("StepSeededResults.base_seed")]
+
+
+def differences(saved, mine):
+  """The entries of two equal-length lists that differ, as text."""
+  return "; ".join(f"{i}: {a!r} (file) vs {b!r} (template)"
+                   for i, (a, b) in enumerate(zip(saved, mine)) if a != b)
+
+
+def _dictdifferences(saved, mine):
+  keys = sorted(set(saved) | set(mine))
+  return {k: (saved.get(k, "<absent>"), mine.get(k, "<absent>"))
+          for k in keys if saved.get(k) != mine.get(k)}
+
+
+def check_kernel(path, header, kernel, allow_other_kernel):
+  saved = header.get("kernel")
+  if kernel is None:
+    if saved is not None:
+      warnings.warn(
+          f"{path} was written by {saved['class']}; pass `kernel=` to "
+          "load_chain to check that the chain continues with the same "
+          "kernel class and parameters.", UserWarning, stacklevel=3)
+    return
+  mine = kernel_summary(kernel)
+  if saved is None:
+    warnings.warn(
+        f"{path} was saved without `kernel=`: load_chain cannot check that "
+        f"it was written by a {mine['class']} with the same parameters. "
+        "Pass `kernel=` to save_chain.", UserWarning, stacklevel=3)
+    return
+  if saved == mine or allow_other_kernel:
+    return
+  diffs = _dictdifferences(_flat(saved), _flat(mine))
+  classes = {k: v for k, v in diffs.items() if k.endswith("class")}
+  if classes:
+    raise ValueError(
+        f"{path} was written by another kernel, (file, `kernel`): "
+        f"{classes}. Its results mean other things even where their shapes "
+        "agree. Load it with the kernel that wrote it, or pass "
+        "allow_other_kernel=True to continue the chain with this kernel "
+        "anyway.")
+  raise ValueError(
+      f"{path} was written by a {saved['class'].rsplit('.', 1)[-1]} with "
+      f"other parameters, (file, `kernel`): {diffs}. Build the kernel with "
+      "the checkpoint's parameters, or pass allow_other_kernel=True to "
+      "continue the chain with the new ones.")
+
+
+def _flat(summary, prefix=""):
+  """A kernel summary as {dotted name: value}: nested kernels' classes and
+  parameters side by side, so a difference names where it is."""
+  out = {}
+  for key, value in summary.items():
+    name = f"{prefix}{key}"
+    if key == "parameters" and isinstance(value, dict):
+      for k, v in value.items():
+        if isinstance(v, dict) and "class" in v and "parameters" in v:
+          out.update(_flat(v, f"{prefix}{k}."))
+        else:
+          out[f"{prefix}{k}"] = v
+    else:
+      out[name] = value
+  return out
