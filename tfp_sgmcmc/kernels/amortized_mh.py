@@ -276,8 +276,13 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
       results_guard.check_cached_values(self, current_state,
                                         previous_kernel_results,
                                         "previous_kernel_results")
-    next_state, results = self._one_step(current_state,
-                                         previous_kernel_results, seed)
+    interop.refuse_metropolis_hastings_around_inexact(
+        self, previous_kernel_results)
+    # Exact or not refused: the proposal's minibatch `target_log_prob` is
+    # compared by this kernel's own test, not by TFP's.
+    with interop.exactness_vouched_for():
+      next_state, results = self._one_step(current_state,
+                                           previous_kernel_results, seed)
     if tf.executing_eagerly():
       results_guard.record_results(self, next_state, results)
     return next_state, results
@@ -465,6 +470,9 @@ class AmortizedShell(tfp.mcmc.TransitionKernel):
     return self._impl._cached_value_field(results)  # pylint: disable=protected-access
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    # Refused under the shell's own name (the impl would name itself).
+    interop.refuse_metropolis_hastings_around_inexact(
+        self, previous_kernel_results)
     return self._impl.one_step(current_state, previous_kernel_results,
                                seed=seed)
 
