@@ -46,6 +46,8 @@ def test_tfp_workflow_runs_and_its_claims_hold():
   # The variance of y ~ N(0, 2^2) through an Exp bijector: about 4.
   assert abs(float(np.mean(namespace["v"])) - 4.) < 0.3
   assert set(namespace["posterior"]) == {"scale", "w"}
+  # TFP's frozen mass adaptation around SGHMC built without a mass runs.
+  assert np.all(np.isfinite(np.asarray(namespace["adapted_draws"])))
 
 
 def test_scaling_out_runs():

@@ -205,4 +205,5 @@ def test_full_batch_compute_energy_false_is_the_same_chain_without_log_prob(
     assert not kernel.reports_exact_log_prob
     with pytest.raises(ValueError, match=r"compute_energy=False`.*"
                        r"target_log_prob` holds NaN.*compute_energy=True"):
-      tfp.mcmc.MetropolisHastings(kernel)
+      mh = tfp.mcmc.MetropolisHastings(kernel)  # Refused at its first step.
+      mh.one_step(init, mh.bootstrap_results(init), seed=[1, 2])

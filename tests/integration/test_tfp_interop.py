@@ -218,16 +218,56 @@ def test_a_momentum_distribution_survives_copy_and_step_size_adaptation():
       SCALES ** 2, (25, 4, 2)), rtol=1e-5)
 
 
-def test_frozen_mass_adaptation_of_an_identity_kernel_names_the_fix():
-  # At step n TFP replaces the momentum distribution in the results; an
-  # identity kernel keeps none there, which would fail inside TFP.
-  with pytest.raises(ValueError, match=r"num_estimation_steps=30\) around "
-                     r"UncalibratedAMAGOLD with momentum_distribution=None.*"
-                     r"diagonal_momentum_distribution\(initial_state"):
-    tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
-        _MASS_KERNELS["AMAGOLD"](),
-        tfp.experimental.stats.RunningVariance.from_shape([2]),
-        num_estimation_steps=30)
-  tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(  # No freeze: fine.
-      _MASS_KERNELS["SGHMC"](),
-      tfp.experimental.stats.RunningVariance.from_shape([2]))
+_IDENTITY_KERNELS = {
+    "SGHMC": lambda **kw: sg.SGHMC(_scaled_target(), step_size=0.01,
+                                   friction=1., **kw),
+    "NaiveSGHMC": lambda **kw: sg.NaiveSGHMC(_scaled_target(),
+                                             step_size=0.01, **kw),
+    "SGNHT": lambda **kw: sg.SGNHT(_scaled_target(), step_size=0.01, **kw),
+    "AMAGOLD": lambda **kw: sg.AMAGOLD(_scaled_target(), step_size=0.01,
+                                       num_leapfrog_steps=3, friction=0.5,
+                                       **kw),
+    # TFP's own preconditioned HMC, the convention the others follow.
+    "PreconditionedHamiltonianMonteCarlo": lambda **kw: (
+        tfp.experimental.mcmc.PreconditionedHamiltonianMonteCarlo(
+            lambda x: -0.5 * tf.reduce_sum((x / SCALES) ** 2, -1),
+            step_size=0.01, num_leapfrog_steps=3, **kw)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_IDENTITY_KERNELS))
+def test_frozen_mass_adaptation_of_a_kernel_without_a_mass_sets_it(name):
+  # TFP's windowed convention: the kernel built with no momentum
+  # distribution, reading its parameters from its results; the adaptation
+  # replaces the identity it keeps there at step n with the inverse of the
+  # draws' variance, which the kernel then steps with.
+  state = tf.constant(np.random.default_rng(2).normal(
+      size=(4, 2)).astype(np.float32) * SCALES)
+  n = 30
+  kernel = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation(
+      _IDENTITY_KERNELS[name](store_parameters_in_results=True),
+      tfp.experimental.stats.RunningVariance.from_shape([2]),
+      num_estimation_steps=n)
+  draws, inverse_mass = sample(
+      kernel, state, n + 5, seed=[7, 8],
+      trace_fn=lambda s, pkr: _inverse_mass(pkr, s))
+  draws, inverse_mass = np.asarray(draws), np.asarray(inverse_mass)
+  assert np.all(np.isfinite(draws))
+  np.testing.assert_array_equal(inverse_mass[:n - 1], 1.)
+  expected = np.var(draws[:n].reshape(-1, 2), axis=0)
+  np.testing.assert_allclose(inverse_mass[n - 1:],
+                             np.broadcast_to(expected, (6, 4, 2)), rtol=1e-4)
+  # The posterior's scales differ 1000x (variances 1e6x): the mass follows.
+  assert expected[1] / expected[0] > 100.
+
+
+@pytest.mark.parametrize("name", ["SGHMC", "SGNHT", "AMAGOLD"])
+def test_without_a_mass_the_identity_chain_is_unchanged_bit_for_bit(name):
+  # Keeping the identity as TFP's diagonal form (M^{-1} = 1) in the results
+  # of a kernel that reads them does not change the chain.
+  state = tf.constant(np.random.default_rng(3).normal(
+      size=(4, 2)).astype(np.float32) * SCALES)
+  plain = sample(_MASS_KERNELS[name](), state, 6, seed=[1, 2])
+  stored = sample(_MASS_KERNELS[name](store_parameters_in_results=True),
+                  state, 6, seed=[1, 2])
+  np.testing.assert_array_equal(np.asarray(plain), np.asarray(stored))

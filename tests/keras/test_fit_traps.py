@@ -339,12 +339,12 @@ class LogKeys(keras.callbacks.Callback):
     self.keys.append(sorted(logs))
 
 
-def test_epoch_logs_do_not_depend_on_where_the_callback_is_listed(tmp_path):
+def test_epoch_logs_reach_the_callbacks_listed_after_it(tmp_path):
   path = str(tmp_path / "log.csv")
-  before = LogKeys()
-  fit(classifier(), [before, keras.callbacks.CSVLogger(path), sampling()])
+  after = LogKeys()
+  fit(classifier(), [sampling(), after, keras.callbacks.CSVLogger(path)])
   expected = ["energy", "kept_samples", "loss", "step_size"]
-  assert before.keys == [expected, expected]
+  assert after.keys == [expected, expected]
   with open(path) as f:
     header = f.readline().strip().split(",")
     rows = [line.strip().split(",") for line in f]
@@ -353,6 +353,21 @@ def test_epoch_logs_do_not_depend_on_where_the_callback_is_listed(tmp_path):
   kept = header.index("kept_samples")
   assert [float(r[kept]) for r in rows] == [0., 3.]
   assert float(rows[1][header.index("energy")]) > 0.
+
+
+def test_a_logger_listed_before_the_callback_is_refused_naming_the_order(
+    tmp_path):
+  # The callback adds its values in its own on_epoch_end (Keras' callback
+  # list is not changed): a logger before it would never write them.
+  with pytest.raises(ValueError, match=r"CSVLogger is listed before "
+                     r"SamplingCallback.*List SamplingCallback first"):
+    fit(classifier(), [keras.callbacks.CSVLogger(str(tmp_path / "l.csv")),
+                       sampling()])
+  before = LogKeys()
+  with pytest.warns(UserWarning, match=r"LogKeys is listed before "
+                    r"SamplingCallback.*does not see them"):
+    fit(classifier(), [before, sampling()])
+  assert before.keys == [["loss"], ["loss"]]
 
 
 def test_kept_samples_show_in_the_progress_bar_and_a_short_span_warns(

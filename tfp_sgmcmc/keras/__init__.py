@@ -44,14 +44,6 @@ from tfp_sgmcmc.keras.posterior.posterior import (Posterior,
 from tfp_sgmcmc.keras.priors import FlatPrior, GaussianPrior
 from tfp_sgmcmc.keras.samplers import (AMAGOLD, SGHMC, SGLD, SGNHT,
                                        PreconditionedSGLD, SamplerOptimizer)
-from tfp_sgmcmc.keras.fit import logs as _logs
-from tfp_sgmcmc.keras.validation import fit_arguments
-
-# `fit` records its arguments for the callback's checks (see
-# `validation.fit_arguments`), and the callback's epoch logs are in place
-# before any callback sees them, wherever it is listed (`fit.logs`).
-fit_arguments.install()
-_logs.install()
 
 # `tfp_sgmcmc.keras.evaluation` is a public module that lives in `posterior`.
 sys.modules[__name__ + ".evaluation"] = evaluation

@@ -11,8 +11,8 @@
   kernels, in their results as TFP's adaptation kernels expect it.
 """
 
-from tfp_sgmcmc.kernels import interop
-from tfp_sgmcmc.kernels import momentum
+from tfp_sgmcmc.kernels import interop  # pylint: disable=unused-import
+from tfp_sgmcmc.kernels import momentum  # pylint: disable=unused-import
 from tfp_sgmcmc.kernels.amagold import (AMAGOLD, UncalibratedAMAGOLD,
                                         UncalibratedAMAGOLDResults)
 from tfp_sgmcmc.kernels.amortized_mh import (
@@ -29,13 +29,6 @@ from tfp_sgmcmc.kernels.sghmc import NaiveSGHMC, SGHMC, SGHMCResults
 from tfp_sgmcmc.kernels.sgld import SGLD, SGLDResults
 from tfp_sgmcmc.kernels.sgnht import SGNHT, SGNHTResults
 from tfp_sgmcmc.kernels.sgnuts import SGNUTS, SGNUTSResults
-
-# TFP's MetropolisHastings and ReplicaExchangeMC refuse kernels whose
-# `target_log_prob` is a minibatch estimate (see `interop`);
-# DiagonalMassMatrixAdaptation with `num_estimation_steps` refuses one
-# without a momentum distribution to replace (see `momentum`).
-interop.install_exact_wrapper_checks()
-momentum.install_mass_adaptation_check()
 
 __all__ = [
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",

@@ -270,7 +270,12 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
     current_state = checks.as_state(self, current_state, "one_step")
     checks.check_results_type(self, previous_kernel_results,
                               AmortizedMetropolisHastingsResults)
-    return self._one_step(current_state, previous_kernel_results, seed)
+    interop.refuse_metropolis_hastings_around_inexact(
+        self, previous_kernel_results)
+    # Exact or not refused: the proposal's minibatch `target_log_prob` is
+    # compared by this kernel's own test, not by TFP's.
+    with interop.exactness_vouched_for():
+      return self._one_step(current_state, previous_kernel_results, seed)
 
   def _one_step(self, current_state, previous_kernel_results, seed):
     with tf.name_scope(self.name or "amortized_mh_one_step"):
@@ -452,6 +457,9 @@ class AmortizedShell(tfp.mcmc.TransitionKernel):
     return self._impl._cached_value_field(results)  # pylint: disable=protected-access
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    # Refused under the shell's own name (the impl would name itself).
+    interop.refuse_metropolis_hastings_around_inexact(
+        self, previous_kernel_results)
     return self._impl.one_step(current_state, previous_kernel_results,
                                seed=seed)
 

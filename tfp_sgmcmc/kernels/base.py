@@ -159,6 +159,8 @@ class StochasticGradientKernel(tfp.mcmc.TransitionKernel):
                           step.dtype)
 
   def one_step(self, current_state, previous_kernel_results, seed=None):
+    interop.refuse_metropolis_hastings_around_inexact(
+        self, previous_kernel_results)
     current_state = checks.check_step(self, current_state,
                                       previous_kernel_results,
                                       self._results_type)

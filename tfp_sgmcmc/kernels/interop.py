@@ -9,26 +9,26 @@
 * Exact wrappers: TFP's `MetropolisHastings` and `ReplicaExchangeMC`
   compare `target_log_prob` across states as a log density. Around a kernel
   whose `target_log_prob` is a minibatch estimate that is a silent wrong
-  answer, so they refuse such a kernel when they are given it (at wrap
-  time: `MetropolisHastings(kernel)`, and each kernel `make_kernel_fn`
-  makes). `install_exact_wrapper_checks` adds that check to TFP's two
-  classes (it runs on import of `tfp_sgmcmc.kernels`); a kernel says what
-  it reports through its `reports_exact_log_prob` property, and wrappers
-  in between (TransformedTransitionKernel, step-size adaptation,
-  `StepSeeded`) are looked through by their `inner_kernel`.
+  answer. TFP's classes are left as they are; the kernel itself refuses
+  `MetropolisHastings` at its first `one_step`, from the mark TFP leaves on
+  the results it passes back (`refuse_metropolis_hastings_around_inexact`).
+  `ReplicaExchangeMC` leaves no such mark: a kernel on a minibatch target
+  inside it is the user's to avoid (docs/tfp_workflow.md); the kernel's
+  minibatch `target_log_prob_fn` refuses to be evaluated as a density.
 """
 
-import functools
+import contextlib
+import threading
 
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.targets.base import check_target
 
 __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "initial_step_count", "reports_exact_log_prob", "target_log_prob",
-           "install_exact_wrapper_checks"]
+           "refuse_metropolis_hastings_around_inexact",
+           "exactness_vouched_for", "refuse_inexact"]
 
 
 def resolve_target(target, target_log_prob_fn):
@@ -121,33 +121,60 @@ def target_log_prob(target, state, energy_seen):
 # --- TFP's exact wrappers ----------------------------------------------------
 
 
-def _first_sgmcmc_kernel(kernel):
-  """The outermost `tfp_sgmcmc` kernel at or inside `kernel` (looking
-  through wrappers by `inner_kernel`), or None."""
-  seen = set()
-  while kernel is not None and id(kernel) not in seen:
-    seen.add(id(kernel))
-    if hasattr(type(kernel), "reports_exact_log_prob"):
-      return kernel
-    kernel = getattr(kernel, "inner_kernel", None)
-  return None
+def _stripped_by_metropolis_hastings(results):
+  """Whether `results` came back from TFP's `MetropolisHastings`: it keeps
+  its inner kernel's results with every `seed` field set to `[]`
+  (`mcmc_util.strip_seeds`, recursively through wrappers in between), and
+  hands those back to the inner kernel at the next step. Our kernels always
+  report a seed, so `[]` only ever comes from there."""
+  seed = getattr(results, "seed", None)
+  return isinstance(seed, list) and not seed
+
+
+_EXACTNESS = threading.local()
+
+
+@contextlib.contextmanager
+def exactness_vouched_for():
+  """Inside it, the inner kernels of an exact `tfp_sgmcmc` wrapper (AMAGOLD
+  around its minibatch proposal) are not refused by
+  `refuse_metropolis_hastings_around_inexact`: the wrapper's own
+  `target_log_prob` is the one TFP's test compares."""
+  depth = getattr(_EXACTNESS, "depth", 0)
+  _EXACTNESS.depth = depth + 1
+  try:
+    yield
+  finally:
+    _EXACTNESS.depth = depth
+
+
+def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
+  """Raises, at the first `one_step` (when traced), if TFP's
+  `MetropolisHastings` holds `kernel` (directly or through wrappers) while
+  `kernel` reports a minibatch estimate as `target_log_prob`: TFP's test
+  would compare minibatch energies across states.
+
+  Nothing in TFP is changed for this: the results TFP's
+  `MetropolisHastings` passes back carry its mark (stripped seeds)."""
+  if (not _stripped_by_metropolis_hastings(previous_results) or
+      kernel.reports_exact_log_prob or getattr(_EXACTNESS, "depth", 0)):
+    return
+  refuse_inexact(kernel, "MetropolisHastings")
 
 
 def refuse_inexact(kernel, wrapper):
-  """Raises if `kernel` (or the tfp_sgmcmc kernel inside it) reports a
-  minibatch estimate as `target_log_prob`, for TFP's `wrapper` to compare."""
-  ours = _first_sgmcmc_kernel(kernel)
-  if ours is None or ours.reports_exact_log_prob:
-    return
-  if reports_exact_log_prob(ours.target):
+  """Raises: `kernel` (a tfp_sgmcmc kernel) reports a minibatch estimate
+  (or, built with `compute_energy=False`, NaN) as `target_log_prob`, for
+  TFP's `wrapper` to compare."""
+  if reports_exact_log_prob(kernel.target):
     raise ValueError(
-        f"tfp.mcmc.{wrapper} around {type(ours).__name__} built with "
+        f"tfp.mcmc.{wrapper} around {type(kernel).__name__} built with "
         "`compute_energy=False`: its full-batch target's log density is not "
         "computed, so `target_log_prob` holds NaN and the test would reject "
         "every proposal. Build the kernel with compute_energy=True (the "
         "default) to wrap it.")
   raise ValueError(
-      f"tfp.mcmc.{wrapper} around {type(ours).__name__} with a minibatch "
+      f"tfp.mcmc.{wrapper} around {type(kernel).__name__} with a minibatch "
       "target: its `target_log_prob` is a minibatch estimate (-U~ on one "
       "batch), and an accept/reject or replica-swap test on minibatch "
       "energies does not sample the posterior. Give the kernel a "
@@ -156,38 +183,3 @@ def refuse_inexact(kernel, wrapper):
       ", step_size=...), or InMemoryTarget(..., full_batch=True)), or "
       "use tfp_sgmcmc.AMAGOLD, whose amortized test is exact on "
       "minibatches.")
-
-
-_INSTALLED = "_tfp_sgmcmc_checks_exactness"
-
-
-def install_exact_wrapper_checks():
-  """Makes TFP's `MetropolisHastings` refuse, when built, an inner kernel
-  that reports a minibatch estimate, and `ReplicaExchangeMC` each such
-  kernel its `make_kernel_fn` makes (idempotent)."""
-  mh = tfp.mcmc.MetropolisHastings
-  if not getattr(mh, _INSTALLED, False):
-    original_init = mh.__init__
-
-    @functools.wraps(original_init)
-    def checked_init(self, inner_kernel, *args, **kwargs):
-      original_init(self, inner_kernel, *args, **kwargs)
-      refuse_inexact(inner_kernel, type(self).__name__)
-    mh.__init__ = checked_init
-    setattr(mh, _INSTALLED, True)
-  remc = tfp.mcmc.ReplicaExchangeMC
-  if not getattr(remc, _INSTALLED, False):
-    original = remc.make_kernel_fn
-
-    def checked_make_kernel_fn(self):
-      make = original.fget(self)
-
-      @functools.wraps(make)
-      def make_checked(*args, **kwargs):
-        kernel = make(*args, **kwargs)
-        refuse_inexact(kernel, type(self).__name__)
-        return kernel
-      return make_checked
-    remc.make_kernel_fn = property(checked_make_kernel_fn,
-                                   doc=original.__doc__)
-    setattr(remc, _INSTALLED, True)

@@ -13,15 +13,11 @@ identity path of `dynamics.hamiltonian`: the chain is the one the kernels
 ran before they had a mass matrix, bit for bit.
 """
 
-import functools
-
 import tensorflow as tf
-import tensorflow_probability as tfp
 
 from tfp_sgmcmc.dynamics import hamiltonian
 
-__all__ = ["IDENTITY", "initial_field", "of_step",
-           "install_mass_adaptation_check"]
+__all__ = ["IDENTITY", "initial_field", "of_step"]
 
 # The results field of the identity mass matrix.
 IDENTITY = ()
@@ -39,12 +35,49 @@ def _chains(per_chain):
 def initial_field(kernel, init_state, energy):
   """The results field at `bootstrap_results`: the kernel's distribution
   batched to the chains (the shape of `energy`) after
-  checking that a draw is shaped like `init_state`, or `IDENTITY`.
-  `energy` is one value per chain."""
+  checking that a draw is shaped like `init_state`; without one, the
+  identity (see `_identity_for_adaptation`). `energy` is one value per
+  chain."""
   batched = hamiltonian.check_momentum_distribution(
       kernel.momentum_distribution, init_state, _chains(energy),
       type(kernel).__name__)
-  return IDENTITY if batched is None else batched
+  if batched is not None:
+    return batched
+  return _identity_for_adaptation(kernel, init_state, energy)
+
+
+def _identity_for_adaptation(kernel, init_state, energy):
+  """The identity mass matrix in the results.
+
+  A kernel that reads its parameters from its results (TFP's adaptation
+  kernels build it with `store_parameters_in_results=True`, as TFP's
+  windowed sampling builds `PreconditionedHamiltonianMonteCarlo`) keeps
+  the identity as TFP's diagonal form with M^{-1} = 1, as TFP's
+  preconditioned HMC keeps one: `DiagonalMassMatrixAdaptation(...,
+  num_estimation_steps=n)` replaces that distribution at step n and needs
+  it there from the start. Its draws are the identity path's N(0, I) draws
+  scaled by 1, and its velocity is r times 1: the same chain.
+
+  Any other kernel (and AMAGOLD with `momentum_std` other than 1, whose
+  identity is sigma^2 I) keeps `IDENTITY`, the empty structure, and steps
+  on the identity path of `dynamics.hamiltonian`."""
+  if not kernel.store_parameters_in_results or not _is_one(
+      getattr(kernel, "momentum_std", 1.)):
+    return IDENTITY
+  parts = tf.nest.flatten(init_state)
+  batch_ndims = energy.shape.rank
+  identity = hamiltonian.diagonal_momentum_distribution(
+      parts, batch_ndims,
+      inverse_mass=[tf.ones(p.shape[batch_ndims:], p.dtype) for p in parts])
+  return hamiltonian.batch_momentum_distribution(identity, _chains(energy))
+
+
+def _is_one(value):
+  """Whether `value` is statically the number 1."""
+  try:
+    return float(value) == 1.
+  except (TypeError, ValueError):
+    return False
 
 
 def of_step(kernel, previous_results):
@@ -56,59 +89,3 @@ def of_step(kernel, previous_results):
     return None if _is_identity(field) else field
   return hamiltonian.batch_momentum_distribution(
       kernel.momentum_distribution, _chains(previous_results.diverged))
-
-
-def _innermost_with_mass(kernel):
-  """The innermost kernel (looking through `inner_kernel`) that takes a
-  `momentum_distribution` argument, or None."""
-  found, seen = None, set()
-  while kernel is not None and id(kernel) not in seen:
-    seen.add(id(kernel))
-    if "momentum_distribution" in getattr(kernel, "parameters", {}):
-      found = kernel
-    kernel = getattr(kernel, "inner_kernel", None)
-  return found
-
-
-def refuse_frozen_adaptation_of_the_identity(adaptation):
-  """Raises for `DiagonalMassMatrixAdaptation(kernel,
-  num_estimation_steps=n)` around one of these kernels without a
-  momentum distribution: at step n TFP replaces the distribution in the
-  results, and the identity keeps none there (TFP's own kernels keep an
-  identity distribution; ours keep `()` so that a chain without a mass
-  matrix is unchanged), which would fail inside TFP with an
-  AttributeError."""
-  if adaptation.num_estimation_steps is None:
-    return
-  ours = _innermost_with_mass(adaptation.inner_kernel)
-  if ours is None or not hasattr(type(ours), "reports_exact_log_prob") or (
-      ours.parameters["momentum_distribution"] is not None):
-    return
-  raise ValueError(
-      f"DiagonalMassMatrixAdaptation(..., num_estimation_steps="
-      f"{adaptation.num_estimation_steps!r}) around {type(ours).__name__} "
-      "with momentum_distribution=None: the adaptation replaces the "
-      "kernel's momentum distribution at that step and needs one to "
-      "replace. Start from the identity as a distribution: "
-      f"{type(ours).__name__}(..., momentum_distribution=tfp_sgmcmc."
-      "diagonal_momentum_distribution(initial_state, batch_ndims=<number "
-      "of chain axes>)).")
-
-
-_INSTALLED = "_tfp_sgmcmc_checks_momentum_distribution"
-
-
-def install_mass_adaptation_check():
-  """Makes TFP's `DiagonalMassMatrixAdaptation` run
-  `refuse_frozen_adaptation_of_the_identity` when built (idempotent)."""
-  dmma = tfp.experimental.mcmc.DiagonalMassMatrixAdaptation
-  if getattr(dmma, _INSTALLED, False):
-    return
-  original_init = dmma.__init__
-
-  @functools.wraps(original_init)
-  def checked_init(self, *args, **kwargs):
-    original_init(self, *args, **kwargs)
-    refuse_frozen_adaptation_of_the_identity(self)
-  dmma.__init__ = checked_init
-  setattr(dmma, _INSTALLED, True)

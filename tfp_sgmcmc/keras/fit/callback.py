@@ -288,7 +288,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
                    else None, kept_samples=len(self._samples))
 
   def on_epoch_end(self, epoch, logs=None):
-    if not self._logs.added:  # Hooks called without a CallbackList.
+    if not self._logs.added:  # Once per epoch, for the callbacks after it.
       self.add_epoch_logs(epoch, logs)
     if self.divergence is not None:
       return

@@ -9,49 +9,23 @@ Every key is present at every epoch (NaN during burn-in), so that each
 samples the callback holds) is in every epoch's and train step's logs, so
 the progress bar shows it. Nothing else here runs per train step.
 
-The epoch's values must not depend on where the callback is listed: a
-`CSVLogger` or `TensorBoard` listed before it would otherwise write its
-epoch logs before they hold them (CSVLogger fixes its columns at the first
-epoch). `install()` makes `keras.callbacks.CallbackList.on_epoch_end` ask
-every callback that has an `add_epoch_logs(epoch, logs)` method for its
-values first, then call the callbacks in their order as before.
+The callback adds them in its `on_epoch_end`, to the logs dict every
+callback of the epoch shares: a callback listed after it (`CSVLogger`,
+`TensorBoard`, `History`, `EarlyStopping(monitor="energy")`) sees them, one
+listed before it does not (CSVLogger would fix its columns without them at
+the first epoch). `validation.fit_checks.check_callbacks` refuses Keras'
+loggers listed before it and warns about other callbacks with an
+`on_epoch_end` listed before it; list `SamplingCallback` first.
 """
 
-import functools
 import math
-
-import keras
 
 import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.targets import energy as energy_lib
 
-__all__ = ["EpochLogs", "install"]
-
-_INSTALLED = "_tfp_sgmcmc_epoch_logs_first"
-
-
-def install():
-  """Makes `CallbackList.on_epoch_end` collect the callbacks'
-  `add_epoch_logs` values before it calls any callback (idempotent)."""
-  callback_list = keras.callbacks.CallbackList
-  on_epoch_end = callback_list.on_epoch_end
-  if getattr(on_epoch_end, _INSTALLED, False):
-    return
-
-  @functools.wraps(on_epoch_end)
-  def logs_first(self, epoch, logs=None):
-    if logs is not None:
-      for callback in self.callbacks:
-        add = getattr(callback, "add_epoch_logs", None)
-        if add is not None:
-          add(epoch, logs)
-    return on_epoch_end(self, epoch, logs)
-
-  setattr(logs_first, _INSTALLED, True)
-  callback_list.on_epoch_end = logs_first
-
+__all__ = ["EpochLogs"]
 
 class EpochLogs:
   """The epoch-end log values, and the M-H tests counted in the epoch.
@@ -70,6 +44,12 @@ class EpochLogs:
     self.tests = 0
     self.accepted = 0
     self.added = False  # Whether this epoch's values are in its logs.
+
+  @property
+  def keys(self):
+    """The keys added to every epoch's logs (and `accept_rate` for a
+    sampler with a test, while sampling)."""
+    return list(self._keys)
 
   def build(self, model, strategy):
     """Compiles log p(theta) of the model's weights, once."""

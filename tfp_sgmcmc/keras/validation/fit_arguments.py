@@ -3,33 +3,35 @@
 Keras hands a callback the model and `params` (epochs, steps), not what
 `fit` was called with; the checks of `SamplingCallback` need more (its
 other callbacks, `class_weight`, `sample_weight`, `x`, `steps_per_epoch`,
-`validation_split`, `initial_epoch`). `install()` wraps `keras.Model.fit`
-(once, when `tfp_sgmcmc.keras` is imported) so that each call records its
-bound arguments for the model while it runs; `of(model)` reads them.
-Nothing else about `fit` changes. A training loop that calls the callbacks
-itself has no record, and the checks that need one are skipped.
+`validation_split`, `initial_epoch`). `of(model)`, called from a callback
+hook that `fit` runs, reads them from the frame of that `fit` call: its
+local variables, as `fit` holds them when it calls the callbacks (after
+`validation_split` has split `x`, `y` and `sample_weight` into their
+training parts and `validation_data`; `callbacks` as the `CallbackList`
+`fit` built). Nothing of Keras is changed or wrapped for this. A training
+loop that calls the callbacks itself has no such frame, and the checks that
+need one are skipped.
 """
 
-import collections
-import functools
-import inspect
 import math
+import sys
 
-import keras
+__all__ = ["FitArguments", "of"]
 
-__all__ = ["FitArguments", "install", "of"]
-
-# id(model) -> the arguments of its running `fit` (a stack, for a `fit`
-# called inside another).
-_RUNNING = collections.defaultdict(list)
-_INSTALLED = "_tfp_sgmcmc_records_arguments"
+# The arguments of Keras' `Model.fit` the checks read: a frame whose code
+# has them all (and whose `self` is the model) is `fit`'s.
+_FIT_ARGUMENTS = frozenset(("x", "y", "callbacks", "class_weight",
+                            "sample_weight", "validation_split",
+                            "validation_data", "steps_per_epoch",
+                            "initial_epoch"))
 
 
 class FitArguments:
-  """The bound arguments of one `fit` call, with Keras' defaults filled in.
+  """The arguments of one running `fit` call, as `fit` holds them when it
+  calls the callbacks.
 
-  `x` is the training input as `fit` got it; `examples()` counts the
-  examples `fit` trains on after `validation_split` held out its part.
+  `x` is the training input; `examples()` counts the examples `fit` trains
+  on after `validation_split` held out its part.
   """
 
   def __init__(self, arguments):
@@ -55,36 +57,22 @@ class FitArguments:
     return int(math.floor(n * (1.0 - split)))
 
 
-def install():
-  """Makes `keras.Model.fit` record its arguments (idempotent)."""
-  fit = keras.Model.fit
-  if getattr(fit, _INSTALLED, False):
-    return
-  signature = inspect.signature(fit)
-
-  @functools.wraps(fit)
-  def recording_fit(self, *args, **kwargs):
-    try:
-      bound = signature.bind(self, *args, **kwargs)
-    except TypeError:
-      return fit(self, *args, **kwargs)  # Keras reports the bad call.
-    bound.apply_defaults()
-    arguments = dict(bound.arguments)
-    arguments.pop("self", None)
-    stack = _RUNNING[id(self)]
-    stack.append(FitArguments(arguments))
-    try:
-      return fit(self, *args, **kwargs)
-    finally:
-      stack.pop()
-      if not stack:
-        del _RUNNING[id(self)]
-
-  setattr(recording_fit, _INSTALLED, True)
-  keras.Model.fit = recording_fit
-
-
 def of(model):
-  """The arguments of `model`'s running `fit`, or None."""
-  stack = _RUNNING.get(id(model))
-  return stack[-1] if stack else None
+  """The arguments of `model`'s running `fit` (the innermost one), or None
+  when no `fit` of `model` is running on this thread's stack."""
+  frame = sys._getframe(1)  # pylint: disable=protected-access
+  try:
+    while frame is not None:
+      if (frame.f_code.co_name == "fit" and
+          frame.f_locals.get("self") is model and
+          _FIT_ARGUMENTS <= set(frame.f_code.co_varnames)):
+        values = frame.f_locals
+        return FitArguments({name: values.get(name) for name in
+                             frame.f_code.co_varnames[
+                                 :frame.f_code.co_argcount +
+                                 frame.f_code.co_kwonlyargcount]
+                             if name != "self"})
+      frame = frame.f_back
+    return None
+  finally:
+    del frame  # A frame reference would keep the stack's locals alive.

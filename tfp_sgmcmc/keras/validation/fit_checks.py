@@ -85,6 +85,8 @@ def check_callbacks(callback, cbs):
         "runs each step's bookkeeping twice). Give fit one "
         "SamplingCallback; for several chains, fit one model per chain, "
         "each with its own SamplingCallback.")
+  if mine is not None:
+    _check_readers_listed_after(callback, cbs[:mine])
   for i, cb in enumerate(cbs):
     if isinstance(cb, (keras.callbacks.ReduceLROnPlateau,
                        keras.callbacks.LearningRateScheduler)):
@@ -138,6 +140,40 @@ def check_callbacks(callback, cbs):
             "a mid-epoch backup from the start of its epoch with the "
             "mid-epoch weights, which repeats steps of the chain. Use "
             "save_freq='epoch' (the default).")
+
+
+def _check_readers_listed_after(callback, before):
+  """The callbacks listed before `callback` do not see the values it adds
+  to the epoch logs (it adds them in its own `on_epoch_end`): Keras'
+  loggers listed there are refused, other callbacks that read the epoch
+  logs warned."""
+  keys = set(callback._logs.keys) | {"accept_rate"}
+  for cb in before:
+    name = type(cb).__name__
+    if isinstance(cb, (keras.callbacks.CSVLogger,
+                       keras.callbacks.TensorBoard)):
+      raise ValueError(
+          f"{name} is listed before SamplingCallback in fit's callbacks: "
+          "the callback adds its epoch values (energy, step_size, "
+          "kept_samples, ...) to the epoch logs in its own on_epoch_end, "
+          f"after {name} has written that epoch without them ({name} "
+          "would never write them). List SamplingCallback first: "
+          f"callbacks=[sampling, ..., {name}(...)].")
+    monitor = getattr(cb, "monitor", None)
+    if monitor is not None:
+      reads_ours = monitor in keys or (
+          isinstance(monitor, str) and monitor.startswith("val_") and
+          monitor[4:] in keys)
+    else:
+      reads_ours = (getattr(type(cb), "on_epoch_end", None) is not
+                    keras.callbacks.Callback.on_epoch_end)
+    if reads_ours and not isinstance(cb, keras.callbacks.BackupAndRestore):
+      warnings.warn(
+          f"{name} is listed before SamplingCallback in fit's callbacks: "
+          "its on_epoch_end runs before the callback adds its epoch values "
+          f"({', '.join(sorted(keys))}) to the logs, so it does not see "
+          "them. List SamplingCallback first if it reads them.",
+          UserWarning, stacklevel=5)
 
 
 def check_same_model(callback, owner, model):
