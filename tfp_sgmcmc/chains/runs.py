@@ -24,6 +24,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc.chains import checkpointing
 from tfp_sgmcmc.chains import diagnostics
+from tfp_sgmcmc.chains import quiet
 from tfp_sgmcmc.kernels import results_guard
 
 __all__ = ["sample_moments", "Moments", "sample_chain_with_progress",
@@ -271,13 +272,14 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
     # reports an energy and the run is long enough for 4 windows.
     with_windows = windows.num_windows >= 4 and diagnostics.find_field(
         start_results, "energy") is not None
-    _, final_state, final_results, reducer_state = (
-        tfp.experimental.mcmc.sample_fold(
-            num_steps, state, previous_kernel_results=start_results,
-            kernel=kernel,
-            reducer=[reducer, windows] if with_windows else [reducer],
-            num_burnin_steps=num_burnin_steps,
-            seed=seed, return_final_reducer_states=True))
+    with quiet.expected_warnings_silenced():  # Warned when traced.
+      _, final_state, final_results, reducer_state = (
+          tfp.experimental.mcmc.sample_fold(
+              num_steps, state, previous_kernel_results=start_results,
+              kernel=kernel,
+              reducer=[reducer, windows] if with_windows else [reducer],
+              num_burnin_steps=num_burnin_steps,
+              seed=seed, return_final_reducer_states=True))
     energy_sums = ((reducer_state[1][0], reducer_state[1][1], windows.size)
                    if with_windows else None)
     reducer_state = reducer_state[0]
@@ -487,11 +489,12 @@ def _compiled_chunks(kernel, trace_fn, jit_compile):
   def sample(n, thin, lead):  # Static sizes: one compilation per size.
     if (n, thin, lead) not in samplers:
       def run(state, results):
-        out = tfp.mcmc.sample_chain(
-            n, state, previous_kernel_results=results, kernel=wrapped,
-            trace_fn=inner_trace, return_final_kernel_results=True,
-            num_burnin_steps=lead, num_steps_between_results=thin,
-            seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks the seeds.
+        with quiet.expected_warnings_silenced():  # Warned when traced.
+          out = tfp.mcmc.sample_chain(
+              n, state, previous_kernel_results=results, kernel=wrapped,
+              trace_fn=inner_trace, return_final_kernel_results=True,
+              num_burnin_steps=lead, num_steps_between_results=thin,
+              seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks seeds.
         return out.all_states, out.trace, out.final_kernel_results
       samplers[(n, thin, lead)] = tf.function(
           run, jit_compile=jit_compile, autograph=False)
