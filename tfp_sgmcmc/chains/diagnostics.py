@@ -19,7 +19,9 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
-           "find_field", "heating", "energy_windows", "HEATING_THRESHOLD"]
+           "find_field", "heating", "energy_windows", "HEATING_THRESHOLD",
+           "minibatch_sharing", "effective_sample_size", "RunVerdict",
+           "divergence_and_heating", "SHARED", "INDEPENDENT", "FULL_BATCH"]
 
 
 class UnhealthyChainWarning(UserWarning):
@@ -29,7 +31,8 @@ class UnhealthyChainWarning(UserWarning):
 
 ChainHealth = collections.namedtuple("ChainHealth", [
     "num_draws", "num_chains", "divergences", "acceptance_rate",
-    "step_size", "heating", "min_ess", "max_rhat", "problems"])
+    "step_size", "heating", "min_ess", "max_rhat", "problems", "notes"],
+                                     defaults=((),))
 ChainHealth.__doc__ = """What `summarize` returns.
 
 Attributes:
@@ -46,7 +49,213 @@ Attributes:
   max_rhat: the largest split R-hat over coordinates (1 for one chain; inf
     when a draw is not finite).
   problems: the thresholds crossed, as sentences; empty for a healthy run.
+  notes: caveats that are not problems of the run, as sentences: with
+    `summarize(..., kernel=...)` of chains that shared their minibatches,
+    that R-hat and ESS are optimistic. Empty by default.
 """
+
+
+# What `minibatch_sharing` returns.
+SHARED = "shared by all chains"
+INDEPENDENT = "independent per chain"
+FULL_BATCH = "full batch"
+
+
+def _sampled_target(kernel):
+  """The tfp_sgmcmc target a kernel samples, looking through TFP's wrappers
+  (`inner_kernel`: step-size adaptation, `TransformedTransitionKernel`,
+  `MetropolisHastings`, our `StepSeeded`); None if there is none."""
+  seen = 0
+  while kernel is not None and seen < 64:
+    target = getattr(kernel, "target", None)
+    if target is not None and hasattr(target, "minibatch_energy"):
+      return target
+    kernel = getattr(kernel, "inner_kernel", None)
+    seen += 1
+  return None
+
+
+def minibatch_sharing(kernel):
+  """Whether the chains of a run of `kernel` shared their minibatches.
+
+  The chains of one `sample_chain` call (the leading dimensions of the
+  state) see the same minibatch at each step unless the target draws one per
+  chain. Chains that share their gradient noise are not independent: R-hat
+  and cross-chain ESS come out optimistic (too close to 1, too large).
+
+  Args:
+    kernel: a kernel of this package, or TFP's wrappers around one
+      (looked through by their `inner_kernel`), or None.
+
+  Returns:
+    `SHARED` ("shared by all chains": `InMemoryTarget` by default,
+    `DatasetTarget`, `TFRecordTarget`, `ShardedTarget`), `INDEPENDENT`
+    ("independent per chain": `InMemoryTarget(independent_minibatches=True)`,
+    or a `NoisyGradientTarget`, whose noise is drawn per chain),
+    `FULL_BATCH` ("full batch": exact gradients, no minibatch), or None
+    when it cannot tell (no kernel, a kernel of another library, a target
+    of the user's own class). `ControlVariateTarget`, `TemperedTarget` and
+    the `LogProbFnTarget` of a TFP wrapper answer as the target they are
+    built on.
+
+  #### Example
+
+  ```python
+  shared = tfp_sgmcmc.InMemoryTarget(log_likelihood, (x, y), batch_size=32)
+  print(tfp_sgmcmc.diagnostics.minibatch_sharing(
+      tfp_sgmcmc.SGLD(shared, 1e-3)))            # shared by all chains
+  own = tfp_sgmcmc.InMemoryTarget(log_likelihood, (x, y), batch_size=32,
+                                  parameter_shapes=[d],
+                                  independent_minibatches=True)
+  print(tfp_sgmcmc.diagnostics.minibatch_sharing(
+      tfp_sgmcmc.SGLD(own, 1e-3)))               # independent per chain
+  ```
+  """
+  target = _sampled_target(kernel)
+  # Local imports: the targets import nothing from chains, and this module
+  # is imported by them indirectly through the package.
+  from tfp_sgmcmc.targets import dataset  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.targets import in_memory  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.targets import sharded  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.targets import synthetic  # pylint: disable=g-import-not-at-top
+  for _ in range(64):
+    if target is None:
+      return None
+    if bool(getattr(target, "is_full_batch", False)):
+      return FULL_BATCH
+    if isinstance(target, in_memory.InMemoryTarget):
+      return INDEPENDENT if target.independent_minibatches else SHARED
+    if isinstance(target, (dataset.DatasetTarget, sharded.ShardedTarget)):
+      return SHARED
+    if isinstance(target, synthetic.NoisyGradientTarget):
+      return INDEPENDENT
+    target = getattr(target, "base_target", None)
+  return None
+
+
+def effective_sample_size(draws):
+  """Per-chain ESS of each coordinate, as TFP's
+  `tfp.mcmc.effective_sample_size(draws, filter_beyond_positive_pairs=True)`
+  computes it (Geyer's initial positive sequence on the autocorrelations),
+  in NumPy float64.
+
+  TFP's own computes the autocorrelations by a complex FFT and casts the
+  result back to real with `tf.cast`, which makes TensorFlow log a "casting
+  complex64 to float32" warning at each call; a real FFT gives the same
+  numbers without it.
+
+  Args:
+    draws: [num_draws, ...] array; every axis after the first is a batch
+      (chains, coordinates).
+
+  Returns:
+    ESS with the shape of `draws` less its first axis.
+  """
+  x = np.asarray(draws, np.float64)
+  n = x.shape[0]
+  centred = x - x.mean(axis=0)
+  size = 1 << int(np.ceil(np.log2(2 * n)))  # No wrap-around of lags.
+  spectrum = np.fft.rfft(centred, n=size, axis=0)
+  auto_cov = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=0)[:n]
+  shape = (n,) + (1,) * (x.ndim - 1)
+  auto_cov = auto_cov / (n - np.arange(n)).reshape(shape)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    auto_corr = auto_cov / auto_cov[:1]
+    weighted = ((n - np.arange(n)) / n).reshape(shape) * auto_corr
+
+    def sum_pairs(a):
+      a = a[:n - n % 2]
+      return a.reshape((n // 2, 2) + a.shape[1:]).sum(axis=1)
+    # Pairwise sums of a reversible chain's autocorrelations are positive:
+    # everything from the first negative pair on is noise.
+    mask = np.maximum(1. - np.cumsum(sum_pairs(auto_corr) < 0., axis=0), 0.)
+    return n / (-1. + 2. * np.sum(sum_pairs(weighted) * mask, axis=0))
+
+
+RunVerdict = collections.namedtuple(
+    "RunVerdict", ["divergences", "heating", "problems"])
+RunVerdict.__doc__ = """What `divergence_and_heating` returns.
+
+Attributes:
+  divergences: per chain, the number of traced steps flagged `diverged`
+    (zeros without the field).
+  heating: per chain, the `heating` statistic of the traced `energy`, or
+    None (no energy traced, or fewer than 8 draws).
+  problems: sentences for what went wrong (non-finite draws, diverged
+    chains, heating chains); empty for a run with none of them.
+"""
+
+
+def divergence_and_heating(samples, trace, heating_threshold=None,
+                           reference_energy=None):
+  """Did a run diverge or heat up? The verdict of `summarize` without ESS
+  and R-hat, nothing printed or warned.
+
+  For a report at the end of a run (e.g. `tfp_sgmcmc.sample`): an SG chain
+  at too large a step size either overflows (its `diverged` flags, or
+  non-finite draws) or heats up with every value finite (its energy climbs
+  far beyond the d/2 that sampling explains, see `heating`).
+
+  Args:
+    samples: draws [num_draws, num_chains, ...] (or a structure of them).
+    trace: the traced kernel results of the same run (or None).
+    heating_threshold, reference_energy: as for `summarize` (None:
+      `HEATING_THRESHOLD`).
+
+  Returns:
+    `RunVerdict(divergences, heating, problems)`.
+
+  #### Example
+
+  ```python
+  run = tfp_sgmcmc.sample_chain_with_progress(
+      300, tf.zeros([4, d]), tfp_sgmcmc.SGHMC(target, 0.5, friction=0.1),
+      seed=[0, 1], progress=False)
+  verdict = tfp_sgmcmc.diagnostics.divergence_and_heating(run.all_states,
+                                                          run.trace)
+  print(verdict.problems)   # e.g. ['4 of 4 chains diverged (...)']
+  ```
+  """
+  divergences, heat, broken, hot = _verdict(samples, trace,
+                                            heating_threshold,
+                                            reference_energy)
+  return RunVerdict(divergences=divergences, heating=heat,
+                    problems=broken + hot)
+
+
+def _verdict(samples, trace, heating_threshold, reference_energy):
+  """(divergences, heating, [non-finite and divergence problems],
+  [heating problems]) of `divergence_and_heating`."""
+  if heating_threshold is None:
+    heating_threshold = HEATING_THRESHOLD
+  parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
+  num_draws = parts[0].shape[0]
+  num_chains = parts[0].shape[1] if parts[0].ndim > 1 else 1
+  num_parameters = sum(
+      int(np.prod(p.shape[2:] if p.ndim > 1 else ())) for p in parts)
+  finite = all(np.all(np.isfinite(p)) for p in parts)
+  diverged = find_field(trace, "diverged")
+  divergences = (np.zeros(num_chains, int) if diverged is None else
+                 np.asarray(diverged).reshape(num_draws, -1).sum(axis=0))
+  energy = find_field(trace, "energy")
+  windows = (None if energy is None else energy_windows(
+      np.asarray(energy, np.float64).reshape(num_draws, -1)))
+  heat = (None if windows is None else
+          heating(windows[0], num_parameters, reference_energy, windows[1]))
+  broken, hot = [], []
+  if not finite:
+    broken.append("samples contain NaN or inf")
+  if divergences.sum():
+    broken.append(f"{int((divergences > 0).sum())} of {num_chains} chains "
+                  "diverged (non-finite energy or state)")
+  if heat is not None and np.any(heat > heating_threshold):
+    chains = np.flatnonzero(heat > heating_threshold)
+    hot.append(
+        f"energy grows far beyond sampling's d/2 in {chains.size} of "
+        f"{num_chains} chains (heating {float(np.max(heat)):.0f} > "
+        f"{heating_threshold:g}, chains {_short(chains)}): the chain heats "
+        "up (step size too large or friction too small)")
+  return divergences, heat, broken, hot
 
 
 def find_field(results, name):
@@ -212,7 +421,7 @@ def heating(means, num_parameters, reference=None, noise=None):
 
 def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
               min_ess=100., heating_threshold=HEATING_THRESHOLD, warn=True,
-              reference_energy=None):
+              reference_energy=None, kernel=None):
   """Per-chain health of a run, printed and returned.
 
   Args:
@@ -231,6 +440,9 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
       x (sqrt(d/2) + noise) above it is reported as heating. None compares
       the end of the run with its start, which catches a chain that heats
       up during the run but not one that was already hot when it started.
+    kernel: None, or the kernel that made the run: when its chains shared
+      each step's minibatch (`minibatch_sharing`), the report says that
+      R-hat and ESS are optimistic (`ChainHealth.notes`).
 
   The `heating` of a chain (`ChainHealth.heating`) is the statistic of
   `heating` on 16 window means of the traced `energy`: the rise of the
@@ -294,23 +506,17 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
           f"`reference_energy` has shape {list(ref_shape)} but `samples` "
           f"hold {num_chains} chains: give one energy, or one per chain "
           f"(shape [{num_chains}]).")
-  diverged = find_field(trace, "diverged")
-  divergences = (np.zeros(num_chains, int) if diverged is None else
-                 np.asarray(diverged).reshape(num_draws, -1).sum(axis=0))
+  divergences, heat, broken, hot = _verdict(samples, trace,
+                                            heating_threshold,
+                                            reference_energy)
   accepted = find_field(trace, "is_accepted")
   acceptance = (None if accepted is None else np.asarray(
       accepted, np.float64).reshape(num_draws, -1).mean(axis=0))
   step = find_field(trace, "step_size")
   step_size = None if step is None else np.asarray(step)[-1]
-  energy = find_field(trace, "energy")
-  windows = (None if energy is None else energy_windows(
-      np.asarray(energy, np.float64).reshape(num_draws, -1)))
-  heat = (None if windows is None else
-          heating(windows[0], flat.shape[-1], reference_energy, windows[1]))
 
   if finite:
-    ess = np.asarray(tfp.mcmc.effective_sample_size(
-        tf.constant(flat), filter_beyond_positive_pairs=True)).sum(axis=0)
+    ess = effective_sample_size(flat).sum(axis=0)
     rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
         tf.constant(flat), split_chains=True)) if num_chains > 1 else
             np.ones(flat.shape[-1]))
@@ -318,12 +524,7 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   else:
     worst_ess, worst_rhat = 0., float("inf")
 
-  problems = []
-  if not finite:
-    problems.append("samples contain NaN or inf")
-  if divergences.sum():
-    problems.append(f"{int((divergences > 0).sum())} of {num_chains} chains "
-                    "diverged (non-finite energy or state)")
+  problems = list(broken)
   if worst_rhat > max_rhat:
     problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: chains disagree")
   if worst_ess < min_ess:
@@ -331,19 +532,20 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   if acceptance is not None and np.any(acceptance < 0.1):
     problems.append("acceptance below 10% in some chain: step size too "
                     "large?")
-  if heat is not None and np.any(heat > heating_threshold):
-    hot = np.flatnonzero(heat > heating_threshold)
-    problems.append(
-        f"energy grows far beyond sampling's d/2 in {hot.size} of "
-        f"{num_chains} chains (heating {float(np.max(heat)):.0f} > "
-        f"{heating_threshold:g}, chains {_short(hot)}): the chain heats up"
-        " (step size too large or friction too small)")
+  problems += hot
+  notes = []
+  if num_chains > 1 and minibatch_sharing(kernel) == SHARED:
+    notes.append(
+        "the chains shared each step's minibatch, so they are not "
+        "independent: R-hat and ESS are optimistic (for independent chains "
+        "build the target with InMemoryTarget(..., "
+        "independent_minibatches=True), as tfp_sgmcmc.sample does)")
 
   health = ChainHealth(
       num_draws=num_draws, num_chains=num_chains, divergences=divergences,
       acceptance_rate=acceptance, step_size=step_size,
       heating=heat, min_ess=worst_ess, max_rhat=worst_rhat,
-      problems=problems)
+      problems=problems, notes=notes)
   if print_report:
     print(format_report(health))
   if warn and problems:
@@ -375,4 +577,5 @@ def format_report(health):
                  f"{step:>9s} {growth:>8s}")
   lines.append("healthy" if not health.problems else
                "PROBLEMS: " + "; ".join(health.problems))
+  lines.extend("note: " + n for n in getattr(health, "notes", ()))
   return "\n".join(lines)
