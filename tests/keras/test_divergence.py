@@ -44,6 +44,35 @@ def test_a_diverging_sghmc_stops_with_a_message_and_keeps_finite_samples():
     model.fit(*worker.data(), epochs=1, verbose=0, callbacks=[sampling])
 
 
+def test_the_message_names_the_learning_rate_passed_and_division_by_n():
+  # SGHMC built from SGD units with learning_rate=0.25 (h = 0.5, as above):
+  # the message speaks of the learning_rate passed, not only of the step
+  # size it gives, and of its usual cause, a rate not divided by N.
+  with pytest.warns(RuntimeWarning) as record:
+    _, sampling, _, _ = regression_fit(sgk.SGHMC.from_sgd_momentum(
+        learning_rate=0.25, momentum_decay=0.05, seed=0))
+  message = str(record[-1].message)
+  assert sampling.divergence is not None
+  assert ("a smaller learning_rate (you passed learning_rate=0.25 to "
+          "SGHMC.from_sgd_momentum; the step_size it gives is "
+          "sqrt(learning_rate) = 0.5)") in message
+  assert "a larger momentum_decay (now 0.05)" in message
+  n = worker.NUM_EXAMPLES
+  assert (f"not divided by N = num_examples = {n}" in message and
+          f"learning_rate=0.25 / {n} = {0.25 / n:.3g}" in message), message
+  # Built from step_size, the hint and the cause are in step_size's units.
+  with pytest.warns(RuntimeWarning) as record:
+    regression_fit(sgk.SGLD(step_size=0.5, seed=0))
+  message = str(record[-1].message)
+  assert "smaller step_size (now 0.5)" in message
+  assert f"step_size=0.5 / {n} = {0.5 / n:.3g}" in message, message
+  # A config round trip keeps working (what was passed is not in it).
+  sampler = sgk.SGHMC.from_sgd_momentum(learning_rate=0.25,
+                                        momentum_decay=0.05)
+  again = sgk.SGHMC.from_config(sampler.get_config())
+  assert again.get_config() == sampler.get_config()
+
+
 def test_divergence_can_raise_and_a_weight_bound_catches_growth_early():
   with pytest.raises(sgk.SamplerDivergenceError,
                      match="SGLD diverged.*Try a smaller step_size"):

@@ -150,15 +150,30 @@ def divergence_report(sampler, epoch, batch, num_kept, what):
   settings to change."""
   name = type(sampler).__name__
   config = sampler.get_config()
-  hints = [f"a smaller step_size (now {config.get('step_size')!r})"]
-  if "friction" in config:
-    hints.append(f"a larger friction (now {config['friction']!r})")
+  built, sgd = getattr(sampler, "_sgd_arguments", None) or (None, None)
+  num_examples = getattr(sampler, "num_examples", None)
+  if sgd is not None:
+    # Built in SGD units: the hints and the cause in the arguments passed.
+    hints = [f"a smaller learning_rate (you passed learning_rate="
+             f"{sgd['learning_rate']!r} to {name}.{built}; the step_size it "
+             f"gives is sqrt(learning_rate) = {config.get('step_size')!r})",
+             f"a larger momentum_decay (now {sgd['momentum_decay']!r})"]
+    unit = "learning_rate"
+    value = sgd["learning_rate"]
+  else:
+    hints = [f"a smaller step_size (now {config.get('step_size')!r})"]
+    if "friction" in config:
+      hints.append(f"a larger friction (now {config['friction']!r})")
+    unit = "step_size"
+    value = config.get("step_size")
   if "diffusion" in config:
     hints.append(f"a larger diffusion (now {config['diffusion']!r})")
   if config.get("loss_scale_factor") is not None:
     hints.append("a smaller loss_scale_factor (now "
                  f"{config['loss_scale_factor']!r}; the float16 loss may "
                  "overflow)")
+  cause = _not_divided_by_n(unit, value, num_examples,
+                            bool(getattr(sampler, "_uses_momentum", False)))
   where = f"epoch {epoch}"
   if batch is not None:
     where += f", batch {batch}"
@@ -168,10 +183,28 @@ def divergence_report(sampler, epoch, batch, num_kept, what):
       "are finite and stay in the callback (.samples, .posterior), and the "
       "model's weights are set to the last of them"
       f"{'' if num_kept else ' (none kept: the weights are left as they are)'}"
-      f". Try {' or '.join(hints)}.")
+      f". Try {' or '.join(hints)}.{cause}")
   return dict(sampler=name, epoch=epoch, batch=batch,
               step=sampler.step_count, what=what, num_samples=num_kept,
               message=message)
+
+
+def _not_divided_by_n(unit, value, num_examples, momentum):
+  """The usual cause of a divergence, in the units of the argument the user
+  passed: a rate for the mean loss used on the energy, N times larger."""
+  if not num_examples or not isinstance(value, (int, float)):
+    return ""
+  cause = (f" The usual cause: a {unit} meant for the mean loss (an SGD "
+           f"learning rate) not divided by N = num_examples = "
+           f"{num_examples}: the sampler's gradient is the energy's, N x "
+           "the mean loss's, so the same rate moves the weights N times as "
+           "far")
+  if unit == "step_size" and momentum:
+    return cause + (": the step_size of a sampler with a momentum is the "
+                    "square root of a learning rate, so from a rate lambda "
+                    "on the mean loss it is sqrt(lambda / N).")
+  return cause + (f" (e.g. {unit}={value!r} / {num_examples} = "
+                  f"{value / num_examples:.3g}).")
 
 
 class HeatingMonitor:
