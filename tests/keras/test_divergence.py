@@ -145,3 +145,44 @@ def test_a_heating_chain_warns_before_anything_overflows():
   # warned (docs/long_runs.md), so any seed passes.
   sampling, warned = _linear_fit(sgk.SGLD(step_size=1e-4, seed=0))
   assert not warned and sampling.heating < 4., (warned, sampling.heating)
+
+
+def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():
+  # The epoch energies of a fit whose energy climbed 6,694 -> 7,931 over its
+  # 6 sampling epochs from a burn-in reference of 6,650, for a model of
+  # d = 4,000 parameters: the level test allows d/2 = 2,000 plus 8 x
+  # (sqrt(d/2) + noise), so it stays quiet, but the last third of the
+  # sampling epochs sits far above the middle third: warned at the end.
+  from tfp_sgmcmc.keras.fit.health import HeatingMonitor  # pylint: disable=g-import-not-at-top
+
+  def run(energies, d=4000, n=1000):
+    monitor = HeatingMonitor()
+    rng = np.random.default_rng(0)
+    messages = []
+    for epoch, energy in enumerate([6650.] + list(energies)):
+      # 20 batches whose losses scatter by 0.01 (an epoch energy noise of
+      # N x 0.01 / sqrt(20) = 2.2).
+      losses = energy / n + 0.01 * rng.normal(size=20)
+      for b in range(20):
+        monitor.batch_end(b + 1, losses[:b + 1].mean())
+      messages.append(monitor.epoch_end(energy, epoch > 0, epoch == 0, d, n))
+    return monitor, [m for m in messages if m], monitor.fit_end(d)
+  rising = [6694., 6900., 7150., 7400., 7650., 7931.]
+  monitor, during, end = run(rising)
+  assert not during and monitor.heating < 8.
+  assert monitor.trend > 8. and end is not None
+  assert "the energy was still rising when sampling ended" in end
+  assert "6694 to 7931 over the 6 sampling epochs" in end
+  # Settled: the same rise within the first epoch, then flat with noise.
+  flat = [7900., 7931., 7910., 7925., 7905., 7920.]
+  monitor, during, end = run(flat)
+  assert end is None and abs(monitor.trend) < 1., monitor.trend
+
+
+def test_a_converged_fit_shows_no_rising_trend():
+  # The sound SGLD fit of the heating test: its energy settles in the first
+  # sampling epoch, the trend over its 5 sampling epochs stays small.
+  sampling, warned = _linear_fit(sgk.SGLD(step_size=1e-4, seed=0))
+  assert not warned
+  assert sampling.heating_trend is not None
+  assert abs(sampling.heating_trend) < 4., sampling.heating_trend

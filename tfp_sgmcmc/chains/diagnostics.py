@@ -21,6 +21,7 @@ import tensorflow_probability as tfp
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
            "find_field", "heating", "energy_windows", "HEATING_THRESHOLD",
            "minibatch_sharing", "effective_sample_size", "RunVerdict",
+           "energy_trend",
            "divergence_and_heating", "SHARED", "INDEPENDENT", "FULL_BATCH"]
 
 
@@ -415,6 +416,58 @@ def heating(means, num_parameters, reference=None, noise=None):
       noise = 1.4826 * np.median(
           np.abs(diffs - np.median(diffs, axis=0)), axis=0)
     z = (m[-1] - start - half_d) / (np.sqrt(half_d) + noise)
+  finite = np.all(np.isfinite(m), axis=0) & np.isfinite(z)
+  return np.where(finite, z, 0.)
+
+
+def energy_trend(means, num_parameters, window_noise=0.):
+  """How far the energy still rose over the last part of a run.
+
+  `heating` compares the end of a run with its start and allows the d/2
+  that sampling explains, so a chain whose energy climbs slowly (still
+  relaxing from the mode with too small a step size, or heating slowly)
+  can end below its threshold while still rising. Here the W window means
+  are cut into three consecutive parts, and the statistic is the rise of
+  the last part's mean over the middle part's,
+
+      z = (mean(m_last part) - mean(m_middle part)) /
+          (sqrt(d/2) + window_noise * sqrt(1/W_middle + 1/W_last)),
+
+  with no d/2 allowed: both parts are sampling, so at stationarity they
+  sit at the same level, and the exact energy's slow wander is bounded by
+  its posterior scale sqrt(d/2) (as in `heating`); `window_noise` is the
+  minibatch noise of one window mean. A chain whose energy settled during
+  the first third (a rise from the mode) gives z near 0. Compared with
+  `HEATING_THRESHOLD` like `heating`.
+
+  Args:
+    means: [W, chains...] window means of the energy, W >= 3.
+    num_parameters: d.
+    window_noise: the standard deviation of one window mean under a
+      correct chain (per chain or one value).
+
+  Returns:
+    z per chain (0 for chains with non-finite windows, or fewer than 3).
+
+  #### Example
+
+  ```python
+  rising = np.array([[6694.], [6900.], [7150.], [7400.], [7650.], [7931.]])
+  print(tfp_sgmcmc.diagnostics.energy_trend(rising, num_parameters=2000))
+  # about [16]: still rising (HEATING_THRESHOLD = 8), while
+  # heating(rising, 2000, noise=0.) is about [7.5]
+  ```
+  """
+  m = np.asarray(means, np.float64)
+  if m.shape[0] < 3:
+    return np.zeros(m.shape[1:])
+  parts = np.array_split(m, 3, axis=0)
+  middle, last = parts[1], parts[2]
+  with np.errstate(invalid="ignore", over="ignore"):
+    noise = np.asarray(window_noise, np.float64) * np.sqrt(
+        1. / middle.shape[0] + 1. / last.shape[0])
+    z = (last.mean(axis=0) - middle.mean(axis=0)) / (
+        np.sqrt(0.5 * float(num_parameters)) + noise)
   finite = np.all(np.isfinite(m), axis=0) & np.isfinite(z)
   return np.where(finite, z, 0.)
 

@@ -316,6 +316,8 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     self._traps.train_end(self)
+    if self._sampling and self.divergence is None:
+      self._check_heating_trend()
     if self.backup_dir is not None and self.divergence is None:
       # Before BackupAndRestore (listed after us) deletes backup_dir.
       backup_lib.keep_finished_state(self)
@@ -386,6 +388,13 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       self._keep_sample()
 
   # --- results -------------------------------------------------------------
+
+  @property
+  def heating_trend(self):
+    """The trend statistic of the sampling epochs' energies at the end of
+    the last fit (see `tfp_sgmcmc.diagnostics.energy_trend`; None before a
+    fit with three sampling epochs)."""
+    return self._heating.trend
 
   @property
   def heating(self):

@@ -222,6 +222,13 @@ class HeatingMonitor:
   loss recovered from Keras' running mean), measured on the reference
   epoch: a correct chain's epochs are as noisy as it, and the wide
   fluctuations of a hot chain do not count as noise.
+
+  At the end of a fit (`fit_end`), the trend of the sampling epochs'
+  energies (`diagnostics.energy_trend`: the last third's mean over the
+  middle third's) catches an energy still rising when sampling ends,
+  which the level test above allows while the rise stays below d/2 plus its
+  threshold (a large model relaxing slowly from the mode, or heating
+  slowly).
   """
 
   def __init__(self):
@@ -229,6 +236,7 @@ class HeatingMonitor:
     self.reference_se = 0.
     self.energies = []
     self.heating = None  # The latest statistic (None before 3 epochs).
+    self.trend = None  # The trend statistic at the end of the last fit.
     self.warned = False
     self._running = []  # (batches seen, running mean loss) this epoch.
 
@@ -290,3 +298,29 @@ class HeatingMonitor:
         " not the posterior's: the step size is probably too large for the "
         "integrator (or the friction too small). Nothing is stopped; "
         "`SamplingCallback.heating` holds the statistic.")
+
+  def fit_end(self, num_parameters):
+    """At the end of a fit: a warning message if the sampling epochs'
+    energy was still rising at the end (and the level test has not warned),
+    else None."""
+    if len(self.energies) < 3 or self.warned:
+      return None
+    means = np.asarray(self.energies, np.float64)[:, np.newaxis]
+    self.trend = float(diagnostics.energy_trend(
+        means, num_parameters, window_noise=self.reference_se)[0])
+    if self.trend <= diagnostics.HEATING_THRESHOLD:
+      return None
+    self.warned = True
+    thirds = np.array_split(means[:, 0], 3)
+    return (
+        f"the energy was still rising when sampling ended: the epoch energy "
+        f"went from {means[0, 0]:.6g} to {means[-1, 0]:.6g} over the "
+        f"{len(means)} sampling epochs, the last third's mean "
+        f"{thirds[2].mean():.6g} above the middle third's "
+        f"{thirds[1].mean():.6g} by {self.trend:.3g} x (sqrt(d/2) + noise) "
+        f"for d = {num_parameters} (> {diagnostics.HEATING_THRESHOLD:g}; "
+        "docs/keras.md). The chain has not settled at the posterior: it is "
+        "still relaxing from where sampling began (sample for more epochs, "
+        "or a larger step size if it moves too slowly) or it heats up "
+        "slowly (a smaller step size or more friction). Nothing is stopped; "
+        "`SamplingCallback.heating_trend` holds the statistic.")
