@@ -228,3 +228,24 @@ def test_summarize_logs_no_casting_warning(caplog):
       tf.constant(draws.reshape(100, 4, 3)),
       filter_beyond_positive_pairs=True)).sum(axis=0).min()
   np.testing.assert_allclose(health.min_ess, expected, rtol=1e-5)
+
+
+def test_the_library_drivers_do_not_repeat_tfps_calibration_warning():
+  # TFP warns "not calibrated" for every SG kernel without an M-H test:
+  # expected, nothing to act on (docs/tfp_workflow.md). The library's own
+  # loops run quiet; TFP's own sample_chain still warns, as TFP intends.
+  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+                                  0.1)
+
+  def calibration_warnings(run):
+    with warnings.catch_warnings(record=True) as record:
+      warnings.simplefilter("always")
+      run(sg.SGLD(target, 1e-2))  # A new kernel: its loops are traced anew.
+    return [w for w in record if "not calibrated" in str(w.message)]
+  state = tf.zeros([2, 2])
+  assert calibration_warnings(lambda k: tfp.mcmc.sample_chain(
+      3, state, kernel=k, trace_fn=None, seed=[0, 1]))
+  assert not calibration_warnings(lambda k: sg.sample_chain_with_progress(
+      3, state, k, seed=[0, 1], progress=False))
+  assert not calibration_warnings(lambda k: sg.sample_moments(
+      k, state, num_steps=3, seed=[0, 1]))
