@@ -3,7 +3,8 @@
 `summarize(samples, trace)` reads what every kernel of the library reports
 (`diverged`, and where present `is_accepted`, `step_size`, `energy`),
 wherever it sits in nested results (adaptation and M-H wrappers included),
-and combines it with TFP's `effective_sample_size` and
+and combines it with the effective sample size (TFP's
+`effective_sample_size` formula, `effective_sample_size` here) and TFP's
 `potential_scale_reduction`. It returns a `ChainHealth` record, prints a
 short report, and warns (`UnhealthyChainWarning`) when the run looks wrong.
 
