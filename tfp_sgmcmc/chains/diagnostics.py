@@ -211,11 +211,12 @@ def divergence_and_heating(samples, trace, heating_threshold=None,
 
   ```python
   run = tfp_sgmcmc.sample_chain_with_progress(
-      300, tf.zeros([4, d]), tfp_sgmcmc.SGHMC(target, 0.5, friction=0.1),
+      300, tf.zeros([4, d]), tfp_sgmcmc.SGHMC(target, 0.01, friction=0.1),
       seed=[0, 1], progress=False)
   verdict = tfp_sgmcmc.diagnostics.divergence_and_heating(run.all_states,
                                                           run.trace)
-  print(verdict.problems)   # e.g. ['4 of 4 chains diverged (...)']
+  print(verdict.problems)   # []: no chain diverged or heated up
+  print(verdict.heating)    # about [2, 2, 2, 2], below HEATING_THRESHOLD
   ```
   """
   divergences, heat, broken, hot = _verdict(samples, trace,
