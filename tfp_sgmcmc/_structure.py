@@ -1,7 +1,7 @@
 """Helpers for chain states: structures of tensors with leading chain axes.
 
 A state is one tensor or a (nested) list, tuple or dict of tensors; its
-leading axes are independent chains, and per-chain quantities (energies,
+leading axes are chains, and per-chain quantities (energies,
 flags) have exactly those axes. These helpers exist once for the whole
 package. TFP's `mcmc_util.choose` is not used for the per-chain select: it
 returns lists for any structure, and states may be dicts (JointDistribution

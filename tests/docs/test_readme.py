@@ -45,6 +45,9 @@ def test_every_readme_python_block_runs_in_order():
   # The JointDistribution block's draws, in the model's structure.
   assert set(namespace["posterior"]) == {"scale", "w"}
   assert np.all(np.isfinite(np.asarray(namespace["posterior"]["w"])))
+  # The ArviZ block records that these chains shared their minibatches,
+  # as the text after it says.
+  assert namespace["idata"].attrs["minibatches"] == "shared by all chains"
 
 
 def test_pyproject_lower_bounds_are_the_documented_versions_and_hold_here():

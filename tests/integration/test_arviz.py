@@ -274,3 +274,36 @@ def test_without_arviz_the_error_says_how_to_install_it(monkeypatch):
   monkeypatch.setitem(sys.modules, "arviz", None)  # import arviz fails
   with pytest.raises(ImportError, match=r'pip install -e "\.\[arviz\]"'):
     sg.to_inference_data(np.zeros([5, 2]))
+
+
+def _regression(**options):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 2)).astype(np.float32)
+  y = (x @ np.float32([1., -1.]) + rng.normal(size=200)).astype(np.float32)
+  return sg.InMemoryTarget(
+      lambda w, b: -0.5 * (b[1] - tf.linalg.matvec(b[0], w)) ** 2, (x, y),
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1), **options)
+
+
+@pytest.mark.parametrize("options, expected", [
+    (dict(batch_size=20), "shared by all chains"),
+    (dict(batch_size=20, parameter_shapes=[2], independent_minibatches=True),
+     "independent per chain"),
+    (dict(full_batch=True), "full batch"),
+])
+def test_attrs_record_whether_the_chains_shared_their_minibatches(
+    options, expected):
+  target = _regression(**options)
+  draws = np.zeros([5, 4, 2], np.float32)
+  # Through control variates and TFP's step-size adaptation too.
+  for kernel in (sg.SGLD(target, 1e-3), tfp.mcmc.SimpleStepSizeAdaptation(
+      sg.SGHMC(sg.ControlVariateTarget(target, tf.zeros([2])), 1e-3,
+               friction=1.), 10)):
+    idata = sg.to_inference_data(draws, kernel=kernel)
+    assert idata.attrs["minibatches"] == expected
+    assert idata.posterior.attrs["minibatches"] == expected
+  # Without a kernel, or with one that does not tell, nothing is claimed.
+  assert "minibatches" not in sg.to_inference_data(draws).attrs
+  hmc = tfp.mcmc.HamiltonianMonteCarlo(lambda x: -tf.reduce_sum(x ** 2, -1),
+                                       0.1, 3)
+  assert "minibatches" not in sg.to_inference_data(draws, kernel=hmc).attrs

@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from support.helpers import sample
@@ -174,3 +175,77 @@ def test_sample_moments_excludes_a_frozen_finite_chain():
                             300, seed=[1, 2])
   np.testing.assert_array_equal(m.mean[1:], clean.mean[1:])
   np.testing.assert_array_equal(m.variance[1:], clean.variance[1:])
+
+
+def test_shared_minibatches_are_noted_as_optimistic_rhat_and_ess(capsys):
+  # 4 chains sharing each step's minibatch: the report (and the record)
+  # says R-hat and ESS are optimistic; independent minibatches, or no
+  # kernel given, say nothing of it.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 2)).astype(np.float32)
+  y = (x @ np.float32([1., -1.]) + rng.normal(size=200)).astype(np.float32)
+
+  def target(**options):
+    return sg.InMemoryTarget(
+        lambda w, b: -0.5 * (b[1] - tf.linalg.matvec(b[0], w)) ** 2, (x, y),
+        batch_size=20, log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1),
+        **options)
+  draws = rng.normal(size=(50, 4, 2))
+  shared = sg.SGLD(target(), 1e-3)
+  health = sg.summarize(draws, kernel=shared, warn=False)
+  assert len(health.notes) == 1 and "optimistic" in health.notes[0]
+  assert "independent_minibatches=True" in health.notes[0]
+  assert "note: the chains shared each step's minibatch" in (
+      capsys.readouterr().out)
+  own = sg.SGLD(target(parameter_shapes=[2], independent_minibatches=True),
+                1e-3)
+  assert not sg.summarize(draws, kernel=own, warn=False).notes
+  assert not sg.summarize(draws, warn=False).notes
+  # One chain has nothing to compare across.
+  assert not sg.summarize(draws[:, :1], kernel=shared, warn=False).notes
+
+
+def test_divergence_and_heating_is_summarizes_verdict_without_ess():
+  # The same problems as summarize's, for a caller that reports them itself.
+  draws = np.random.default_rng(1).normal(size=(40, 3, 2))
+  draws[30:, 1] = np.inf
+  verdict = sg.diagnostics.divergence_and_heating(draws, None)
+  assert verdict.problems == ["samples contain NaN or inf"]
+  assert verdict.heating is None and list(verdict.divergences) == [0, 0, 0]
+  health = sg.summarize(draws, print_report=False, warn=False)
+  assert verdict.problems[0] in health.problems
+
+
+def test_summarize_logs_no_casting_warning(caplog):
+  # ESS by a real FFT: TFP's complex FFT cast back to real made TensorFlow
+  # log "casting an input of type complex64" at each call.
+  draws = np.random.default_rng(2).normal(size=(100, 4, 3)).astype(
+      np.float32)
+  with caplog.at_level("WARNING"):
+    health = sg.summarize(draws, print_report=False, warn=False)
+  assert not [r for r in caplog.records if "casting" in r.getMessage()]
+  expected = np.asarray(tfp.mcmc.effective_sample_size(
+      tf.constant(draws.reshape(100, 4, 3)),
+      filter_beyond_positive_pairs=True)).sum(axis=0).min()
+  np.testing.assert_allclose(health.min_ess, expected, rtol=1e-5)
+
+
+def test_the_library_drivers_do_not_repeat_tfps_calibration_warning():
+  # TFP warns "not calibrated" for every SG kernel without an M-H test:
+  # expected, nothing to act on (docs/tfp_workflow.md). The library's own
+  # loops run quiet; TFP's own sample_chain still warns, as TFP intends.
+  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+                                  0.1)
+
+  def calibration_warnings(run):
+    with warnings.catch_warnings(record=True) as record:
+      warnings.simplefilter("always")
+      run(sg.SGLD(target, 1e-2))  # A new kernel: its loops are traced anew.
+    return [w for w in record if "not calibrated" in str(w.message)]
+  state = tf.zeros([2, 2])
+  assert calibration_warnings(lambda k: tfp.mcmc.sample_chain(
+      3, state, kernel=k, trace_fn=None, seed=[0, 1]))
+  assert not calibration_warnings(lambda k: sg.sample_chain_with_progress(
+      3, state, k, seed=[0, 1], progress=False))
+  assert not calibration_warnings(lambda k: sg.sample_moments(
+      k, state, num_steps=3, seed=[0, 1]))

@@ -44,6 +44,35 @@ def test_a_diverging_sghmc_stops_with_a_message_and_keeps_finite_samples():
     model.fit(*worker.data(), epochs=1, verbose=0, callbacks=[sampling])
 
 
+def test_the_message_names_the_learning_rate_passed_and_division_by_n():
+  # SGHMC built from SGD units with learning_rate=0.25 (h = 0.5, as above):
+  # the message speaks of the learning_rate passed, not only of the step
+  # size it gives, and of its usual cause, a rate not divided by N.
+  with pytest.warns(RuntimeWarning) as record:
+    _, sampling, _, _ = regression_fit(sgk.SGHMC.from_sgd_momentum(
+        learning_rate=0.25, momentum_decay=0.05, seed=0))
+  message = str(record[-1].message)
+  assert sampling.divergence is not None
+  assert ("a smaller learning_rate (you passed learning_rate=0.25 to "
+          "SGHMC.from_sgd_momentum; the step_size it gives is "
+          "sqrt(learning_rate) = 0.5)") in message
+  assert "a larger momentum_decay (now 0.05)" in message
+  n = worker.NUM_EXAMPLES
+  assert (f"not divided by N = num_examples = {n}" in message and
+          f"learning_rate=0.25 / {n} = {0.25 / n:.3g}" in message), message
+  # Built from step_size, the hint and the cause are in step_size's units.
+  with pytest.warns(RuntimeWarning) as record:
+    regression_fit(sgk.SGLD(step_size=0.5, seed=0))
+  message = str(record[-1].message)
+  assert "smaller step_size (now 0.5)" in message
+  assert f"step_size=0.5 / {n} = {0.5 / n:.3g}" in message, message
+  # A config round trip keeps working (what was passed is not in it).
+  sampler = sgk.SGHMC.from_sgd_momentum(learning_rate=0.25,
+                                        momentum_decay=0.05)
+  again = sgk.SGHMC.from_config(sampler.get_config())
+  assert again.get_config() == sampler.get_config()
+
+
 def test_divergence_can_raise_and_a_weight_bound_catches_growth_early():
   with pytest.raises(sgk.SamplerDivergenceError,
                      match="SGLD diverged.*Try a smaller step_size"):
@@ -116,3 +145,44 @@ def test_a_heating_chain_warns_before_anything_overflows():
   # warned (docs/long_runs.md), so any seed passes.
   sampling, warned = _linear_fit(sgk.SGLD(step_size=1e-4, seed=0))
   assert not warned and sampling.heating < 4., (warned, sampling.heating)
+
+
+def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():
+  # The epoch energies of a fit whose energy climbed 6,694 -> 7,931 over its
+  # 6 sampling epochs from a burn-in reference of 6,650, for a model of
+  # d = 4,000 parameters: the level test allows d/2 = 2,000 plus 8 x
+  # (sqrt(d/2) + noise), so it stays quiet, but the last third of the
+  # sampling epochs sits far above the middle third: warned at the end.
+  from tfp_sgmcmc.keras.fit.health import HeatingMonitor  # pylint: disable=g-import-not-at-top
+
+  def run(energies, d=4000, n=1000):
+    monitor = HeatingMonitor()
+    rng = np.random.default_rng(0)
+    messages = []
+    for epoch, energy in enumerate([6650.] + list(energies)):
+      # 20 batches whose losses scatter by 0.01 (an epoch energy noise of
+      # N x 0.01 / sqrt(20) = 2.2).
+      losses = energy / n + 0.01 * rng.normal(size=20)
+      for b in range(20):
+        monitor.batch_end(b + 1, losses[:b + 1].mean())
+      messages.append(monitor.epoch_end(energy, epoch > 0, epoch == 0, d, n))
+    return monitor, [m for m in messages if m], monitor.fit_end(d)
+  rising = [6694., 6900., 7150., 7400., 7650., 7931.]
+  monitor, during, end = run(rising)
+  assert not during and monitor.heating < 8.
+  assert monitor.trend > 8. and end is not None
+  assert "the energy was still rising when sampling ended" in end
+  assert "6694 to 7931 over the 6 sampling epochs" in end
+  # Settled: the same rise within the first epoch, then flat with noise.
+  flat = [7900., 7931., 7910., 7925., 7905., 7920.]
+  monitor, during, end = run(flat)
+  assert end is None and abs(monitor.trend) < 1., monitor.trend
+
+
+def test_a_converged_fit_shows_no_rising_trend():
+  # The sound SGLD fit of the heating test: its energy settles in the first
+  # sampling epoch, the trend over its 5 sampling epochs stays small.
+  sampling, warned = _linear_fit(sgk.SGLD(step_size=1e-4, seed=0))
+  assert not warned
+  assert sampling.heating_trend is not None
+  assert abs(sampling.heating_trend) < 4., sampling.heating_trend

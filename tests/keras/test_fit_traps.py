@@ -389,3 +389,18 @@ def test_kept_samples_show_in_the_progress_bar_and_a_short_span_warns(
     model.fit(*data(), batch_size=20, epochs=4, verbose=1, shuffle=False,
               callbacks=[callback])
   assert "kept_samples: 2" in capsys.readouterr().out
+
+
+def test_kept_samples_read_as_a_count_in_the_progress_bar(capsys):
+  # A burn-in epoch (none kept) then a sampling epoch of 3 steps: the bar
+  # shows the counts as integers, not as the floats Keras formats
+  # (`0.0000e+00`, `3.0000`); the History and CSV still hold numbers.
+  model = classifier()
+  capsys.readouterr()
+  history = model.fit(*data(), batch_size=20, epochs=2, verbose=1,
+                      shuffle=False, callbacks=[sampling()])
+  out = capsys.readouterr().out
+  assert "kept_samples: 0 " in out or "kept_samples: 0\n" in out, out
+  assert "kept_samples: 3" in out and "kept_samples: 3.0" not in out, out
+  assert "kept_samples: 0.0000e+00" not in out
+  assert history.history["kept_samples"] == [0., 3.]

@@ -6,6 +6,7 @@ adaptation adapts then freezes, and only AMAGOLD takes it.
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc.keras as sgk
@@ -113,6 +114,56 @@ def test_warmup_in_fit_ends_at_the_same_step_from_100x_too_large_or_small(
     assert steps[2] == steps[3]
     frozen.append(steps[3])
   assert abs(np.log(frozen[0] / frozen[1])) < np.log(1.15), frozen
+
+
+class AdaptationAtEpochEnd(keras.callbacks.Callback):
+  """At each epoch end (after SamplingCallback, which has swapped the
+  sampler in as the model's optimizer): the logged step size, the step size
+  the sampler runs at (the dual averaging's iterate), the average it
+  freezes at, exp(log_averaging_step), and whether it is still adapting."""
+
+  def __init__(self):
+    super().__init__()
+    self.rows = []
+
+  def on_epoch_end(self, epoch, logs=None):
+    sampler = self.model.optimizer
+    results = tf.nest.pack_sequence_as(
+        sampler._adaptation_structure,  # pylint: disable=protected-access
+        [v.numpy() for v in sampler._adaptation_results])  # pylint: disable=protected-access
+    # The sampler's own log value: the step size it runs at now.
+    running = sampler.log_diagnostics()["step_size"]
+    self.rows.append((logs["step_size"], running,
+                      float(np.exp(np.ravel(results.log_averaging_step)[0])),
+                      sampler.adapting))
+
+
+def test_warmup_logs_the_step_size_it_will_freeze_at(problem):
+  # During the warm-up each test runs at the dual averaging's iterate,
+  # which searches around the target (up to 10x above it); the step size
+  # frozen at the end is the iterates' average. The epoch log shows that
+  # average while adapting, then the frozen value: not points of the
+  # search that the frozen value can lie above or below.
+  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
+  x, y = problem.data
+  t, per_epoch, epochs = 5, 50, 4
+  late = AdaptationAtEpochEnd()
+  fit(problem, sgk.AMAGOLD(step_size=6e-4, num_leapfrog_steps=t,
+                           friction=1., momentum_std=sigma, seed=18),
+      batch_indices(problem, t * per_epoch * epochs, seed=17),
+      steps_per_execution=t, epochs=epochs, jit_compile=True,
+      energy_data=(x, y), energy_batch_size=500, warmup=150,
+      adapt_mass=False, after=[late])
+  rows = late.rows
+  adapting = [r for r in rows if r[3]]
+  assert len(adapting) == 2, rows  # After 50 and 100 of the 150 tests.
+  for logged, iterate, average, _ in adapting:
+    assert logged == pytest.approx(average, rel=1e-6), rows
+    assert logged != pytest.approx(iterate, rel=1e-3), rows
+  # Frozen from test 150 on, at the average, and logged as such.
+  frozen = rows[-1][1]
+  assert rows[2][0] == rows[3][0] == pytest.approx(frozen, rel=1e-6), rows
+  assert frozen == pytest.approx(rows[2][2], rel=1e-6), rows
 
 
 def test_warmup_in_fit_is_for_amagold_only_and_not_with_adaptation():

@@ -1,12 +1,14 @@
 """Long runs of a kernel: compiled runs with progress and constant-memory
 moments (`runs`), resumable chains and their files (`checkpointing`), run
 health (`diagnostics`), step-size schedules (`schedules`), ArviZ output
-(`inference_data`) and the warm-up that tunes a kernel before sampling
+(`inference_data`), the silencing of TFP's expected calibration warning
+(`quiet`) and the warm-up that tunes a kernel before sampling
 (`warmup`)."""
 
 from tfp_sgmcmc.chains import checkpointing
 from tfp_sgmcmc.chains import diagnostics
 from tfp_sgmcmc.chains import inference_data
+from tfp_sgmcmc.chains import quiet
 from tfp_sgmcmc.chains import runs
 from tfp_sgmcmc.chains import schedules
 from tfp_sgmcmc.chains import warmup

@@ -32,6 +32,14 @@ to ArviZ (`az.summary`, `az.plot_trace`, `az.rhat`, `az.ess`, rank plots):
   is the potential U or U~), so none is given rather than a quantity that
   would make `az.bfmi` meaningless.
 
+With `kernel=`, the `InferenceData`'s `attrs` record how the chains drew
+their minibatches, `attrs["minibatches"]`: "shared by all chains" (every
+chain evaluated its gradient on the same minibatch at each step: the chains
+are not independent, and R-hat and cross-chain ESS are optimistic), or
+"independent per chain" (`InMemoryTarget(independent_minibatches=True)`;
+`tfp_sgmcmc.sample` builds its chains so by default), or "full batch"
+(exact gradients). See `tfp_sgmcmc.diagnostics.minibatch_sharing`.
+
 ArviZ is an optional dependency: `pip install -e ".[arviz]"`.
 """
 
@@ -39,6 +47,8 @@ import numbers
 
 import numpy as np
 import tensorflow as tf
+
+from tfp_sgmcmc.chains import diagnostics
 
 __all__ = ["to_inference_data", "sample_stats_from_results"]
 
@@ -217,7 +227,7 @@ def _stat_layout(name, array, num_draws, num_chains, chain_axis):
 
 
 def to_inference_data(samples, results=None, *, chain_axis=1,
-                      var_names=None, dims=None, coords=None):
+                      var_names=None, dims=None, coords=None, kernel=None):
   """An ArviZ `InferenceData` of draws (and sampler statistics).
 
   Args:
@@ -237,6 +247,12 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
     dims: {variable: [dimension names]} for the axes after chain and draw,
       as ArviZ takes them.
     coords: {dimension name: values}.
+    kernel: None, or the kernel that made the run (a kernel of this package
+      or TFP's wrappers around one): its target tells whether the chains
+      shared their minibatches, recorded in the `attrs` of the
+      `InferenceData` and of its `posterior` as `minibatches` ("shared by
+      all chains", "independent per chain" or "full batch"; left out when
+      the target does not tell).
 
   Returns:
     `arviz.InferenceData` (with ArviZ 1, its `DataTree`) with a `posterior`
@@ -298,11 +314,19 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
         raise ValueError(
             f"`results` give `{name}` for {value.shape[0]} chains, the draws "
             f"have {num_chains}: pass the trace of the same run.")
+  sharing = diagnostics.minibatch_sharing(kernel)
   if int(az.__version__.split(".")[0]) >= 1:
     # ArviZ 1 takes {group: {variable: array}} and returns a DataTree.
     groups = {"posterior": posterior}
     if stats:
       groups["sample_stats"] = stats
-    return az.from_dict(groups, dims=dims, coords=coords)
-  return az.from_dict(posterior=posterior, sample_stats=stats or None,
-                      dims=dims, coords=coords)
+    idata = az.from_dict(groups, dims=dims, coords=coords)
+  else:
+    idata = az.from_dict(posterior=posterior, sample_stats=stats or None,
+                         dims=dims, coords=coords)
+  if sharing is not None:
+    # On the whole and on the posterior group: ArviZ writes each group's
+    # attrs to netCDF, and the posterior is where R-hat is computed.
+    idata.attrs["minibatches"] = sharing
+    idata.posterior.attrs["minibatches"] = sharing
+  return idata

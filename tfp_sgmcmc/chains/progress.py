@@ -9,6 +9,7 @@ import time
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.chains import quiet
 from tfp_sgmcmc.chains import run_checks
 from tfp_sgmcmc.chains import step_seeded
 
@@ -217,11 +218,12 @@ def _compiled_chunks(kernel, trace_fn, jit_compile):
   def sample(n, thin, lead):  # Static sizes: one compilation per size.
     if (n, thin, lead) not in samplers:
       def run(state, results):
-        out = tfp.mcmc.sample_chain(
-            n, state, previous_kernel_results=results, kernel=wrapped,
-            trace_fn=inner_trace, return_final_kernel_results=True,
-            num_burnin_steps=lead, num_steps_between_results=thin,
-            seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks the seeds.
+        with quiet.expected_warnings_silenced():  # Warned when traced.
+          out = tfp.mcmc.sample_chain(
+              n, state, previous_kernel_results=results, kernel=wrapped,
+              trace_fn=inner_trace, return_final_kernel_results=True,
+              num_burnin_steps=lead, num_steps_between_results=thin,
+              seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks seeds.
         return out.all_states, out.trace, out.final_kernel_results
       samplers[(n, thin, lead)] = tf.function(
           run, jit_compile=jit_compile, autograph=False)

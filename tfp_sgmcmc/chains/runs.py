@@ -22,6 +22,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc.chains import diagnostics
+from tfp_sgmcmc.chains import quiet
 from tfp_sgmcmc.chains import run_checks
 from tfp_sgmcmc.chains.progress import ChainRun
 from tfp_sgmcmc.chains.progress import sample_chain_with_progress
@@ -239,13 +240,14 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
     # reports an energy and the run is long enough for 4 windows.
     with_windows = windows.num_windows >= 4 and diagnostics.find_field(
         start_results, "energy") is not None
-    _, final_state, final_results, reducer_state = (
-        tfp.experimental.mcmc.sample_fold(
-            num_steps, state, previous_kernel_results=start_results,
-            kernel=kernel,
-            reducer=[reducer, windows] if with_windows else [reducer],
-            num_burnin_steps=num_burnin_steps,
-            seed=seed, return_final_reducer_states=True))
+    with quiet.expected_warnings_silenced():  # Warned when traced.
+      _, final_state, final_results, reducer_state = (
+          tfp.experimental.mcmc.sample_fold(
+              num_steps, state, previous_kernel_results=start_results,
+              kernel=kernel,
+              reducer=[reducer, windows] if with_windows else [reducer],
+              num_burnin_steps=num_burnin_steps,
+              seed=seed, return_final_reducer_states=True))
     energy_sums = ((reducer_state[1][0], reducer_state[1][1], windows.size)
                    if with_windows else None)
     reducer_state = reducer_state[0]

@@ -18,7 +18,7 @@ and gives kernels what stochastic-gradient MCMC needs:
   noise estimates such as SGHMC's B-hat).
 
 The state is one tensor or a list of tensors (one per parameter). Leading
-dimensions are independent chains: a log-likelihood returns one value per
+dimensions are chains: a log-likelihood returns one value per
 example in its last axis, `batch_shape + [n]`, and a log-prior returns
 `batch_shape`. By default all chains of one step see the same minibatch
 (common random numbers, cheap, but the chains' gradient noise is then

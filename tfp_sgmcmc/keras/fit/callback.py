@@ -23,6 +23,7 @@ from tfp_sgmcmc.keras.fit import backup as backup_lib
 from tfp_sgmcmc.keras.validation import model as checks_lib
 from tfp_sgmcmc.keras.fit import energies as energies_lib
 from tfp_sgmcmc.keras.fit import health as health_lib
+from tfp_sgmcmc.keras.fit import log_values
 from tfp_sgmcmc.keras.fit import logs as logs_lib
 from tfp_sgmcmc.keras.fit import outcome as outcome_lib
 from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
@@ -242,7 +243,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
   def on_train_batch_end(self, batch, logs=None):
     self._train_batch_end(batch, logs)
     if logs is not None:  # Shown by the progress bar (after this callback).
-      logs["kept_samples"] = len(self._samples)
+      logs["kept_samples"] = log_values.Count(len(self._samples))
 
   def _train_batch_end(self, batch, logs):
     if self.divergence is not None:
@@ -285,11 +286,20 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     """The values of the epoch that ran (before a swap), see `fit.logs`."""
     del epoch
     self._logs.add(logs, self._strategy, self.sampler if self._sampling
-                   else None, kept_samples=len(self._samples))
+                   else None,
+                   kept_samples=log_values.Count(len(self._samples)))
+    averaged = log_values.adapted_step_size(self.sampler) if (
+        self._sampling and logs is not None) else None
+    if averaged is not None:
+      logs["step_size"] = averaged  # What the adaptation will freeze at.
 
   def on_epoch_end(self, epoch, logs=None):
     if not self._logs.added:  # Once per epoch, for the callbacks after it.
       self.add_epoch_logs(epoch, logs)
+    if logs is not None and "kept_samples" in logs:
+      # Keras made it a plain float (`pythonify_logs`) before the callbacks;
+      # the progress bar and History come after this one.
+      logs["kept_samples"] = log_values.Count(logs["kept_samples"])
     if self.divergence is not None:
       return
     self._traps.epoch_end(self, epoch, logs)
@@ -306,6 +316,8 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
 
   def on_train_end(self, logs=None):
     self._traps.train_end(self)
+    if self._sampling and self.divergence is None:
+      self._check_heating_trend()
     if self.backup_dir is not None and self.divergence is None:
       # Before BackupAndRestore (listed after us) deletes backup_dir.
       backup_lib.keep_finished_state(self)
@@ -376,6 +388,13 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       self._keep_sample()
 
   # --- results -------------------------------------------------------------
+
+  @property
+  def heating_trend(self):
+    """The trend statistic of the sampling epochs' energies at the end of
+    the last fit (see `tfp_sgmcmc.diagnostics.energy_trend`; None before a
+    fit with three sampling epochs)."""
+    return self._heating.trend
 
   @property
   def heating(self):

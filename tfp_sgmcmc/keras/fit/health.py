@@ -150,15 +150,30 @@ def divergence_report(sampler, epoch, batch, num_kept, what):
   settings to change."""
   name = type(sampler).__name__
   config = sampler.get_config()
-  hints = [f"a smaller step_size (now {config.get('step_size')!r})"]
-  if "friction" in config:
-    hints.append(f"a larger friction (now {config['friction']!r})")
+  built, sgd = getattr(sampler, "_sgd_arguments", None) or (None, None)
+  num_examples = getattr(sampler, "num_examples", None)
+  if sgd is not None:
+    # Built in SGD units: the hints and the cause in the arguments passed.
+    hints = [f"a smaller learning_rate (you passed learning_rate="
+             f"{sgd['learning_rate']!r} to {name}.{built}; the step_size it "
+             f"gives is sqrt(learning_rate) = {config.get('step_size')!r})",
+             f"a larger momentum_decay (now {sgd['momentum_decay']!r})"]
+    unit = "learning_rate"
+    value = sgd["learning_rate"]
+  else:
+    hints = [f"a smaller step_size (now {config.get('step_size')!r})"]
+    if "friction" in config:
+      hints.append(f"a larger friction (now {config['friction']!r})")
+    unit = "step_size"
+    value = config.get("step_size")
   if "diffusion" in config:
     hints.append(f"a larger diffusion (now {config['diffusion']!r})")
   if config.get("loss_scale_factor") is not None:
     hints.append("a smaller loss_scale_factor (now "
                  f"{config['loss_scale_factor']!r}; the float16 loss may "
                  "overflow)")
+  cause = _not_divided_by_n(unit, value, num_examples,
+                            bool(getattr(sampler, "_uses_momentum", False)))
   where = f"epoch {epoch}"
   if batch is not None:
     where += f", batch {batch}"
@@ -168,10 +183,28 @@ def divergence_report(sampler, epoch, batch, num_kept, what):
       "are finite and stay in the callback (.samples, .posterior), and the "
       "model's weights are set to the last of them"
       f"{'' if num_kept else ' (none kept: the weights are left as they are)'}"
-      f". Try {' or '.join(hints)}.")
+      f". Try {' or '.join(hints)}.{cause}")
   return dict(sampler=name, epoch=epoch, batch=batch,
               step=sampler.step_count, what=what, num_samples=num_kept,
               message=message)
+
+
+def _not_divided_by_n(unit, value, num_examples, momentum):
+  """The usual cause of a divergence, in the units of the argument the user
+  passed: a rate for the mean loss used on the energy, N times larger."""
+  if not num_examples or not isinstance(value, (int, float)):
+    return ""
+  cause = (f" The usual cause: a {unit} meant for the mean loss (an SGD "
+           f"learning rate) not divided by N = num_examples = "
+           f"{num_examples}: the sampler's gradient is the energy's, N x "
+           "the mean loss's, so the same rate moves the weights N times as "
+           "far")
+  if unit == "step_size" and momentum:
+    return cause + (": the step_size of a sampler with a momentum is the "
+                    "square root of a learning rate, so from a rate lambda "
+                    "on the mean loss it is sqrt(lambda / N).")
+  return cause + (f" (e.g. {unit}={value!r} / {num_examples} = "
+                  f"{value / num_examples:.3g}).")
 
 
 class HeatingMonitor:
@@ -189,6 +222,13 @@ class HeatingMonitor:
   loss recovered from Keras' running mean), measured on the reference
   epoch: a correct chain's epochs are as noisy as it, and the wide
   fluctuations of a hot chain do not count as noise.
+
+  At the end of a fit (`fit_end`), the trend of the sampling epochs'
+  energies (`diagnostics.energy_trend`: the last third's mean over the
+  middle third's) catches an energy still rising when sampling ends,
+  which the level test above allows while the rise stays below d/2 plus its
+  threshold (a large model relaxing slowly from the mode, or heating
+  slowly).
   """
 
   def __init__(self):
@@ -196,6 +236,7 @@ class HeatingMonitor:
     self.reference_se = 0.
     self.energies = []
     self.heating = None  # The latest statistic (None before 3 epochs).
+    self.trend = None  # The trend statistic at the end of the last fit.
     self.warned = False
     self._running = []  # (batches seen, running mean loss) this epoch.
 
@@ -257,3 +298,29 @@ class HeatingMonitor:
         " not the posterior's: the step size is probably too large for the "
         "integrator (or the friction too small). Nothing is stopped; "
         "`SamplingCallback.heating` holds the statistic.")
+
+  def fit_end(self, num_parameters):
+    """At the end of a fit: a warning message if the sampling epochs'
+    energy was still rising at the end (and the level test has not warned),
+    else None."""
+    if len(self.energies) < 3 or self.warned:
+      return None
+    means = np.asarray(self.energies, np.float64)[:, np.newaxis]
+    self.trend = float(diagnostics.energy_trend(
+        means, num_parameters, window_noise=self.reference_se)[0])
+    if self.trend <= diagnostics.HEATING_THRESHOLD:
+      return None
+    self.warned = True
+    thirds = np.array_split(means[:, 0], 3)
+    return (
+        f"the energy was still rising when sampling ended: the epoch energy "
+        f"went from {means[0, 0]:.6g} to {means[-1, 0]:.6g} over the "
+        f"{len(means)} sampling epochs, the last third's mean "
+        f"{thirds[2].mean():.6g} above the middle third's "
+        f"{thirds[1].mean():.6g} by {self.trend:.3g} x (sqrt(d/2) + noise) "
+        f"for d = {num_parameters} (> {diagnostics.HEATING_THRESHOLD:g}; "
+        "docs/keras.md). The chain has not settled at the posterior: it is "
+        "still relaxing from where sampling began (sample for more epochs, "
+        "or a larger step size if it moves too slowly) or it heats up "
+        "slowly (a smaller step size or more friction). Nothing is stopped; "
+        "`SamplingCallback.heating_trend` holds the statistic.")

@@ -53,6 +53,15 @@ class ChainOutcome:
                     health_lib.diagnostics.UnhealthyChainWarning,
                     stacklevel=2)
 
+  def _check_heating_trend(self):
+    """Warns (once) when the energy was still rising as sampling ended."""
+    message = self._heating.fit_end(
+        sum(int(np.prod(v.shape)) for v in self.model.trainable_variables))
+    if message:
+      warnings.warn(f"{type(self.sampler).__name__}: {message}",
+                    health_lib.diagnostics.UnhealthyChainWarning,
+                    stacklevel=2)
+
   def _diverge(self, batch, what):
     self.divergence = health_lib.divergence_report(
         self.sampler, self._epoch, batch, len(self._samples), what)

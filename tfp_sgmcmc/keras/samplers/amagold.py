@@ -142,8 +142,12 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     beta = b / sqrt(h), sigma = 1."""
     eps, friction, sigma = amagold_lib.sgd_parameters_to_amagold(
         learning_rate, momentum_decay, kwargs)
-    return cls(step_size=eps, num_leapfrog_steps=num_leapfrog_steps,
-               friction=friction, momentum_std=sigma, **kwargs)
+    sampler = cls(step_size=eps, num_leapfrog_steps=num_leapfrog_steps,
+                  friction=friction, momentum_std=sigma, **kwargs)
+    sampler._sgd_arguments = ("from_sgd_parameters", dict(  # pylint: disable=protected-access
+        learning_rate=float(learning_rate),
+        momentum_decay=float(momentum_decay)))
+    return sampler
 
   def get_config(self):
     return dict(self._parameters)
