@@ -26,6 +26,7 @@ from tfp_sgmcmc.chains.inference_data import to_inference_data
 from tfp_sgmcmc.chains.runs import sample_chain_with_progress
 from tfp_sgmcmc.chains.warmup import warm_up
 from tfp_sgmcmc.kernels import AMAGOLD, SGHMC, SGLD, SGNHT
+from tfp_sgmcmc.targets.base import TargetCapabilityError
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget
 
@@ -135,6 +136,13 @@ def _trace_fn(kernel, state):
 
 
 def _build_kernel(kernel, target, step_size):
+  if not target.has_exact_energy:
+    raise TargetCapabilityError(
+        f"`sample` warms up on an exact Metropolis-Hastings test, which "
+        f"needs the full-data energy; this {type(target).__name__} has none "
+        "(has_exact_energy=False). Give the target its data for the energy "
+        "(DatasetTarget(..., full_dataset=...)), or tune with your own "
+        "step size and run sample_chain_with_progress.")
   if kernel is None:
     kernel = DEFAULT_KERNEL
   if isinstance(kernel, str):
@@ -173,7 +181,7 @@ def _template(target, initial_state, parameter_shapes, seed):
   return tf.zeros(shapes)
 
 
-def _warm(kernel, state, num_steps, seed, mode_scale):
+def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile):
   """warm_up, with its arrival checked (and the warm-up run once more from
   where it ended when it has not arrived)."""
   extended = False
@@ -182,7 +190,7 @@ def _warm(kernel, state, num_steps, seed, mode_scale):
     with warnings.catch_warnings():
       warnings.simplefilter("ignore", arrival_lib.WarmupNotConvergedWarning)
       warm = warm_up(kernel, state, num_steps=num_steps,
-                     seed=seeds[2 * attempt])
+                     seed=seeds[2 * attempt], jit_compile=jit_compile)
     variance = warm.report.variance
     if variance is None:
       variance = (tf.nest.map_structure(tf.square, mode_scale)
@@ -287,7 +295,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       [np.ravel(s) for s in tf.nest.flatten(scale)]))))
   kernel = _build_kernel(kernel, sampled, step_size)
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
-                                  warm_seed, scale)
+                                  warm_seed, scale, jit_compile)
   t_warm = time.perf_counter()
   if not arrived.arrived:
     warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,
