@@ -29,8 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["WarmupNotConvergedWarning", "Arrival", "check_arrival",
-           "final_gradients", "warn_if_not_arrived", "MAX_DISTANCE",
-           "MAX_AGREEMENT"]
+           "final_gradients", "check_warm_up", "warn_if_not_arrived",
+           "MAX_DISTANCE", "MAX_AGREEMENT", "MAX_AGREEMENT_ALONE"]
 
 # Thresholds. At stationarity the distance is about N(0, VIF / C) and the
 # agreement a t with C - 1 degrees of freedom; a cold start on a large-N
@@ -38,6 +38,10 @@ __all__ = ["WarmupNotConvergedWarning", "Arrival", "check_arrival",
 # (docs/warmup.md, "When the warm-up has not arrived").
 MAX_DISTANCE = 8.
 MAX_AGREEMENT = 8.
+# Without a variance estimate (a warm-up that adapts no mass) the agreement
+# alone decides, at a threshold a t with 3 degrees of freedom exceeds with
+# probability below 1e-4.
+MAX_AGREEMENT_ALONE = 30.
 
 
 class WarmupNotConvergedWarning(UserWarning):
@@ -70,7 +74,9 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
     gradients: per state part, grad U at each chain's final state, shape
       [chains..., *event] (numpy arrays or tensors; a list, or one array).
     variance: per state part, the estimated posterior variance of each
-      coordinate, shape event (e.g. `WarmupReport.variance`).
+      coordinate, shape event (e.g. `WarmupReport.variance`), or None: then
+      the chains' agreement alone decides, at `MAX_AGREEMENT_ALONE` (and
+      one chain is taken to have arrived: nothing to compare).
     num_chains: C, the number of chains (the product of the chain axes).
     max_distance: posterior sds beyond which a coordinate is far.
     max_agreement: |t| beyond which the chains agree on the slope (ignored
@@ -88,6 +94,13 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
   ```
   """
   grads = [np.asarray(g, np.float64) for g in tf.nest.flatten(gradients)]
+  if variance is None:
+    variance = [np.ones(g.shape[g.ndim - 1:] if g.ndim > 1 else ())
+                for g in grads]
+    max_distance = 0.
+    max_agreement = max(max_agreement, MAX_AGREEMENT_ALONE)
+    if int(num_chains) == 1:
+      return Arrival(True, 0., None, np.zeros([0], int), "")
   variances = [np.asarray(v, np.float64) for v in tf.nest.flatten(variance)]
   if len(grads) != len(variances):
     raise ValueError(f"`gradients` has {len(grads)} parts and `variance` "
@@ -157,6 +170,18 @@ def final_gradients(target, state, seed, num_minibatches=16):
       total = [a + b for a, b in zip(total, tf.nest.flatten(g))]
     grads = [a / num_minibatches for a in total]
   return packed([np.asarray(g) for g in grads])
+
+
+def check_warm_up(kernel, state, variance, batch_ndims, seed):
+  """`check_arrival` at the end of `warm_up`: the gradients at `state` from
+  the kernel's target; None for a kernel without a `target`."""
+  target = getattr(kernel, "target", None)
+  if target is None:
+    return None
+  parts = tf.nest.flatten(state)
+  num_chains = int(np.prod(parts[0].shape[:batch_ndims]))
+  grads = final_gradients(target, state, seed)
+  return check_arrival(grads, variance, num_chains)
 
 
 def warn_if_not_arrived(arrival, stacklevel=3):

@@ -85,8 +85,11 @@ def independent(target, parameter_shapes):
       return target, "full batch (no minibatch noise)"
     if target.independent_minibatches:
       return target, "independent minibatches"
-    return (target.with_independent_minibatches(parameter_shapes),
-            "independent minibatches")
+    try:
+      rebuilt = target.with_independent_minibatches(parameter_shapes)
+    except ValueError as e:
+      return target, f"SHARED minibatches: {e}"
+    return rebuilt, "independent minibatches"
   if not _is_minibatch(target):
     return target, "exact gradients (no minibatch noise)"
   return target, (

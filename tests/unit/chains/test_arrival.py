@@ -76,3 +76,13 @@ def test_warning_names_the_fix():
   flagged = arrival.check_arrival(np.array([[100.]]), np.ones(1), 1)
   with pytest.warns(arrival.WarmupNotConvergedWarning, match="find_mode"):
     arrival.warn_if_not_arrived(flagged)
+
+
+def test_without_a_variance_the_agreement_alone_decides():
+  slope = np.array([[100.], [101.], [99.], [100.5]])
+  assert not arrival.check_arrival(slope, None, 4).arrived
+  rng = np.random.default_rng(3)
+  alarms = sum(not arrival.check_arrival(rng.normal(size=(4, 20)), None,
+                                         4).arrived for _ in range(2000))
+  assert alarms == 0
+  assert arrival.check_arrival(slope[:1], None, 1).arrived

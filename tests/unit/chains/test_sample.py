@@ -110,7 +110,9 @@ def test_joint_distribution_draws_are_constrained():
       loc=tfd.Normal(0., 5.),
       scale=tfd.HalfNormal(2.),
       y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
-  fit = sg.sample(model, observed={"y": y}, seed=[0, 1], **FAST)
+  fit = sg.sample(model, observed={"y": y}, batch_size=20, seed=[0, 1],
+                  **FAST)
+  assert fit.report.minibatches == "independent minibatches"
   assert set(fit.draws) == {"loc", "scale"}
   assert fit.draws["scale"].shape == (60, 4)
   assert np.all(fit.draws["scale"] > 0)
