@@ -40,8 +40,9 @@ MAX_DISTANCE = 8.
 MAX_AGREEMENT = 8.
 # Without a variance estimate (a warm-up that adapts no mass) the agreement
 # alone decides, at a threshold a t with 3 degrees of freedom exceeds with
-# probability below 1e-4.
-MAX_AGREEMENT_ALONE = 30.
+# probability about 3e-6 (at 30, 3 alarms in 2,000 simulated 20-coordinate
+# warm-ups at the posterior).
+MAX_AGREEMENT_ALONE = 100.
 
 
 class WarmupNotConvergedWarning(UserWarning):
