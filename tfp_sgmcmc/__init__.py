@@ -23,9 +23,11 @@ from tfp_sgmcmc.chains.checkpointing import (StepSeeded, StepSeededResults,
                                              load_chain, save_chain)
 from tfp_sgmcmc.chains.diagnostics import UnhealthyChainWarning, summarize
 from tfp_sgmcmc.chains.inference_data import to_inference_data
+from tfp_sgmcmc.chains.arrival import WarmupNotConvergedWarning
 from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_chain_with_progress,
                                     sample_moments)
+from tfp_sgmcmc.chains.sample import SampleReport, SampleResult, sample
 from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
 from tfp_sgmcmc.chains.warmup import (WarmupReport, WarmupResult, warm_up,
@@ -53,6 +55,8 @@ sys.modules[__name__ + ".diagnostics"] = diagnostics
 __version__ = "0.1.0"
 
 __all__ = [
+    # From a model to checked draws in one call.
+    "sample", "SampleResult", "SampleReport", "WarmupNotConvergedWarning",
     "datasets", "dynamics", "synthetic", "random",
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",

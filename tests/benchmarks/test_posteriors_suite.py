@@ -38,3 +38,21 @@ def test_posterior_suite_runs_at_its_quick_size(tmp_path):
   saved = json.load(open(tmp_path / "posteriors_quick.json"))
   assert saved["rows"] == json.loads(json.dumps(rows))
   assert "| eight_schools_noncentred | NUTS |" in posteriors.table(rows)
+
+
+def test_posterior_suite_has_a_sample_row(tmp_path):
+  sys.path.insert(0, BENCH)
+  try:
+    import posteriors  # pylint: disable=import-outside-toplevel
+  finally:
+    sys.path.remove(BENCH)
+  rows = posteriors.main(quick=True, out=str(tmp_path),
+                         models=["eight_schools_noncentred"],
+                         methods=["sample"])
+  assert [r["method"] for r in rows] == ["NUTS", "sample"]
+  row = rows[1]
+  for key in ("mean_error_sd", "mean_error_mcse", "sd_rel_error",
+              "max_rhat"):
+    assert math.isfinite(row[key]) and row[key] >= 0., key
+  assert isinstance(row["passes"], bool) and isinstance(row["arrived"], bool)
+  assert row["minibatches"].startswith("exact gradients")

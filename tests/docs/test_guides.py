@@ -32,6 +32,13 @@ def run_page(name):
 
 def test_getting_started_runs_and_its_claims_hold():
   namespace, _ = run_page("getting_started.md")
+  # `sample`: near the weights the data came from (posterior sd about
+  # 0.01), a warm-up that arrived, chains with their own minibatches.
+  fit = namespace["fit"]
+  np.testing.assert_allclose(fit.draws.mean(axis=(0, 1)), [1., -1., .5],
+                             atol=0.1)
+  assert fit.report.arrived
+  assert fit.report.minibatches == "independent minibatches"
   # The step size is tuned to 85% acceptance.
   accepted = np.asarray(namespace["accepted"], dtype=float)
   assert abs(accepted.mean() - 0.85) < 0.1, accepted.mean()

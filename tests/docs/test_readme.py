@@ -30,6 +30,13 @@ def test_every_readme_python_block_runs_in_order():
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
       exec(compile(block, f"README.md python block {i}", "exec"), namespace)
+  # The `sample` block: near the weights the data came from, from a
+  # warm-up that arrived, with four chains of their own minibatches.
+  fit = namespace["fit"]
+  np.testing.assert_allclose(fit.draws.mean(axis=(0, 1)), [1., -1., .5],
+                             atol=0.1)
+  assert fit.report.arrived and fit.draws.shape == (500, 4, 3)
+  assert fit.report.minibatches == "independent minibatches"
   # The data block's claim: the posterior mean is close to the true weights
   # (posterior sd is about 0.01 with N = 10,000 unit-noise examples).
   draws = np.asarray(namespace["draws"])

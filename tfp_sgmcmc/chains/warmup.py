@@ -36,6 +36,7 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import random
+from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
@@ -49,7 +50,8 @@ class WarmupReport(
     mcmc_util.PrettyNamedTupleMixin,
     collections.namedtuple("WarmupReport", [
         "step_size", "variance", "momentum_distribution", "windows",
-        "acceptance", "num_steps", "num_gradients", "seconds"])):
+        "acceptance", "num_steps", "num_gradients", "seconds", "arrived",
+        "arrival"], defaults=(None, None))):
   """What the warm-up tuned and how (`WarmupResult.report`).
 
   Attributes:
@@ -68,6 +70,11 @@ class WarmupReport(
     num_steps: warm-up steps (tests) run.
     num_gradients: minibatch (or full-batch) gradient evaluations spent.
     seconds: wall time, compilation included.
+    arrived: whether the chains ended at the posterior, as
+      `tfp_sgmcmc.chains.arrival.check_arrival` tells from the energy's
+      gradient where they stand (False comes with a
+      `WarmupNotConvergedWarning`); None for a kernel without a target.
+    arrival: the `Arrival` record behind `arrived` (distances, cause).
   """
   __slots__ = ()
 
@@ -246,5 +253,12 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       acceptance=report_windows[-1]["acceptance"], num_steps=num_steps,
       num_gradients=num_steps * gradients_per_test,
       seconds=time.perf_counter() - start)
+  # A warm-up still on its way to the posterior is reported, not handed
+  # back as if it had arrived (the check draws no number the chain uses).
+  arrival = arrival_lib.check_warm_up(
+      kernel, state, report.variance, batch_ndims, seed)
+  if arrival is not None:
+    report = report._replace(arrived=arrival.arrived, arrival=arrival)
+    arrival_lib.warn_if_not_arrived(arrival)
   return WarmupResult(tuned, tf.nest.pack_sequence_as(
       initial_state, tf.nest.flatten(state)), report)

@@ -97,8 +97,11 @@ class MinibatchTarget:
     if shapes is None:
       return
     is_list = isinstance(shapes, list)
-    if is_list != isinstance(state, (list, tuple)) or (
-        is_list and len(shapes) != len(state)):
+    # A dict (or namedtuple) state takes its shapes as a list in
+    # `tf.nest.flatten` order (a dict's keys sorted), like a list state.
+    structured = isinstance(state, (list, tuple, dict))
+    if is_list != structured or (
+        is_list and len(shapes) != len(tf.nest.flatten(state))):
       want = (f"a list of {len(shapes)} tensors with trailing shapes "
               f"{[list(x) for x in shapes]}" if is_list else
               f"one tensor with trailing shape {list(shapes)}")

@@ -2,6 +2,8 @@
 drawn (with replacement) from the kernel's seed, so that every step is
 reproducible and compiles under XLA."""
 
+import copy
+
 import numpy as np
 import tensorflow as tf
 
@@ -9,7 +11,8 @@ from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
-from tfp_sgmcmc.targets.checks import check_batch_size, check_finite_data
+from tfp_sgmcmc.targets.checks import (check_batch_size, check_finite_data,
+                                       parse_parameter_shapes)
 
 __all__ = ["InMemoryTarget", "default_energy_chunk_size"]
 
@@ -263,6 +266,46 @@ class InMemoryTarget(DataLikelihoodTarget):
   def independent_minibatches(self):
     """Whether each chain draws its own minibatch (else all share one)."""
     return self._independent
+
+  def with_independent_minibatches(self, parameter_shapes=None):
+    """This target with one minibatch per chain (a copy; `self` unchanged).
+
+    Same data, functions, batch size and chunking as `self`; each chain then
+    draws its own minibatch, as `independent_minibatches=True` gives.
+
+    Args:
+      parameter_shapes: the per-chain shape of the state (as for
+        `InMemoryTarget`); may be omitted when `self` has them.
+
+    Returns:
+      An `InMemoryTarget` (of `self`'s class) with independent minibatches.
+
+    Raises:
+      ValueError: `self` is full-batch (every chain sees all the data), or
+        no `parameter_shapes` are known.
+
+    ```python
+    independent = target.with_independent_minibatches(parameter_shapes=[d])
+    print(independent.independent_minibatches)   # True
+    ```
+    """
+    if self._full_batch:
+      raise ValueError("a full-batch target has no minibatches to make "
+                       "independent: every chain sees all the data.")
+    shapes = (self.parameter_shapes if parameter_shapes is None else
+              parse_parameter_shapes(parameter_shapes))
+    if shapes is None:
+      raise ValueError(
+          "`parameter_shapes` is required: the per-chain shape of the state "
+          "(e.g. [d] for a state of shape [chains, d]), to tell the chain "
+          "dimensions from the parameter's own; got None, and the target "
+          "has none.")
+    independent = copy.copy(self)
+    independent._parameter_shapes = shapes  # pylint: disable=protected-access
+    independent._independent = True  # pylint: disable=protected-access
+    independent._log_likelihood_broadcasts = None  # pylint: disable=protected-access
+    independent._broadcast_problem = None  # pylint: disable=protected-access
+    return independent
 
   def _gather(self, indices):
     return tf.nest.map_structure(lambda d: tf.gather(d, indices), self._data)

@@ -1,0 +1,139 @@
+"""One `tfp_sgmcmc.sample` call with its defaults on a large data set.
+
+Bayesian logistic regression, N = 200,000 examples, d = 20 standard normal
+features, minibatches of 1,000, N(0, 1) prior; 4 chains of 1,000 draws.
+The reference is the Laplace approximation at the exact mode (Newton's
+method in float64 on the full data): at this N the posterior is Gaussian to
+within a fraction of its sd. Checks (docs/performance.md):
+
+* every posterior mean within 0.2 Laplace sd of the mode;
+* every posterior sd within 10% of the Laplace sd;
+* split R-hat <= 1.01 with chains that draw their own minibatches;
+* wall time of the call (mode search, warm-up, compilation and sampling
+  included), with the machine's load average beside it.
+
+    python benchmarks/one_call.py                   # the size above
+    python benchmarks/one_call.py --kernel sghmc    # another kernel
+    python benchmarks/one_call.py --tiny            # seconds (tests)
+"""
+
+import argparse
+import datetime
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+
+import tfp_sgmcmc as sg  # noqa: E402
+
+tfd = tfp.distributions
+HERE = os.path.dirname(os.path.abspath(__file__))
+MEAN_TOLERANCE, SD_TOLERANCE, MAX_RHAT = 0.2, 0.1, 1.01
+
+
+def logistic_data(num_examples, dim, seed=0):
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_examples, dim)).astype(np.float32)
+  w = rng.normal(size=dim).astype(np.float32)
+  y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
+      np.float32)
+  return x, y
+
+
+def laplace(x, y, num_newton_steps=50):
+  """(mode, sds) of the posterior's Laplace approximation, in float64."""
+  x = x.astype(np.float64)
+  w = np.zeros(x.shape[1])
+  for _ in range(num_newton_steps):
+    p = 1 / (1 + np.exp(-x @ w))
+    gradient = x.T @ (p - y) + w
+    hessian = (x * (p * (1 - p))[:, None]).T @ x + np.eye(x.shape[1])
+    step = np.linalg.solve(hessian, gradient)
+    w -= step
+    if np.max(np.abs(step)) < 1e-12:
+      break
+  return w, np.sqrt(np.diag(np.linalg.inv(hessian)))
+
+
+def target_for(x, y, batch_size):
+  def log_likelihood(w, batch):
+    xb, yb = batch
+    return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
+  return sg.InMemoryTarget(
+      log_likelihood, (x, y), batch_size=batch_size,
+      parameter_shapes=[x.shape[1]],
+      log_prior_fn=lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w),
+                                           -1))
+
+
+def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
+        num_chains=4, kernel=None, seed=0, progress=True, **sample_kwargs):
+  x, y = logistic_data(num_examples, dim, seed)
+  mode, laplace_sd = laplace(x, y)
+  target = target_for(x, y, batch_size)
+  load = os.getloadavg()[0]
+  start = time.perf_counter()
+  fit = sg.sample(target, num_results=num_results, num_chains=num_chains,
+                  kernel=kernel, seed=[seed, 1], progress=progress,
+                  **sample_kwargs)
+  seconds = time.perf_counter() - start
+  draws = np.asarray(fit.draws, np.float64).reshape(-1, dim)
+  mean_error = np.abs(draws.mean(0) - mode) / laplace_sd
+  sd_ratio = draws.std(0) / laplace_sd
+  row = dict(
+      kernel=fit.report.kernel, num_examples=num_examples, dim=dim,
+      batch_size=batch_size, num_chains=num_chains, num_results=num_results,
+      max_mean_error_sd=float(mean_error.max()),
+      sd_ratio_min=float(sd_ratio.min()), sd_ratio_max=float(sd_ratio.max()),
+      max_rhat=float(fit.report.max_rhat), min_ess=float(fit.report.min_ess),
+      arrived=bool(fit.report.arrived),
+      minibatches=fit.report.minibatches,
+      control_variates=bool(fit.report.control_variates),
+      step_size=float(fit.report.warmup.step_size),
+      seconds=seconds, phase_seconds=fit.report.seconds,
+      load_average=load, load_average_after=os.getloadavg()[0],
+      date=datetime.date.today().isoformat())
+  row["passes"] = dict(
+      means=row["max_mean_error_sd"] <= MEAN_TOLERANCE,
+      sds=abs(row["sd_ratio_min"] - 1) <= SD_TOLERANCE and
+      abs(row["sd_ratio_max"] - 1) <= SD_TOLERANCE,
+      rhat=row["max_rhat"] <= MAX_RHAT,
+      independent=row["minibatches"] == "independent minibatches")
+  return row
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+  parser.add_argument("--kernel", default=None)
+  parser.add_argument("--num-results", type=int, default=1000)
+  parser.add_argument("--tiny", action="store_true",
+                      help="N = 2,000, d = 3, short runs (seconds)")
+  parser.add_argument("--out", default=os.path.join(HERE, "results"))
+  args = parser.parse_args()
+  if args.tiny:
+    row = run(num_examples=2000, dim=3, batch_size=50, num_results=60,
+              kernel=args.kernel, progress=False, num_adaptation_steps=60,
+              num_mode_steps=200, mode_learning_rate=0.05, jit_compile=False)
+  else:
+    row = run(kernel=args.kernel, num_results=args.num_results)
+  print(f"| {row['kernel']} | N = {row['num_examples']:,}, d = {row['dim']}, "
+        f"n = {row['batch_size']}, {row['num_chains']} chains x "
+        f"{row['num_results']} | max mean error "
+        f"{row['max_mean_error_sd']:.3f} sd | sd ratio "
+        f"{row['sd_ratio_min']:.3f}-{row['sd_ratio_max']:.3f} | R-hat "
+        f"{row['max_rhat']:.3f} | min ESS {row['min_ess']:.0f} | "
+        f"{row['seconds']:.0f} s (load {row['load_average']:.1f}) |")
+  print("passes:", row["passes"])
+  os.makedirs(args.out, exist_ok=True)
+  name = "one_call_tiny.json" if args.tiny else "one_call.json"
+  with open(os.path.join(args.out, name), "w") as f:
+    json.dump(row, f, indent=1)
+
+
+if __name__ == "__main__":
+  main()

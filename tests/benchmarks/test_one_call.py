@@ -1,0 +1,29 @@
+"""benchmarks/one_call.py (one `tfp_sgmcmc.sample` call with its defaults on
+a logistic regression against its Laplace reference) runs at a tiny size
+and reports every number. No accuracy or timing claim is asserted here: the
+short chains of the tiny size are not converged; docs/performance.md gives
+the full size."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "benchmarks")
+
+
+def test_one_call_runs_at_a_tiny_size(tmp_path):
+  subprocess.run([sys.executable, os.path.join(BENCH, "one_call.py"),
+                  "--tiny", "--out", str(tmp_path)], check=True,
+                 env=dict(os.environ, PYTHONPATH=os.pathsep.join(
+                     [os.path.dirname(BENCH)] + sys.path)))
+  row = json.load(open(tmp_path / "one_call_tiny.json"))
+  assert row["num_examples"] == 2000 and row["num_chains"] == 4
+  for key in ("max_mean_error_sd", "sd_ratio_min", "sd_ratio_max",
+              "max_rhat", "min_ess", "seconds", "step_size"):
+    assert math.isfinite(row[key]) and row[key] > 0., key
+  assert row["minibatches"] == "independent minibatches"
+  assert row["control_variates"] and row["arrived"]
+  assert set(row["passes"]) == {"means", "sds", "rhat", "independent"}

@@ -1,0 +1,110 @@
+"""`chains.arrival.check_arrival`: a warm-up still on its way is told from
+the gradient where the chains stand; chains at the posterior are not."""
+
+import numpy as np
+import pytest
+
+from tfp_sgmcmc.chains import arrival
+
+
+def _gaussian(dim, correlation, seed):
+  """A posterior N(m, S) with equicorrelated S (unit variances)."""
+  rng = np.random.default_rng(seed)
+  cov = np.full((dim, dim), correlation) + (1. - correlation) * np.eye(dim)
+  return rng, rng.normal(size=dim), cov, np.linalg.inv(cov)
+
+
+def _gradients(theta, mean, precision):
+  return (theta - mean) @ precision   # grad U of N(mean, cov)
+
+
+@pytest.mark.parametrize("correlation", [0., 0.8])
+def test_chains_at_the_posterior_are_not_flagged(correlation):
+  # 2,000 warm-ups ending at exact draws of the posterior (4 chains, 20
+  # coordinates, up to a variance inflation of 4.3): no false alarm.
+  rng, mean, cov, precision = _gaussian(20, correlation, 0)
+  chol = np.linalg.cholesky(cov)
+  alarms = 0
+  for _ in range(2000):
+    theta = mean + rng.normal(size=(4, 20)) @ chol.T
+    result = arrival.check_arrival([_gradients(theta, mean, precision)],
+                                   [np.diag(cov)], 4)
+    alarms += not result.arrived
+  assert alarms == 0
+
+
+@pytest.mark.parametrize("distance", [30., 70.])
+def test_chains_on_the_slope_are_flagged(distance):
+  # Chains bunched within 1 sd of each other, `distance` sds from the mode
+  # along a random direction, with a variance estimate 10x off either way.
+  rng, mean, cov, precision = _gaussian(20, 0.8, 1)
+  direction = rng.normal(size=20)
+  direction /= np.linalg.norm(direction)
+  theta = mean + distance * direction + 0.5 * rng.normal(size=(4, 20))
+  variance = np.diag(cov) * np.exp(rng.uniform(-2.3, 2.3, size=20))
+  result = arrival.check_arrival([_gradients(theta, mean, precision)],
+                                 [variance], 4)
+  assert not result.arrived
+  assert result.distance > arrival.MAX_DISTANCE
+  assert "find_mode" in result.cause and "ControlVariateTarget" in result.cause
+
+
+def test_one_chain_uses_the_distance_alone():
+  g = np.array([[100., 0.3]])
+  result = arrival.check_arrival(g, np.ones(2), 1)
+  assert not result.arrived and result.agreement is None
+  assert list(result.coordinates) == [0]
+  assert arrival.check_arrival(np.array([[1., -0.5]]), np.ones(2), 1).arrived
+
+
+def test_chains_that_disagree_on_the_slope_are_not_flagged():
+  # Large gradients of both signs: chains spread across the posterior (or in
+  # different modes), not a warm-up on its way.
+  g = np.array([[50.], [-60.], [55.], [-48.]])
+  assert arrival.check_arrival(g, [np.ones(1)], 4).arrived
+
+
+def test_list_state_and_part_count_check():
+  g = [np.full((4, 2), 30.) + np.arange(4)[:, None], np.zeros((4, 3))]
+  result = arrival.check_arrival(g, [np.ones(2), np.ones(3)], 4)
+  assert not result.arrived and list(result.coordinates) == [0, 1]
+  with pytest.raises(ValueError, match="one variance per state part"):
+    arrival.check_arrival(g, [np.ones(2)], 4)
+
+
+def test_warning_names_the_fix():
+  flagged = arrival.check_arrival(np.array([[100.]]), np.ones(1), 1)
+  with pytest.warns(arrival.WarmupNotConvergedWarning, match="find_mode"):
+    arrival.warn_if_not_arrived(flagged)
+
+
+def test_without_a_variance_the_agreement_alone_decides():
+  slope = np.array([[100.], [101.], [99.], [100.5]])
+  assert not arrival.check_arrival(slope, None, 4).arrived
+  rng = np.random.default_rng(3)
+  alarms = sum(not arrival.check_arrival(rng.normal(size=(4, 20)), None,
+                                         4).arrived for _ in range(2000))
+  assert alarms == 0
+  assert arrival.check_arrival(slope[:1], None, 1).arrived
+
+
+def test_warm_up_reports_a_cold_start_and_not_a_warm_one():
+  import warnings  # pylint: disable=import-outside-toplevel
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  import tensorflow_probability as tfp  # pylint: disable=import-outside-toplevel
+  import tfp_sgmcmc as sg  # pylint: disable=import-outside-toplevel
+  # A posterior 1,000 sds from the start and 30 warm-up steps: on its way.
+  far = tfp.distributions.MultivariateNormalDiag([1000., -1000.], [1., 1.])
+  kernel = sg.SGHMC(target_log_prob_fn=far.log_prob, step_size=0.1,
+                    friction=1.)
+  with pytest.warns(arrival.WarmupNotConvergedWarning, match="find_mode"):
+    warm = sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=30, seed=[0, 1],
+                      jit_compile=False)
+  assert warm.report.arrived is False
+  assert warm.report.arrival.distance > arrival.MAX_DISTANCE
+  # Started at the posterior: arrived, and no warning.
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", arrival.WarmupNotConvergedWarning)
+    warm = sg.warm_up(kernel, tf.constant([[1000., -1000.]] * 4),
+                      num_steps=30, seed=[0, 1], jit_compile=False)
+  assert warm.report.arrived is True

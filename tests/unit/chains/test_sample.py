@@ -1,0 +1,151 @@
+"""`tfp_sgmcmc.sample`: one call from a model (a target, a log density or a
+JointDistribution) to draws in its structure, InferenceData, the frozen
+kernel and one report; chains with their own minibatches; a cold start
+reported."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+
+tfd = tfp.distributions
+# Small enough for seconds per call.
+FAST = dict(num_results=60, num_chains=4, num_adaptation_steps=60,
+            num_mode_steps=200, mode_learning_rate=0.05, progress=False,
+            print_report=False, jit_compile=False)
+
+
+def _logistic(num_examples=2000, dim=3, batch_size=50):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(num_examples, dim)).astype(np.float32)
+  w = np.float32([1., -1., 0.5])[:dim]
+  y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
+      np.float32)
+
+  def log_likelihood(w, batch):
+    xb, yb = batch
+    return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
+  log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
+  return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
+                           log_prior_fn=log_prior), x, y
+
+
+def test_target_gives_draws_idata_kernel_and_report():
+  target, _, _ = _logistic()
+  fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3], **FAST)
+  assert fit.draws.shape == (60, 4, 3)
+  assert fit.final_state.shape == (4, 3)
+  assert isinstance(fit.kernel, sg.AMAGOLD)
+  assert fit.kernel.step_size == fit.report.warmup.step_size
+  posterior = fit.inference_data.posterior
+  assert posterior["x"].shape == (4, 60, 3)
+  assert "acceptance_rate" in fit.inference_data.sample_stats
+  report = fit.report
+  assert report.control_variates          # N / n = 40 >= 10
+  assert isinstance(fit.target, sg.ControlVariateTarget)
+  assert report.minibatches == "independent minibatches"
+  assert report.start.startswith("around the mode")
+  assert report.arrived and not report.extended
+  assert len(report.divergences) == 4 and len(report.acceptance) == 4
+  assert np.isfinite(report.max_rhat) and report.min_ess > 0
+  assert set(report.seconds) == {"mode", "warmup", "sampling", "total"}
+  text = str(report)
+  for word in ("warm-up", "arrived", "R-hat", "ESS", "divergences",
+               "heating", "acceptance"):
+    assert word in text
+  # The mode-centred draws are near the data's posterior.
+  assert np.all(np.abs(fit.draws.mean((0, 1)) - [1., -1., .5]) < 0.3)
+
+
+def test_chains_draw_their_own_minibatches():
+  target, _, _ = _logistic()
+  assert not target.independent_minibatches
+  fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
+                  control_variates=False, **FAST)
+  sampled = fit.target
+  assert sampled.independent_minibatches and not fit.report.control_variates
+  indices = sampled.minibatch_indices([3, 4], tf.zeros([4, 3])).numpy()
+  assert indices.shape == (4, 50)
+  assert len({tuple(row) for row in indices}) == 4
+  shared = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
+                     independent_chains=False, control_variates=False,
+                     **FAST)
+  assert not shared.target.independent_minibatches
+  assert "shared" in shared.report.minibatches
+
+
+def test_a_target_that_cannot_be_rebuilt_says_so():
+  target, x, y = _logistic()
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(50)
+  streamed = sg.DatasetTarget(target._log_likelihood_fn, dataset,
+                              num_examples=2000,
+                              log_prior_fn=target._log_prior_fn,
+                              full_dataset=tf.data.Dataset.from_tensor_slices(
+                                  (x, y)).batch(500))
+  fit = sg.sample(streamed, seed=[0, 1], parameter_shapes=[3],
+                  kernel="sgld",
+                  **dict(FAST, num_results=20, num_adaptation_steps=20))
+  assert "SHARED minibatches" in fit.report.minibatches
+
+
+def test_target_log_prob_fn_starts_as_stan():
+  posterior = tfd.MultivariateNormalDiag([1., -1.], [0.5, 2.])
+  fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
+                  parameter_shapes=[2], kernel="sghmc", **FAST)
+  assert fit.draws.shape == (60, 4, 2)
+  assert "uniform(-2, 2)" in fit.report.start
+  assert not fit.report.control_variates
+  assert fit.report.minibatches.startswith("exact gradients")
+  assert isinstance(fit.kernel, sg.SGHMC)
+
+
+def test_joint_distribution_draws_are_constrained():
+  rng = np.random.default_rng(1)
+  y = rng.normal(2., 0.5, size=200).astype(np.float32)
+  model = tfd.JointDistributionNamed(dict(
+      loc=tfd.Normal(0., 5.),
+      scale=tfd.HalfNormal(2.),
+      y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
+  fit = sg.sample(model, observed={"y": y}, batch_size=20, seed=[0, 1],
+                  **FAST)
+  assert fit.report.minibatches == "independent minibatches"
+  assert set(fit.draws) == {"loc", "scale"}
+  assert fit.draws["scale"].shape == (60, 4)
+  assert np.all(fit.draws["scale"] > 0)
+  assert set(fit.inference_data.posterior.data_vars) == {"loc", "scale"}
+  assert abs(fit.draws["loc"].mean() - y.mean()) < 0.2
+
+
+def test_kernel_by_instance_keeps_its_class_and_arguments():
+  target, _, _ = _logistic()
+  mine = sg.SGHMC(target, step_size=1e-3, friction=2.)
+  fit = sg.sample(target, kernel=mine, seed=[0, 1], parameter_shapes=[3],
+                  **FAST)
+  assert isinstance(fit.kernel, sg.SGHMC)
+  assert fit.kernel.friction == 2.
+  assert fit.kernel.target is fit.target
+  with pytest.raises(ValueError, match="`kernel` = 'nuts'"):
+    sg.sample(target, kernel="nuts", parameter_shapes=[3], **FAST)
+
+
+def test_cold_start_is_reported():
+  # A posterior 1,000 sds from the Stan-like start, 30 warm-up steps (and
+  # 30 more): the warm-up has not arrived, and says so.
+  far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
+  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
+    fit = sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
+                    parameter_shapes=[2], kernel="sghmc",
+                    **dict(FAST, num_adaptation_steps=30))
+  assert not fit.report.arrived and fit.report.extended
+  assert fit.report.problems[0] == "warm-up did not arrive"
+  assert "NOT ARRIVED" in str(fit.report)
+
+
+def test_needs_the_state_shape():
+  posterior = tfd.MultivariateNormalDiag([1., -1.], [0.5, 2.])
+  with pytest.raises(ValueError, match="`parameter_shapes` is required"):
+    sg.sample(target_log_prob_fn=posterior.log_prob, **FAST)

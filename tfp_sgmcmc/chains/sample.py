@@ -1,0 +1,370 @@
+"""`tfp_sgmcmc.sample`: from a model to a posterior, in one call.
+
+Built from the package's public parts, in the order docs/warmup.md gives
+for a large data set: the model as a target with one minibatch per chain;
+`find_mode` and a start around it (chains/start.py); control variates
+around the mode where they pay; `warm_up` (step size and mass), checked
+for arrival (chains/arrival.py) and extended once if it has not arrived;
+`sample_chain_with_progress` under XLA; `summarize` and
+`to_inference_data`; one report.
+"""
+
+import collections
+import inspect
+import time
+import warnings
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc.chains import arrival as arrival_lib
+from tfp_sgmcmc.chains import start as start_lib
+from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
+                                           find_field, summarize)
+from tfp_sgmcmc.chains.inference_data import to_inference_data
+from tfp_sgmcmc.chains.runs import sample_chain_with_progress
+from tfp_sgmcmc.chains.warmup import warm_up
+from tfp_sgmcmc.kernels import AMAGOLD, SGHMC, SGLD, SGNHT
+from tfp_sgmcmc.targets.base import TargetCapabilityError
+from tfp_sgmcmc.targets.joint import JointDistributionTarget
+from tfp_sgmcmc.targets.wrappers import ControlVariateTarget
+
+__all__ = ["sample", "SampleResult", "SampleReport", "KERNELS"]
+
+# Kernels by name, with the starting guesses warm_up tunes from (the step
+# size is replaced by one from the Laplace sds where they are known).
+KERNELS = {
+    "amagold": lambda t, h: AMAGOLD(t, step_size=h, num_leapfrog_steps=10,
+                                    friction=0.5),
+    "sghmc": lambda t, h: SGHMC(t, step_size=h, friction=1.),
+    "sgnht": lambda t, h: SGNHT(t, step_size=h, diffusion=1.),
+    "sgld": lambda t, h: SGLD(t, step_size=h),
+}
+DEFAULT_KERNEL = "amagold"
+# The traced fields: what `summarize` and `to_inference_data` read.
+_TRACED = ("diverged", "log_accept_ratio", "is_accepted", "step_size",
+           "target_log_prob", "energy")
+_CALIBRATION = r"supplied `TransitionKernel` is not calibrated"
+
+
+class SampleReport(collections.namedtuple("SampleReport", [
+    "kernel", "start", "control_variates", "minibatches", "warmup",
+    "arrived", "arrival", "extended", "acceptance", "divergences", "heating",
+    "max_rhat", "min_ess", "problems", "seconds"])):
+  """The one report of a `sample` call (printed by `str(report)`).
+
+  Attributes:
+    kernel: the kernel's class name.
+    start: how the chains' starting states were chosen.
+    control_variates: whether the kernel sampled a `ControlVariateTarget`.
+    minibatches: what the chains' gradients share ("independent
+      minibatches", "full batch", or why they share them).
+    warmup: the `WarmupReport` of the (last) warm-up.
+    arrived: whether the warm-up ended at the posterior
+      (`tfp_sgmcmc.chains.arrival`).
+    arrival: the `Arrival` record behind `arrived`.
+    extended: whether the warm-up was run a second time because the first
+      had not arrived.
+    acceptance: per chain, the mean acceptance probability (or accepted
+      fraction) of the sampling phase, or None.
+    divergences: per chain, the diverged steps.
+    heating: per chain, `summarize`'s heating statistic, or None.
+    max_rhat, min_ess: split R-hat and ESS over coordinates (chains pooled).
+    problems: what went wrong (empty for a healthy run).
+    seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
+  """
+  __slots__ = ()
+
+  def __str__(self):
+    w = self.warmup
+    acc = ("-" if self.acceptance is None else
+           f"{np.min(self.acceptance):.2f}-{np.max(self.acceptance):.2f}")
+    heat = ("-" if self.heating is None else f"{np.max(self.heating):.1f}")
+    lines = [
+        f"tfp_sgmcmc.sample: {self.kernel}, {len(self.divergences)} chains; "
+        f"start {self.start}; control variates "
+        f"{'on' if self.control_variates else 'off'}; {self.minibatches}.",
+        f"  warm-up: {w.num_steps} steps{' (extended)' if self.extended else ''}"
+        f", step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
+        f"{'arrived' if self.arrived else 'NOT ARRIVED'} (distance "
+        f"{self.arrival.distance:.1f} posterior sds).",
+        f"  sampling: acceptance {acc}, divergences "
+        f"{int(np.sum(self.divergences))}, heating {heat}, R-hat "
+        f"{self.max_rhat:.3f}, min ESS {self.min_ess:.0f}.",
+        "  time: " + ", ".join(f"{k} {v:.1f} s"
+                               for k, v in self.seconds.items()) + ".",
+        "  " + ("problems: " + "; ".join(self.problems) if self.problems
+                else "no problems found.")]
+    return "\n".join(lines)
+
+
+class SampleResult(collections.namedtuple("SampleResult", [
+    "draws", "inference_data", "kernel", "final_state",
+    "final_kernel_results", "states", "trace", "target", "report"])):
+  """What `sample` returns.
+
+  Attributes:
+    draws: the draws, [num_results, chains, ...] per part, in the model's
+      structure (a JointDistribution's constrained parameters).
+    inference_data: ArviZ `InferenceData` with `sample_stats` (None when
+      ArviZ is not installed).
+    kernel: the frozen kernel (tuned step size and mass) that drew them.
+    final_state: the chains' last state, as the kernel sees it (the
+      unconstrained state for a JointDistribution).
+    final_kernel_results: the last `StepSeededResults`: with
+      `StepSeeded(kernel, seed)` they continue the chain bit for bit, and
+      `save_chain(path, final_state, final_kernel_results, kernel)` saves it.
+    states: the draws as the kernel sees them (unconstrained).
+    trace: the traced fields (`diverged`, `log_accept_ratio`, ...).
+    target: the target the kernel sampled.
+    report: the `SampleReport`.
+  """
+  __slots__ = ()
+
+
+def _trace_fn(kernel, state):
+  """A trace of the results' tensor fields that diagnostics read (never a
+  distribution, which a trace cannot stack)."""
+  results = kernel.bootstrap_results(state)
+  names = [n for n in _TRACED if tf.is_tensor(find_field(results, n))]
+  trace_type = collections.namedtuple("SampleTrace", names)
+
+  def trace_fn(_, r):
+    return trace_type(*[find_field(r, n) for n in names])
+  return trace_fn
+
+
+def _build_kernel(kernel, target, step_size):
+  if not target.has_exact_energy:
+    raise TargetCapabilityError(
+        f"`sample` warms up on an exact Metropolis-Hastings test, which "
+        f"needs the full-data energy; this {type(target).__name__} has none "
+        "(has_exact_energy=False). Give the target its data for the energy "
+        "(DatasetTarget(..., full_dataset=...)), or tune with your own "
+        "step size and run sample_chain_with_progress.")
+  if kernel is None:
+    kernel = DEFAULT_KERNEL
+  if isinstance(kernel, str):
+    if kernel.lower() not in KERNELS:
+      raise ValueError(f"`kernel` = {kernel!r} is not a kernel `sample` "
+                       f"knows by name; use one of {sorted(KERNELS)} or "
+                       "pass a kernel instance.")
+    h = step_size if kernel.lower() != "sgld" else step_size ** 2
+    return KERNELS[kernel.lower()](target, h)
+  if isinstance(kernel, tfp.mcmc.TransitionKernel):
+    return kernel.copy(target=target, target_log_prob_fn=None)
+  raise TypeError(f"`kernel` must be a name ({sorted(KERNELS)}) or a "
+                  f"tfp_sgmcmc kernel instance; got {kernel!r:.100}.")
+
+
+def _template(target, initial_state, parameter_shapes, seed):
+  """One chain's state (no chain axis), to search from and to shape by."""
+  if initial_state is not None:
+    return tf.nest.map_structure(
+        lambda p: tf.convert_to_tensor(p, tf.float32)
+        if not tf.is_tensor(p) else p, initial_state)
+  if isinstance(target, JointDistributionTarget):
+    return tf.nest.map_structure(tf.zeros_like,
+                                 target.initial_state(seed=seed))
+  shapes = (parameter_shapes if parameter_shapes is not None else
+            target.parameter_shapes)
+  if shapes is None:
+    raise ValueError(
+        f"`parameter_shapes` is required: the {type(target).__name__} does "
+        "not say the shape of one chain's state; pass "
+        "parameter_shapes=[d] (or a list of shapes for a list state) or "
+        "initial_state= (one chain's state).")
+  if isinstance(shapes, list) and shapes and isinstance(
+      shapes[0], (list, tuple, tf.TensorShape)):
+    return [tf.zeros(s) for s in shapes]
+  return tf.zeros(shapes)
+
+
+def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile):
+  """warm_up, with its arrival checked (and the warm-up run once more from
+  where it ended when it has not arrived)."""
+  extended = False
+  seeds = tfp.random.split_seed(seed, 4)
+  for attempt in range(2):
+    with warnings.catch_warnings():
+      warnings.simplefilter("ignore", arrival_lib.WarmupNotConvergedWarning)
+      warm = warm_up(kernel, state, num_steps=num_steps,
+                     seed=seeds[2 * attempt], jit_compile=jit_compile)
+    variance = warm.report.variance
+    if variance is None:
+      variance = (tf.nest.map_structure(tf.square, mode_scale)
+                  if mode_scale is not None else
+                  [np.var(np.asarray(p), axis=0)
+                   for p in tf.nest.flatten(warm.state)])
+    num_chains = int(np.prod(tf.nest.flatten(warm.state)[0].shape[:1]))
+    grads = arrival_lib.final_gradients(kernel.target, warm.state,
+                                        seeds[2 * attempt + 1])
+    arrived = arrival_lib.check_arrival(grads, variance, num_chains)
+    if arrived.arrived or attempt:
+      return warm, arrived, extended
+    kernel, state, extended = warm.kernel, warm.state, True
+  return warm, arrived, extended
+
+
+def sample(target=None, num_results=1000, num_chains=4, kernel=None,
+           seed=None, num_adaptation_steps=1000, num_burnin_steps=0, *,
+           target_log_prob_fn=None, observed=None, covariates=None,
+           batch_size=None, parameter_shapes=None, initial_state=None,
+           control_variates=None, independent_chains=True,
+           num_mode_steps=2000, mode_learning_rate=1e-2, progress=True,
+           jit_compile=True, print_report=True):
+  """Draws from a posterior in one call: start, warm-up, sampling, checks.
+
+  Like PyMC's `pm.sample` or NumPyro's `MCMC.run`, with TFP's vocabulary.
+  In order: the model becomes a target whose chains draw their own
+  minibatches; a minibatch target with an exact energy starts around its
+  mode (`find_mode`, dispersed by the Laplace sds) and, when the minibatch
+  is at most a tenth of the data, is sampled through control variates
+  around the mode (`ControlVariateTarget`); other targets start
+  uniform(-2, 2) in the unconstrained space, as Stan. `warm_up` tunes the
+  step size and mass; a warm-up that has not arrived at the posterior
+  (`tfp_sgmcmc.chains.arrival`) is run once more, then reported with a
+  `WarmupNotConvergedWarning`. The chains run under XLA with a progress
+  bar; one report is printed (`print_report`), and an
+  `UnhealthyChainWarning` names any problem.
+
+  Args:
+    target: a `tfp_sgmcmc` target, or a `tfd.JointDistribution` (with
+      `observed`, or pinned), or a model function `covariates ->
+      JointDistribution` with `observed` and `covariates`.
+    num_results: draws kept per chain.
+    num_chains: independent chains.
+    kernel: "amagold" (default: exact, the draws' law is the posterior
+      whatever the minibatch), "sghmc", "sgnht", "sgld", or a kernel
+      instance, whose step size and other arguments are starting guesses.
+    seed: stateless seed.
+    num_adaptation_steps: warm-up steps (`warm_up`'s `num_steps`).
+    num_burnin_steps: steps run after the warm-up and not kept.
+    target_log_prob_fn: instead of `target`, TFP's log density (full
+      batch); needs `parameter_shapes` or `initial_state`.
+    observed, covariates, batch_size: a JointDistribution's data, as
+      `JointDistributionTarget` takes them (batch_size None: full batch).
+    parameter_shapes: one chain's state shape, where the target does not
+      say it.
+    initial_state: one chain's state to start the mode search from (no
+      chain axis); default zeros.
+    control_variates: None (the rule above), True or False.
+    independent_chains: give each chain its own minibatches (True), or
+      keep the target's sharing (False).
+    num_mode_steps, mode_learning_rate: `find_mode`'s Adam.
+    progress: as `sample_chain_with_progress` takes it.
+    jit_compile: compile with XLA.
+    print_report: print the report.
+
+  Returns:
+    A `SampleResult(draws, inference_data, kernel, final_state,
+    final_kernel_results, states, trace, target, report)`.
+
+  #### Example
+
+  ```python
+  fit = tfp_sgmcmc.sample(target, num_results=500, seed=[0, 1])
+  print(fit.report)                          # warm-up, R-hat, ESS, ...
+  print(tf.reduce_mean(fit.draws, [0, 1]))   # posterior means
+  ```
+  """
+  t_start = time.perf_counter()
+  seed = tfp.random.sanitize_seed(seed)
+  start_seed, warm_seed, run_seed = tfp.random.split_seed(seed, 3)
+  model_target = start_lib.as_target(target, target_log_prob_fn, observed,
+                                     covariates, batch_size)
+  template = _template(model_target, initial_state, parameter_shapes,
+                       start_seed)
+  minibatches = "shared minibatches (independent_chains=False)"
+  sampled = model_target
+  if independent_chains:
+    sampled, minibatches = start_lib.independent(
+        model_target, _shape_spec(template))
+  states, mode, scale, how = start_lib.initial_states(
+      sampled, template, num_chains, start_seed, num_mode_steps,
+      mode_learning_rate)
+  t_mode = time.perf_counter()
+  use_cv = start_lib.use_control_variates(sampled, control_variates)
+  if use_cv:
+    if mode is None:
+      raise ValueError("`control_variates=True` needs a minibatch target "
+                       "with an exact energy (to find the mode).")
+    sampled = ControlVariateTarget(sampled, mode)
+  step_size = (0.01 if scale is None else float(np.median(np.concatenate(
+      [np.ravel(s) for s in tf.nest.flatten(scale)]))))
+  kernel = _build_kernel(kernel, sampled, step_size)
+  warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
+                                  warm_seed, scale, jit_compile)
+  t_warm = time.perf_counter()
+  if not arrived.arrived:
+    warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,
+                  stacklevel=2)
+  with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=_CALIBRATION)
+    run = sample_chain_with_progress(
+        num_results, warm.state, warm.kernel, seed=run_seed,
+        num_burnin_steps=num_burnin_steps,
+        trace_fn=_trace_fn(warm.kernel, warm.state), progress=progress,
+        jit_compile=jit_compile)
+  t_run = time.perf_counter()
+  trace = tf.nest.map_structure(np.asarray, run.trace)
+  states_np = tf.nest.map_structure(np.asarray, run.all_states)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    health = summarize(states_np, trace, print_report=False, warn=False)
+  draws = states_np
+  var_names = None
+  if isinstance(model_target, JointDistributionTarget):
+    draws = tf.nest.map_structure(np.asarray,
+                                  model_target.constrain(run.all_states))
+    var_names = model_target
+  acceptance = health.acceptance_rate
+  if acceptance is None and hasattr(trace, "log_accept_ratio"):
+    acceptance = np.exp(np.minimum(np.asarray(
+        trace.log_accept_ratio, np.float64), 0.)).reshape(
+            num_results, -1).mean(0)
+  problems = list(health.problems)
+  if not arrived.arrived:
+    problems.insert(0, "warm-up did not arrive")
+  report = SampleReport(
+      kernel=type(warm.kernel).__name__, start=how,
+      control_variates=use_cv, minibatches=minibatches,
+      warmup=warm.report, arrived=arrived.arrived, arrival=arrived,
+      extended=extended, acceptance=acceptance,
+      divergences=health.divergences, heating=health.heating,
+      max_rhat=health.max_rhat, min_ess=health.min_ess, problems=problems,
+      seconds=dict(mode=t_mode - t_start, warmup=t_warm - t_mode,
+                   sampling=t_run - t_warm,
+                   total=time.perf_counter() - t_start))
+  idata = _inference_data(draws, trace, var_names, warm.kernel)
+  if print_report:
+    print(report)
+  if health.problems:
+    warnings.warn("unhealthy run: " + "; ".join(health.problems),
+                  UnhealthyChainWarning, stacklevel=2)
+  final_state = tf.nest.map_structure(lambda s: s[-1], run.all_states)
+  return SampleResult(
+      draws=draws, inference_data=idata, kernel=warm.kernel,
+      final_state=final_state, final_kernel_results=run.final_kernel_results,
+      states=states_np, trace=trace, target=sampled, report=report)
+
+
+def _shape_spec(template):
+  """`parameter_shapes` of one chain's state."""
+  shapes = [p.shape.as_list() for p in tf.nest.flatten(template)]
+  if isinstance(template, (list, tuple)) or len(shapes) > 1:
+    return shapes
+  return shapes[0]
+
+
+def _inference_data(draws, trace, var_names, kernel):
+  try:
+    kwargs = {}
+    if "kernel" in inspect.signature(to_inference_data).parameters:
+      kwargs["kernel"] = kernel
+    if var_names is not None:
+      kwargs["var_names"] = var_names
+    return to_inference_data(draws, trace, **kwargs)
+  except ImportError:
+    return None

@@ -1,0 +1,189 @@
+"""Where `tfp_sgmcmc.sample` starts and what it samples: the model as a
+target, each chain's own minibatches, control variates where they pay, and
+the chains' starting states.
+
+* **Start.** A minibatch target with an exact energy: around the mode
+  (`find_mode`), each chain at mode + s * z, z ~ N(0, I), s the Laplace sds
+  (the inverse Hessian's diagonal where the state has at most
+  `FULL_HESSIAN_MAX` coordinates, else 1 / sqrt of the Hessian's diagonal
+  estimated from Rademacher probes). Elsewhere as Stan does: uniform(-2, 2)
+  in the unconstrained space.
+* **Control variates** (`ControlVariateTarget` around the mode) when the
+  minibatch covers at most 1 / `CONTROL_VARIATE_MIN_RATIO` of the data: the
+  minibatch gradient's noise variance, in units of the posterior's
+  curvature, grows as N / n, and around the mode control variates remove
+  most of it for two minibatch gradients per step instead of one.
+* **Independent chains.** An `InMemoryTarget` (or a `ControlVariateTarget`
+  on one) whose chains share each step's minibatch is rebuilt with
+  `with_independent_minibatches`; other targets are kept, and the report
+  says so.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+from tfp_sgmcmc.targets.base import MinibatchTarget
+from tfp_sgmcmc.targets.in_memory import InMemoryTarget
+from tfp_sgmcmc.targets.joint import JointDistributionTarget
+from tfp_sgmcmc.targets.log_prob import LogProbFnTarget
+from tfp_sgmcmc.targets.wrappers import ControlVariateTarget, find_mode
+
+__all__ = ["as_target", "independent", "use_control_variates",
+           "laplace_scale", "initial_states", "CONTROL_VARIATE_MIN_RATIO",
+           "FULL_HESSIAN_MAX"]
+
+tfd = tfp.distributions
+
+CONTROL_VARIATE_MIN_RATIO = 10.
+FULL_HESSIAN_MAX = 200
+
+
+def as_target(model, target_log_prob_fn, observed, covariates, batch_size):
+  """The model as a `tfp_sgmcmc` target."""
+  if target_log_prob_fn is not None:
+    if model is not None:
+      raise ValueError("give the model once: `target` or "
+                       "`target_log_prob_fn`, not both.")
+    return LogProbFnTarget(target_log_prob_fn)
+  if isinstance(model, MinibatchTarget):
+    if observed is not None or covariates is not None:
+      raise ValueError("`observed` and `covariates` go with a "
+                       "JointDistribution; `target` is already a "
+                       f"{type(model).__name__}.")
+    return model
+  if isinstance(model, tfd.JointDistribution) or (
+      callable(model) and observed is not None):
+    return JointDistributionTarget(model, observed=observed,
+                                   covariates=covariates,
+                                   batch_size=batch_size)
+  raise TypeError(
+      "`target` must be a tfp_sgmcmc target (e.g. InMemoryTarget), a "
+      "tfd.JointDistribution (with `observed`, or pinned), or a model "
+      "function with `observed`; for a log density pass "
+      f"`target_log_prob_fn=`. Got {model!r:.100}.")
+
+
+def _is_minibatch(target):
+  base = (target.base_target if isinstance(target, ControlVariateTarget)
+          else target)
+  return (isinstance(base, InMemoryTarget) and not base.is_full_batch) or (
+      not isinstance(base, (InMemoryTarget, LogProbFnTarget)) and
+      base.minibatches_from_seed is not None)
+
+
+def independent(target, parameter_shapes):
+  """(target, note): `target` with one minibatch per chain where it can be
+  rebuilt so; `note` says what the chains share."""
+  if isinstance(target, ControlVariateTarget):
+    base, note = independent(target.base_target, parameter_shapes)
+    if base is not target.base_target:
+      return ControlVariateTarget(base, target.centre), note
+    return target, note
+  if isinstance(target, InMemoryTarget):
+    if target.is_full_batch:
+      return target, "full batch (no minibatch noise)"
+    if target.independent_minibatches:
+      return target, "independent minibatches"
+    try:
+      rebuilt = target.with_independent_minibatches(parameter_shapes)
+    except ValueError as e:
+      return target, f"SHARED minibatches: {e}"
+    return rebuilt, "independent minibatches"
+  if not _is_minibatch(target):
+    return target, "exact gradients (no minibatch noise)"
+  return target, (
+      f"SHARED minibatches: a {type(target).__name__} cannot give each chain "
+      "its own, so R-hat and cross-chain ESS are optimistic")
+
+
+def use_control_variates(target, control_variates):
+  """Whether to sample on `ControlVariateTarget` around the mode."""
+  if control_variates is not None:
+    return bool(control_variates)
+  if isinstance(target, ControlVariateTarget) or not target.has_exact_energy:
+    return False
+  if not isinstance(target, InMemoryTarget) or target.is_full_batch:
+    return False
+  return target.num_examples >= CONTROL_VARIATE_MIN_RATIO * target.batch_size
+
+
+def _flat_energy(target, structure):
+  shapes = [p.shape for p in tf.nest.flatten(structure)]
+  sizes = [int(np.prod(s)) for s in shapes]
+
+  def energy(x):
+    parts = tf.split(x, sizes)
+    parts = [tf.reshape(p, s) for p, s in zip(parts, shapes)]
+    return target.energy(tf.nest.pack_sequence_as(structure, parts))
+  return energy
+
+
+def laplace_scale(target, mode, seed, num_probes=16):
+  """Per coordinate of `mode` (one chain's state), the Laplace sd: sqrt of
+  the inverse Hessian's diagonal (<= `FULL_HESSIAN_MAX` coordinates), else
+  1 / sqrt of the Hessian's diagonal (Rademacher probes; the conditional
+  sds, below the marginal ones). Non-positive curvature gives sd 1."""
+  parts = tf.nest.flatten(mode)
+  dtype = parts[0].dtype
+  x = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
+  energy = _flat_energy(target, mode)
+  dim = int(x.shape[0])
+
+  @tf.function(autograph=False)
+  def hvp(v):
+    with tf.GradientTape() as outer:
+      outer.watch(x)
+      with tf.GradientTape() as inner:
+        inner.watch(x)
+        u = energy(x)
+      g = inner.gradient(u, x)
+      gv = tf.reduce_sum(g * v)
+    return outer.gradient(gv, x)
+
+  if dim <= FULL_HESSIAN_MAX:
+    hessian = np.stack([hvp(tf.one_hot(i, dim, dtype=dtype)).numpy()
+                        for i in range(dim)]).astype(np.float64)
+    hessian = 0.5 * (hessian + hessian.T)
+    try:
+      np.linalg.cholesky(hessian)
+      variance = np.diag(np.linalg.inv(hessian))
+    except np.linalg.LinAlgError:
+      diag = np.diag(hessian)
+      variance = np.where(diag > 0, 1. / np.where(diag > 0, diag, 1.), 1.)
+  else:
+    signs = tfp.random.rademacher([num_probes, dim], dtype=dtype,
+                                  seed=tfp.random.sanitize_seed(seed))
+    diag = np.mean([(s * hvp(s)).numpy() for s in signs], 0)
+    variance = np.where(diag > 0, 1. / np.where(diag > 0, diag, 1.), 1.)
+  sd = np.sqrt(variance).astype(dtype.as_numpy_dtype)
+  sizes = [int(np.prod(p.shape)) for p in parts]
+  pieces = np.split(sd, np.cumsum(sizes)[:-1])
+  return tf.nest.pack_sequence_as(
+      mode, [tf.constant(s.reshape(p.shape)) for s, p in zip(pieces, parts)])
+
+
+def initial_states(target, template, num_chains, seed, num_mode_steps,
+                   learning_rate):
+  """(states with a leading chain axis, mode or None, Laplace sd or None,
+  how the start was chosen)."""
+  mode_seed, scale_seed, draw_seed = tfp.random.split_seed(seed, 3)
+  parts = tf.nest.flatten(template)
+  if _is_minibatch(target) and target.has_exact_energy:
+    mode = find_mode(target, template, num_steps=num_mode_steps,
+                     learning_rate=learning_rate, seed=mode_seed)
+    scale = laplace_scale(target, mode, scale_seed)
+    seeds = tfp.random.split_seed(draw_seed, len(parts))
+    states = [m[None] + s[None] * tf.random.stateless_normal(
+        [num_chains] + m.shape.as_list(), sd, dtype=m.dtype)
+              for m, s, sd in zip(tf.nest.flatten(mode),
+                                  tf.nest.flatten(scale), seeds)]
+    how = (f"around the mode (find_mode, {num_mode_steps} Adam steps), "
+           "dispersed by the Laplace sds")
+    return tf.nest.pack_sequence_as(template, states), mode, scale, how
+  seeds = tfp.random.split_seed(draw_seed, len(parts))
+  states = [tf.random.stateless_uniform(
+      [num_chains] + p.shape.as_list(), sd, -2., 2., dtype=p.dtype)
+            for p, sd in zip(parts, seeds)]
+  return (tf.nest.pack_sequence_as(template, states), None, None,
+          "uniform(-2, 2) in the unconstrained space (as Stan)")
