@@ -145,6 +145,10 @@ OUTCOMES = [
               fn=lambda w, b: -tf.reduce_sum((b[0] - w) ** 2, -1),
               batch_size=4), 0.1), tf.zeros([4, D])), "log_likelihood_fn",
           r"probe batch of 5"),
+    clear("log-likelihood ignores the chain axis (reads w[0])", lambda: boot(
+        sg.SGLD(mem(fn=lambda w, b: ll(w[0], b), log_prior_fn=prior), 0.1),
+        tf.zeros([4, D])),
+          "log_likelihood_fn", r"shape is \[\], but `log_prior_fn`.*\[4\].*ignores the chain axes"),
     clear("log-prior sums over the chains too", lambda: boot(sg.SGLD(mem(
         log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2)), 0.1),
         tf.zeros([4, D])), "log_prior_fn", r"returned shape \[\].*\[4\]"),

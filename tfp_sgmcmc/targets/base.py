@@ -17,7 +17,8 @@ import tensorflow as tf
 from tfp_sgmcmc._structure import describe_structure, pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
-                                       check_batch_shape, check_float_state,
+                                       check_batch_shape, chain_shape_mismatch,
+                                       check_float_state,
                                        check_log_likelihood_output,
                                        check_output, parse_parameter_shapes)
 
@@ -243,6 +244,20 @@ class DataLikelihoodTarget(MinibatchTarget):
     if (value.shape.rank is not None and batch_shape.rank is not None and
         not (value.shape.rank == batch_shape.rank and
              value.shape.is_compatible_with(batch_shape))):
+      if (value.shape.rank > batch_shape.rank and chain_shape_mismatch(
+          value.shape, state, self.parameter_shapes) is None):
+        # The prior gives one value per chain and the likelihood fewer:
+        # the likelihood dropped the chain axes (e.g. it reads w[0]).
+        raise ValueError(
+            f"`log_likelihood_fn` returned per-example values whose chain "
+            f"(batch) shape is {list(batch_shape)}, but `log_prior_fn` "
+            f"returned one value per chain, shape {list(value.shape)}, for "
+            f"a state {describe_structure(state)}: the log-likelihood "
+            "ignores the chain axes (e.g. it indexes w[0], or reshapes "
+            "the parameters to one chain). Make it broadcast over the "
+            "leading (chain) axes of each state part, returning shape "
+            "chain_shape + [n] (e.g. tf.linalg.matvec(x, w) with w of "
+            "shape [chains, d] gives [chains, n]).")
       raise ValueError(
           f"`log_prior_fn` returned shape {list(value.shape)} but the "
           f"log-likelihood's chain (batch) shape is {list(batch_shape)} "

@@ -10,7 +10,8 @@ from tfp_sgmcmc._structure import describe_structure
 from tfp_sgmcmc.arguments import assert_in_graph, in_xla_context
 
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
-           "check_batch_shape", "parse_parameter_shapes",
+           "check_batch_shape", "chain_shape_mismatch",
+           "parse_parameter_shapes",
            "check_log_likelihood_output", "check_finite_data",
            "check_batch_size", "in_xla_context", "refuse_under_xla",
            "check_initial_state"]
@@ -75,12 +76,12 @@ def check_output(name, value, state):
   return value
 
 
-def check_batch_shape(name, batch_shape, state, parameter_shapes, what):
-  """`batch_shape` (one value per chain) must be the state's chain
-  dimensions: a prefix of every part's shape, leaving the parameter's own
-  dimensions (exactly `parameter_shapes` when declared)."""
+def chain_shape_mismatch(batch_shape, state, parameter_shapes):
+  """The index and shape of the first state part whose chain dimensions
+  `batch_shape` cannot be (a prefix of its shape that leaves the parameter's
+  own dimensions, exactly `parameter_shapes` when declared), or None."""
   if batch_shape.rank is None:
-    return
+    return None
   parts = tf.nest.flatten(state)
   shapes = (None if parameter_shapes is None else
             tf.nest.flatten(parameter_shapes) if isinstance(parameter_shapes, list)
@@ -100,13 +101,23 @@ def check_batch_shape(name, batch_shape, state, parameter_shapes, what):
                                                     ].is_compatible_with(
                                                         batch_shape)
     if not ok:
-      raise ValueError(
-          f"`{name}` returned {what} of shape {list(batch_shape)}, but the "
-          f"state part {i} has shape {list(part.shape)}: it must return one "
-          "value per chain, shape = the state's leading (chain) dimensions "
-          "(shape [] for a single chain), summed over each parameter's own "
-          "axes (e.g. tf.reduce_sum(..., axis=-1)). If the state's leading "
-          "axes are not all chain axes, give the target `parameter_shapes`.")
+      return i, part.shape
+  return None
+
+
+def check_batch_shape(name, batch_shape, state, parameter_shapes, what):
+  """`batch_shape` (one value per chain) must be the state's chain
+  dimensions (`chain_shape_mismatch`)."""
+  mismatch = chain_shape_mismatch(batch_shape, state, parameter_shapes)
+  if mismatch is not None:
+    i, shape = mismatch
+    raise ValueError(
+        f"`{name}` returned {what} of shape {list(batch_shape)}, but the "
+        f"state part {i} has shape {list(shape)}: it must return one "
+        "value per chain, shape = the state's leading (chain) dimensions "
+        "(shape [] for a single chain), summed over each parameter's own "
+        "axes (e.g. tf.reduce_sum(..., axis=-1)). If the state's leading "
+        "axes are not all chain axes, give the target `parameter_shapes`.")
 
 
 def parse_parameter_shapes(shapes):
