@@ -128,13 +128,11 @@ class AdaptationAtEpochEnd(keras.callbacks.Callback):
 
   def on_epoch_end(self, epoch, logs=None):
     sampler = self.model.optimizer
-    results = tf.nest.pack_sequence_as(
-        sampler._adaptation_structure,  # pylint: disable=protected-access
-        [v.numpy() for v in sampler._adaptation_results])  # pylint: disable=protected-access
+    averaging = sampler._warmup.state().dual_averaging  # pylint: disable=protected-access
     # The sampler's own log value: the step size it runs at now.
     running = sampler.log_diagnostics()["step_size"]
     self.rows.append((logs["step_size"], running,
-                      float(np.exp(np.ravel(results.log_averaging_step)[0])),
+                      float(np.exp(np.ravel(averaging.log_averaging_step)[0])),
                       sampler.adapting))
 
 

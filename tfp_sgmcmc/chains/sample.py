@@ -264,7 +264,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   #### Example
 
   ```python
-  fit = tfp_sgmcmc.sample(target, num_results=500, seed=[0, 1])
+  fit = tfp_sgmcmc.sample(target, num_results=500, parameter_shapes=[d],
+                          seed=[0, 1])
   print(fit.report)                          # warm-up, R-hat, ESS, ...
   print(tf.reduce_mean(fit.draws, [0, 1]))   # posterior means
   ```

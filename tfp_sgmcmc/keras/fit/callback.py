@@ -13,7 +13,6 @@ function of each phase). docs/keras.md describes the whole.
 """
 
 import collections
-import math
 import os
 import time
 
@@ -388,40 +387,6 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       self._keep_sample()
 
   # --- results -------------------------------------------------------------
-
-  @property
-  def heating_trend(self):
-    """The trend statistic of the sampling epochs' energies at the end of
-    the last fit (see `tfp_sgmcmc.diagnostics.energy_trend`; None before a
-    fit with three sampling epochs)."""
-    return self._heating.trend
-
-  @property
-  def heating(self):
-    """The heating statistic of the epoch energies (see
-    `tfp_sgmcmc.diagnostics.heating`; None before three sampling epochs)."""
-    return self._heating.heating
-
-  @property
-  def samples(self):
-    """The kept samples: a list (oldest first) of lists of arrays, one per
-    trainable variable."""
-    return list(self._samples)
-
-  @property
-  def acceptance_rate(self):
-    """AMAGOLD: accepted / tested trajectories over the whole run."""
-    return self.num_accepted / self.num_tests if self.num_tests else math.nan
-
-  @property
-  def posterior(self):
-    """A `Posterior` of the kept samples and the running moments."""
-    return outcome_lib.posterior_of(self)
-
-  def predict(self, x, batch_size=256):
-    """The Bayesian model average over the kept samples (see
-    `Posterior.predict`)."""
-    return self.posterior.predict(x, batch_size=batch_size)
 
   @staticmethod
   def _is_sampling_callback(obj):

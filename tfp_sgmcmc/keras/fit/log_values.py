@@ -52,6 +52,12 @@ def adapted_step_size(sampler):
   """
   if not getattr(sampler, "adapting", False):
     return None
+  warmup = getattr(sampler, "_warmup", None)  # `SamplingCallback(warmup=n)`
+  if warmup is not None:
+    averaging = warmup.state().dual_averaging
+    if int(np.ravel(averaging.count)[0]) < 1:
+      return None
+    return float(np.exp(np.ravel(averaging.log_averaging_step)[0]))
   variables = getattr(sampler, "_adaptation_results", None)
   structure = getattr(sampler, "_adaptation_structure", None)
   if not variables or structure is None:

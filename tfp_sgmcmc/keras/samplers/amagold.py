@@ -121,18 +121,15 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     self._mh_function = None
     self._inverse_mass = None  # M^{-1} variables, when M is not sigma^2 I.
     self._warmup = None  # `SamplingCallback(warmup=n)`'s adaptation.
-    self._adaptation = None
-    self._adaptation_results = None
+    self._adaptation = self._adaptation_results = None
     self._adaptation_structure = None
     # The chain's state, Keras variables created by `build`.
-    self._start_position = None
-    self._start_momentum = None
+    self._start_position = self._start_momentum = None
     self._rho = None
     self._leapfrog_step = None
     self._loop_seed = None
     self._energy = None
-    self._num_tests = None
-    self._num_accepted = None
+    self._num_tests = self._num_accepted = None
 
   @classmethod
   def from_sgd_parameters(cls, learning_rate, momentum_decay,
@@ -142,12 +139,11 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     beta = b / sqrt(h), sigma = 1."""
     eps, friction, sigma = amagold_lib.sgd_parameters_to_amagold(
         learning_rate, momentum_decay, kwargs)
-    sampler = cls(step_size=eps, num_leapfrog_steps=num_leapfrog_steps,
-                  friction=friction, momentum_std=sigma, **kwargs)
-    sampler._sgd_arguments = ("from_sgd_parameters", dict(  # pylint: disable=protected-access
-        learning_rate=float(learning_rate),
-        momentum_decay=float(momentum_decay)))
-    return sampler
+    return base.built_from_sgd_units(
+        cls(step_size=eps, num_leapfrog_steps=num_leapfrog_steps,
+            friction=friction, momentum_std=sigma, **kwargs),
+        "from_sgd_parameters", learning_rate=learning_rate,
+        momentum_decay=momentum_decay)
 
   def get_config(self):
     return dict(self._parameters)

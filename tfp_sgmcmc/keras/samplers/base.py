@@ -38,6 +38,15 @@ def seed_for(base, salt, counter):
   return random.fold_in(seed, tf.cast(counter, tf.int32), alg=random.RNG_ALG)
 
 
+def built_from_sgd_units(sampler, constructor, **arguments):
+  """Records what the user passed to `constructor` (`from_sgd_momentum`,
+  `from_sgd_parameters`), for messages in their units. Not in the config:
+  a sampler rebuilt from it was built from `step_size`."""
+  sampler._sgd_arguments = (constructor, {  # pylint: disable=protected-access
+      name: float(value) for name, value in arguments.items()})
+  return sampler
+
+
 class SamplerOptimizer(keras.optimizers.Optimizer):
   """Base class: grad U from the Keras gradient, then a `dynamics` update.
 

@@ -92,14 +92,10 @@ class SGHMC(base.SamplerOptimizer):
     as `tfp_sgmcmc.SGHMC.from_sgd_momentum`."""
     h, friction, b_hat = hamiltonian.sgd_momentum_to_sghmc(
         learning_rate, momentum_decay, noise_estimate)
-    sampler = cls(step_size=h, friction=friction, noise_estimate=b_hat,
-                  **kwargs)
-    # What the user passed, for messages in their units (not in the config:
-    # a sampler rebuilt from it was built from step_size).
-    sampler._sgd_arguments = ("from_sgd_momentum", dict(  # pylint: disable=protected-access
-        learning_rate=float(learning_rate),
-        momentum_decay=float(momentum_decay)))
-    return sampler
+    return base.built_from_sgd_units(
+        cls(step_size=h, friction=friction, noise_estimate=b_hat, **kwargs),
+        "from_sgd_momentum", learning_rate=learning_rate,
+        momentum_decay=momentum_decay)
 
   integrator = arguments.parameter_property("integrator")
 
