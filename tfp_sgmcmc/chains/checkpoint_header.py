@@ -14,11 +14,19 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["kernel_summary", "field_paths", "seed_paths", "differences",
-           "check_kernel"]
+           "check_kernel", "leaves"]
 
 
 def _type_name(obj):
   return f"{type(obj).__module__}.{type(obj).__qualname__}"
+
+
+def leaves(structure):
+  """The tensors of `structure` in the order a checkpoint stores them:
+  tf.nest's, with composite tensors (a `momentum_distribution` in the
+  results of a kernel built by TFP's adaptation kernels) opened into their
+  component tensors, which is what can be written to and read from a file."""
+  return tf.nest.flatten(structure, expand_composites=True)
 
 
 def field_paths(structure, prefix):
@@ -38,15 +46,18 @@ def field_paths(structure, prefix):
     elif isinstance(node, (list, tuple)):
       for i, item in enumerate(node):
         walk(item, f"{path}/{i}")
+    elif isinstance(node, tf.__internal__.CompositeTensor):
+      paths.extend(f"{path}/{type(node).__name__}.{i}"
+                   for i in range(len(leaves(node))))
     else:
       paths.append(path)
 
   walk(structure, prefix)
-  if len(paths) != len(tf.nest.flatten(structure)):
+  if len(paths) != len(leaves(structure)):
     # A structure tf.nest flattens its own way (attrs, composites): its
     # own paths, which still name every field.
-    paths = [f"{prefix}/{p}" for p, _ in
-             tf.nest.flatten_with_joined_string_paths(structure)]
+    paths = [f"{prefix}/{type(structure).__name__}.{i}"
+             for i in range(len(leaves(structure)))]
   return paths
 
 

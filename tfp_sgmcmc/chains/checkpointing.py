@@ -101,14 +101,14 @@ def save_chain(path, state, kernel_results, kernel=None):
   path = os.fsdecode(os.fspath(path))
   paths = (header_lib.field_paths(state, "state") +
            header_lib.field_paths(kernel_results, "results"))
-  leaves = tf.nest.flatten((state, kernel_results))
+  leaves = header_lib.leaves((state, kernel_results))
   arrays = {}
   for i, leaf in enumerate(leaves):
     arrays[f"leaf_{i:05d}"] = np.asarray(leaf)
   seeds = [arrays[f"leaf_{i:05d}"].tolist()
            for i in header_lib.seed_paths(paths)]
   header = dict(format_version=FORMAT_VERSION, fields=paths,
-                num_state_leaves=len(tf.nest.flatten(state)),
+                num_state_leaves=len(header_lib.leaves(state)),
                 seed=seeds or None,
                 kernel=None if kernel is None else kernel_summary(kernel))
   arrays["header"] = np.array(json.dumps(header, sort_keys=True))
@@ -268,7 +268,7 @@ def _load(archive, path, results_template, state_template, kernel,
   header = _read_header(archive, infos, path)
   names = sorted(n for n in infos if n.startswith("leaf_")
                  and n.endswith(".npy"))
-  results_leaves = tf.nest.flatten(results_template)
+  results_leaves = header_lib.leaves(results_template)
   if state_template is None:
     num_state = len(names) - len(results_leaves)
     if num_state < 1:
@@ -281,12 +281,12 @@ def _load(archive, path, results_template, state_template, kernel,
   else:
     check_state_shapes = True
   template = (state_template, results_template)
-  leaves = tf.nest.flatten(template)
+  leaves = header_lib.leaves(template)
   if len(leaves) != len(names):
     raise ValueError(f"{path} holds {len(names)} tensors but the templates "
                      f"have {len(leaves)}: it was saved from another kernel "
                      "or state structure.")
-  num_state_leaves = len(tf.nest.flatten(state_template))
+  num_state_leaves = len(header_lib.leaves(state_template))
   # Shapes and dtypes from the .npy headers, before any data is read: a
   # file of other (or crafted) shapes costs nothing to refuse.
   for i, (name, t) in enumerate(zip(names, leaves)):
@@ -338,4 +338,5 @@ def _load(archive, path, results_template, state_template, kernel,
           "or pass reseed=True to continue with the template's.")
     arrays[i] = template_seed.astype(saved_seed.dtype)
   return tf.nest.pack_sequence_as(
-      template, [tf.convert_to_tensor(a) for a in arrays])
+      template, [tf.convert_to_tensor(a) for a in arrays],
+      expand_composites=True)
