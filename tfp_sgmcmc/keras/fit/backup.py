@@ -149,23 +149,36 @@ def restore_backup(callback):
   metadata = (keras_files.read_json(metadata_path)
               if os.path.exists(metadata_path) else None)
   if os.path.exists(final):
-    if os.path.isdir(callback.backup_dir) and keras_files.readable_npz(final):
+    if not keras_files.readable_npz(final):
+      keras_files.forget_finished_state(callback)
+    elif os.path.isdir(callback.backup_dir):
       final_epoch = int(_header(final)["fit_epoch"])
-      intact = (metadata is not None and
-                int(metadata.get("epoch", -1)) == final_epoch and
-                any(e == final_epoch for e, _ in states))
-      if not intact:
+      if not any(e >= final_epoch for e, _ in states):
         # The last fit finished, and was killed while BackupAndRestore
-        # deleted its backup: its final state is complete. (Intact: the
-        # backup was kept, e.g. delete_checkpoint=False, and resumes as
-        # usual.)
+        # deleted its backup (in the file system's order, ours possibly
+        # first): its final state is complete. (Our state of that epoch or
+        # a later one still there, e.g. delete_checkpoint=False or a fit
+        # that went on from the finished state: the backup resumes as
+        # usual, Keras' files checked against it.)
         return _restore_and_rewrite(
             callback, final_epoch, final,
             f"the previous fit with backup_dir={callback.backup_dir!r} "
             "finished, and was killed while BackupAndRestore deleted its "
             "backup")
+    elif keras_files.left_by_another_process(callback):
+      # The backup is gone and the user's `save` never came: the process
+      # that finished the fit was killed (or died of an exception) in
+      # between. Its state comes back as a resumed run's does, so this fit
+      # runs the epochs left (none for the same call).
+      os.makedirs(callback.backup_dir, exist_ok=True)
+      return _restore_and_rewrite(
+          callback, int(_header(final)["fit_epoch"]), final,
+          f"the previous fit with backup_dir={callback.backup_dir!r} "
+          f"finished, and its process ended before `save` (its state "
+          f"waited in {final!r})")
     else:
-      # A new fit: the old one ended well.
+      # A new fit in the process that finished the last one (which had
+      # its samples in memory).
       keras_files.forget_finished_state(callback)
   if metadata is None:
     if states:

@@ -317,8 +317,10 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     self._traps.train_end(self)
     if self._sampling and self.divergence is None:
       self._check_heating_trend()
-    if self.backup_dir is not None and self.divergence is None:
-      # Before BackupAndRestore (listed after us) deletes backup_dir.
+    if self.backup_dir is not None:
+      # Before BackupAndRestore (listed after us) deletes backup_dir. A
+      # chain stopped by a divergence keeps its last backup (before the
+      # divergence), from which the same call diverges again the same way.
       backup_lib.keep_finished_state(self)
     if not self._sampling:
       return

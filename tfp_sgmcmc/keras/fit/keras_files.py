@@ -3,11 +3,13 @@ Keras' `latest.weights.h5` against our state, the reads that tell a torn
 file from a whole one, and the finished run's state kept outside
 `backup_dir` while BackupAndRestore deletes it."""
 
+import atexit
 import glob
 import hashlib
 import json
 import os
 import shutil
+import sys
 import warnings
 import zipfile
 
@@ -17,10 +19,17 @@ from tfp_sgmcmc import _files as files
 
 __all__ = ["BACKUP_SUBDIR", "weights_digest", "model_digest",
            "keras_weights_digest", "finished_path", "keep_finished_state",
-           "forget_finished_state", "read_json", "readable_npz"]
+           "forget_finished_state", "left_by_another_process", "read_json",
+           "readable_npz"]
 
-# Our files inside `backup_dir`.
+# Our files inside `backup_dir`, and the finished state's beside it.
 BACKUP_SUBDIR = "sampling_callback"
+FINISHED_SUFFIX = ".sampling_callback.npz"
+
+# The finished states this process wrote (or resumed from), as absolute
+# paths: one found at the start of a fit that is not among them was left by
+# a process that ended before the user's `save`.
+_FINISHED_HERE = set()
 
 
 def weights_digest(values):
@@ -44,7 +53,7 @@ def finished_path(callback):
   """Where the state of a finished fit waits, outside `backup_dir` (which
   BackupAndRestore deletes at the end of `fit`), until the user's save or
   the next fit."""
-  return os.path.normpath(callback.backup_dir) + ".sampling_callback.npz"
+  return os.path.normpath(callback.backup_dir) + FINISHED_SUFFIX
 
 
 def keep_finished_state(callback):
@@ -53,9 +62,13 @@ def keep_finished_state(callback):
   during Keras' clean-up cannot lose the finished run's samples."""
   directory = os.path.join(callback.backup_dir, BACKUP_SUBDIR)
   newest = sorted(glob.glob(os.path.join(directory, "epoch_*.npz")))
-  if not newest:
-    return
   final = finished_path(callback)
+  if not newest:
+    # A fit resumed from the finished state (its backup was deleted): the
+    # state stays, now this process's.
+    if os.path.exists(final):
+      _claim(final)
+    return
   files.remove_dead_temporaries(final)
   tmp = files.temporary_name(final)
   try:
@@ -69,6 +82,37 @@ def keep_finished_state(callback):
       pass
     with open(newest[-1], "rb") as source:
       files.atomic_write(final, lambda f: shutil.copyfileobj(source, f))
+  _claim(final)
+
+
+def _claim(final):
+  if not _FINISHED_HERE:
+    atexit.register(_remove_finished_states_at_exit)
+  _FINISHED_HERE.add(os.path.abspath(final))
+
+
+def left_by_another_process(callback):
+  """Whether the finished state was written by a process that has ended
+  without the user's `save` (killed, or ended by an exception), not by
+  this one."""
+  return os.path.abspath(finished_path(callback)) not in _FINISHED_HERE
+
+
+def _remove_finished_states_at_exit():
+  """A process that ends normally had the finished fits' samples in
+  memory (and the chance to `save` them): their states go once
+  BackupAndRestore deleted the backups, so that running the script again
+  starts a new fit, as BackupAndRestore does. A process ended by an
+  uncaught exception (Python sets `sys.last_value` before this runs), or
+  killed, leaves them for the next fit to hand back."""
+  if getattr(sys, "last_value", None) is not None:
+    return
+  for final in sorted(_FINISHED_HERE):
+    if not os.path.exists(final[:-len(FINISHED_SUFFIX)]):
+      try:
+        os.remove(final)
+      except OSError:
+        pass
 
 
 def forget_finished_state(callback):
@@ -76,8 +120,10 @@ def forget_finished_state(callback):
   fit's state is no longer needed."""
   if callback.backup_dir is None:
     return
+  final = finished_path(callback)
+  _FINISHED_HERE.discard(os.path.abspath(final))
   try:
-    os.remove(finished_path(callback))
+    os.remove(final)
   except FileNotFoundError:
     pass
 
