@@ -10,6 +10,7 @@ is a finished fit too.
 """
 
 import itertools
+import json
 import os
 import shutil
 import subprocess
@@ -191,3 +192,37 @@ def test_a_process_ending_normally_removes_the_finished_state(end, kept,
   assert (done.returncode != 0) == kept, done.stderr[-3000:]
   assert not os.path.exists(backup_dir)
   assert os.path.exists(backup_dir + ".sampling_callback.npz") == kept
+
+
+def _run_worker(*args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run(
+      [sys.executable, os.path.join(WORKERS, "keras_resume_worker.py"),
+       *map(str, args)], env=env, capture_output=True, text=True,
+      timeout=300, check=False)
+
+
+@pytest.mark.parametrize("point", ["replace:never.npz.posterior",
+                                   "unlink:backup.sampling_callback.npz"])
+def test_a_kill_between_clean_up_and_save_hands_back_the_run(point, finished,
+                                                             tmp_path):
+  # Killed (SIGKILL) after BackupAndRestore deleted backup_dir, before the
+  # user's `save` wrote its file, or after it and before the finished state
+  # was removed: the same call in a fresh process runs no epoch and saves
+  # the finished run.
+  expected, _ = finished
+  backup_dir = tmp_path / "backup"
+  killed = _run_worker("sghmc", backup_dir, tmp_path / "never.npz", "--seed",
+                       5, "--kill-point", point, "--arm-epoch", 5)
+  assert killed.returncode == -9, killed.stderr[-3000:]
+  assert not backup_dir.exists()
+  out = tmp_path / "resumed.npz"
+  resumed = _run_worker("sghmc", backup_dir, out, "--seed", 5)
+  assert resumed.returncode == 0, resumed.stderr[-3000:]
+  assert "finished, and its process ended before `save`" in resumed.stderr
+  with open(f"{out}.json") as f:
+    assert json.load(f)["epochs_run"] == 0
+  with np.load(out) as data:
+    assert_same_run(expected, {k: data[k] for k in data.files})
+  assert not backup_dir.exists()
+  assert not os.path.exists(f"{backup_dir}.sampling_callback.npz")

@@ -74,8 +74,10 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       rewritten from them where a kill left them torn, missing or out of
       step. At the end of `fit` the last state is kept beside the
       directory (`<backup_dir>.sampling_callback.npz`), so that a kill
-      while BackupAndRestore deletes `backup_dir` cannot lose the run's
-      samples; `save` or the next fit deletes it. None: no backup.
+      while BackupAndRestore deletes `backup_dir`, or before `save`,
+      cannot lose the run's samples: the same call in a new process hands
+      them back. `save`, a new fit in the same process or its normal end
+      deletes it (docs/keras.md, "The end of a fit"). None: no backup.
     on_divergence: "stop" (default): when the chain diverges, warn
       (`RuntimeWarning`) with the reason, keep the finite samples, set the
       model's weights to the last kept sample and set
