@@ -305,6 +305,8 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     if self._sampling and not self._amagold and self._check_health(
         None, logs, full=True):
       return  # Nothing diverged is backed up.
+    if self._sampling and self._amagold:
+      self._check_rejected_data(epoch, logs)
     self._check_heating(logs)
     self._epochs_seen += 1
     if (not self._sampling and self.burnin_epochs is not None and
