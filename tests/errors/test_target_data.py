@@ -117,6 +117,9 @@ OUTCOMES = [
     clear("inf in the labels", lambda: mem(
         data=(X, np.where(np.arange(40) == 7, np.inf, Y))), "data",
           r"part 1 .* non-finite .* index \(7,\)"),
+    clear("NaN in a ShardedTarget's inputs", lambda: sg.ShardedTarget(
+        location_ll, np.where(np.arange(40)[:, None] == 5, np.nan, X), 8),
+          "data", r"part 0 .* non-finite .* index \(5, 0\)"),
     clear("data parts of different lengths", lambda: mem(
         data=(X, Y[:30])), "data", r"different lengths \[40, 30\]"),
     clear("data as a nested Python list of numbers", lambda: mem(

@@ -10,7 +10,8 @@ from tfp_sgmcmc._structure import describe_structure
 from tfp_sgmcmc.arguments import assert_in_graph, in_xla_context
 
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
-           "check_batch_shape", "chain_shape_mismatch",
+           "check_batch_shape", "chain_shape_mismatch", "checked_log_prior",
+           "likelihood_ignores_chains",
            "parse_parameter_shapes",
            "check_log_likelihood_output", "check_finite_data",
            "check_batch_size", "in_xla_context", "refuse_under_xla",
@@ -103,6 +104,52 @@ def chain_shape_mismatch(batch_shape, state, parameter_shapes):
     if not ok:
       return i, part.shape
   return None
+
+
+def likelihood_ignores_chains(returned, state):
+  """The error for a `log_likelihood_fn` that drops the chain axes (e.g.
+  reads w[0]): it `returned` ... for a state `state`."""
+  return ValueError(
+      f"`log_likelihood_fn` returned {returned} for a state "
+      f"{describe_structure(state)}: the log-likelihood ignores the chain "
+      "axes (e.g. it indexes w[0], or reshapes the parameters to one "
+      "chain). Make it broadcast over the leading (chain) axes of each "
+      "state part, returning shape chain_shape + [n] (e.g. "
+      "tf.linalg.matvec(x, w) with w of shape [chains, d] gives "
+      "[chains, n]).")
+
+
+def checked_log_prior(log_prior_fn, state, batch_shape, parameter_shapes):
+  """`log_prior_fn(state)`, checked (at trace time) to give one value per
+  chain, `batch_shape` (the log-likelihood's): a function that drops the
+  chain axes is named, the likelihood when the prior gives one value per
+  chain and the likelihood fewer, else the prior. A Python number (a flat
+  prior) becomes a scalar of the state's dtype."""
+  value = call_with_clear_errors("`log_prior_fn`", log_prior_fn, state)
+  if (not tf.is_tensor(value) and isinstance(value, (
+      int, float, np.integer, np.floating)) and not isinstance(value, bool)):
+    # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
+    return tf.constant(float(value), tf.nest.flatten(state)[0].dtype)
+  value = check_output("log_prior_fn", value, state)
+  if (value.shape.rank is not None and batch_shape.rank is not None and
+      not (value.shape.rank == batch_shape.rank and
+           value.shape.is_compatible_with(batch_shape))):
+    if (value.shape.rank > batch_shape.rank and chain_shape_mismatch(
+        value.shape, state, parameter_shapes) is None):
+      # The prior gives one value per chain and the likelihood fewer:
+      # the likelihood dropped the chain axes (e.g. it reads w[0]).
+      raise likelihood_ignores_chains(
+          f"per-example values whose chain (batch) shape is "
+          f"{list(batch_shape)}, but `log_prior_fn` returned one value per "
+          f"chain, shape {list(value.shape)},", state)
+    raise ValueError(
+        f"`log_prior_fn` returned shape {list(value.shape)} but the "
+        f"log-likelihood's chain (batch) shape is {list(batch_shape)} "
+        f"for a state {describe_structure(state)}: the log-prior must "
+        "return one value per chain, summed over the parameters (e.g. "
+        "lambda w: tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per "
+        "parameter or with a trailing axis of 1.")
+  return value
 
 
 def check_batch_shape(name, batch_shape, state, parameter_shapes, what):

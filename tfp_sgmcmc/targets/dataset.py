@@ -154,7 +154,8 @@ class DatasetTarget(DataLikelihoodTarget):
     total = self._full_dataset.skip(1).reduce(
         init, lambda acc, batch: acc + tf.reduce_sum(
             self._log_likelihood(state, batch, None), axis=-1))
-    return -total - tf.cast(self.log_prior(state), total.dtype)
+    return -total - tf.cast(self._checked_log_prior(state, total.shape),
+                            total.dtype)
 
 
 def _check_batched_spec(name, dataset):
