@@ -197,12 +197,14 @@ def check_log_likelihood_output(values, n, name="log_likelihood_fn"):
 
 
 def check_finite_data(data, name="data"):
-  """Rejects NaN or infinite values in the floating parts of `data` (checked
-  once, when the target is built: otherwise every chain just diverges)."""
+  """Rejects NaN or infinite values in the floating parts of `data`
+  (tensors or numpy arrays; checked once, when the target is built or its
+  files written: otherwise every chain just diverges)."""
   for i, leaf in enumerate(tf.nest.flatten(data)):
-    if not leaf.dtype.is_floating:
+    if not tf.as_dtype(leaf.dtype).is_floating:
       continue
-    value = tf.get_static_value(leaf)
+    value = (leaf if isinstance(leaf, np.ndarray) else
+             tf.get_static_value(leaf))
     if value is None:  # Symbolic (built inside tf.function): asserted once.
       assert_in_graph(tf.reduce_all(tf.math.is_finite(leaf)), [
           f"`{name}` part {i} has non-finite values (NaN or inf): remove or "

@@ -125,7 +125,7 @@ class ShardedTarget(MinibatchTarget):
     if not leaves or any(a.ndim == 0 for a in leaves):
       raise ValueError("`data` must be a nested structure of arrays with a "
                        "common leading example axis N.")
-    check_finite_data(tf.nest.map_structure(tf.constant, arrays))
+    check_finite_data(arrays)
     lengths = sorted({a.shape[0] for a in leaves})
     if len(lengths) != 1:
       raise ValueError(f"the parts of `data` have different lengths "
