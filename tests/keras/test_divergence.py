@@ -229,12 +229,12 @@ def test_non_finite_data_is_named_as_the_cause_of_a_divergence(
   assert sampling.divergence["batch"] == 1, message
   if feed == "arrays":
     assert (f"training data is not finite: `{where}` has NaN or inf in 1 of "
-            f"{worker.NUM_EXAMPLES} training examples (the first at index "
-            "4)") in message, message
+            f"{worker.NUM_EXAMPLES} examples (the first at index 4)"
+            ) in message, message
   else:
     assert ("training data is not finite: batch 1 of a new pass over the "
             f"dataset given to fit: `{where}` has NaN or inf in 1 of 3 "
-            "examples of the batch (the first at index 1)") in message, message
+            "examples (the first at index 1)") in message, message
   assert "Remove or impute those examples" in message
   assert "smaller step_size" not in message  # Not the step size's fault.
 
@@ -261,8 +261,7 @@ def test_amagold_names_non_finite_fit_or_energy_data(where):
                           callbacks=[sampling])
   prefix = "`energy_data`'s " if where == "energy_data" else ""
   named = (f"training data is not finite: {prefix}`x` has NaN or inf in 1 "
-           f"of {worker.NUM_EXAMPLES} training examples (the first at index "
-           "4)")
+           f"of {worker.NUM_EXAMPLES} examples (the first at index 4)")
   if where == "energy_data":
     # The energy of every proposal is NaN: the chain diverges.
     with pytest.raises(sgk.SamplerDivergenceError, match=re.escape(named)):

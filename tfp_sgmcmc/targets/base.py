@@ -144,6 +144,13 @@ class MinibatchTarget:
     as likely in reverse order as forward)."""
     return True
 
+  def non_finite_data(self):
+    """A phrase naming the target's data that holds NaN or inf, or "".
+    Asked after chains diverged (never per step), to tell data that is not
+    finite from a step size that is too large. Targets whose data is
+    checked when they are built (in memory) have none."""
+    return ""
+
   def log_prior(self, state):
     if self._log_prior_fn is None:
       return tf.constant(0., dtype=tf.nest.flatten(state)[0].dtype)

@@ -14,6 +14,7 @@ __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
            "likelihood_ignores_chains",
            "parse_parameter_shapes",
            "check_log_likelihood_output", "check_finite_data",
+           "non_finite_examples",
            "check_batch_size", "in_xla_context", "refuse_under_xla",
            "check_initial_state"]
 
@@ -218,6 +219,25 @@ def check_finite_data(data, name="data"):
           f" non-finite values (NaN or inf), the first at index "
           f"{tuple(int(j) for j in where[0])}: remove or impute those "
           "examples before building the target.")
+
+
+def non_finite_examples(data, name):
+  """A phrase naming the first floating part of `data` (arrays or eager
+  tensors, examples first) that holds NaN or inf: "`name` part i has NaN or
+  inf in k of n examples (the first at index j)"; "" when all are finite.
+  For reading data after a divergence, once, on the host."""
+  leaves = tf.nest.flatten(data)
+  for i, leaf in enumerate(leaves):
+    array = np.asarray(leaf)
+    if array.dtype.kind not in "fc" or array.ndim == 0:
+      continue
+    bad = np.flatnonzero(
+        ~np.isfinite(array).reshape(array.shape[0], -1).all(axis=1))
+    if bad.size:
+      part = f" part {i}" if len(leaves) > 1 else ""
+      return (f"`{name}`{part} has NaN or inf in {bad.size} of "
+              f"{array.shape[0]} examples (the first at index {int(bad[0])})")
+  return ""
 
 
 def check_batch_size(batch_size, num_examples):

@@ -14,35 +14,19 @@ shuffle); a generator cannot be read again and is not checked.
 import itertools
 
 import keras
-import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.targets.checks import non_finite_examples
+
 __all__ = ["non_finite_data"]
-
-
-def _bad_examples(value):
-  """Examples (first axis) of a floating array with a NaN or inf."""
-  array = np.asarray(value)
-  if array.dtype.kind not in "fc" or array.ndim == 0:
-    return None
-  bad = ~np.isfinite(array)
-  return np.flatnonzero(bad.reshape(array.shape[0], -1).any(axis=1))
 
 
 def _in_arrays(parts):
   """The phrase for arrays `parts` ({'x': ..., 'y': ...}), or ""."""
   for name, part in parts.items():
-    if part is None:
-      continue
-    for i, leaf in enumerate(keras.tree.flatten(part)):
-      rows = _bad_examples(leaf)
-      if rows is None or not rows.size:
-        continue
-      where = f"`{name}`" + (f" part {i}" if len(keras.tree.flatten(part))
-                             > 1 else "")
-      return (f"{where} has NaN or inf in {rows.size} of "
-              f"{np.shape(leaf)[0]} training examples (the first at index "
-              f"{int(rows[0])})")
+    phrase = "" if part is None else non_finite_examples(part, name)
+    if phrase:
+      return phrase
   return ""
 
 
@@ -54,8 +38,7 @@ def _in_batches(batches, limit, source):
       batch = (batch,)
     phrase = _in_arrays({name: part for name, part in zip(("x", "y"), batch)})
     if phrase:
-      return (f"batch {number} of {source}: " +
-              phrase.replace("training examples", "examples of the batch"))
+      return f"batch {number} of {source}: {phrase}"
   return ""
 
 
