@@ -11,7 +11,7 @@ from tfp_sgmcmc.arguments import assert_in_graph, in_xla_context
 
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
            "check_batch_shape", "chain_shape_mismatch", "checked_log_prior",
-           "likelihood_ignores_chains",
+           "likelihood_ignores_chains", "check_keeps_chain_axes",
            "parse_parameter_shapes",
            "check_log_likelihood_output", "check_finite_data",
            "non_finite_examples",
@@ -118,6 +118,22 @@ def likelihood_ignores_chains(returned, state):
       "state part, returning shape chain_shape + [n] (e.g. "
       "tf.linalg.matvec(x, w) with w of shape [chains, d] gives "
       "[chains, n]).")
+
+
+def check_keeps_chain_axes(log_likelihood_fn, state, batch, num_chain_dims):
+  """Per-chain batches give a log-likelihood that reads one chain's
+  parameters (w[0]) the chain axes it drops; one batch shared by the chains
+  does not: then it returns [n]. Checked at its first call (in a graph the
+  probe's value is unused, and not computed)."""
+  shared = tf.nest.map_structure(lambda b: b[(0,) * num_chain_dims], batch)
+  try:
+    probe = tf.convert_to_tensor(log_likelihood_fn(state, shared))
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError, IndexError):
+    return  # Written for per-chain batches only: nothing to tell.
+  if probe.shape.rank == 1:
+    raise likelihood_ignores_chains(
+        f"shape {list(probe.shape)} on one batch shared by the chains (one "
+        "value per example, none per chain)", state)
 
 
 def checked_log_prior(log_prior_fn, state, batch_shape, parameter_shapes):

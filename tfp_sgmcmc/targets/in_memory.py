@@ -12,7 +12,7 @@ from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import (check_batch_size, check_finite_data,
-                                       likelihood_ignores_chains,
+                                       check_keeps_chain_axes,
                                        parse_parameter_shapes)
 
 __all__ = ["InMemoryTarget", "default_energy_chunk_size"]
@@ -397,21 +397,6 @@ class InMemoryTarget(DataLikelihoodTarget):
       return super()._log_likelihood(state, batch, n)
     return self._per_chain_log_likelihood(state, batch, n)
 
-  def _check_keeps_chain_axes(self, state, batch, num_chain_dims, errors):
-    """Per-chain batches give a function that reads one chain's parameters
-    (w[0]) the chain axes it drops; one batch shared by the chains does
-    not: then it returns [n]. Checked at the first call (in a graph the
-    probe's value is unused, and not computed)."""
-    shared = tf.nest.map_structure(lambda b: b[(0,) * num_chain_dims], batch)
-    try:
-      probe = tf.convert_to_tensor(self._log_likelihood_fn(state, shared))
-    except errors:
-      return  # Written for per-chain batches only: nothing to tell.
-    if probe.shape.rank == 1:
-      raise likelihood_ignores_chains(
-          f"shape {list(probe.shape)} on one batch shared by the chains "
-          "(one value per example, none per chain)", state)
-
   def _per_chain_log_likelihood(self, state, batch, spec):
     """The user's log-likelihood on per-chain batches, chain_shape + [n].
 
@@ -438,7 +423,8 @@ class InMemoryTarget(DataLikelihoodTarget):
         problem = f"raised {type(e).__name__}: {e}"
       if problem is None:
         if self._log_likelihood_broadcasts is None:
-          self._check_keeps_chain_axes(state, batch, num_chain_dims, errors)
+          check_keeps_chain_axes(self._log_likelihood_fn, state, batch,
+                                 num_chain_dims)
         self._log_likelihood_broadcasts = True
         return values
       self._log_likelihood_broadcasts = False
