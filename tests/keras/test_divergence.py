@@ -277,3 +277,36 @@ def test_amagold_names_non_finite_fit_or_energy_data(where):
     assert len(messages) == 1 and named in messages[0], messages
     assert "loss of epoch 0 is not finite (nan)" in messages[0]
     assert sampling.divergence is None and 0 < sampling.num_accepted
+
+
+def test_the_data_check_reads_every_feed_fit_can_read_again():
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.keras.validation import finite_data  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.keras.validation import fit_arguments  # pylint: disable=g-import-not-at-top
+  x, y = worker.data()
+  x[7, 1] = np.inf
+
+  class Batches(keras.utils.PyDataset):
+
+    def __len__(self):
+      return 20
+
+    def __getitem__(self, i):
+      return x[3 * i:3 * i + 3], y[3 * i:3 * i + 3]
+
+  def check(x_arg, y_arg=None, steps=None):
+    return finite_data.non_finite_data(
+        fit_arguments.FitArguments(dict(x=x_arg, y=y_arg)), steps)
+  assert check(x, y) == ("`x` has NaN or inf in 1 of 60 examples (the "
+                         "first at index 7)")
+  assert "`x` part 1 has NaN or inf" in check([x[:, :1], x], y)
+  assert check(Batches()) == (
+      "batch 2 of the PyDataset given to fit: `x` has NaN or inf in 1 of 3 "
+      "examples (the first at index 1)")
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(3)
+  assert check(dataset).startswith("batch 2 of a new pass over the dataset")
+  assert check(dataset, steps=2) == ""  # One epoch of 2 batches is read.
+  assert check(iter([(x, y)])) == ""  # A generator is not read again.
+  assert check(x[:7], y[:7]) == ""
+  assert finite_data.non_finite_data(None) == ""
