@@ -184,6 +184,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     self.max_abs_weight = (None if max_abs_weight is None
                            else float(max_abs_weight))
     self.divergence = None
+    self._warned_non_finite_data = False  # AMAGOLD's warning, once.
     self._health = health_lib.HealthCheck(self.max_abs_weight)
     self._heating = health_lib.HeatingMonitor()
     self._sampled_from_epoch_begin = False

@@ -105,7 +105,7 @@ class ChainOutcome:
     epoch's loss: warns (once per callback) when the data is the cause."""
     loss = (logs or {}).get("loss")
     if (loss is None or math.isfinite(float(loss)) or
-        getattr(self, "_warned_non_finite_data", False)):
+        self._warned_non_finite_data):
       return
     data = finite_data.non_finite_data(
         fit_arguments.of(self.model), (self.params or {}).get("steps"),
