@@ -36,8 +36,8 @@ from tfp_sgmcmc.dynamics.mass import diagonal_momentum_distribution
 from tfp_sgmcmc.kernels import (
     AMAGOLD, SGBD, SGHMC, SGLD, SGNHT, SGNUTS, AmortizedBarker,
     AmortizedMetropolisHastings, AmortizedMetropolisHastingsResults,
-    NaiveSGHMC, PreconditionedSGLD, PreconditionedSGLDResults, SGBDResults,
-    SGHMCResults, SGLDResults, SGNHTResults, SGNUTSResults,
+    NaiveSGHMC, NaiveSGHMCResults, PreconditionedSGLD,
+    PreconditionedSGLDResults, SGBDResults, SGHMCResults, SGLDResults, SGNHTResults, SGNUTSResults,
     UncalibratedAMAGOLD, UncalibratedAMAGOLDResults, UncalibratedBarker,
     UncalibratedBarkerResults, StepSizeFromResultsWarning,
     check_kernel_results, with_step_size)
@@ -66,8 +66,8 @@ __all__ = [
     "find_mode",
     # Kernels.
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",
-    "SGHMC", "SGHMCResults", "NaiveSGHMC", "SGNHT", "SGNHTResults",
-    "SGNUTS", "SGNUTSResults",
+    "SGHMC", "SGHMCResults", "NaiveSGHMC", "NaiveSGHMCResults", "SGNHT",
+    "SGNHTResults", "SGNUTS", "SGNUTSResults",
     "AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults",
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     "SGBD", "SGBDResults", "AmortizedBarker", "UncalibratedBarker",

@@ -22,6 +22,8 @@ import tensorflow as tf
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import _files as files
+from tfp_sgmcmc.chains import checkpoint_header
+from tfp_sgmcmc.kernels import langevin_path
 from support.bad_inputs import D, classify, clear, correct, noisy, steps
 
 
@@ -141,6 +143,80 @@ def test_a_checkpoint_of_another_kernel_class_is_refused(tmp_path):
   s2, _ = sg.load_chain(path, naive.bootstrap_results(state), state,
                         kernel=naive, allow_other_kernel=True)
   np.testing.assert_array_equal(s2, state)
+
+
+@pytest.mark.parametrize("writer,reader", [("SGHMC", "NaiveSGHMC"),
+                                           ("NaiveSGHMC", "SGHMC")])
+def test_sghmc_and_naive_sghmc_are_told_apart_without_kernel(
+    tmp_path, writer, reader):
+  # Without `kernel=` load_chain has only the results template: the results
+  # type must name the kernel, or the two load into each other silently.
+  def build(name):
+    kernel = (sg.SGHMC(_target(), 0.1, 1.) if name == "SGHMC" else
+              sg.NaiveSGHMC(_target(), 0.1))
+    return sg.StepSeeded(kernel, seed=[1, 2])
+  path, state, _ = _saved(tmp_path, build(writer))
+  other = build(reader)
+  with pytest.raises(ValueError, match=rf"another kernel.*\b{writer}Results"
+                     rf".*\b{reader}Results.*allow_other_kernel=True"):
+    sg.load_chain(path, other.bootstrap_results(state), state)
+  s2, _ = sg.load_chain(path, other.bootstrap_results(state), state,
+                        allow_other_kernel=True)
+  np.testing.assert_array_equal(s2, state)
+
+
+def _as_written_before_naive_sghmc_had_its_own_results(path):
+  # NaiveSGHMC's results were SGHMCResults: its older files name that type.
+  with np.load(path) as f:
+    arrays = dict(f)
+  arrays["header"] = np.array(str(arrays["header"]).replace(
+      "NaiveSGHMCResults.", "SGHMCResults."))
+  np.savez(path, **arrays)
+
+
+def test_an_older_naive_sghmc_checkpoint_loads_into_naive_sghmc_only(
+    tmp_path):
+  naive = sg.StepSeeded(sg.NaiveSGHMC(_target(), 0.1), seed=[1, 2])
+  sghmc = sg.StepSeeded(sg.SGHMC(_target(), 0.1, 1.), seed=[1, 2])
+  path, state, results = _saved(tmp_path, naive)
+  _as_written_before_naive_sghmc_had_its_own_results(path)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    _, r2 = sg.load_chain(path, naive.bootstrap_results(state), state,
+                          kernel=naive)
+  assert type(r2.inner_results) is sg.NaiveSGHMCResults
+  for a, b in zip(tf.nest.flatten(r2), tf.nest.flatten(results)):
+    np.testing.assert_array_equal(a, b)
+  with pytest.raises(ValueError, match=r"another kernel "
+                     r"\(StepSeeded\(NaiveSGHMC\)\).*NaiveSGHMCResults \(file\)"):
+    sg.load_chain(path, sghmc.bootstrap_results(state), state)
+
+
+def test_every_kernel_class_writes_results_of_its_own_type():
+  # Two kernel classes whose results have the same field paths cannot be
+  # told apart by a checkpoint loaded without `kernel=`.
+  target = _target()
+  state = tf.ones([2, D])
+  kernels = {
+      "SGLD": sg.SGLD(target, 0.1),
+      "PreconditionedSGLD": sg.PreconditionedSGLD(target, 0.1),
+      "SGHMC": sg.SGHMC(target, 0.1, 1.),
+      "NaiveSGHMC": sg.NaiveSGHMC(target, 0.1),
+      "SGNHT": sg.SGNHT(target, 0.1),
+      "SGNUTS": sg.SGNUTS(target, 0.1, friction=1.),
+      "SGBD": sg.SGBD(target, 0.1),
+      "AMAGOLD": sg.AMAGOLD(target, 0.1, num_leapfrog_steps=2, friction=1.),
+      "AmortizedBarker": sg.AmortizedBarker(target, 0.1, num_steps=2),
+      "AmortizedMetropolisHastings(UncalibratedLangevinPath)":
+          sg.AmortizedMetropolisHastings(langevin_path.UncalibratedLangevinPath(
+              target, 0.1, num_steps=2)),
+  }
+  seen = {}
+  for name, kernel in kernels.items():
+    paths = tuple(checkpoint_header.field_paths(
+        kernel.bootstrap_results(state), "results"))
+    assert paths not in seen, (name, seen.get(paths))
+    seen[paths] = name
 
 
 def test_a_checkpoint_of_other_kernel_parameters_is_refused(tmp_path):

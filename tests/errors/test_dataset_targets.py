@@ -139,3 +139,31 @@ OUTCOMES = [
 def test_case_has_its_declared_outcome(case, tmp_path):
   outcome, detail = classify(case, tmp_path)
   assert outcome == case.outcome, f"{case.name}: {outcome}: {detail}"
+
+
+@pytest.mark.parametrize("wrap", ["dataset", "full_dataset", "tempered"])
+def test_non_finite_streamed_data_is_named_after_a_divergence(wrap):
+  # A streamed target cannot check its data when it is built; after chains
+  # diverged, sample_moments reads it once and names it, instead of
+  # suggesting a smaller step size.
+  import warnings  # pylint: disable=g-import-not-at-top
+  bad_y = np.where(np.arange(40) == 13, np.nan, Y).astype(np.float32)
+  stream = tf.data.Dataset.from_tensor_slices((X, bad_y)).batch(8)
+  full = stream if wrap == "full_dataset" else None
+  target = sg.DatasetTarget(ll, stream.repeat(), 40, log_prior_fn=prior,
+                            full_dataset=full)
+  if wrap == "tempered":
+    target = sg.TemperedTarget(target, 2.)
+  with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    moments = sg.sample_moments(sg.SGLD(target, 1e-3), tf.zeros([2, D]), 10,
+                                seed=[1, 2], jit_compile=False)
+  assert moments.num_diverged == 2
+  name = "full_dataset" if wrap == "full_dataset" else "dataset"
+  messages = [str(w.message) for w in seen
+              if issubclass(w.category, sg.UnhealthyChainWarning)]
+  assert len(messages) == 1 and (
+      "2 of 2 chains diverged (flagged by the kernel" in messages[0] and
+      f"the target's data is not finite: `{name}` part 1 has NaN or inf in "
+      "1 of 8 examples (the first at index 5), in its batch 1") in messages[0]
+  assert "smaller step size" not in messages[0]

@@ -197,6 +197,21 @@ def _float64_state_float32_results():
                          kernel.bootstrap_results(tf.ones([D])), seed=[1, 2])
 
 
+def _naive_sghmc_results_into_sghmc():
+  # The same fields: only the type says that they come from NaiveSGHMC.
+  state = tf.ones([D])
+  naive = sg.NaiveSGHMC(noisy(), 0.1)
+  return sg.SGHMC(noisy(), 0.1, 1.).one_step(
+      state, naive.bootstrap_results(state), seed=[1, 2])
+
+
+def _sghmc_results_into_naive_sghmc():
+  state = tf.ones([D])
+  return sg.NaiveSGHMC(noisy(), 0.1).one_step(
+      state, sg.SGHMC(noisy(), 0.1, 1.).bootstrap_results(state),
+      seed=[1, 2])
+
+
 def _more_chains_than_results():
   kernel = sg.SGNHT(noisy(), 0.1)
   return kernel.one_step(tf.ones([5, D]),
@@ -207,6 +222,12 @@ def _more_chains_than_results():
 OUTCOMES = [
     clear("results of another kernel", _results_of_other_kernel,
           "previous_kernel_results", r"SGLDResults, not SGHMCResults"),
+    clear("NaiveSGHMC's results continued by SGHMC",
+          _naive_sghmc_results_into_sghmc, "previous_kernel_results",
+          r"SGHMC\.one_step are NaiveSGHMCResults, not SGHMCResults"),
+    clear("SGHMC's results continued by NaiveSGHMC",
+          _sghmc_results_into_naive_sghmc, "previous_kernel_results",
+          r"NaiveSGHMC\.one_step are SGHMCResults, not NaiveSGHMCResults"),
     clear("float64 state with float32 results",
           _float64_state_float32_results, "current_state",
           r"float64.*float32"),

@@ -117,6 +117,18 @@ OUTCOMES = [
     clear("inf in the labels", lambda: mem(
         data=(X, np.where(np.arange(40) == 7, np.inf, Y))), "data",
           r"part 1 .* non-finite .* index \(7,\)"),
+    clear("NaN in a ShardedTarget's inputs", lambda: sg.ShardedTarget(
+        location_ll, np.where(np.arange(40)[:, None] == 5, np.nan, X), 8),
+          "data", r"part 0 .* non-finite .* index \(5, 0\)"),
+    clear("NaN in the data written to TFRecord shards", lambda tmp_path:
+          sg.write_tfrecord_shards(
+              (X, np.where(np.arange(40) == 9, np.nan, Y)), str(tmp_path), 2),
+          "data", r"part 1 .* non-finite .* index \(9,\)"),
+    clear("inf in a chunk written to TFRecord shards", lambda tmp_path:
+          sg.write_tfrecord_shards(
+              iter([(X[:20], Y[:20]), (X[20:], np.where(
+                  np.arange(20) == 3, np.inf, Y[20:]))]), str(tmp_path), 2),
+          "data", r"chunk 1 .* part 1 .* index \(3,\)"),
     clear("data parts of different lengths", lambda: mem(
         data=(X, Y[:30])), "data", r"different lengths \[40, 30\]"),
     clear("data as a nested Python list of numbers", lambda: mem(

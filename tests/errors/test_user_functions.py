@@ -118,6 +118,19 @@ def independent_chains_fallback():
         rtol=1e-5)
 
 
+def _joint_node_reads_w0():
+  import tensorflow_probability as tfp  # pylint: disable=g-import-not-at-top
+  tfd = tfp.distributions
+
+  def model(x):
+    return tfd.JointDistributionNamed(dict(
+        w=tfd.Independent(tfd.Normal(tf.zeros(D), 1.), 1),
+        y=lambda w: tfd.Independent(
+            tfd.Normal(tf.linalg.matvec(x, w[0]), 1.), 1)))
+  return sg.JointDistributionTarget(model, observed={"y": Y}, covariates=X,
+                                    batch_size=8)
+
+
 OUTCOMES = [
     clear("log-likelihood returns one scalar", lambda: boot(sg.SGLD(mem(
         fn=lambda w, b: tf.reduce_sum(ll(w, b))), 0.1), tf.zeros([D])),
@@ -149,6 +162,34 @@ OUTCOMES = [
         sg.SGLD(mem(fn=lambda w, b: ll(w[0], b), log_prior_fn=prior), 0.1),
         tf.zeros([4, D])),
           "log_likelihood_fn", r"shape is \[\], but `log_prior_fn`.*\[4\].*ignores the chain axes"),
+    clear("ShardedTarget's log-likelihood ignores the chain axis", lambda:
+          boot(sg.SGLD(sg.ShardedTarget(lambda w, b: ll(w[0], b), (X, Y), 8,
+                                        log_prior_fn=prior), 0.1),
+               tf.zeros([4, D])),
+          "log_likelihood_fn", r"shape is \[\], but `log_prior_fn`.*\[4\].*"
+          r"ignores the chain axes"),
+    clear("ShardedTarget's log-prior sums over the chains too", lambda: boot(
+        sg.SGLD(sg.ShardedTarget(ll, (X, Y), 8, log_prior_fn=lambda w: -0.5 *
+                                 tf.reduce_sum(w ** 2)), 0.1),
+        tf.zeros([4, D])), "log_prior_fn", r"returned shape \[\].*\[4\]"),
+    clear("per-chain minibatches and a log-likelihood that reads w[0]",
+          lambda: sg.SGLD(mem(fn=lambda w, b: ll(w[0], b), log_prior_fn=prior,
+                              parameter_shapes=[D],
+                              independent_minibatches=True), 0.1).one_step(
+                                  tf.zeros([4, D]), boot(sg.SGLD(mem(
+                                      fn=lambda w, b: ll(w[0], b),
+                                      log_prior_fn=prior,
+                                      parameter_shapes=[D],
+                                      independent_minibatches=True), 0.1),
+                                      tf.zeros([4, D])), seed=[1, 2]),
+          "log_likelihood_fn", r"shape \[8\] on one batch shared by the "
+          r"chains.*ignores the chain axes"),
+    clear("log-prior reads w[0], at a control-variate centre", lambda:
+          sg.ControlVariateTarget(mem(log_prior_fn=lambda w: prior(w[0])),
+                                  tf.zeros([D])),
+          "log_prior_fn", r"float32\[3\]"),
+    clear("JointDistribution node reads w[0]", _joint_node_reads_w0,
+          "model", r"w\[0\]"),
     clear("log-prior sums over the chains too", lambda: boot(sg.SGLD(mem(
         log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2)), 0.1),
         tf.zeros([4, D])), "log_prior_fn", r"returned shape \[\].*\[4\]"),

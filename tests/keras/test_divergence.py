@@ -5,8 +5,13 @@ divergent trajectories rather than stopping. A chain that heats up while
 staying finite is warned about (once), and a correct chain is not.
 """
 
+import re
+import warnings
+
 import numpy as np
 import pytest
+
+import tfp_sgmcmc as sg
 
 import tfp_sgmcmc.keras as sgk
 from support.keras_fits import regression_fit
@@ -186,3 +191,122 @@ def test_a_converged_fit_shows_no_rising_trend():
   assert not warned
   assert sampling.heating_trend is not None
   assert abs(sampling.heating_trend) < 4., sampling.heating_trend
+
+
+def _nan_data_fit(sampler, where, feed):
+  """A fit whose training data has one NaN (`where`: "x" or "y"), fed as
+  arrays or a dataset; returns (callback, divergence message)."""
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  x, y = worker.data()
+  (x if where == "x" else y)[4] = np.nan  # Example 4: the second batch of 3.
+  keras.utils.set_random_seed(1)
+  model = keras.Sequential([keras.Input((worker.DIM,)),
+                            keras.layers.Dense(1)])
+  model.compile(optimizer=keras.optimizers.SGD(1e-2),
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  sampling = sgk.SamplingCallback(sampler, num_examples=worker.NUM_EXAMPLES,
+                                  prior=1., on_divergence="raise")
+  if feed == "arrays":
+    data, kwargs = (x, y), dict(batch_size=3, shuffle=False)
+  else:
+    data = (tf.data.Dataset.from_tensor_slices((x, y)).batch(3),)
+    kwargs = dict(shuffle=False)
+  with pytest.raises(sgk.SamplerDivergenceError) as raised:
+    model.fit(*data, epochs=2, verbose=0, callbacks=[sampling], **kwargs)
+  return sampling, str(raised.value)
+
+
+@pytest.mark.parametrize("where,feed", [("x", "arrays"), ("y", "dataset")])
+@pytest.mark.parametrize("name", ["SGLD", "SGHMC", "SGNHT",
+                                  "PreconditionedSGLD"])
+def test_non_finite_data_is_named_as_the_cause_of_a_divergence(
+    name, where, feed):
+  # A step size that is fine for this data: only the NaN example diverges.
+  kwargs = dict(friction=1.) if name == "SGHMC" else {}
+  sampler = getattr(sgk, name)(step_size=1e-3, seed=0, **kwargs)
+  sampling, message = _nan_data_fit(sampler, where, feed)
+  assert sampling.divergence["batch"] == 1, message
+  if feed == "arrays":
+    assert (f"training data is not finite: `{where}` has NaN or inf in 1 of "
+            f"{worker.NUM_EXAMPLES} examples (the first at index 4)"
+            ) in message, message
+  else:
+    assert ("training data is not finite: batch 1 of a new pass over the "
+            f"dataset given to fit: `{where}` has NaN or inf in 1 of 3 "
+            "examples (the first at index 1)") in message, message
+  assert "Remove or impute those examples" in message
+  assert "smaller step_size" not in message  # Not the step size's fault.
+
+
+@pytest.mark.parametrize("where", ["fit", "energy_data"])
+def test_amagold_names_non_finite_fit_or_energy_data(where):
+  # AMAGOLD's M-H test compares the energy of `energy_data`: a NaN there
+  # (fit's data finite) stops the chain as a NaN in fit's data does.
+  import keras  # pylint: disable=g-import-not-at-top
+  x, y = worker.data()
+  bad = x.copy()
+  bad[4] = np.nan
+  keras.utils.set_random_seed(1)
+  model = keras.Sequential([keras.Input((worker.DIM,)),
+                            keras.layers.Dense(1)])
+  model.compile(optimizer=keras.optimizers.SGD(1e-2),
+                loss=sgk.GaussianNegativeLogLikelihood(1.))
+  sampling = sgk.SamplingCallback(
+      sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=3, friction=1., seed=0),
+      num_examples=worker.NUM_EXAMPLES, prior=1., on_divergence="raise",
+      energy_data=(bad if where == "energy_data" else x, y))
+  fit = lambda: model.fit(bad if where == "fit" else x, y, batch_size=3,
+                          shuffle=False, epochs=2, verbose=0,
+                          callbacks=[sampling])
+  prefix = "`energy_data`'s " if where == "energy_data" else ""
+  named = (f"training data is not finite: {prefix}`x` has NaN or inf in 1 "
+           f"of {worker.NUM_EXAMPLES} examples (the first at index 4)")
+  if where == "energy_data":
+    # The energy of every proposal is NaN: the chain diverges.
+    with pytest.raises(sgk.SamplerDivergenceError, match=re.escape(named)):
+      fit()
+  else:
+    # The trajectories through the NaN batch are rejected; the others are
+    # not, and the chain goes on with the epoch's loss NaN: warned, once.
+    with warnings.catch_warnings(record=True) as seen:
+      warnings.simplefilter("always")
+      fit()
+    messages = [str(w.message) for w in seen
+                if issubclass(w.category, sg.UnhealthyChainWarning)]
+    assert len(messages) == 1 and named in messages[0], messages
+    assert "loss of epoch 0 is not finite (nan)" in messages[0]
+    assert sampling.divergence is None and 0 < sampling.num_accepted
+
+
+def test_the_data_check_reads_every_feed_fit_can_read_again():
+  import keras  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.keras.validation import finite_data  # pylint: disable=g-import-not-at-top
+  from tfp_sgmcmc.keras.validation import fit_arguments  # pylint: disable=g-import-not-at-top
+  x, y = worker.data()
+  x[7, 1] = np.inf
+
+  class Batches(keras.utils.PyDataset):
+
+    def __len__(self):
+      return 20
+
+    def __getitem__(self, i):
+      return x[3 * i:3 * i + 3], y[3 * i:3 * i + 3]
+
+  def check(x_arg, y_arg=None, steps=None):
+    return finite_data.non_finite_data(
+        fit_arguments.FitArguments(dict(x=x_arg, y=y_arg)), steps)
+  assert check(x, y) == ("`x` has NaN or inf in 1 of 60 examples (the "
+                         "first at index 7)")
+  assert "`x` part 1 has NaN or inf" in check([x[:, :1], x], y)
+  assert check(Batches()) == (
+      "batch 2 of the PyDataset given to fit: `x` has NaN or inf in 1 of 3 "
+      "examples (the first at index 1)")
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(3)
+  assert check(dataset).startswith("batch 2 of a new pass over the dataset")
+  assert check(dataset, steps=2) == ""  # One epoch of 2 batches is read.
+  assert check(iter([(x, y)])) == ""  # A generator is not read again.
+  assert check(x[:7], y[:7]) == ""
+  assert finite_data.non_finite_data(None) == ""

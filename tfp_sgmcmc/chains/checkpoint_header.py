@@ -7,6 +7,7 @@ templates', naming each difference.
 """
 
 import hashlib
+import re
 import warnings
 
 import numpy as np
@@ -14,7 +15,17 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["kernel_summary", "field_paths", "seed_paths", "differences",
-           "check_kernel", "leaves"]
+           "check_kernel", "check_results_paths", "leaves"]
+
+# Kernels whose results became a type of their own after checkpoints of them
+# had been written: {kernel class: (results type in such files, today's)}.
+# A file whose header names the kernel is read with today's type.
+_RESULTS_TYPE_RENAMED = {
+    "tfp_sgmcmc.kernels.sghmc.NaiveSGHMC": ("SGHMCResults",
+                                            "NaiveSGHMCResults"),
+}
+# The `Type.` that starts a segment of a field path.
+_TYPE_OF_SEGMENT = re.compile(r"(?:(?<=^)|(?<=/))[A-Za-z_][A-Za-z0-9_]*\.")
 
 
 def _type_name(obj):
@@ -118,6 +129,71 @@ def differences(saved, mine):
                    for i, (a, b) in enumerate(zip(saved, mine)) if a != b)
 
 
+def _classes(summary):
+  """Every kernel class in a kernel summary, the outer one first."""
+  if not isinstance(summary, dict):
+    return []
+  found = [summary["class"]] if isinstance(summary.get("class"), str) else []
+  for value in (summary.get("parameters") or {}).values():
+    found += _classes(value)
+  return found
+
+
+def writer(summary):
+  """The kernel of a summary by its classes' names, e.g.
+  `StepSeeded(NaiveSGHMC)`."""
+  names = [c.rsplit(".", 1)[-1] for c in _classes(summary)]
+  return "(".join(names) + ")" * (len(names) - 1)
+
+
+def _types(path):
+  return [m.rstrip(".") for m in _TYPE_OF_SEGMENT.findall(path)]
+
+
+def check_results_paths(path, header, saved, mine, kernel,
+                        allow_other_kernel):
+  """The results' field paths in the file (`saved`) are the template's
+  (`mine`). Results with the same fields under another type were written by
+  another kernel (`NaiveSGHMC` for `SGHMC`): refused unless
+  `allow_other_kernel`, naming both types and the file's kernel."""
+  summary = header.get("kernel")
+  for cls in _classes(summary):
+    if cls in _RESULTS_TYPE_RENAMED:
+      # Read with today's type: loads into the kernel that wrote it, and is
+      # refused by the kernel whose type the file's paths name.
+      old, new = _RESULTS_TYPE_RENAMED[cls]
+      saved = [re.sub(rf"(?:(?<=^)|(?<=/)){old}\.", f"{new}.", p)
+               for p in saved]
+  if saved == mine:
+    return
+  untyped = [_TYPE_OF_SEGMENT.sub("", p) for p in saved]
+  if untyped != [_TYPE_OF_SEGMENT.sub("", p) for p in mine]:
+    raise ValueError(
+        f"{path} holds results with other fields than "
+        f"`results_template` (another kernel, or fields in another "
+        f"order): {differences(saved, mine)}. Load it "
+        "with the kernel that wrote it.")
+  if allow_other_kernel:
+    return
+  if kernel is not None and summary is not None:
+    # The kernels' classes, when both are known, say it best.
+    check_kernel(path, header, kernel, allow_other_kernel)
+  pairs = []
+  for a, b in zip(saved, mine):
+    for pair in zip(_types(a), _types(b)):
+      if pair[0] != pair[1] and pair not in pairs:
+        pairs.append(pair)
+  types = "; ".join(f"{a} (file) vs {b} (`results_template`)"
+                    for a, b in pairs)
+  by = f" ({writer(summary)})" if summary is not None else ""
+  raise ValueError(
+      f"{path} was written by another kernel{by}: its results are of "
+      f"another type, {types}, with the same fields, which mean other "
+      "things. Load it with a template of the kernel that wrote it, or pass "
+      "allow_other_kernel=True to continue the chain with this kernel "
+      "anyway.")
+
+
 def _dictdifferences(saved, mine):
   keys = sorted(set(saved) | set(mine))
   return {k: (saved.get(k, "<absent>"), mine.get(k, "<absent>"))
@@ -129,7 +205,7 @@ def check_kernel(path, header, kernel, allow_other_kernel):
   if kernel is None:
     if saved is not None:
       warnings.warn(
-          f"{path} was written by {saved['class']}; pass `kernel=` to "
+          f"{path} was written by {writer(saved)}; pass `kernel=` to "
           "load_chain to check that the chain continues with the same "
           "kernel class and parameters.", UserWarning, stacklevel=3)
     return

@@ -166,7 +166,9 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
     kernel: the kernel that will continue the chain. When the checkpoint
       was saved with `kernel=`, its class and parameters must be the same.
     allow_other_kernel: continue with a `kernel` of another class or other
-      parameters anyway.
+      parameters anyway, and with results of another type that have the
+      same fields (each kernel class has its own results type, so a
+      checkpoint of another kernel is refused even without `kernel=`).
     reseed: the chain's seed (`StepSeeded`) in the file must be the one in
       `results_template`; True continues with the template's seed instead.
 
@@ -308,12 +310,8 @@ def _load(archive, path, results_template, state_template, kernel,
   if header is not None:
     saved = list(header.get("fields") or [])
     saved_results = saved[int(header.get("num_state_leaves", 0)):]
-    if saved_results != mine:
-      raise ValueError(
-          f"{path} holds results with other fields than "
-          f"`results_template` (another kernel, or fields in another "
-          f"order): {header_lib.differences(saved_results, mine)}. Load it "
-          "with the kernel that wrote it.")
+    header_lib.check_results_paths(path, header, saved_results, mine,
+                                   kernel, allow_other_kernel)
     if check_state_shapes:
       saved_state = saved[:int(header.get("num_state_leaves", 0))]
       state_paths = header_lib.field_paths(state_template, "state")

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.chains import diagnostics
 
-__all__ = ["count", "check_start"]
+__all__ = ["count", "check_start", "non_finite_data_of"]
 
 
 def count(name, value, minimum=0):
@@ -41,3 +41,18 @@ def check_start(state, previous_kernel_results):
       raise ValueError("`previous_kernel_results` has every chain flagged "
                        "`diverged`: the run it continues has failed; start "
                        "again from a finite state.")
+
+
+def non_finite_data_of(kernel):
+  """What `kernel`'s target says of its data after chains diverged
+  (`MinibatchTarget.non_finite_data`): a phrase naming data that holds NaN
+  or inf, or "". The target is found through TFP's wrappers
+  (`inner_kernel`) and ours (`target`)."""
+  for _ in range(16):  # Nested wrappers; a cycle cannot hang the check.
+    target = getattr(kernel, "target", None)
+    if hasattr(target, "non_finite_data"):
+      return target.non_finite_data()
+    kernel = getattr(kernel, "inner_kernel", None)
+    if kernel is None:
+      return ""
+  return ""

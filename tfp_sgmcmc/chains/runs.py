@@ -119,7 +119,7 @@ def sample_moments(kernel, current_state, num_steps, seed,
       current_state, tfp.random.sanitize_seed(seed),
       () if previous_kernel_results is None else previous_kernel_results)
   mean, variance, diverged, heat = _health(
-      mean, variance, final_results, energy_sums, num_steps)
+      mean, variance, final_results, energy_sums, num_steps, kernel)
   num_diverged = (int(np.sum(diverged)) if isinstance(diverged, np.ndarray)
                   else tf.reduce_sum(tf.cast(diverged, tf.int32)))
   return Moments(mean=mean, variance=variance, num_draws=num_steps,
@@ -127,7 +127,7 @@ def sample_moments(kernel, current_state, num_steps, seed,
                  diverged=diverged, num_diverged=num_diverged, heating=heat)
 
 
-def _health(mean, variance, final_results, energy_sums, num_steps):
+def _health(mean, variance, final_results, energy_sums, num_steps, kernel):
   """Diverged chains' moments set to NaN, and the warning (see
   `sample_moments`). Inside a `tf.function` only the flags are returned."""
   flags = diagnostics.find_field(final_results, "diverged")
@@ -164,11 +164,15 @@ def _health(mean, variance, final_results, energy_sums, num_steps):
     heat = np.where(flags.reshape(-1), 0., heat).reshape(flags.shape)
   problems = []
   if flags.any():
+    # Read only now, after a divergence: is the target's data the cause?
+    data = run_checks.non_finite_data_of(kernel)
     problems.append(
         f"{int(flags.sum())} of {flags.size} chains diverged (flagged by the "
         "kernel or with non-finite moments): their mean and variance are "
-        "NaN, excluded (Moments.diverged says which); use a smaller step "
-        "size, or a larger friction")
+        "NaN, excluded (Moments.diverged says which); " + (
+            f"the target's data is not finite: {data}; no step size helps, "
+            "remove or impute those examples" if data else
+            "use a smaller step size, or a larger friction"))
   if heat is not None and np.any(heat > diagnostics.HEATING_THRESHOLD):
     hot = int(np.sum(heat > diagnostics.HEATING_THRESHOLD))
     problems.append(

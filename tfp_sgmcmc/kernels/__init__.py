@@ -25,14 +25,16 @@ from tfp_sgmcmc.kernels.results_guard import (StepSizeFromResultsWarning,
                                               check_kernel_results,
                                               with_step_size)
 from tfp_sgmcmc.kernels.sgbd import SGBD, SGBDResults
-from tfp_sgmcmc.kernels.sghmc import NaiveSGHMC, SGHMC, SGHMCResults
+from tfp_sgmcmc.kernels.sghmc import (NaiveSGHMC, NaiveSGHMCResults, SGHMC,
+                                      SGHMCResults)
 from tfp_sgmcmc.kernels.sgld import SGLD, SGLDResults
 from tfp_sgmcmc.kernels.sgnht import SGNHT, SGNHTResults
 from tfp_sgmcmc.kernels.sgnuts import SGNUTS, SGNUTSResults
 
 __all__ = [
     "SGLD", "SGLDResults", "PreconditionedSGLD", "PreconditionedSGLDResults",
-    "SGHMC", "SGHMCResults", "NaiveSGHMC", "SGNHT", "SGNHTResults",
+    "SGHMC", "SGHMCResults", "NaiveSGHMC", "NaiveSGHMCResults", "SGNHT",
+    "SGNHTResults",
     "SGNUTS", "SGNUTSResults", "SGBD", "SGBDResults",
     "AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults",
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",

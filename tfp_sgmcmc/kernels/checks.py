@@ -70,8 +70,10 @@ def check_step(kernel, state, results, results_type):
 
 
 def check_results_type(kernel, results, results_type):
-  """`previous_kernel_results` are `results_type`, the kernel's own type."""
-  if not isinstance(results, results_type):
+  """`previous_kernel_results` are `results_type`, the kernel's own type:
+  exactly, since a kernel's results type names the kernel (`NaiveSGHMC`'s
+  results subclass `SGHMC`'s, and are refused by `SGHMC`)."""
+  if type(results) is not results_type:  # pylint: disable=unidiomatic-typecheck
     name = getattr(kernel, "_name_for_messages", type(kernel).__name__)
     raise TypeError(
         f"`previous_kernel_results` of {name}.one_step are "

@@ -15,7 +15,7 @@ from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import momentum as momentum_lib
 from tfp_sgmcmc.kernels import tuning
 
-__all__ = ["SGHMC", "SGHMCResults", "NaiveSGHMC"]
+__all__ = ["SGHMC", "SGHMCResults", "NaiveSGHMC", "NaiveSGHMCResults"]
 
 INTEGRATORS = hamiltonian.INTEGRATORS
 
@@ -304,6 +304,17 @@ class SGHMC(base.StochasticGradientKernel):
                     self, init_state, energy))
 
 
+class NaiveSGHMCResults(SGHMCResults):
+  """Results of one naive SGHMC step: the fields of `SGHMCResults`.
+
+  A type of its own so that the results say which kernel made them: a
+  checkpoint of `NaiveSGHMC` (whose law is not the posterior) is not
+  continued by `SGHMC`, nor the other way round, even by `load_chain`
+  without `kernel=`, and `SGHMC.one_step` refuses them.
+  """
+  __slots__ = ()
+
+
 class NaiveSGHMC(SGHMC):
   """Naive SGHMC: HMC's dynamics with a stochastic gradient and no friction.
 
@@ -333,7 +344,8 @@ class NaiveSGHMC(SGHMC):
 
   Returns:
     A `tfp.mcmc.TransitionKernel` (an `SGHMC` with friction 0, no noise
-    injected and the Euler integrator) whose results are `SGHMCResults`.
+    injected and the Euler integrator) whose results are
+    `NaiveSGHMCResults` (the fields of `SGHMCResults`).
 
   #### Example
 
@@ -367,6 +379,8 @@ class NaiveSGHMC(SGHMC):
         compute_energy=compute_energy,
         store_parameters_in_results=store_parameters_in_results,
         momentum_distribution=momentum_distribution)
+
+  _results_type = NaiveSGHMCResults
 
   def _check_friction(self, friction):
     del friction  # Zero by construction.

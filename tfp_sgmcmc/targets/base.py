@@ -11,14 +11,13 @@ where it can, and the variance of the minibatch gradient. The state is one
 tensor or a structure of tensors whose leading axes are chains.
 """
 
-import numpy as np
 import tensorflow as tf
 
-from tfp_sgmcmc._structure import describe_structure, pack_like
+from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
-                                       check_batch_shape, chain_shape_mismatch,
-                                       check_float_state,
+                                       check_batch_shape, check_float_state,
+                                       checked_log_prior,
                                        check_log_likelihood_output,
                                        check_output, parse_parameter_shapes)
 
@@ -145,6 +144,13 @@ class MinibatchTarget:
     as likely in reverse order as forward)."""
     return True
 
+  def non_finite_data(self):
+    """A phrase naming the target's data that holds NaN or inf, or "".
+    Asked after chains diverged (never per step), to tell data that is not
+    finite from a step size that is too large. Targets whose data is
+    checked when they are built (in memory) have none."""
+    return ""
+
   def log_prior(self, state):
     if self._log_prior_fn is None:
       return tf.constant(0., dtype=tf.nest.flatten(state)[0].dtype)
@@ -231,41 +237,11 @@ class DataLikelihoodTarget(MinibatchTarget):
 
   def _checked_log_prior(self, state, batch_shape):
     """The log-prior, checked (at trace time) to give one value per chain,
-    the log-likelihood's batch shape."""
+    the log-likelihood's batch shape (`checks.checked_log_prior`)."""
     if self._log_prior_fn is None:
       return self.log_prior(state)
-    value = call_with_clear_errors("`log_prior_fn`", self._log_prior_fn,
-                                    state)
-    if (not tf.is_tensor(value) and isinstance(value, (
-        int, float, np.integer, np.floating)) and not isinstance(value, bool)):
-      # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
-      return tf.constant(float(value), tf.nest.flatten(state)[0].dtype)
-    value = check_output("log_prior_fn", value, state)
-    if (value.shape.rank is not None and batch_shape.rank is not None and
-        not (value.shape.rank == batch_shape.rank and
-             value.shape.is_compatible_with(batch_shape))):
-      if (value.shape.rank > batch_shape.rank and chain_shape_mismatch(
-          value.shape, state, self.parameter_shapes) is None):
-        # The prior gives one value per chain and the likelihood fewer:
-        # the likelihood dropped the chain axes (e.g. it reads w[0]).
-        raise ValueError(
-            f"`log_likelihood_fn` returned per-example values whose chain "
-            f"(batch) shape is {list(batch_shape)}, but `log_prior_fn` "
-            f"returned one value per chain, shape {list(value.shape)}, for "
-            f"a state {describe_structure(state)}: the log-likelihood "
-            "ignores the chain axes (e.g. it indexes w[0], or reshapes "
-            "the parameters to one chain). Make it broadcast over the "
-            "leading (chain) axes of each state part, returning shape "
-            "chain_shape + [n] (e.g. tf.linalg.matvec(x, w) with w of "
-            "shape [chains, d] gives [chains, n]).")
-      raise ValueError(
-          f"`log_prior_fn` returned shape {list(value.shape)} but the "
-          f"log-likelihood's chain (batch) shape is {list(batch_shape)} "
-          f"for a state {describe_structure(state)}: the log-prior must "
-          "return one value per chain, summed over the parameters (e.g. "
-          "lambda w: tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per "
-          "parameter or with a trailing axis of 1.")
-    return value
+    return checked_log_prior(self._log_prior_fn, state, batch_shape,
+                             self.parameter_shapes)
 
   def _energy_from_batch(self, state, batch, n):
     ll = self._log_likelihood(state, batch, n)

@@ -10,9 +10,11 @@ from tfp_sgmcmc._structure import describe_structure
 from tfp_sgmcmc.arguments import assert_in_graph, in_xla_context
 
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
-           "check_batch_shape", "chain_shape_mismatch",
+           "check_batch_shape", "chain_shape_mismatch", "checked_log_prior",
+           "likelihood_ignores_chains", "check_keeps_chain_axes",
            "parse_parameter_shapes",
            "check_log_likelihood_output", "check_finite_data",
+           "non_finite_examples",
            "check_batch_size", "in_xla_context", "refuse_under_xla",
            "check_initial_state"]
 
@@ -105,6 +107,68 @@ def chain_shape_mismatch(batch_shape, state, parameter_shapes):
   return None
 
 
+def likelihood_ignores_chains(returned, state):
+  """The error for a `log_likelihood_fn` that drops the chain axes (e.g.
+  reads w[0]): it `returned` ... for a state `state`."""
+  return ValueError(
+      f"`log_likelihood_fn` returned {returned} for a state "
+      f"{describe_structure(state)}: the log-likelihood ignores the chain "
+      "axes (e.g. it indexes w[0], or reshapes the parameters to one "
+      "chain). Make it broadcast over the leading (chain) axes of each "
+      "state part, returning shape chain_shape + [n] (e.g. "
+      "tf.linalg.matvec(x, w) with w of shape [chains, d] gives "
+      "[chains, n]).")
+
+
+def check_keeps_chain_axes(log_likelihood_fn, state, batch, num_chain_dims):
+  """Per-chain batches give a log-likelihood that reads one chain's
+  parameters (w[0]) the chain axes it drops; one batch shared by the chains
+  does not: then it returns [n]. Checked at its first call (in a graph the
+  probe's value is unused, and not computed)."""
+  shared = tf.nest.map_structure(lambda b: b[(0,) * num_chain_dims], batch)
+  try:
+    probe = tf.convert_to_tensor(log_likelihood_fn(state, shared))
+  except (ValueError, TypeError, tf.errors.InvalidArgumentError, IndexError):
+    return  # Written for per-chain batches only: nothing to tell.
+  if probe.shape.rank == 1:
+    raise likelihood_ignores_chains(
+        f"shape {list(probe.shape)} on one batch shared by the chains (one "
+        "value per example, none per chain)", state)
+
+
+def checked_log_prior(log_prior_fn, state, batch_shape, parameter_shapes):
+  """`log_prior_fn(state)`, checked (at trace time) to give one value per
+  chain, `batch_shape` (the log-likelihood's): a function that drops the
+  chain axes is named, the likelihood when the prior gives one value per
+  chain and the likelihood fewer, else the prior. A Python number (a flat
+  prior) becomes a scalar of the state's dtype."""
+  value = call_with_clear_errors("`log_prior_fn`", log_prior_fn, state)
+  if (not tf.is_tensor(value) and isinstance(value, (
+      int, float, np.integer, np.floating)) and not isinstance(value, bool)):
+    # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
+    return tf.constant(float(value), tf.nest.flatten(state)[0].dtype)
+  value = check_output("log_prior_fn", value, state)
+  if (value.shape.rank is not None and batch_shape.rank is not None and
+      not (value.shape.rank == batch_shape.rank and
+           value.shape.is_compatible_with(batch_shape))):
+    if (value.shape.rank > batch_shape.rank and chain_shape_mismatch(
+        value.shape, state, parameter_shapes) is None):
+      # The prior gives one value per chain and the likelihood fewer:
+      # the likelihood dropped the chain axes (e.g. it reads w[0]).
+      raise likelihood_ignores_chains(
+          f"per-example values whose chain (batch) shape is "
+          f"{list(batch_shape)}, but `log_prior_fn` returned one value per "
+          f"chain, shape {list(value.shape)},", state)
+    raise ValueError(
+        f"`log_prior_fn` returned shape {list(value.shape)} but the "
+        f"log-likelihood's chain (batch) shape is {list(batch_shape)} "
+        f"for a state {describe_structure(state)}: the log-prior must "
+        "return one value per chain, summed over the parameters (e.g. "
+        "lambda w: tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per "
+        "parameter or with a trailing axis of 1.")
+  return value
+
+
 def check_batch_shape(name, batch_shape, state, parameter_shapes, what):
   """`batch_shape` (one value per chain) must be the state's chain
   dimensions (`chain_shape_mismatch`)."""
@@ -150,12 +214,14 @@ def check_log_likelihood_output(values, n, name="log_likelihood_fn"):
 
 
 def check_finite_data(data, name="data"):
-  """Rejects NaN or infinite values in the floating parts of `data` (checked
-  once, when the target is built: otherwise every chain just diverges)."""
+  """Rejects NaN or infinite values in the floating parts of `data`
+  (tensors or numpy arrays; checked once, when the target is built or its
+  files written: otherwise every chain just diverges)."""
   for i, leaf in enumerate(tf.nest.flatten(data)):
-    if not leaf.dtype.is_floating:
+    if not tf.as_dtype(leaf.dtype).is_floating:
       continue
-    value = tf.get_static_value(leaf)
+    value = (leaf if isinstance(leaf, np.ndarray) else
+             tf.get_static_value(leaf))
     if value is None:  # Symbolic (built inside tf.function): asserted once.
       assert_in_graph(tf.reduce_all(tf.math.is_finite(leaf)), [
           f"`{name}` part {i} has non-finite values (NaN or inf): remove or "
@@ -169,6 +235,25 @@ def check_finite_data(data, name="data"):
           f" non-finite values (NaN or inf), the first at index "
           f"{tuple(int(j) for j in where[0])}: remove or impute those "
           "examples before building the target.")
+
+
+def non_finite_examples(data, name):
+  """A phrase naming the first floating part of `data` (arrays or eager
+  tensors, examples first) that holds NaN or inf: "`name` part i has NaN or
+  inf in k of n examples (the first at index j)"; "" when all are finite.
+  For reading data after a divergence, once, on the host."""
+  leaves = tf.nest.flatten(data)
+  for i, leaf in enumerate(leaves):
+    array = np.asarray(leaf)
+    if array.dtype.kind not in "fc" or array.ndim == 0:
+      continue
+    bad = np.flatnonzero(
+        ~np.isfinite(array).reshape(array.shape[0], -1).all(axis=1))
+    if bad.size:
+      part = f" part {i}" if len(leaves) > 1 else ""
+      return (f"`{name}`{part} has NaN or inf in {bad.size} of "
+              f"{array.shape[0]} examples (the first at index {int(bad[0])})")
+  return ""
 
 
 def check_batch_size(batch_size, num_examples):

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
-from tfp_sgmcmc.targets.checks import refuse_under_xla
+from tfp_sgmcmc.targets.checks import non_finite_examples, refuse_under_xla
 
 __all__ = ["DatasetTarget"]
 
@@ -144,6 +144,25 @@ class DatasetTarget(DataLikelihoodTarget):
     batch, _ = self._next_batch()
     return self._noise_variance_from_batch(state, batch, None)
 
+  def non_finite_data(self):
+    """The first batch with NaN or inf, read from the start of
+    `full_dataset` (all of it) or else of `dataset` (up to N examples; a
+    new iterator, so a shuffling pipeline gives other batches than the
+    chain saw): a phrase, or "" (see `MinibatchTarget.non_finite_data`)."""
+    if self._full_dataset is not None:
+      source, name = self._full_dataset, "full_dataset"
+    else:
+      source, name = self._dataset, "dataset"
+    seen = 0
+    for number, batch in enumerate(source):
+      phrase = non_finite_examples(batch, name)
+      if phrase:
+        return f"{phrase}, in its batch {number} (counted from its start)"
+      seen += int(np.shape(tf.nest.flatten(batch)[0])[0])
+      if seen >= self.num_examples and self._full_dataset is None:
+        break
+    return ""
+
   def energy(self, state):
     if self._full_dataset is None:
       return super().energy(state)
@@ -154,7 +173,8 @@ class DatasetTarget(DataLikelihoodTarget):
     total = self._full_dataset.skip(1).reduce(
         init, lambda acc, batch: acc + tf.reduce_sum(
             self._log_likelihood(state, batch, None), axis=-1))
-    return -total - tf.cast(self.log_prior(state), total.dtype)
+    return -total - tf.cast(self._checked_log_prior(state, total.shape),
+                            total.dtype)
 
 
 def _check_batched_spec(name, dataset):

@@ -12,6 +12,7 @@ from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import (check_batch_size, check_finite_data,
+                                       check_keeps_chain_axes,
                                        parse_parameter_shapes)
 
 __all__ = ["InMemoryTarget", "default_energy_chunk_size"]
@@ -421,6 +422,9 @@ class InMemoryTarget(DataLikelihoodTarget):
       except errors as e:
         problem = f"raised {type(e).__name__}: {e}"
       if problem is None:
+        if self._log_likelihood_broadcasts is None:
+          check_keeps_chain_axes(self._log_likelihood_fn, state, batch,
+                                 num_chain_dims)
         self._log_likelihood_broadcasts = True
         return values
       self._log_likelihood_broadcasts = False
@@ -485,4 +489,5 @@ class InMemoryTarget(DataLikelihoodTarget):
       return tf.reduce_sum(self._log_likelihood(state, batch, size), axis=-1)
 
     total = energy_lib.sum_over_chunks(chunk_sum, n, self._chunk)
-    return -total - tf.cast(self.log_prior(state), total.dtype)
+    return -total - tf.cast(self._checked_log_prior(state, total.shape),
+                            total.dtype)

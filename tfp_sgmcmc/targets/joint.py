@@ -220,17 +220,30 @@ class JointDistributionTarget(InMemoryTarget):
     self._latent_names = [n for n in names if n not in observed]
     if not self._latent_names:
       raise ValueError("every node is observed: nothing to sample.")
-    if isinstance(model, tfd.JointDistribution):
-      pinned = model.experimental_pin(**observed)
-    else:
-      pinned = probe.experimental_pin(
-          **{k: v[:1] for k, v in observed.items()})
+    try:
+      if isinstance(model, tfd.JointDistribution):
+        pinned = model.experimental_pin(**observed)
+      else:
+        pinned = probe.experimental_pin(
+            **{k: v[:1] for k, v in observed.items()})
+      self._bijector = pinned.experimental_default_event_space_bijector()
+      self._event_ranks = tf.nest.map_structure(tensorshape_rank,
+                                                pinned.event_shape)
+    except (ValueError, TypeError, IndexError,
+            tf.errors.InvalidArgumentError) as e:
+      # TFP reads the event shapes from the model's nodes called on one
+      # draw of their parents: a node that indexes a parent's leading axis
+      # (w[0]) fails here, deep in TensorFlow.
+      raise ValueError(
+          "`model`: reading the event shapes of its JointDistribution (its "
+          "nodes called on one draw of their parents, one example of "
+          f"`observed`) failed: {type(e).__name__}: {e}. Does a node's "
+          "function index or reshape its parents' leading axes (e.g. w[0])? "
+          "Each node must broadcast over the leading (sample and chain) "
+          "axes of its parents (e.g. tf.linalg.matvec(x, w)).") from e
     self._model_fn = model_fn
     self._observed_names = list(observed)
-    self._bijector = pinned.experimental_default_event_space_bijector()
     self._pinned_probe = pinned
-    self._event_ranks = tf.nest.map_structure(tensorshape_rank,
-                                              pinned.event_shape)
     self._example_ranks = {k: v.shape.rank - 1 for k, v in observed.items()}
     self._has_covariates = covariates is not None
     data = ((covariates, observed) if covariates is not None else

@@ -55,8 +55,10 @@ from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets.base import MinibatchTarget, TargetCapabilityError
 from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
-                                       check_batch_size, check_float_state,
-                                       check_log_likelihood_output)
+                                       check_batch_shape, check_batch_size,
+                                       check_finite_data, check_float_state,
+                                       check_log_likelihood_output,
+                                       check_output, checked_log_prior)
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 
 __all__ = ["ShardedTarget", "MINIBATCH_SCHEMES"]
@@ -123,6 +125,7 @@ class ShardedTarget(MinibatchTarget):
     if not leaves or any(a.ndim == 0 for a in leaves):
       raise ValueError("`data` must be a nested structure of arrays with a "
                        "common leading example axis N.")
+    check_finite_data(arrays)
     lengths = sorted({a.shape[0] for a in leaves})
     if len(lengths) != 1:
       raise ValueError(f"the parts of `data` have different lengths "
@@ -258,8 +261,20 @@ class ShardedTarget(MinibatchTarget):
   def _call_log_likelihood(self, state, batch, n):
     values = call_with_clear_errors(
         "`log_likelihood_fn`", self._log_likelihood_fn, state, batch)
-    return check_log_likelihood_output(
-        tf.convert_to_tensor(values), n)
+    values = check_log_likelihood_output(
+        check_output("log_likelihood_fn", values, state), n)
+    check_batch_shape("log_likelihood_fn", values.shape[:-1], state,
+                      self.parameter_shapes,
+                      "per-example values whose leading (chain) axes are")
+    return values
+
+  def _checked_log_prior(self, state, batch_shape):
+    """The log-prior, one value per chain of the log-likelihood's
+    `batch_shape` (`checks.checked_log_prior`)."""
+    if self._log_prior_fn is None:
+      return self.log_prior(state)
+    return checked_log_prior(self._log_prior_fn, state, batch_shape,
+                             self.parameter_shapes)
 
   # --- all-reduce ---------------------------------------------------------
 
@@ -282,11 +297,12 @@ class ShardedTarget(MinibatchTarget):
     per_replica = self._strategy.run(replica_fn, args=(self._shards,))
     return self._strategy.reduce(_SUM, per_replica, axis=None)
 
-  def _negative_log_prior_and_gradient(self, state):
+  def _negative_log_prior_and_gradient(self, state, batch_shape):
     parts = tf.nest.flatten(state)
     with tf.GradientTape() as tape:
       tape.watch(parts)
-      value = -tf.convert_to_tensor(self.log_prior(pack_like(state, parts)))
+      value = -tf.convert_to_tensor(self._checked_log_prior(
+          pack_like(state, parts), batch_shape))
     grads = tape.gradient(value, parts,
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return value, grads
@@ -294,7 +310,8 @@ class ShardedTarget(MinibatchTarget):
   def _energy_and_gradient_of(self, state, local_fn):
     """-sum_r local_r - log prior and its gradient, in one pass."""
     ll, ll_grads = self._all_reduce(state, local_fn, with_gradient=True)
-    prior, prior_grads = self._negative_log_prior_and_gradient(state)
+    prior, prior_grads = self._negative_log_prior_and_gradient(state,
+                                                               ll.shape)
     energy = -ll + tf.cast(prior, ll.dtype)
     grads = [-g + tf.cast(p, g.dtype) for g, p in zip(ll_grads, prior_grads)]
     return energy, pack_like(state, grads)
@@ -317,7 +334,8 @@ class ShardedTarget(MinibatchTarget):
       return value, grad
 
     nll = negative_log_likelihood(*parts)
-    return nll - tf.cast(self.log_prior(state), nll.dtype)
+    return nll - tf.cast(self._checked_log_prior(state, nll.shape),
+                         nll.dtype)
 
   # --- the target interface -----------------------------------------------
 

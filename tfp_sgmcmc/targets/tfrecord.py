@@ -40,6 +40,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc import random
+from tfp_sgmcmc.targets.checks import check_finite_data
 from tfp_sgmcmc.targets.dataset import DatasetTarget
 
 __all__ = ["TFRecordTarget", "write_tfrecord_shards", "LAYOUT_FILE"]
@@ -137,8 +138,17 @@ def write_tfrecord_shards(data, directory, num_shards, record_size=1,
   structure, features, counts, total = None, None, [0] * num_shards, 0
   record_bytes = None
   try:
-    for chunk in chunks:
+    for number, chunk in enumerate(chunks):
       arrays = tf.nest.map_structure(np.asarray, chunk)
+      # On the host, once: a NaN in the files would make every chain that
+      # reads its record diverge, with nothing to say why.
+      try:
+        check_finite_data(arrays)
+      except ValueError as e:
+        if isinstance(chunks, list):  # One structure, not chunks.
+          raise
+        raise ValueError(f"chunk {number} of the chunks in `data`: {e}"
+                         ) from None
       leaves = tf.nest.flatten(arrays)
       if structure is None:
         structure = tf.nest.map_structure(lambda _: 0, arrays)

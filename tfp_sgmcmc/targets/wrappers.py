@@ -39,6 +39,9 @@ class _OnBaseTarget(MinibatchTarget):
   def check_state(self, state):
     self._base.check_state(state)
 
+  def non_finite_data(self):
+    return self._base.non_finite_data()
+
   def check_functions(self, state):
     self._base.check_functions(state)
 

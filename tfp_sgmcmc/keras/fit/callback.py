@@ -186,6 +186,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     self.max_abs_weight = (None if max_abs_weight is None
                            else float(max_abs_weight))
     self.divergence = None
+    self._warned_non_finite_data = False  # AMAGOLD's warning, once.
     self._health = health_lib.HealthCheck(self.max_abs_weight)
     self._heating = health_lib.HeatingMonitor()
     self._sampled_from_epoch_begin = False
@@ -307,6 +308,8 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     if self._sampling and not self._amagold and self._check_health(
         None, logs, full=True):
       return  # Nothing diverged is backed up.
+    if self._sampling and self._amagold:
+      self._check_rejected_data(epoch, logs)
     self._check_heating(logs)
     self._epochs_seen += 1
     if (not self._sampling and self.burnin_epochs is not None and

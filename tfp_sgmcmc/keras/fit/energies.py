@@ -68,6 +68,11 @@ class AcceptanceEnergies:
     self._iterator = None
     self.minibatches_drawn = 0
 
+  @property
+  def data(self):
+    """`energy_data` as given."""
+    return self._data
+
   def _build(self, model, likelihood, exact):
     n = float(self._num_examples)
     log_prior = self._log_prior

@@ -144,10 +144,11 @@ def _short_list(names, limit=3):
   return shown + (f" and {more} more" if more > 0 else "")
 
 
-def divergence_report(sampler, epoch, batch, num_kept, what):
+def divergence_report(sampler, epoch, batch, num_kept, what, data=""):
   """The record of a divergence (`SamplingCallback.divergence`), with a
   message naming the sampler, where it happened, what diverged and the
-  settings to change."""
+  settings to change; or, when `data` (`finite_data.non_finite_data`)
+  names training data that is not finite, that data as the cause."""
   name = type(sampler).__name__
   config = sampler.get_config()
   built, sgd = getattr(sampler, "_sgd_arguments", None) or (None, None)
@@ -177,16 +178,25 @@ def divergence_report(sampler, epoch, batch, num_kept, what):
   where = f"epoch {epoch}"
   if batch is not None:
     where += f", batch {batch}"
+  if data:
+    # No step size helps: every batch holding such an example has a
+    # non-finite loss.
+    what += (f". The training data is not finite: {data}; the loss of a "
+             "batch holding such an example is not finite whatever the "
+             "step size")
+    advice = " Remove or impute those examples (e.g. np.isfinite) and fit again."
+  else:
+    advice = f" Try {' or '.join(hints)}.{cause}"
   message = (
       f"{name} diverged at {where} (sampler step {sampler.step_count}): "
       f"{what}. Sampling stopped; the {num_kept} sample(s) kept before it "
       "are finite and stay in the callback (.samples, .posterior), and the "
       "model's weights are set to the last of them"
       f"{'' if num_kept else ' (none kept: the weights are left as they are)'}"
-      f". Try {' or '.join(hints)}.{cause}")
+      f".{advice}")
   return dict(sampler=name, epoch=epoch, batch=batch,
               step=sampler.step_count, what=what, num_samples=num_kept,
-              message=message)
+              non_finite_data=data or None, message=message)
 
 
 def _not_divided_by_n(unit, value, num_examples, momentum):

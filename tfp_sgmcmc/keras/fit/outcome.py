@@ -11,6 +11,8 @@ from tfp_sgmcmc.keras.fit import backup as backup_lib
 from tfp_sgmcmc.keras.fit import health as health_lib
 from tfp_sgmcmc.keras.posterior import io as posterior_io
 from tfp_sgmcmc.keras.posterior import posterior as posterior_lib
+from tfp_sgmcmc.keras.validation import finite_data
+from tfp_sgmcmc.keras.validation import fit_arguments
 from tfp_sgmcmc.keras.validation import probabilities as probabilities_lib
 
 __all__ = ["ChainOutcome", "posterior_of"]
@@ -97,9 +99,35 @@ class ChainOutcome:
                     health_lib.diagnostics.UnhealthyChainWarning,
                     stacklevel=2)
 
+  def _check_rejected_data(self, epoch, logs):
+    """AMAGOLD's test rejects a trajectory through a batch whose loss is
+    not finite and the chain goes on, so non-finite data shows only as the
+    epoch's loss: warns (once per callback) when the data is the cause."""
+    loss = (logs or {}).get("loss")
+    if (loss is None or math.isfinite(float(loss)) or
+        self._warned_non_finite_data):
+      return
+    data = finite_data.non_finite_data(
+        fit_arguments.of(self.model), (self.params or {}).get("steps"),
+        self._energies.data)
+    if not data:
+      return
+    self._warned_non_finite_data = True
+    warnings.warn(
+        f"{type(self.sampler).__name__}: the loss of epoch {epoch} is not "
+        f"finite ({float(loss)}): the training data is not finite: {data}. "
+        "The M-H test rejects every trajectory through such a batch, so the "
+        "chain keeps running but never moves on those steps. Remove or "
+        "impute those examples (e.g. np.isfinite) and fit again.",
+        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=2)
+
   def _diverge(self, batch, what):
+    # Read only now that the chain has diverged: is the data the cause?
+    data = finite_data.non_finite_data(
+        fit_arguments.of(self.model), (self.params or {}).get("steps"),
+        self._energies.data if self._amagold else None)
     self.divergence = health_lib.divergence_report(
-        self.sampler, self._epoch, batch, len(self._samples), what)
+        self.sampler, self._epoch, batch, len(self._samples), what, data)
     self.model.stop_training = True
     if self.on_divergence == "raise":
       self._leave_diverged_chain()
