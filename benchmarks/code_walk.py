@@ -20,7 +20,7 @@ Each function entered is classified by this rule, in this order:
   `_checked`; and the helpers that exist only for a refusal
   (`interop._stripped_by_metropolis_hastings`,
   `interop.exactness_vouched_for`) or to build a check's message
-  (`amortized_mh._calibration_note`, `amortized_mh._innermost_target`).
+  (`amortized_mh._innermost_target`).
 * math: any other function of `dynamics/` (the update, the mass, the
   accept/reject test), the kernels' `_transition`, `_one_step`, and the
   amortized test's `_energies` and `_choose_results`.
@@ -61,7 +61,6 @@ CHECK_PREFIXES = ("check", "_check", "refuse", "_refuse")
 CHECK_HELPERS = {
     ("kernels/interop.py", "_stripped_by_metropolis_hastings"),
     ("kernels/interop.py", "exactness_vouched_for"),
-    ("kernels/amortized_mh.py", "_calibration_note"),
     ("kernels/amortized_mh.py", "_innermost_target"),
 }
 MATH_METHODS = ("_transition", "_one_step", "_energies", "_choose_results")
@@ -178,18 +177,32 @@ def amagold_path(walk):
   walk.run(lambda: kernel.one_step(state, results, seed=[1, 2]))
 
 
+def measure():
+  """The walk of AMAGOLD's path: {"functions": {(module, name): (first
+  line, code lines, whole lines, class)}, "totals": {class: [functions,
+  code lines, whole lines]}, "resolved": resolve_target calls, "entries":
+  {module: calls into it from another file}}."""
+  walk = Walk()
+  amagold_path(walk)
+  totals = {kind: [0, 0, 0] for kind in ("check", "math", "plumbing")}
+  for _, code, whole, kind in walk.functions.values():
+    totals[kind][0] += 1
+    totals[kind][1] += code
+    totals[kind][2] += whole
+  return dict(functions=dict(walk.functions), totals=totals,
+              resolved=walk.calls[("kernels/interop.py", "resolve_target")],
+              entries=dict(walk.entries))
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--list", action="store_true")
   args = parser.parse_args()
-  walk = Walk()
-  amagold_path(walk)
-  totals = collections.defaultdict(lambda: [0, 0, 0])
-  for (module, name), (start, code, whole, kind) in walk.functions.items():
-    totals[kind][0] += 1
-    totals[kind][1] += code
-    totals[kind][2] += whole
-    if args.list:
+  walk = measure()
+  totals = walk["totals"]
+  if args.list:
+    for (module, name), (start, code, whole, kind) in walk[
+        "functions"].items():
       print(f"{kind:9s} {code:4d} {whole:4d}  {module}:{start} {name}")
   print("lines on AMAGOLD's path (construct, bootstrap, one eager step):")
   print(f"{'':10s}{'functions':>10s}{'code':>7s}{'whole':>7s}")
@@ -199,10 +212,11 @@ def main():
   check, math = totals["check"], totals["math"]
   print(f"checks / math: {check[1] / max(math[1], 1):.2f} (code lines), "
         f"{check[2] / max(math[2], 1):.2f} (whole functions)")
-  resolved = walk.calls[("kernels/interop.py", "resolve_target")]
-  print(f"target resolved {resolved} time(s) in one AMAGOLD construction")
+  print(f"target resolved {walk['resolved']} time(s) in one AMAGOLD "
+        "construction")
   print("files entered (calls from another file):")
-  for module, count in sorted(walk.entries.items(), key=lambda kv: -kv[1]):
+  for module, count in sorted(walk["entries"].items(),
+                              key=lambda kv: -kv[1]):
     print(f"  {count:4d}  {module}")
 
 

@@ -94,27 +94,25 @@ class MinibatchTarget:
   def check_state(self, state):
     """Raises a clear error if `state` does not fit the target."""
     check_float_state(state)
-    shapes = self._parameter_shapes
+    shapes, parts = self._parameter_shapes, tf.nest.flatten(state)
     if shapes is None:
       return
     is_list = isinstance(shapes, list)
     # A dict (or namedtuple) state takes its shapes as a list in
     # `tf.nest.flatten` order (a dict's keys sorted), like a list state.
-    structured = isinstance(state, (list, tuple, dict))
-    if is_list != structured or (
-        is_list and len(shapes) != len(tf.nest.flatten(state))):
+    if is_list != isinstance(state, (list, tuple, dict)) or (
+        is_list and len(shapes) != len(parts)):
       want = (f"a list of {len(shapes)} tensors with trailing shapes "
               f"{[list(x) for x in shapes]}" if is_list else
               f"one tensor with trailing shape {list(shapes)}")
       got = tf.nest.map_structure(lambda t: tuple(t.shape), state)
       raise ValueError(f"`current_state` must be {want} (after any leading "
                        f"chain dimensions); got {got}.")
-    for i, (part, shape) in enumerate(zip(tf.nest.flatten(state), tf.nest.flatten(
-        shapes) if is_list else [shapes])):
-      k = len(shape)
-      if part.shape.rank is not None and (
-          part.shape.rank < k or
-          not part.shape[part.shape.rank - k:].is_compatible_with(shape)):
+    for i, (part, shape) in enumerate(zip(parts, shapes if is_list else
+                                          [shapes])):
+      rank = part.shape.rank
+      if rank is not None and (rank < len(shape) or not part.shape[
+          rank - len(shape):].is_compatible_with(shape)):
         raise ValueError(f"`current_state` part {i} has shape "
                          f"{tuple(part.shape)}; expected trailing shape "
                          f"{list(shape)} (the target's parameter_shapes).")
@@ -236,36 +234,37 @@ class DataLikelihoodTarget(MinibatchTarget):
       return self.log_prior(state)
     value = call_with_clear_errors("`log_prior_fn`", self._log_prior_fn,
                                     state)
-    if (not tf.is_tensor(value) and isinstance(value, (
-        int, float, np.integer, np.floating)) and not isinstance(value, bool)):
+    if isinstance(value, (int, float, np.integer, np.floating)) and (
+        not isinstance(value, bool)):
       # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
       return tf.constant(float(value), tf.nest.flatten(state)[0].dtype)
     value = check_output("log_prior_fn", value, state)
-    if (value.shape.rank is not None and batch_shape.rank is not None and
-        not (value.shape.rank == batch_shape.rank and
-             value.shape.is_compatible_with(batch_shape))):
-      if (value.shape.rank > batch_shape.rank and chain_shape_mismatch(
-          value.shape, state, self.parameter_shapes) is None):
-        # The prior gives one value per chain and the likelihood fewer:
-        # the likelihood dropped the chain axes (e.g. it reads w[0]).
-        raise ValueError(
-            f"`log_likelihood_fn` returned per-example values whose chain "
-            f"(batch) shape is {list(batch_shape)}, but `log_prior_fn` "
-            f"returned one value per chain, shape {list(value.shape)}, for "
-            f"a state {describe_structure(state)}: the log-likelihood "
-            "ignores the chain axes (e.g. it indexes w[0], or reshapes "
-            "the parameters to one chain). Make it broadcast over the "
-            "leading (chain) axes of each state part, returning shape "
-            "chain_shape + [n] (e.g. tf.linalg.matvec(x, w) with w of "
-            "shape [chains, d] gives [chains, n]).")
+    shape = value.shape
+    if shape.rank is None or batch_shape.rank is None or (
+        shape.rank == batch_shape.rank and shape.is_compatible_with(
+            batch_shape)):
+      return value
+    if shape.rank > batch_shape.rank and chain_shape_mismatch(
+        shape, state, self.parameter_shapes) is None:
+      # The prior gives one value per chain and the likelihood fewer: the
+      # likelihood dropped the chain axes (e.g. it reads w[0]).
       raise ValueError(
-          f"`log_prior_fn` returned shape {list(value.shape)} but the "
-          f"log-likelihood's chain (batch) shape is {list(batch_shape)} "
-          f"for a state {describe_structure(state)}: the log-prior must "
-          "return one value per chain, summed over the parameters (e.g. "
-          "lambda w: tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per "
-          "parameter or with a trailing axis of 1.")
-    return value
+          f"`log_likelihood_fn` returned per-example values whose chain "
+          f"(batch) shape is {list(batch_shape)}, but `log_prior_fn` "
+          f"returned one value per chain, shape {list(shape)}, for a state "
+          f"{describe_structure(state)}: the log-likelihood ignores the "
+          "chain axes (e.g. it indexes w[0], or reshapes the parameters to "
+          "one chain). Make it broadcast over the leading (chain) axes of "
+          "each state part, returning shape chain_shape + [n] (e.g. "
+          "tf.linalg.matvec(x, w) with w of shape [chains, d] gives "
+          "[chains, n]).")
+    raise ValueError(
+        f"`log_prior_fn` returned shape {list(shape)} but the "
+        f"log-likelihood's chain (batch) shape is {list(batch_shape)} for a "
+        f"state {describe_structure(state)}: the log-prior must return one "
+        "value per chain, summed over the parameters (e.g. lambda w: "
+        "tf.reduce_sum(-0.5 * w**2, axis=-1)), not one per parameter or "
+        "with a trailing axis of 1.")
 
   def _energy_from_batch(self, state, batch, n):
     ll = self._log_likelihood(state, batch, n)
@@ -297,13 +296,12 @@ class DataLikelihoodTarget(MinibatchTarget):
 
 def check_target(target):
   if not isinstance(target, MinibatchTarget):
-    hint = ""
-    if callable(target):
-      hint = (" It is a callable: for a full-batch log density (as TFP's "
-              "HMC takes) pass it as `target_log_prob_fn=`; for a minibatch "
-              "log-likelihood wrap it in `tfp_sgmcmc.InMemoryTarget(fn, data, "
-              "batch_size)`; for a JointDistribution use "
-              "`tfp_sgmcmc.JointDistributionTarget`.")
+    hint = (" It is a callable: for a full-batch log density (as TFP's HMC "
+            "takes) pass it as `target_log_prob_fn=`; for a minibatch "
+            "log-likelihood wrap it in `tfp_sgmcmc.InMemoryTarget(fn, data, "
+            "batch_size)`; for a JointDistribution use "
+            "`tfp_sgmcmc.JointDistributionTarget`." if callable(target) else
+            "")
     raise TypeError(
         "`target` must be a tfp_sgmcmc target (InMemoryTarget, "
         "DatasetTarget, NoisyGradientTarget, ...); got "
