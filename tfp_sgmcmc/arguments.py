@@ -129,33 +129,30 @@ def check_fits_state(name, value, state):
   the state part it scales without changing its shape: one value, one per
   coordinate (the part's trailing shape), or one per chain (trailing axes of
   size 1). A list or tuple with one entry per state part (TFP's per-part
-  step sizes, for list, tuple and dict states) is checked part by part. Raises a `ValueError` naming the argument, the shape
-  seen and the state's shape, before any step runs (a broadcasting error
-  deep in the update, or a silently larger state, otherwise)."""
+  step sizes, for list, tuple and dict states) is checked part by part.
+  Raises a `ValueError` naming the argument, the shape seen and the state's
+  shape, before any step runs (a broadcasting error deep in the update, or
+  a silently larger state, otherwise)."""
   parts = tf.nest.flatten(state)
-  if isinstance(value, (list, tuple)) and len(value) == len(parts):
-    pairs = [(f"{name}[{i}]", v, [(i, p)]) for i, (v, p) in
-             enumerate(zip(value, parts))]
-  else:
-    pairs = [(name, value, list(enumerate(parts)))]
-  for label, v, targets in pairs:
-    shape = _shape_of(v)
-    for i, part in targets:
-      part_shape = tf.TensorShape(part.shape)
-      if not (shape and shape.rank) or part_shape.rank is None:
-        continue  # One value (or not a static shape), or an unknown rank.
-      # Broadcasts to the part without changing its shape: each trailing
-      # axis 1 or the part's.
-      if shape.rank > part_shape.rank or any(
-          a not in (1, None) and b is not None and a != b for a, b in zip(
-              shape.as_list()[::-1], part_shape.as_list()[::-1])):
-        trailing = list(part_shape[-1:]) if part_shape.rank else []
-        raise ValueError(
-            f"`{label}` has shape {shape.as_list()}, which does not fit "
-            f"`current_state`{'' if len(parts) == 1 else f' part {i}'} of "
-            f"shape {part_shape.as_list()}: give one value, one per "
-            f"coordinate (shape {trailing} or the part's trailing shape), or"
-            " one per chain (the chain shape followed by axes of size 1).")
+  per_part = isinstance(value, (list, tuple)) and len(value) == len(parts)
+  for i, part in enumerate(parts):
+    label, shape = ((f"{name}[{i}]", _shape_of(value[i])) if per_part else
+                    (name, _shape_of(value)))
+    part_shape = tf.TensorShape(part.shape)
+    if not (shape and shape.rank) or part_shape.rank is None:
+      continue  # One value (or not a static shape), or an unknown rank.
+    # Broadcasts to the part without changing its shape: each trailing
+    # axis 1 or the part's.
+    if shape.rank > part_shape.rank or any(
+        a not in (1, None) and b is not None and a != b for a, b in zip(
+            shape.as_list()[::-1], part_shape.as_list()[::-1])):
+      trailing = list(part_shape[-1:]) if part_shape.rank else []
+      raise ValueError(
+          f"`{label}` has shape {shape.as_list()}, which does not fit "
+          f"`current_state`{'' if len(parts) == 1 else f' part {i}'} of "
+          f"shape {part_shape.as_list()}: give one value, one per "
+          f"coordinate (shape {trailing} or the part's trailing shape), or"
+          " one per chain (the chain shape followed by axes of size 1).")
 
 
 def describe(value):

@@ -206,8 +206,7 @@ def check_initial_state(state, target=None):
     finite = tf.reduce_all(tf.math.is_finite(part))
     message = (f"`current_state` part {i} has non-finite values; start the "
                "chain from a finite state.")
-    if tf.executing_eagerly():
-      if not bool(finite):
-        raise ValueError(message)
-    else:
+    if not tf.executing_eagerly():
       assert_in_graph(finite, [message])
+    elif not bool(finite):
+      raise ValueError(message)
