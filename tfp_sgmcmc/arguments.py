@@ -21,17 +21,15 @@ __all__ = ["static_value", "current_value", "check_noise_within_friction",
 
 def static_value(value):
   """The value of a Python number, array or constant tensor, else None."""
-  if isinstance(value, (str, bytes)):
-    return None
-  if isinstance(value, (numbers.Number, np.ndarray, np.generic, list, tuple)):
-    try:
-      return np.asarray(value, dtype=np.float64)
-    except (TypeError, ValueError):
-      return None
   if tf.is_tensor(value) and not isinstance(value, tf.Variable):
-    v = tf.get_static_value(value)
-    return None if v is None else np.asarray(v, dtype=np.float64)
-  return None
+    value = tf.get_static_value(value)
+  elif not isinstance(value, (numbers.Number, np.ndarray, np.generic, list,
+                              tuple)):
+    return None  # Also a string: not a number.
+  try:
+    return None if value is None else np.asarray(value, dtype=np.float64)
+  except (TypeError, ValueError):
+    return None
 
 
 def in_xla_context():
@@ -118,15 +116,12 @@ def check_noise_within_friction(friction, noise_estimate, temperature,
 
 
 def _shape_of(value):
-  """The static shape of a number, array, tensor or variable, else None."""
+  """The static shape of a number, array (not a tuple), tensor or variable,
+  else None (e.g. a schedule or a string)."""
   if tf.is_tensor(value) or isinstance(value, tf.Variable):
     return tf.TensorShape(value.shape)
-  if isinstance(value, (numbers.Number, np.ndarray, np.generic, list)):
-    try:
-      return tf.TensorShape(np.shape(np.asarray(value, dtype=np.float64)))
-    except (TypeError, ValueError):
-      return None
-  return None
+  v = None if isinstance(value, tuple) else static_value(value)
+  return None if v is None else tf.TensorShape(v.shape)
 
 
 def check_fits_state(name, value, state):
@@ -134,38 +129,30 @@ def check_fits_state(name, value, state):
   the state part it scales without changing its shape: one value, one per
   coordinate (the part's trailing shape), or one per chain (trailing axes of
   size 1). A list or tuple with one entry per state part (TFP's per-part
-  step sizes, for list, tuple and dict states) is checked part by part. Raises a `ValueError` naming the argument, the shape
-  seen and the state's shape, before any step runs (a broadcasting error
-  deep in the update, or a silently larger state, otherwise)."""
+  step sizes, for list, tuple and dict states) is checked part by part.
+  Raises a `ValueError` naming the argument, the shape seen and the state's
+  shape, before any step runs (a broadcasting error deep in the update, or
+  a silently larger state, otherwise)."""
   parts = tf.nest.flatten(state)
-  if isinstance(value, (list, tuple)) and len(value) == len(parts):
-    pairs = [(f"{name}[{i}]", v, [(i, p)]) for i, (v, p) in
-             enumerate(zip(value, parts))]
-  else:
-    pairs = [(name, value, list(enumerate(parts)))]
-  for label, v, targets in pairs:
-    if v is None or isinstance(v, (str, bytes)) or is_schedule(v):
-      continue
-    shape = _shape_of(v)
-    if shape is None or shape.rank is None or shape.rank == 0:
-      continue
-    for i, part in targets:
-      part_shape = tf.TensorShape(part.shape)
-      if part_shape.rank is None:
-        continue
-      try:
-        joint = tf.broadcast_static_shape(shape, part_shape)
-      except ValueError:
-        joint = None
-      if joint is None or not joint.is_compatible_with(part_shape) or (
-          joint.rank != part_shape.rank):
-        trailing = list(part_shape[-1:]) if part_shape.rank else []
-        raise ValueError(
-            f"`{label}` has shape {shape.as_list()}, which does not fit "
-            f"`current_state`{'' if len(parts) == 1 else f' part {i}'} of "
-            f"shape {part_shape.as_list()}: give one value, one per "
-            f"coordinate (shape {trailing} or the part's trailing shape), or"
-            " one per chain (the chain shape followed by axes of size 1).")
+  per_part = isinstance(value, (list, tuple)) and len(value) == len(parts)
+  for i, part in enumerate(parts):
+    label, shape = ((f"{name}[{i}]", _shape_of(value[i])) if per_part else
+                    (name, _shape_of(value)))
+    part_shape = tf.TensorShape(part.shape)
+    if not (shape and shape.rank) or part_shape.rank is None:
+      continue  # One value (or not a static shape), or an unknown rank.
+    # Broadcasts to the part without changing its shape: each trailing
+    # axis 1 or the part's.
+    if shape.rank > part_shape.rank or any(
+        a not in (1, None) and b is not None and a != b for a, b in zip(
+            shape.as_list()[::-1], part_shape.as_list()[::-1])):
+      trailing = list(part_shape[-1:]) if part_shape.rank else []
+      raise ValueError(
+          f"`{label}` has shape {shape.as_list()}, which does not fit "
+          f"`current_state`{'' if len(parts) == 1 else f' part {i}'} of "
+          f"shape {part_shape.as_list()}: give one value, one per "
+          f"coordinate (shape {trailing} or the part's trailing shape), or"
+          " one per chain (the chain shape followed by axes of size 1).")
 
 
 def describe(value):
@@ -184,31 +171,25 @@ def check_positive(name, value, allow_zero=False):
   per step).
   """
   want = ">= 0" if allow_zero else "> 0"
-  if isinstance(value, (str, bytes, bool, np.bool_)) or value is None:
+  tensor = tf.is_tensor(value) or isinstance(value, tf.Variable)
+  if tensor and not (value.dtype.is_floating or value.dtype.is_integer):
+    raise TypeError(f"`{name}` must be a real number; got a "
+                    f"{value.dtype.name} tensor {value!r}.")
+  v = current_value(value)
+  if isinstance(value, (bool, np.bool_)) or (v is None and not tensor):
     raise TypeError(f"`{name}` must be a number (or a float tensor) "
                     f"{want}; got {value!r} of type {type(value).__name__}. "
                     f"Pass e.g. {name}=0.1.")
-  if tf.is_tensor(value) or isinstance(value, tf.Variable):
-    dtype = tf.as_dtype(value.dtype)
-    if not (dtype.is_floating or dtype.is_integer):
-      raise TypeError(f"`{name}` must be a real number; got a {dtype.name} "
-                      f"tensor {value!r}.")
-  v = current_value(value)
-  if v is None and not tf.is_tensor(value) and not isinstance(
-      value, tf.Variable):
-    raise TypeError(f"`{name}` must be a number (or a float tensor) {want};"
-                    f" got {value!r} of type {type(value).__name__}.")
   if v is None:
     # A tensor whose value is not known while tracing: asserted once, in
     # the graph that builds the kernel (not in every step).
     x = tf.cast(value, tf.float64)
-    ok = (x >= 0) if allow_zero else (x > 0)
-    assert_in_graph(
-        tf.reduce_all(ok & tf.math.is_finite(x)),
-        [f"`{name}` must be {want} and finite; got", x])
+    assert_in_graph(tf.reduce_all(
+        ((x >= 0) if allow_zero else (x > 0)) & tf.math.is_finite(x)),
+                    [f"`{name}` must be {want} and finite; got", x])
     return
-  ok = np.all(v >= 0) if allow_zero else np.all(v > 0)
-  if not ok or not np.all(np.isfinite(v)):
+  if not np.all((v >= 0) if allow_zero else (v > 0)) or not np.all(
+      np.isfinite(v)):
     raise ValueError(f"`{name}` must be {want} and finite; got "
                      f"{describe(value)}.")
   if np.any(np.abs(v) > np.finfo(np.float32).max):
@@ -250,28 +231,27 @@ def check_step_size(step_size, per_part=True):
   if step_size is None:
     raise TypeError("`step_size` is required; got None. Give a positive "
                     "float, a schedule, or a list with one per state part.")
-  if is_schedule(step_size):
+  if not is_per_part(step_size):
+    if not is_schedule(step_size):
+      check_positive("step_size", step_size)
     return
-  if is_per_part(step_size):
-    if not per_part:
-      raise ValueError(
-          f"`step_size` {step_size!r}: one step size per state part is not "
-          "supported by this kernel; give one step size.")
-    if not step_size:
-      raise ValueError("`step_size` is an empty list; give one step size per "
-                       "state part.")
-    for i, h in enumerate(step_size):
-      if is_schedule(h):
-        raise ValueError(f"`step_size[{i}]` is a schedule; per-part step "
-                         "sizes must be constants (use one schedule for all "
-                         "parts).")
-      try:
-        check_positive(f"step_size[{i}]", h)
-      except (TypeError, ValueError) as e:
-        raise type(e)(f"`step_size` (a list: one per state part): {e}"
-                      ) from None
-    return
-  check_positive("step_size", step_size)
+  if not per_part:
+    raise ValueError(
+        f"`step_size` {step_size!r}: one step size per state part is not "
+        "supported by this kernel; give one step size.")
+  if not step_size:
+    raise ValueError("`step_size` is an empty list; give one step size per "
+                     "state part.")
+  for i, h in enumerate(step_size):
+    if is_schedule(h):
+      raise ValueError(f"`step_size[{i}]` is a schedule; per-part step "
+                       "sizes must be constants (use one schedule for all "
+                       "parts).")
+    try:
+      check_positive(f"step_size[{i}]", h)
+    except (TypeError, ValueError) as e:
+      raise type(e)(f"`step_size` (a list: one per state part): {e}"
+                    ) from None
 
 
 def check_step_size_matches(step_size, state):

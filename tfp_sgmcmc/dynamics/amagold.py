@@ -199,9 +199,9 @@ def check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
   check_num_leapfrog_steps(num_leapfrog_steps)
   arguments.check_positive("friction", friction, allow_zero=True)
   arguments.check_positive("momentum_std", momentum_std)
-  if momentum_distribution is not None and (
-      arguments.static_value(momentum_std) is None or
-      np.any(arguments.static_value(momentum_std) != 1.)):
+  sigma = arguments.static_value(momentum_std)
+  if momentum_distribution is not None and (sigma is None or
+                                            np.any(sigma != 1.)):
     raise ValueError(
         f"`momentum_std` = {momentum_std!r} with a `momentum_distribution`: "
         "both set the mass matrix (sigma^2 I, or the distribution's M). "

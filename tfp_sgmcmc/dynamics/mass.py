@@ -420,8 +420,8 @@ def check_momentum_distribution(momentum_distribution, state, batch_shape,
   """
   if momentum_distribution is None:
     return None
-  if not hasattr(momentum_distribution, "sample") or not hasattr(
-      momentum_distribution, "log_prob"):
+  if not all(hasattr(momentum_distribution, method)
+             for method in ("sample", "log_prob")):
     raise TypeError(
         f"`momentum_distribution` of {name} must be a tfp.distributions "
         "distribution N(0, M) (`sample` draws the momentum, `log_prob` is "
@@ -431,15 +431,15 @@ def check_momentum_distribution(momentum_distribution, state, batch_shape,
   draw = tf.nest.flatten(batched.sample(
       seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED)))
   parts = tf.nest.flatten(state)
-  shapes = [list(p.shape) for p in parts]
-  drawn = [list(d.shape) for d in draw]
   if len(draw) != len(parts) or any(
       not d.shape.is_compatible_with(p.shape) or d.dtype != p.dtype
       for d, p in zip(draw, parts)):
     raise ValueError(
-        f"`momentum_distribution` of {name} draws momenta of shapes {drawn} "
-        f"and dtypes {[d.dtype.name for d in draw]}, but the state has "
-        f"shapes {shapes} and dtypes {[p.dtype.name for p in parts]}: one "
+        f"`momentum_distribution` of {name} draws momenta of shapes "
+        f"{[list(d.shape) for d in draw]} and dtypes "
+        f"{[d.dtype.name for d in draw]}, but the state has shapes "
+        f"{[list(p.shape) for p in parts]} and dtypes "
+        f"{[p.dtype.name for p in parts]}: one "
         "draw must be shaped like the state (one part per state part, the "
         f"chains' batch shape {list(batch_shape)} first). Build it for the "
         "state, e.g. tfp_sgmcmc.diagonal_momentum_distribution(state, "

@@ -17,6 +17,7 @@ from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import momentum as momentum_lib
+from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.targets.wrappers import TemperedTarget
 
 __all__ = ["AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults"]
@@ -159,20 +160,37 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
                momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    arguments.check_step_size(step_size)
-    amagold.check_amagold_parameters(num_leapfrog_steps, friction,
-                                     momentum_std, resample_momentum,
-                                     momentum_distribution)
-    checks.check_compute_energy(compute_energy, self._target,
-                                full_batch_allowed=True)
-    self._parameters = dict(
+    self._keep_checked(dict(
         target=target, step_size=step_size,
         num_leapfrog_steps=num_leapfrog_steps, friction=friction,
         momentum_std=momentum_std, resample_momentum=resample_momentum,
         name=name, target_log_prob_fn=target_log_prob_fn,
         compute_energy=compute_energy,
         store_parameters_in_results=store_parameters_in_results,
-        momentum_distribution=momentum_distribution)
+        momentum_distribution=momentum_distribution))
+
+  @classmethod
+  def _on_resolved(cls, sampled, **parameters):
+    """The proposal on a target its `AMAGOLD` shell resolved already
+    (`interop.resolve_target`): the kernel `cls(sampled, **parameters)`
+    builds, without resolving the target a second time."""
+    proposal = cls.__new__(cls)
+    proposal._target = sampled  # pylint: disable=protected-access
+    proposal._keep_checked(dict(  # pylint: disable=protected-access
+        parameters, target=sampled,
+        target_log_prob_fn=log_prob_lib.minibatch_log_prob_fn(sampled)))
+    return proposal
+
+  def _keep_checked(self, parameters):
+    """Checks the arguments other than the target and keeps them all."""
+    arguments.check_step_size(parameters["step_size"])
+    amagold.check_amagold_parameters(**{
+        k: parameters[k] for k in ("num_leapfrog_steps", "friction",
+                                   "momentum_std", "resample_momentum",
+                                   "momentum_distribution")})
+    checks.check_compute_energy(parameters["compute_energy"], self._target,
+                                full_batch_allowed=True)
+    self._parameters = parameters
 
   num_leapfrog_steps = arguments.parameter_property("num_leapfrog_steps")
   friction = arguments.parameter_property("friction")
@@ -380,7 +398,7 @@ class AMAGOLD(amortized_mh.AmortizedShell):
         target, target_log_prob_fn)
     sampled = (base_target if float(temperature) == 1. else
                TemperedTarget(base_target, temperature))
-    proposal = UncalibratedAMAGOLD(
+    proposal = UncalibratedAMAGOLD._on_resolved(  # pylint: disable=protected-access
         sampled, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,
         friction=friction, momentum_std=momentum_std,
         resample_momentum=resample_momentum, name=name,

@@ -205,14 +205,14 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
       # A TFP wrapper (e.g. TransformedTransitionKernel) rebuilt this kernel
       # with its function: the proposal must move in the same space.
       inner_kernel = inner_kernel.copy(target_log_prob_fn=target_log_prob_fn)
-    check_acceptance_energy(acceptance_energy, sampled)
+    self._calibration_note = check_acceptance_energy(acceptance_energy,
+                                                     sampled)
     self._target = sampled
     self._parameters = dict(inner_kernel=inner_kernel, target=target,
                             acceptance_energy=acceptance_energy, name=name,
                             target_log_prob_fn=target_log_prob_fn)
     # The kernel that errors name: a shell (AMAGOLD) sets its own.
     self._name_for_messages = type(self).__name__
-    self._calibration_note = _calibration_note(acceptance_energy, sampled)
     if self._calibration_note and acceptance_energy == "exact":
       warnings.warn(self._calibration_note, UserWarning, stacklevel=2)
 
@@ -355,34 +355,30 @@ def _innermost_target(target):
   return target
 
 
-def _calibration_note(acceptance_energy, target):
+def check_acceptance_energy(acceptance_energy, target):
+  """`acceptance_energy` is known, and one `target` can give. Returns why
+  the chain is not exact, or "" when it is (the `calibration_note`)."""
+  acceptance.check_acceptance_energy(acceptance_energy)
   if acceptance_energy != "exact":
     return ("acceptance_energy='minibatch': the test uses minibatch "
             "energies, so the chain is approximate.")
-  if target is not None and not target.minibatches_from_seed:
-    return (
-        "the amortized test is exact only when a trajectory's minibatches "
-        "are as likely in reverse order as forward (i.i.d. batches chosen "
-        f"by the kernel's seed); a {type(_innermost_target(target)).__name__}"
-        "'s batches are not (minibatches_from_seed=False: e.g. a "
-        "DatasetTarget's pipeline chooses them, and one that batches epoch "
-        "by epoch without replacement does not give that), so this AMAGOLD "
-        "chain is not guaranteed exact (is_calibrated=False). Use an "
-        "InMemoryTarget or a TFRecordTarget (batches drawn from the seed) "
-        "for an exact chain.")
-  return ""
-
-
-def check_acceptance_energy(acceptance_energy, target):
-  """`acceptance_energy` is known, and one `target` can give."""
-  acceptance.check_acceptance_energy(acceptance_energy)
-  if (target is not None and acceptance_energy == "exact" and
-      not target.has_exact_energy):
+  if not target.has_exact_energy:
     raise TargetCapabilityError(
         f"`acceptance_energy='exact'` needs the full-data energy U(theta), "
         f"but `target` ({type(target).__name__}) has none "
         "(has_exact_energy=False; for a DatasetTarget pass `full_dataset`). "
         "Use acceptance_energy='minibatch' for an approximate test.")
+  if target.minibatches_from_seed:
+    return ""
+  return (
+      "the amortized test is exact only when a trajectory's minibatches are "
+      "as likely in reverse order as forward (i.i.d. batches chosen by the "
+      f"kernel's seed); a {type(_innermost_target(target)).__name__}'s "
+      "batches are not (minibatches_from_seed=False: e.g. a DatasetTarget's "
+      "pipeline chooses them, and one that batches epoch by epoch without "
+      "replacement does not give that), so this AMAGOLD chain is not "
+      "guaranteed exact (is_calibrated=False). Use an InMemoryTarget or a "
+      "TFRecordTarget (batches drawn from the seed) for an exact chain.")
 
 
 def _choose_results(is_accepted, proposed, previous):

@@ -20,20 +20,22 @@ def as_state(kernel, state, method):
   Every entry point that takes a state (`one_step`, `bootstrap_results`) calls
   this first, so that no later check meets a numpy shape (a tuple, without a
   `rank`)."""
-  name = getattr(kernel, "_name_for_messages", type(kernel).__name__)
-  parts = []
-  for i, part in enumerate(tf.nest.flatten(state)):
-    if isinstance(part, (np.ndarray, np.generic)):
-      part = tf.convert_to_tensor(part)
+  parts = [tf.convert_to_tensor(p) if isinstance(p, (np.ndarray, np.generic))
+           else p for p in tf.nest.flatten(state)]
+  for i, part in enumerate(parts):
     if not tf.is_tensor(part):
       raise TypeError(
-          f"`current_state` part {i} of {name}.{method} is "
-          f"a {type(part).__name__}, not a tensor or numpy array (got "
+          f"`current_state` part {i} of {_name(kernel)}.{method} is a "
+          f"{type(part).__name__}, not a tensor or numpy array (got "
           f"{part!r:.60}): convert it once, e.g. tf.constant(x, tf.float32),"
           " and pass the same tensors to `bootstrap_results` and "
           "`one_step`.")
-    parts.append(part)
   return tf.nest.pack_sequence_as(state, parts)
+
+
+def _name(kernel):
+  """The kernel that errors name (a shell such as AMAGOLD sets its own)."""
+  return getattr(kernel, "_name_for_messages", type(kernel).__name__)
 
 
 # Constructor arguments that may hold one value per coordinate or chain.
@@ -45,9 +47,8 @@ def check_hyperparameter_shapes(kernel, state):
   """Each per-coordinate argument of `kernel` fits the state's shape
   (`arguments.check_fits_state`): static shapes, at trace time."""
   parameters = getattr(kernel, "parameters", {}) or {}
-  for name in PER_COORDINATE:
-    if name in parameters:
-      arguments.check_fits_state(name, parameters[name], state)
+  for name in [n for n in PER_COORDINATE if n in parameters]:
+    arguments.check_fits_state(name, parameters[name], state)
 
 
 def check_step(kernel, state, results, results_type):
@@ -74,7 +75,7 @@ def check_results_type(kernel, results, results_type):
   exactly, since a kernel's results type names the kernel (`NaiveSGHMC`'s
   results subclass `SGHMC`'s, and are refused by `SGHMC`)."""
   if type(results) is not results_type:  # pylint: disable=unidiomatic-typecheck
-    name = getattr(kernel, "_name_for_messages", type(kernel).__name__)
+    name = _name(kernel)
     raise TypeError(
         f"`previous_kernel_results` of {name}.one_step are "
         f"{type(results).__name__}, not {results_type.__name__}: they come "
@@ -85,25 +86,18 @@ def check_results_type(kernel, results, results_type):
 def _check_chains(state, results):
   """The state's dtype and chain dimensions are those of the results'
   energy (static shapes)."""
-  energy = None
-  for field in ("energy", "minibatch_energy", "target_log_prob"):
-    energy = getattr(results, field, None)
-    if tf.is_tensor(energy):
-      break
-  if not tf.is_tensor(energy):
-    return
-  parts = tf.nest.flatten(state)
+  energy = next((e for e in (getattr(results, field, None) for field in (
+      "energy", "minibatch_energy", "target_log_prob")) if tf.is_tensor(e)),
+                None)
+  parts = tf.nest.flatten(state) if energy is not None else []
   if parts and parts[0].dtype != energy.dtype:
     raise TypeError(
         f"`current_state` has dtype {parts[0].dtype.name} but "
         f"`previous_kernel_results` hold {energy.dtype.name} values: pass the "
         "state and results of one run (or bootstrap_results(state)).")
-  chains = energy.shape
-  if chains.rank is None:
-    return
   for i, part in enumerate(parts):
-    if part.shape.rank is not None and (
-        part.shape.rank < chains.rank or
+    chains = energy.shape
+    if None not in (chains.rank, part.shape.rank) and (
         not part.shape[:chains.rank].is_compatible_with(chains)):
       raise ValueError(
           f"`previous_kernel_results` are for chains of shape {list(chains)}"

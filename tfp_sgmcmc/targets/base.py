@@ -93,27 +93,25 @@ class MinibatchTarget:
   def check_state(self, state):
     """Raises a clear error if `state` does not fit the target."""
     check_float_state(state)
-    shapes = self._parameter_shapes
+    shapes, parts = self._parameter_shapes, tf.nest.flatten(state)
     if shapes is None:
       return
     is_list = isinstance(shapes, list)
     # A dict (or namedtuple) state takes its shapes as a list in
     # `tf.nest.flatten` order (a dict's keys sorted), like a list state.
-    structured = isinstance(state, (list, tuple, dict))
-    if is_list != structured or (
-        is_list and len(shapes) != len(tf.nest.flatten(state))):
+    if is_list != isinstance(state, (list, tuple, dict)) or (
+        is_list and len(shapes) != len(parts)):
       want = (f"a list of {len(shapes)} tensors with trailing shapes "
               f"{[list(x) for x in shapes]}" if is_list else
               f"one tensor with trailing shape {list(shapes)}")
       got = tf.nest.map_structure(lambda t: tuple(t.shape), state)
       raise ValueError(f"`current_state` must be {want} (after any leading "
                        f"chain dimensions); got {got}.")
-    for i, (part, shape) in enumerate(zip(tf.nest.flatten(state), tf.nest.flatten(
-        shapes) if is_list else [shapes])):
-      k = len(shape)
-      if part.shape.rank is not None and (
-          part.shape.rank < k or
-          not part.shape[part.shape.rank - k:].is_compatible_with(shape)):
+    for i, (part, shape) in enumerate(zip(parts, shapes if is_list else
+                                          [shapes])):
+      rank = part.shape.rank
+      if rank is not None and (rank < len(shape) or not part.shape[
+          rank - len(shape):].is_compatible_with(shape)):
         raise ValueError(f"`current_state` part {i} has shape "
                          f"{tuple(part.shape)}; expected trailing shape "
                          f"{list(shape)} (the target's parameter_shapes).")
@@ -273,13 +271,12 @@ class DataLikelihoodTarget(MinibatchTarget):
 
 def check_target(target):
   if not isinstance(target, MinibatchTarget):
-    hint = ""
-    if callable(target):
-      hint = (" It is a callable: for a full-batch log density (as TFP's "
-              "HMC takes) pass it as `target_log_prob_fn=`; for a minibatch "
-              "log-likelihood wrap it in `tfp_sgmcmc.InMemoryTarget(fn, data, "
-              "batch_size)`; for a JointDistribution use "
-              "`tfp_sgmcmc.JointDistributionTarget`.")
+    hint = (" It is a callable: for a full-batch log density (as TFP's HMC "
+            "takes) pass it as `target_log_prob_fn=`; for a minibatch "
+            "log-likelihood wrap it in `tfp_sgmcmc.InMemoryTarget(fn, data, "
+            "batch_size)`; for a JointDistribution use "
+            "`tfp_sgmcmc.JointDistributionTarget`." if callable(target) else
+            "")
     raise TypeError(
         "`target` must be a tfp_sgmcmc target (InMemoryTarget, "
         "DatasetTarget, NoisyGradientTarget, ...); got "

@@ -39,27 +39,21 @@ def call_with_clear_errors(what, fn, *args):
           IndexError, KeyError, AttributeError) as e:
     if not args:
       raise
-    state = args[0]
-    hint = ("does the state structure (one tensor or a list, one per "
-            "parameter) match what the function expects?")
-    called = f"`state` = {describe_structure(state)}"
+    structure = "state structure (one tensor or a list, one per parameter)"
+    called = f"`state` = {describe_structure(args[0])}"
+    hint = f"does the {structure} match what the function expects?"
     if len(args) > 1:
-      batch = args[1]
-      called += f" and `batch` = {describe_structure(batch)}"
-      state_dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype)
+      called += f" and `batch` = {describe_structure(args[1])}"
+      dtype = tf.as_dtype(tf.nest.flatten(args[0])[0].dtype).name
       other = sorted({tf.as_dtype(t.dtype).name
-                      for t in tf.nest.flatten(batch)} - {state_dtype.name})
-      if other:
-        hint = (f"the batch holds {other} data while the state is "
-                f"{state_dtype.name}: cast inside the function (e.g. "
-                f"tf.cast(y, w.dtype) for integer labels) or give the "
-                f"target data and state of one float dtype. Also check the "
-                "state structure (one tensor or a list, one per parameter) "
-                "and the data's shapes (labels [N], not [N, 1]).")
-      else:
-        hint = ("does the state structure (one tensor or a list, one per "
-                "parameter) match what the function expects, and do the "
-                "data's shapes (e.g. labels [N], not [N, 1])?")
+                      for t in tf.nest.flatten(args[1])} - {dtype})
+      hint = (f"the batch holds {other} data while the state is {dtype}: "
+              "cast inside the function (e.g. tf.cast(y, w.dtype) for "
+              "integer labels) or give the target data and state of one "
+              f"float dtype. Also check the {structure} and the data's "
+              "shapes (labels [N], not [N, 1])." if other else
+              f"{hint[:-1]}, and do the data's shapes (e.g. labels [N], not "
+              "[N, 1])?")
     raise ValueError(
         f"{what} failed when called with {called}: {hint} "
         f"Original error: {type(e).__name__}: {e}") from e
@@ -69,12 +63,12 @@ def check_output(name, value, state):
   """Static (trace-time) check of a user function's output: a tensor in the
   state's dtype (its shape is checked by `check_batch_shape`)."""
   value = tf.convert_to_tensor(value)
-  state_dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype)
-  if tf.as_dtype(value.dtype) != state_dtype:
+  want = tf.as_dtype(tf.nest.flatten(state)[0].dtype).name
+  if value.dtype.name != want:
     raise TypeError(
-        f"`{name}` returned dtype {tf.as_dtype(value.dtype).name} for a "
-        f"{state_dtype.name} state; it must return the state's dtype (cast "
-        f"the data to {state_dtype.name}, or the state to the data's dtype).")
+        f"`{name}` returned dtype {value.dtype.name} for a {want} state; it "
+        f"must return the state's dtype (cast the data to {want}, or the "
+        "state to the data's dtype).")
   return value
 
 
@@ -82,27 +76,20 @@ def chain_shape_mismatch(batch_shape, state, parameter_shapes):
   """The index and shape of the first state part whose chain dimensions
   `batch_shape` cannot be (a prefix of its shape that leaves the parameter's
   own dimensions, exactly `parameter_shapes` when declared), or None."""
-  if batch_shape.rank is None:
-    return None
   parts = tf.nest.flatten(state)
-  shapes = (None if parameter_shapes is None else
-            tf.nest.flatten(parameter_shapes) if isinstance(parameter_shapes, list)
-            else [parameter_shapes])
-  for i, part in enumerate(parts):
-    if part.shape.rank is None:
+  shapes = (parameter_shapes if isinstance(parameter_shapes, list) else
+            [parameter_shapes] * len(parts))
+  for i, (part, own) in enumerate(zip(parts, shapes)):
+    if batch_shape.rank is None or part.shape.rank is None:
       continue
-    if shapes is not None:
-      chain = part.shape[:part.shape.rank - len(shapes[i])]
-      ok = chain.rank == batch_shape.rank and chain.is_compatible_with(
-          batch_shape)
-    else:
-      # Without parameter_shapes: a prefix of the part's shape that leaves
-      # at least one parameter axis (a list state may hold scalars).
-      limit = part.shape.rank - (1 if len(parts) == 1 else 0)
-      ok = batch_shape.rank <= limit and part.shape[:batch_shape.rank
-                                                    ].is_compatible_with(
-                                                        batch_shape)
-    if not ok:
+    # Declared: exactly the axes before the parameter's own. Otherwise a
+    # prefix leaving at least one parameter axis (a list state may hold
+    # scalars).
+    chain = part.shape[:part.shape.rank - len(own)] if own is not None else (
+        part.shape[:batch_shape.rank] if batch_shape.rank <= part.shape.rank
+        - (len(parts) == 1) else None)
+    if chain is None or chain.rank != batch_shape.rank or (
+        not chain.is_compatible_with(batch_shape)):
       return i, part.shape
   return None
 
@@ -201,10 +188,8 @@ def parse_parameter_shapes(shapes):
 
 def check_log_likelihood_output(values, n, name="log_likelihood_fn"):
   shape = values.shape
-  if shape.rank is None:
-    return values
-  if shape.rank == 0 or (n is not None and shape[-1] is not None and
-                         shape[-1] != n):
+  if shape.rank is not None and (shape.rank == 0 or shape[-1] not in (
+      n, None) and n is not None):
     raise ValueError(
         f"`{name}` must return one log-likelihood per example, with the "
         f"examples in the last axis (shape batch_shape + [{n}] for a batch "
@@ -306,8 +291,7 @@ def check_initial_state(state, target=None):
     finite = tf.reduce_all(tf.math.is_finite(part))
     message = (f"`current_state` part {i} has non-finite values; start the "
                "chain from a finite state.")
-    if tf.executing_eagerly():
-      if not bool(finite):
-        raise ValueError(message)
-    else:
+    if not tf.executing_eagerly():
       assert_in_graph(finite, [message])
+    elif not bool(finite):
+      raise ValueError(message)

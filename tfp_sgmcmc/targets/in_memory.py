@@ -237,12 +237,11 @@ class InMemoryTarget(DataLikelihoodTarget):
     examples, m chosen unlike the batch size and every state dimension, so
     that a function that sums over the batch, or returns a shape that only
     matches by coincidence, is caught at trace time (once, at bootstrap)."""
-    if self._independent:
-      return  # Per-chain batches check their shape against the chains.
-    if self._full_batch:
-      # Every step sees all N examples, in order: a model with its N
-      # observations built in (e.g. a JointDistribution) cannot take a
-      # probe batch of another size, and needs none.
+    if self._independent or self._full_batch:
+      # Per-chain batches check their shape against the chains. A full
+      # batch: every step sees all N examples, in order, so a model with
+      # its N observations built in (e.g. a JointDistribution) cannot take
+      # a probe batch of another size, and needs none.
       return
     dims = {d for p in tf.nest.flatten(state) for d in (p.shape.as_list()
                                                   if p.shape.rank else [])}
