@@ -37,15 +37,20 @@ KERNELS = {
 }
 
 
-@pytest.fixture(scope="module", params=sorted(KERNELS))
-def warm(request):
-  make, adapt_mass = KERNELS[request.param]
-  out = sg.warm_up(make(_target()), tf.zeros([2, 3]), num_steps=20,
-                   seed=[1, 2], num_test_steps=2, adapt_mass=adapt_mass,
-                   jit_compile=False)
-  has_mass = out.kernel.parameters.get("momentum_distribution") is not None
-  assert has_mass == adapt_mass, request.param
-  return out
+_WARMED = {}
+
+
+def _warm(name):
+  """The kernel `warm_up` returns, once per kernel for the module."""
+  if name not in _WARMED:
+    make, adapt_mass = KERNELS[name]
+    out = sg.warm_up(make(_target()), tf.zeros([2, 3]), num_steps=20,
+                     seed=[1, 2], num_test_steps=2, adapt_mass=adapt_mass,
+                     jit_compile=False)
+    has_mass = out.kernel.parameters.get("momentum_distribution") is not None
+    assert has_mass == adapt_mass, name
+    _WARMED[name] = out
+  return _WARMED[name]
 
 
 def _energy_trace(state, results):
@@ -56,10 +61,23 @@ def _leaves(structure):
   return tf.nest.flatten(structure, expand_composites=True)
 
 
-@pytest.mark.parametrize("jit_compile", [False, True], ids=["eager", "xla"])
-@pytest.mark.parametrize("trace_fn", [None, _energy_trace],
-                         ids=["default_trace", "custom_trace"])
-def test_progress_runs_a_warmed_up_kernel(warm, trace_fn, jit_compile):
+# Eager: every kernel with both traces. Under XLA each case compiles (the
+# costly part), so XLA covers the kernels whose results hold a distribution
+# (a tuned mass) and one without, with the default trace, and the custom
+# trace once.
+CASES = ([(name, trace, False) for name in sorted(KERNELS)
+          for trace in ("default_trace", "custom_trace")] +
+         [(name, "default_trace", True) for name in
+          ("AMAGOLD mass", "SGHMC mass", "SGNHT mass", "SGLD")] +
+         [("AMAGOLD mass", "custom_trace", True)])
+
+
+@pytest.mark.parametrize(
+    "name,trace,jit_compile", CASES,
+    ids=[f"{n}-{t}-{'xla' if j else 'eager'}" for n, t, j in CASES])
+def test_progress_runs_a_warmed_up_kernel(name, trace, jit_compile):
+  warm = _warm(name)
+  trace_fn = None if trace == "default_trace" else _energy_trace
   extra = {} if trace_fn is None else dict(trace_fn=trace_fn)
   reports = []
   run = sg.sample_chain_with_progress(

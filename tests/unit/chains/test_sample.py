@@ -64,8 +64,11 @@ def test_target_gives_draws_idata_kernel_and_report():
 def test_chains_draw_their_own_minibatches():
   target, _, _ = _logistic()
   assert not target.independent_minibatches
+  # Only the targets and the report are read: the shortest run.
+  short = dict(FAST, num_results=10, num_adaptation_steps=20,
+               num_mode_steps=20)
   fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
-                  control_variates=False, **FAST)
+                  control_variates=False, **short)
   sampled = fit.target
   assert sampled.independent_minibatches and not fit.report.control_variates
   indices = sampled.minibatch_indices([3, 4], tf.zeros([4, 3])).numpy()
@@ -73,7 +76,7 @@ def test_chains_draw_their_own_minibatches():
   assert len({tuple(row) for row in indices}) == 4
   shared = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
                      independent_chains=False, control_variates=False,
-                     **FAST)
+                     **short)
   assert not shared.target.independent_minibatches
   assert "shared" in shared.report.minibatches
 
