@@ -54,8 +54,11 @@ import tfp_sgmcmc as sg  # noqa: E402
 tfd = tfp.distributions
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SHARED_DATA = os.path.abspath(os.path.join(HERE, "..", "..", "shared",
-                                           "data"))
+# ../shared/data beside the checkout; TFP_SGMCMC_SHARED_DATA overrides it
+# (as for the tests).
+SHARED_DATA = os.path.abspath(os.environ.get(
+    "TFP_SGMCMC_SHARED_DATA", os.path.join(HERE, "..", "..", "shared",
+                                           "data")))
 GERMAN = os.path.join(SHARED_DATA, "statlog", "german.data-numeric.gz")
 NUM_CHAINS = 4
 

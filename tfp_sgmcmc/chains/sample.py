@@ -35,23 +35,45 @@ __all__ = ["sample", "SampleResult", "SampleReport", "KERNELS"]
 # Kernels by name, with the starting guesses warm_up tunes from (the step
 # size is replaced by one from the Laplace sds where they are known).
 KERNELS = {
-    "amagold": lambda t, h: AMAGOLD(t, step_size=h, num_leapfrog_steps=10,
-                                    friction=0.5),
+    "amagold": lambda t, h, noisy=True: AMAGOLD(
+        t, step_size=h, num_leapfrog_steps=10,
+        friction=0.5 if noisy else AMAGOLD_EXACT_GRADIENT_FRICTION),
     "sghmc": lambda t, h: SGHMC(t, step_size=h, friction=1.),
     "sgnht": lambda t, h: SGNHT(t, step_size=h, diffusion=1.),
     "sgld": lambda t, h: SGLD(t, step_size=h),
 }
 DEFAULT_KERNEL = "amagold"
+# AMAGOLD's friction where its gradients are exact or nearly so (control
+# variates around the mode, or a full-batch target): the friction is there
+# to dissipate the energy the gradient noise injects, and where there is
+# little, 0.5 only damps the momentum within a trajectory (by
+# (1 - eps beta)^2 / (1 + eps beta)^2 a step, a fifth of it over 10 steps
+# at eps = 0.2) and the chain moves by a random walk. Measured on the
+# N = 200,000 logistic regression (benchmarks/one_call.py, dense mass, one
+# seed): smallest ESS 1,729 of 4,000 at friction 0.5, 3,511 at 0.1.
+AMAGOLD_EXACT_GRADIENT_FRICTION = 0.1
 # The traced fields: what `summarize` and `to_inference_data` read.
 _TRACED = ("diverged", "log_accept_ratio", "is_accepted", "step_size",
            "target_log_prob", "energy")
 _CALIBRATION = r"supplied `TransitionKernel` is not calibrated"
+# A dense mass matrix (warm_up's `dense_mass`) where the state is one vector
+# of at most DENSE_MASS_MAX coordinates per chain and the warm-up has at
+# least DENSE_MIN_STEPS steps (below, the slow windows hold too few draws
+# for a d x d covariance). A diagonal mass leaves the posterior's
+# correlations: along the direction in which correlated coordinates move
+# together the chains mix slowly, and R-hat and ESS show it (on the
+# N = 200,000 logistic regression of benchmarks/one_call.py the smallest ESS
+# rose from 562 to 1,820 of 4,000; on the ill-conditioned Gaussian of
+# benchmarks/posteriors.py, from 4 to 963).
+DENSE_MASS_MAX = 200
+DENSE_MIN_STEPS = 200
 
 
 class SampleReport(collections.namedtuple("SampleReport", [
     "kernel", "start", "control_variates", "minibatches", "warmup",
     "arrived", "arrival", "extended", "acceptance", "divergences", "heating",
-    "max_rhat", "min_ess", "problems", "seconds"])):
+    "max_rhat", "min_ess", "problems", "seconds", "mass"],
+    defaults=(None,))):
   """The one report of a `sample` call (printed by `str(report)`).
 
   Attributes:
@@ -73,6 +95,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
     max_rhat, min_ess: split R-hat and ESS over coordinates (chains pooled).
     problems: what went wrong (empty for a healthy run).
     seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
+    mass: the mass matrix the draws were made with: "dense", "diagonal",
+      or "none" (a kernel without one).
   """
   __slots__ = ()
 
@@ -86,7 +110,7 @@ class SampleReport(collections.namedtuple("SampleReport", [
         f"start {self.start}; control variates "
         f"{'on' if self.control_variates else 'off'}; {self.minibatches}.",
         f"  warm-up: {w.num_steps} steps{' (extended)' if self.extended else ''}"
-        f", step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
+        f", {self.mass or 'diagonal'} mass, step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
         f"{'arrived' if self.arrived else 'NOT ARRIVED'} (distance "
         f"{self.arrival.distance:.1f} posterior sds).",
         f"  sampling: acceptance {acc}, divergences "
@@ -135,7 +159,7 @@ def _trace_fn(kernel, state):
   return trace_fn
 
 
-def _build_kernel(kernel, target, step_size):
+def _build_kernel(kernel, target, step_size, noisy):
   if not target.has_exact_energy:
     raise TargetCapabilityError(
         f"`sample` warms up on an exact Metropolis-Hastings test, which "
@@ -151,6 +175,8 @@ def _build_kernel(kernel, target, step_size):
                        f"knows by name; use one of {sorted(KERNELS)} or "
                        "pass a kernel instance.")
     h = step_size if kernel.lower() != "sgld" else step_size ** 2
+    if kernel.lower() == "amagold":
+      return KERNELS["amagold"](target, h, noisy)
     return KERNELS[kernel.lower()](target, h)
   if isinstance(kernel, tfp.mcmc.TransitionKernel):
     return kernel.copy(target=target, target_log_prob_fn=None)
@@ -181,7 +207,27 @@ def _template(target, initial_state, parameter_shapes, seed):
   return tf.zeros(shapes)
 
 
-def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile):
+def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
+  """Whether `sample` warms up a dense mass (see `DENSE_MASS_MAX`)."""
+  if dense_mass is not None and not dense_mass:
+    return False
+  parts = tf.nest.flatten(states)
+  why = None
+  if not getattr(kernel, "_warmup_takes_mass", False):
+    why = f"this {type(kernel).__name__} takes no mass matrix"
+  elif len(parts) != 1 or parts[0].shape.rank != 2:
+    why = "the state is not one vector per chain"
+  elif parts[0].shape[-1] > DENSE_MASS_MAX and dense_mass is None:
+    why = f"the state has more than {DENSE_MASS_MAX} coordinates"
+  elif num_adaptation_steps < DENSE_MIN_STEPS and dense_mass is None:
+    why = f"num_adaptation_steps < {DENSE_MIN_STEPS}"
+  if why and dense_mass:
+    raise ValueError(f"`dense_mass=True` but {why}; use dense_mass=None "
+                     "(dense where it applies) or False.")
+  return why is None
+
+
+def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile, dense):
   """warm_up, with its arrival checked (and the warm-up run once more from
   where it ended when it has not arrived)."""
   extended = False
@@ -190,7 +236,8 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile):
     with warnings.catch_warnings():
       warnings.simplefilter("ignore", arrival_lib.WarmupNotConvergedWarning)
       warm = warm_up(kernel, state, num_steps=num_steps,
-                     seed=seeds[2 * attempt], jit_compile=jit_compile)
+                     seed=seeds[2 * attempt], jit_compile=jit_compile,
+                     dense_mass=dense)
     variance = warm.report.variance
     if variance is None:
       variance = (tf.nest.map_structure(tf.square, mode_scale)
@@ -212,8 +259,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
            target_log_prob_fn=None, observed=None, covariates=None,
            batch_size=None, parameter_shapes=None, initial_state=None,
            control_variates=None, independent_chains=True,
-           num_mode_steps=2000, mode_learning_rate=1e-2, progress=True,
-           jit_compile=True, print_report=True):
+           dense_mass=None, num_mode_steps=2000, mode_learning_rate=1e-2,
+           progress=True, jit_compile=True, print_report=True):
   """Draws from a posterior in one call: start, warm-up, sampling, checks.
 
   Like PyMC's `pm.sample` or NumPyro's `MCMC.run`, with TFP's vocabulary.
@@ -223,7 +270,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   is at most a tenth of the data, is sampled through control variates
   around the mode (`ControlVariateTarget`); other targets start
   uniform(-2, 2) in the unconstrained space, as Stan. `warm_up` tunes the
-  step size and mass; a warm-up that has not arrived at the posterior
+  step size and mass (dense for a vector of at most `DENSE_MASS_MAX`
+  coordinates, else diagonal); a warm-up that has not arrived at the posterior
   (`tfp_sgmcmc.chains.arrival`) is run once more, then reported with a
   `WarmupNotConvergedWarning`. The chains run under XLA with a progress
   bar; one report is printed (`print_report`), and an
@@ -236,7 +284,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     num_results: draws kept per chain.
     num_chains: independent chains.
     kernel: "amagold" (default: exact, the draws' law is the posterior
-      whatever the minibatch), "sghmc", "sgnht", "sgld", or a kernel
+      whatever the minibatch; 10 leapfrog steps, friction 0.5 on raw
+      minibatch gradients, `AMAGOLD_EXACT_GRADIENT_FRICTION` on control
+      variates or exact gradients), "sghmc", "sgnht", "sgld", or a kernel
       instance, whose step size and other arguments are starting guesses.
     seed: stateless seed.
     num_adaptation_steps: warm-up steps (`warm_up`'s `num_steps`).
@@ -252,6 +302,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     control_variates: None (the rule above), True or False.
     independent_chains: give each chain its own minibatches (True), or
       keep the target's sharing (False).
+    dense_mass: None (the default): `warm_up`'s dense mass matrix where
+      the state is one vector of at most `DENSE_MASS_MAX` coordinates, the
+      kernel takes a mass and `num_adaptation_steps` >= `DENSE_MIN_STEPS`,
+      else the diagonal one; True (dense; an error where the kernel or the
+      state cannot take it) or False (diagonal).
     num_mode_steps, mode_learning_rate: `find_mode`'s Adam.
     progress: as `sample_chain_with_progress` takes it.
     jit_compile: compile with XLA.
@@ -294,9 +349,12 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     sampled = ControlVariateTarget(sampled, mode)
   step_size = (0.01 if scale is None else float(np.median(np.concatenate(
       [np.ravel(s) for s in tf.nest.flatten(scale)]))))
-  kernel = _build_kernel(kernel, sampled, step_size)
+  noisy = start_lib.is_minibatch(sampled) and not isinstance(
+      sampled, ControlVariateTarget)
+  kernel = _build_kernel(kernel, sampled, step_size, noisy)
+  dense = _dense_applies(kernel, states, dense_mass, num_adaptation_steps)
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
-                                  warm_seed, scale, jit_compile)
+                                  warm_seed, scale, jit_compile, dense)
   t_warm = time.perf_counter()
   if not arrived.arrived:
     warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,
@@ -337,7 +395,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       max_rhat=health.max_rhat, min_ess=health.min_ess, problems=problems,
       seconds=dict(mode=t_mode - t_start, warmup=t_warm - t_mode,
                    sampling=t_run - t_warm,
-                   total=time.perf_counter() - t_start))
+                   total=time.perf_counter() - t_start),
+      mass=("dense" if dense else "diagonal"
+            if warm.report.variance is not None else "none"))
   idata = _inference_data(draws, trace, var_names, warm.kernel)
   if print_report:
     print(report)

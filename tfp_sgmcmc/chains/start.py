@@ -30,8 +30,8 @@ from tfp_sgmcmc.targets.log_prob import LogProbFnTarget
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget, find_mode
 
 __all__ = ["as_target", "independent", "use_control_variates",
-           "laplace_scale", "initial_states", "CONTROL_VARIATE_MIN_RATIO",
-           "FULL_HESSIAN_MAX"]
+           "laplace_scale", "initial_states", "is_minibatch",
+           "CONTROL_VARIATE_MIN_RATIO", "FULL_HESSIAN_MAX"]
 
 tfd = tfp.distributions
 
@@ -64,7 +64,8 @@ def as_target(model, target_log_prob_fn, observed, covariates, batch_size):
       f"`target_log_prob_fn=`. Got {model!r:.100}.")
 
 
-def _is_minibatch(target):
+def is_minibatch(target):
+  """Whether `target`'s gradients come from minibatches."""
   base = (target.base_target if isinstance(target, ControlVariateTarget)
           else target)
   return (isinstance(base, InMemoryTarget) and not base.is_full_batch) or (
@@ -90,7 +91,7 @@ def independent(target, parameter_shapes):
     except ValueError as e:
       return target, f"SHARED minibatches: {e}"
     return rebuilt, "independent minibatches"
-  if not _is_minibatch(target):
+  if not is_minibatch(target):
     return target, "exact gradients (no minibatch noise)"
   return target, (
       f"SHARED minibatches: a {type(target).__name__} cannot give each chain "
@@ -169,7 +170,7 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
   how the start was chosen)."""
   mode_seed, scale_seed, draw_seed = tfp.random.split_seed(seed, 3)
   parts = tf.nest.flatten(template)
-  if _is_minibatch(target) and target.has_exact_energy:
+  if is_minibatch(target) and target.has_exact_energy:
     mode = find_mode(target, template, num_steps=num_mode_steps,
                      learning_rate=learning_rate, seed=mode_seed)
     scale = laplace_scale(target, mode, scale_seed)

@@ -40,7 +40,8 @@ from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
-from tfp_sgmcmc.dynamics.mass import diagonal_momentum_distribution
+from tfp_sgmcmc.dynamics.mass import (dense_momentum_distribution,
+                                      diagonal_momentum_distribution)
 
 __all__ = ["warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
            "regularized_variance"]
@@ -51,7 +52,7 @@ class WarmupReport(
     collections.namedtuple("WarmupReport", [
         "step_size", "variance", "momentum_distribution", "windows",
         "acceptance", "num_steps", "num_gradients", "seconds", "arrived",
-        "arrival"], defaults=(None, None))):
+        "arrival", "covariance"], defaults=(None, None, None))):
   """What the warm-up tuned and how (`WarmupResult.report`).
 
   Attributes:
@@ -75,6 +76,8 @@ class WarmupReport(
       gradient where they stand (False comes with a
       `WarmupNotConvergedWarning`); None for a kernel without a target.
     arrival: the `Arrival` record behind `arrived` (distances, cause).
+    covariance: with `dense_mass`, the [d, d] M^{-1} (the estimated
+      posterior covariance, whose diagonal is `variance`); else None.
   """
   __slots__ = ()
 
@@ -112,7 +115,9 @@ def _set_step_size(results, step_size):
       step_size=tf.cast(step_size, inner.step_size.dtype)))
 
 
-def _momentum_distribution(state, batch_ndims, variance):
+def _momentum_distribution(state, batch_ndims, variance, dense=False):
+  if dense:
+    return dense_momentum_distribution(variance[0])
   return diagonal_momentum_distribution(tf.nest.flatten(state), batch_ndims,
                                         inverse_mass=variance)
 
@@ -120,7 +125,7 @@ def _momentum_distribution(state, batch_ndims, variance):
 def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             target_accept_prob=0.75, num_test_steps=10, adapt_mass=None,
             initial_buffer=75, final_buffer=50, base_window=25,
-            jit_compile=True):
+            jit_compile=True, dense_mass=False):
   """Tunes `kernel`'s step size (and diagonal mass) and returns it frozen.
 
   #### Examples
@@ -150,6 +155,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       takes a `momentum_distribution`).
     initial_buffer, final_buffer, base_window: Stan's window sizes.
     jit_compile: compile each window with XLA.
+    dense_mass: estimate a dense mass matrix instead (Stan's `dense_e`):
+      M^{-1} is each slow window's covariance, shrunk towards its diagonal
+      (`window_adaptation.regularized_covariance`). For a state of one
+      vector per chain; each step then costs a [d, d] product more.
 
   Returns:
     `WarmupResult(kernel, state, report)`.
@@ -183,15 +192,23 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   seed = tfp.random.sanitize_seed(seed)
   probe = make_test(num_test_steps, None)
   batch_ndims = probe.bootstrap_results(state).log_accept_ratio.shape.rank
+  if dense_mass and (not adapt_mass or len(parts) != 1 or
+                     parts[0].shape.rank != batch_ndims + 1):
+    raise ValueError(
+        f"`dense_mass=True` needs a {kind} that adapts a mass "
+        f"(adapt_mass={adapt_mass}) and a state of one vector per chain; got "
+        f"{len(parts)} part(s) of shape(s) {[p.shape.as_list() for p in parts]}"
+        f" with {batch_ndims} chain axes. Use dense_mass=False (diagonal).")
   gradients_per_test = getattr(kernel, "_warmup_gradients_per_test",
                                lambda n: n)(num_test_steps)
 
   def run_window(state, seed, da, inverse_mass, num_window_steps):
-    dist = (_momentum_distribution(state, batch_ndims, inverse_mass)
-            if adapt_mass else None)
+    dist = (_momentum_distribution(state, batch_ndims, inverse_mass,
+                                   dense_mass) if adapt_mass else None)
     test = make_test(num_test_steps, dist)
     results = test.bootstrap_results(state)
-    window = (adaptation.begin_window(tf.nest.flatten(state), batch_ndims)
+    window = (adaptation.begin_window(tf.nest.flatten(state), batch_ndims,
+                                      dense=dense_mass)
               if adapt_mass else ())
 
     def body(i, state, results, seed, da, window, accept_sum):
@@ -216,8 +233,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   compiled = tf.function(run_window, jit_compile=jit_compile,
                          autograph=False)
   report_windows = []
-  adapted = adaptation.init(parts, kernel.step_size, batch_ndims,
-                            adapt_mass=False)
+  adapted = adaptation.init(
+      parts, kernel.step_size, batch_ndims, adapt_mass=False,
+      inverse_mass=([tf.eye(parts[0].shape[-1], dtype=dtype)]
+                    if dense_mass else None))
   start = time.perf_counter()
   for number, (kind_w, steps) in enumerate(windows):
     t0 = time.perf_counter()
@@ -240,7 +259,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   # as the report shows it.
   step_size = float(np.exp(adapted.dual_averaging.log_averaging_step))
   variance = adapted.inverse_mass
-  dist = (_momentum_distribution(state, batch_ndims, variance)
+  dist = (_momentum_distribution(state, batch_ndims, variance, dense_mass)
           if adapt_mass else None)
   tuned = getattr(kernel, "_warmup_tuned", None)
   tuned = (tuned(step_size, dist) if tuned is not None else kernel.copy(
@@ -248,7 +267,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       **({} if dist is None else dict(momentum_distribution=dist))))
   report = WarmupReport(
       step_size=step_size,
-      variance=[v.numpy() for v in variance] if adapt_mass else None,
+      variance=([np.diag(v.numpy()) if dense_mass else v.numpy()
+                 for v in variance] if adapt_mass else None),
+      covariance=variance[0].numpy() if dense_mass else None,
       momentum_distribution=dist, windows=report_windows,
       acceptance=report_windows[-1]["acceptance"], num_steps=num_steps,
       num_gradients=num_steps * gradients_per_test,

@@ -29,7 +29,8 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 __all__ = ["WindowAdaptationState", "DualAveragingState", "WindowState",
            "warmup_windows", "regularized_variance", "acceptance_probability",
-           "dual_averaging_init", "dual_averaging_update", "begin_window",
+           "regularized_covariance", "dual_averaging_init",
+           "dual_averaging_update", "begin_window",
            "window_update", "window_variance", "init", "update", "end_window",
            "final"]
 
@@ -155,6 +156,38 @@ def regularized_variance(variance, num_draws):
       variance)
 
 
+def regularized_covariance(covariance, num_draws):
+  """A slow window's covariance estimate ([d, d]) made a dense M^{-1}:
+  shrunk towards its diagonal with weight d / (n + d), which keeps it
+  positive definite when n, the window's draws, is not far above d (a
+  covariance of n draws has rank at most n), then Stan's regularisation,
+
+      M^{-1} = n / (n + 5) S + 1e-3 * 5 / (n + 5) I,
+
+  S the shrunk estimate. The weights are computed in double precision and
+  cast to the covariance's dtype.
+
+  Args:
+    covariance: the window draws' covariance, a [d, d] tensor.
+    num_draws: n, the draws it was estimated from (a number or a scalar
+      tensor).
+
+  Returns:
+    M^{-1}, [d, d].
+  """
+  covariance = tf.convert_to_tensor(covariance)
+  dtype = covariance.dtype
+  n = tf.cast(num_draws, tf.float64)
+  d = tf.cast(tf.shape(covariance)[-1], tf.float64)
+  shrink = tf.cast(d / (n + d), dtype)
+  weight = tf.cast(n / (n + 5.), dtype)
+  floor = tf.cast(1e-3 * (5. / (n + 5.)), dtype)
+  diagonal = tf.linalg.diag_part(covariance)
+  shrunk = (1. - shrink) * covariance + shrink * tf.linalg.diag(diagonal)
+  return weight * shrunk + floor * tf.eye(tf.shape(covariance)[-1],
+                                          dtype=dtype)
+
+
 def acceptance_probability(log_accept_ratio):
   """The test's mean acceptance probability over the chains, min(1, e^r);
   a NaN ratio (an overflowed trajectory) counts as 0."""
@@ -189,14 +222,21 @@ def dual_averaging_update(state, accept_prob, target_accept_prob):
                             state.log_shrinkage_target)
 
 
-def begin_window(state_parts, batch_ndims):
+def begin_window(state_parts, batch_ndims, dense=False):
   """An empty `WindowState`, centred on the chains' mean of `state_parts`
-  (the chain's position for one chain)."""
+  (the chain's position for one chain). `dense`: the sums of squares are
+  the [d, d] sums of outer products (each part one vector per chain)."""
   axes = list(range(batch_ndims))
   shift = [tf.reduce_mean(p, axes) for p in state_parts]
   zeros = [tf.zeros_like(s) for s in shift]
-  return WindowState(shift, zeros, list(zeros),
+  squares = ([tf.zeros(tf.concat([tf.shape(s), tf.shape(s)], 0), s.dtype)
+              for s in shift] if dense else list(zeros))
+  return WindowState(shift, zeros, squares,
                      tf.zeros([], state_parts[0].dtype))
+
+
+def _is_dense(window_sum, window_squares):
+  return window_squares.shape.rank == window_sum.shape.rank + 1
 
 
 def window_update(window, state_parts, batch_ndims):
@@ -205,18 +245,30 @@ def window_update(window, state_parts, batch_ndims):
   centred = [p - s for p, s in zip(state_parts, window.shift)]
   chains = tf.cast(tf.reduce_prod(tf.shape(state_parts[0])[:batch_ndims]),
                    window.count.dtype)
+  def squares(b, s, c):
+    if _is_dense(s, b):
+      flat = tf.reshape(c, [-1, c.shape[-1]])
+      return b + tf.linalg.matmul(flat, flat, transpose_a=True)
+    return b + tf.reduce_sum(c * c, axes)
   return WindowState(
       window.shift,
       [a + tf.reduce_sum(c, axes) for a, c in zip(window.sum, centred)],
-      [b + tf.reduce_sum(c * c, axes)
-       for b, c in zip(window.sum_of_squares, centred)],
+      [squares(b, s, c)
+       for b, s, c in zip(window.sum_of_squares, window.sum, centred)],
       window.count + chains)
 
 
 def window_variance(window):
-  """The window draws' variance per coordinate (divisor n)."""
+  """The window draws' variance per coordinate (divisor n), or their
+  [d, d] covariance for a dense window."""
   n = window.count
-  return [s2 / n - tf.square(s1 / n)
+
+  def variance(s1, s2):
+    mean = s1 / n
+    if _is_dense(s1, s2):
+      return s2 / n - mean[:, None] * mean[None, :]
+    return s2 / n - tf.square(mean)
+  return [variance(s1, s2)
           for s1, s2 in zip(window.sum, window.sum_of_squares)]
 
 
@@ -268,8 +320,11 @@ def end_window(state, variance, set_mass, restart):
   after the first window and after each new mass). The flags are Python
   bools or boolean scalar tensors."""
   if set_mass is not False:
+    count = state.window.count
     state = state._replace(inverse_mass=_select(
-        set_mass, regularized_variance(variance, state.window.count),
+        set_mass, [regularized_covariance(v, count) if _is_dense(s, v)
+                   else regularized_variance(v, count)
+                   for v, s in zip(variance, state.window.sum)],
         state.inverse_mass))
   if restart is not False:
     state = state._replace(dual_averaging=_select(

@@ -36,7 +36,8 @@ from tfp_sgmcmc._structure import as_dtype, broadcast_structure, sum_event
 __all__ = ["Mass", "ScaledIdentity", "DiagonalMass", "DistributionMass",
            "as_mass", "drift", "sample_momentum", "velocity",
            "kinetic_energy", "batch_momentum_distribution",
-           "diagonal_momentum_distribution", "check_momentum_distribution"]
+           "diagonal_momentum_distribution", "dense_momentum_distribution",
+           "check_momentum_distribution"]
 
 tfd = tfp.distributions
 _PRECISION_NORMAL = (
@@ -391,6 +392,40 @@ def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
     variance = [tf.cast(v, p.dtype) for v, p in zip(values, parts)]
   return preconditioning_utils.make_momentum_distribution(
       parts, batch_shape, variance)
+
+def dense_momentum_distribution(covariance):
+  """A dense mass matrix as a momentum distribution: N(0, M) with
+  M^{-1} = `covariance`, for a state of one vector per chain.
+
+  M^{-1} near the posterior's covariance makes every direction move on the
+  same time scale, including those along which correlated coordinates move
+  together, which a diagonal mass leaves slow. The distribution is TFP's
+  precision form (`MultivariateNormalPrecisionFactorLinearOperator` with
+  precision M^{-1} and its Cholesky factor), so the velocity M^{-1} r (the
+  gradient of its log density) is one matrix product, with no inverse.
+
+  Args:
+    covariance: M^{-1}, a [d, d] symmetric positive definite tensor (e.g.
+      the posterior's covariance estimated from draws).
+
+  Returns:
+    N(0, M), event shape [d]; a kernel batches it to its chains.
+
+  ```python
+  momentum = tfp_sgmcmc.dynamics.mass.dense_momentum_distribution(
+      [[1., 0.9], [0.9, 1.]])
+  print(tfp_sgmcmc.dynamics.velocity(tf.ones([2]), momentum).numpy())
+  # [1.9 1.9]
+  ```
+  """
+  covariance = tf.convert_to_tensor(covariance)
+  return _PRECISION_NORMAL(
+      loc=tf.zeros(tf.shape(covariance)[-1:], covariance.dtype),
+      precision_factor=tf.linalg.LinearOperatorLowerTriangular(
+          tf.linalg.cholesky(covariance)),
+      precision=tf.linalg.LinearOperatorFullMatrix(
+          covariance, is_self_adjoint=True, is_positive_definite=True))
+
 
 def check_momentum_distribution(momentum_distribution, state, batch_shape,
                                 name):

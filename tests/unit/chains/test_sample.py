@@ -11,6 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import sample as sample_lib
 
 tfd = tfp.distributions
 # Small enough for seconds per call.
@@ -50,6 +51,10 @@ def test_target_gives_draws_idata_kernel_and_report():
   assert report.minibatches == "independent minibatches"
   assert report.start.startswith("around the mode")
   assert report.arrived and not report.extended
+  # 60 warm-up steps: too few for a dense mass; control variates: AMAGOLD
+  # at the low friction.
+  assert report.mass == "diagonal" and report.warmup.covariance is None
+  assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
   assert len(report.divergences) == 4 and len(report.acceptance) == 4
   assert np.isfinite(report.max_rhat) and report.min_ess > 0
   assert set(report.seconds) == {"mode", "warmup", "sampling", "total"}
@@ -71,6 +76,7 @@ def test_chains_draw_their_own_minibatches():
                   control_variates=False, **short)
   sampled = fit.target
   assert sampled.independent_minibatches and not fit.report.control_variates
+  assert fit.kernel.friction == 0.5    # raw minibatch gradients
   indices = sampled.minibatch_indices([3, 4], tf.zeros([4, 3])).numpy()
   assert indices.shape == (4, 50)
   assert len({tuple(row) for row in indices}) == 4
@@ -152,3 +158,33 @@ def test_needs_the_state_shape():
   posterior = tfd.MultivariateNormalDiag([1., -1.], [0.5, 2.])
   with pytest.raises(ValueError, match="`parameter_shapes` is required"):
     sg.sample(target_log_prob_fn=posterior.log_prob, **FAST)
+
+
+def test_dense_mass_where_the_state_is_one_short_vector():
+  # A 0.95 correlation, which a diagonal mass leaves slow: with a warm-up
+  # long enough for a 2 x 2 covariance, sample adapts a dense mass; with
+  # exact gradients AMAGOLD runs at the low friction.
+  covariance = np.array([[1., 2.85], [2.85, 9.]], np.float32)
+  posterior = tfd.MultivariateNormalTriL([1., -1.],
+                                         tf.linalg.cholesky(covariance))
+  fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
+                  parameter_shapes=[2],
+                  **dict(FAST, num_adaptation_steps=200, jit_compile=True))
+  assert fit.report.mass == "dense"
+  assert "dense mass" in str(fit.report)
+  estimate = fit.report.warmup.covariance
+  assert estimate[0, 1] / np.sqrt(estimate[0, 0] * estimate[1, 1]) > 0.85
+  assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
+
+
+def test_dense_mass_refused_where_it_cannot_apply():
+  rng = np.random.default_rng(1)
+  y = rng.normal(2., 0.5, size=200).astype(np.float32)
+  model = tfd.JointDistributionNamed(dict(
+      loc=tfd.Normal(0., 5.),
+      scale=tfd.HalfNormal(2.),
+      y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
+  with pytest.raises(ValueError, match="`dense_mass=True` but the state"):
+    sg.sample(model, observed={"y": y}, batch_size=20, dense_mass=True,
+              **FAST)
+

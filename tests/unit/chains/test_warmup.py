@@ -2,11 +2,16 @@
 tuned step size does not depend on the user's first guess is a run of 400
 warm-up steps per start: tests/statistical/test_warmup_step_size.py)."""
 
+import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import window_adaptation
 from support.keras_fits import logistic_setup
+
+tfd = tfp.distributions
 
 
 def _logistic_target():
@@ -49,3 +54,63 @@ def test_refuses_what_it_cannot_tune():
   with pytest.raises(ValueError, match="target_accept_prob"):
     sg.warm_up(sg.SGLD(target, step_size=0.1), tf.zeros([3]),
                target_accept_prob=1.5)
+
+
+def _correlated_gaussian():
+  covariance = np.array([[1., 2.85], [2.85, 9.]], np.float32)  # rho 0.95
+  posterior = tfd.MultivariateNormalTriL(
+      [1., -1.], tf.linalg.cholesky(covariance))
+  return sg.LogProbFnTarget(posterior.log_prob), covariance
+
+
+def test_dense_mass_learns_the_correlation():
+  # A diagonal mass cannot express the 0.95 correlation; the dense one is
+  # the window draws' covariance, which is the posterior's.
+  target, covariance = _correlated_gaussian()
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10,
+                      friction=0.5)
+  warm = sg.warm_up(kernel, tf.zeros([8, 2]), num_steps=300, seed=[1, 2],
+                    dense_mass=True)
+  estimate = warm.report.covariance
+  assert estimate.shape == (2, 2)
+  np.testing.assert_allclose(estimate, covariance, rtol=0.3)
+  rho = estimate[0, 1] / np.sqrt(estimate[0, 0] * estimate[1, 1])
+  assert rho > 0.85
+  np.testing.assert_allclose(warm.report.variance[0], np.diag(estimate))
+  # The frozen kernel moves with velocity M^-1 r = covariance r.
+  velocity = sg.dynamics.velocity(
+      tf.ones([2]), warm.kernel.momentum_distribution).numpy()
+  np.testing.assert_allclose(velocity, estimate.sum(1), rtol=1e-5)
+  diagonal = sg.warm_up(kernel, tf.zeros([8, 2]), num_steps=20,
+                        seed=[1, 2], jit_compile=False)
+  assert diagonal.report.covariance is None
+
+
+def test_dense_mass_needs_one_vector_per_chain():
+  target, _ = _correlated_gaussian()
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10,
+                      friction=0.5)
+  two_parts = sg.AMAGOLD(
+      sg.LogProbFnTarget(lambda a, b: -0.5 * tf.reduce_sum(a**2 + b**2, -1)),
+      step_size=0.1, num_leapfrog_steps=10, friction=0.5)
+  with pytest.raises(ValueError, match="`dense_mass=True` needs"):
+    sg.warm_up(two_parts, [tf.zeros([4, 1]), tf.zeros([4, 1])],
+               num_steps=20, dense_mass=True)
+  with pytest.raises(ValueError, match="`dense_mass=True` needs"):
+    sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, adapt_mass=False,
+               dense_mass=True)
+
+
+def test_regularized_covariance_is_positive_definite_from_few_draws():
+  # Three draws of five coordinates: a covariance of rank 2, made positive
+  # definite by the shrinkage towards its diagonal.
+  draws = np.random.default_rng(0).normal(size=(3, 5))
+  sample = np.cov(draws.T, bias=True)
+  assert np.linalg.matrix_rank(sample) < 5
+  regular = window_adaptation.regularized_covariance(
+      tf.constant(sample), 3.).numpy()
+  assert np.all(np.linalg.eigvalsh(regular) > 0)
+  # Its diagonal is Stan's regularised variance of the diagonal.
+  np.testing.assert_allclose(
+      np.diag(regular),
+      window_adaptation.regularized_variance(np.diag(sample), 3.))
