@@ -112,13 +112,19 @@ def test_target_log_prob_fn_starts_as_stan():
   assert isinstance(fit.kernel, sg.SGHMC)
 
 
-def test_joint_distribution_draws_are_constrained():
+def _normal_model():
+  """A JointDistribution of a normal's location and scale, and its data."""
   rng = np.random.default_rng(1)
   y = rng.normal(2., 0.5, size=200).astype(np.float32)
   model = tfd.JointDistributionNamed(dict(
       loc=tfd.Normal(0., 5.),
       scale=tfd.HalfNormal(2.),
       y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
+  return model, y
+
+
+def test_joint_distribution_draws_are_constrained():
+  model, y = _normal_model()
   fit = sg.sample(model, observed={"y": y}, batch_size=20, seed=[0, 1],
                   **FAST)
   assert fit.report.minibatches == "independent minibatches"
@@ -178,12 +184,7 @@ def test_dense_mass_where_the_state_is_one_short_vector():
 
 
 def test_dense_mass_refused_where_it_cannot_apply():
-  rng = np.random.default_rng(1)
-  y = rng.normal(2., 0.5, size=200).astype(np.float32)
-  model = tfd.JointDistributionNamed(dict(
-      loc=tfd.Normal(0., 5.),
-      scale=tfd.HalfNormal(2.),
-      y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
+  model, y = _normal_model()
   with pytest.raises(ValueError, match="`dense_mass=True` but the state"):
     sg.sample(model, observed={"y": y}, batch_size=20, dense_mass=True,
               **FAST)
