@@ -28,6 +28,7 @@ from tfp_sgmcmc.chains.runs import (ChainRun, Moments,
                                     sample_chain_with_progress,
                                     sample_moments)
 from tfp_sgmcmc.chains.sample import SampleReport, SampleResult, sample
+from tfp_sgmcmc.chains.stein import kernel_stein_discrepancy, ksd
 from tfp_sgmcmc.chains.schedules import (CyclicalSchedule, PolynomialDecay,
                                          step_size_weighted_mean)
 from tfp_sgmcmc.chains.warmup import (WarmupReport, WarmupResult, warm_up,
@@ -57,6 +58,8 @@ __version__ = "0.1.0"
 __all__ = [
     # From a model to checked draws in one call.
     "sample", "SampleResult", "SampleReport", "WarmupNotConvergedWarning",
+    # How far a (biased) chain's draws are from the posterior.
+    "kernel_stein_discrepancy", "ksd",
     "datasets", "dynamics", "synthetic", "random",
     # Targets and gradient estimators.
     "MinibatchTarget", "InMemoryTarget", "DatasetTarget",

@@ -37,6 +37,7 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import random
 from tfp_sgmcmc.chains import arrival as arrival_lib
+from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
@@ -125,7 +126,8 @@ def _momentum_distribution(state, batch_ndims, variance, dense=False):
 def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             target_accept_prob=0.75, num_test_steps=10, adapt_mass=None,
             initial_buffer=75, final_buffer=50, base_window=25,
-            jit_compile=True, dense_mass=False):
+            jit_compile=True, dense_mass=False, criterion="acceptance",
+            step_sizes=None):
   """Tunes `kernel`'s step size (and diagonal mass) and returns it frozen.
 
   #### Examples
@@ -159,6 +161,15 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       M^{-1} is each slow window's covariance, shrunk towards its diagonal
       (`window_adaptation.regularized_covariance`). For a state of one
       vector per chain; each step then costs a [d, d] product more.
+    criterion: "acceptance" (the amortized test above) or "ksd": for a
+      kernel without an M-H test, whose bias an acceptance rate does not
+      see, the step size of `step_sizes` whose draws have the lowest kernel
+      Stein discrepancy (`tfp_sgmcmc.chains.stein.step_size_by_ksd`; each
+      step size runs `num_steps // len(step_sizes)` steps from
+      `initial_state`; no mass is adapted). The report's `windows` hold one
+      entry per step size with its `ksd`.
+    step_sizes: the grid of `criterion="ksd"` (default: the kernel's step
+      size times 10^-2, 10^-1, 1, 10, 10^2).
 
   Returns:
     `WarmupResult(kernel, state, report)`.
@@ -172,6 +183,12 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   if isinstance(kernel.step_size, (list, tuple)):
     raise TypeError("`kernel.step_size` is one per state part; warm_up tunes "
                     "one step size (the mass matrix scales the parts).")
+  if criterion not in ("acceptance", "ksd"):
+    raise ValueError(f"`criterion` must be 'acceptance' or 'ksd'; got "
+                     f"{criterion!r}.")
+  if criterion == "ksd":
+    return _warm_up_by_ksd(kernel, initial_state, num_steps, seed,
+                           step_sizes, jit_compile)
   if not 0. < target_accept_prob < 1.:
     raise ValueError(f"`target_accept_prob` must be in (0, 1); got "
                      f"{target_accept_prob!r}.")
@@ -283,3 +300,25 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     arrival_lib.warn_if_not_arrived(arrival)
   return WarmupResult(tuned, tf.nest.pack_sequence_as(
       initial_state, tf.nest.flatten(state)), report)
+
+
+def _warm_up_by_ksd(kernel, initial_state, num_steps, seed, step_sizes,
+                    jit_compile):
+  """`warm_up(criterion="ksd")`: the step size of a grid with the lowest
+  kernel Stein discrepancy, as a `WarmupResult`."""
+  if step_sizes is None:
+    step_sizes = [float(kernel.step_size) * 10. ** k for k in range(-2, 3)]
+  per_step_size = int(num_steps) // max(len(step_sizes), 1)
+  start = time.perf_counter()
+  choice = stein.step_size_by_ksd(kernel, initial_state, step_sizes,
+                                  per_step_size, seed,
+                                  jit_compile=jit_compile)
+  best = choice.step_sizes.index(choice.step_size)
+  report = WarmupReport(
+      step_size=choice.step_size, variance=None, momentum_distribution=None,
+      windows=[dict(kind="ksd", steps=per_step_size, step_size=h, ksd=v)
+               for h, v in zip(choice.step_sizes, choice.ksd)],
+      acceptance=None, num_steps=per_step_size * len(choice.step_sizes),
+      num_gradients=sum(choice.num_gradients),
+      seconds=time.perf_counter() - start)
+  return WarmupResult(choice.kernel, choice.final_states[best], report)

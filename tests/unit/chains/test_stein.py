@@ -1,0 +1,180 @@
+"""The IMQ kernel Stein discrepancy against known answers: a plain NumPy
+double loop, the exact expectation for independent Gaussian draws, the
+order of biased draws, and the target, structure and thinning routes."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import tfp_sgmcmc
+from tfp_sgmcmc.chains import stein
+
+
+def stein_kernel_numpy(x, y, sx, sy, c=1., beta=-0.5):
+  """k0(x, y) written out from Gorham & Mackey (2017), Langevin operator on
+  both arguments of k = (c^2 + |x - y|^2)^beta."""
+  r = x - y
+  u = c * c + r @ r
+  d = len(x)
+  return (sx @ sy * u ** beta
+          - 2 * beta * (sx @ r) * u ** (beta - 1)
+          + 2 * beta * (sy @ r) * u ** (beta - 1)
+          - 2 * beta * d * u ** (beta - 1)
+          - 4 * beta * (beta - 1) * (r @ r) * u ** (beta - 2))
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_pairwise_sum_equals_a_numpy_double_loop(jit):
+  rng = np.random.default_rng(0)
+  n, d = 23, 3
+  x = rng.normal(size=(2, n, d)) + 2.
+  score = -(x - 1.5) * np.array([1., 2., 0.5])
+  want = [sum(stein_kernel_numpy(x[b, i], x[b, j], score[b, i], score[b, j],
+                                 c=0.7, beta=-0.3)
+              for i in range(n) for j in range(n)) for b in range(2)]
+  for block_size in (4, n, 64):   # a padded last block, one block, larger
+    got = tf.function(stein.stein_kernel_sum, jit_compile=jit)(
+        x, score, c=0.7, beta=-0.3, block_size=block_size).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_exact_gaussian_draws_give_the_expected_discrepancy():
+  # For independent draws from p = N(mu, Sigma) the off-diagonal terms have
+  # mean zero and k0(x, x) = |Sigma^-1 (x - mu)|^2 + d (c = 1, beta = -1/2),
+  # so E[n KSD^2] = trace(Sigma^-1) + d at every n: KSD ~ 1/sqrt(n).
+  rng = np.random.default_rng(1)
+  mu, sd = np.array([1., -2.]), np.array([0.7, 1.5])
+  expected = np.sum(sd ** -2) + 2
+
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(((w - mu) / sd) ** 2, -1)
+  for n in (50, 400):
+    draws = (mu + sd * rng.normal(size=(n, 64, 2))).astype(np.float32)
+    value = tfp_sgmcmc.kernel_stein_discrepancy(
+        draws, target_log_prob_fn=log_prob, jit_compile=False).numpy()
+    scaled = n * value ** 2                        # one per chain
+    assert scaled.shape == (64,)
+    se = scaled.std(ddof=1) / np.sqrt(scaled.size)
+    assert abs(scaled.mean() - expected) < 4 * se, (n, scaled.mean(), se)
+
+
+def test_biased_draws_rank_in_the_order_of_their_error():
+  # Draws shifted by delta or with the sd scaled: the discrepancy grows
+  # with the error, as the true error orders them. The draws are
+  # standardised first, so their own sampling error in the mean and sd
+  # cannot offset a small shift.
+  rng = np.random.default_rng(2)
+  z = rng.normal(size=(500, 3))
+  z = ((z - z.mean(0)) / z.std(0)).astype(np.float32)
+
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(w ** 2, -1)
+  shifts = [0., 0.1, 0.3, 1.]
+  by_shift = [float(tfp_sgmcmc.ksd(z + s, target_log_prob_fn=log_prob,
+                                   num_chain_dims=0, jit_compile=False))
+              for s in shifts]
+  assert np.all(np.diff(by_shift) > 0), by_shift
+  scales = [1., 1.2, 1.5]
+  by_scale = [float(tfp_sgmcmc.ksd(z * s, target_log_prob_fn=log_prob,
+                                   num_chain_dims=0, jit_compile=False))
+              for s in scales]
+  assert np.all(np.diff(by_scale) > 0), by_scale
+
+
+def test_a_target_a_list_state_and_pooled_chains_agree_with_the_log_density():
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(200, 3)).astype(np.float32)
+  y = (x @ np.float32([1., -1., 0.5]) + rng.normal(size=200)).astype(
+      np.float32)
+
+  def log_likelihood(w, batch):
+    return -0.5 * (tf.linalg.matvec(batch[0], w) - batch[1]) ** 2
+
+  def log_prior(w):
+    return -0.5 * tf.reduce_sum(w ** 2, -1)
+
+  def log_prob(w):
+    return tf.reduce_sum(log_likelihood(w, (x, y)), -1) + log_prior(w)
+  target = tfp_sgmcmc.InMemoryTarget(log_likelihood, (x, y), full_batch=True,
+                                     log_prior_fn=log_prior)
+  draws = (np.float32([1., -1., 0.5]) + 0.07 * rng.normal(
+      size=(60, 3, 3))).astype(np.float32)
+  by_target = tfp_sgmcmc.ksd(draws, target, jit_compile=False)
+  by_density = tfp_sgmcmc.ksd(draws, target_log_prob_fn=log_prob,
+                              jit_compile=False)
+  assert by_target.shape == (3,)
+  np.testing.assert_allclose(by_target, by_density, rtol=1e-5)
+
+  def split_log_prob(a, b):
+    return log_prob(tf.concat([a, b], -1))
+  by_parts = tfp_sgmcmc.ksd(
+      [draws[..., :2], draws[..., 2:]],
+      target_log_prob_fn=lambda s: split_log_prob(*s), jit_compile=False)
+  np.testing.assert_allclose(by_parts, by_density, rtol=1e-5)
+  pooled = tfp_sgmcmc.ksd(draws, target_log_prob_fn=log_prob,
+                          pool_chains=True, jit_compile=False)
+  one_chain = tfp_sgmcmc.ksd(
+      np.transpose(draws, [1, 0, 2]).reshape(-1, 3),
+      target_log_prob_fn=log_prob, num_chain_dims=0, jit_compile=False)
+  np.testing.assert_allclose(pooled, one_chain, rtol=1e-5)
+
+
+def test_draws_beyond_max_draws_are_thinned_evenly():
+  rng = np.random.default_rng(4)
+  draws = rng.normal(size=(300, 2, 2)).astype(np.float32)
+
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(w ** 2, -1)
+  thinned = tfp_sgmcmc.ksd(draws, target_log_prob_fn=log_prob,
+                           max_draws=100, jit_compile=False)
+  by_hand = tfp_sgmcmc.ksd(draws[::3], target_log_prob_fn=log_prob,
+                           max_draws=100, jit_compile=False)
+  np.testing.assert_array_equal(thinned, by_hand)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(), "give the posterior once"),
+    (dict(target_log_prob_fn=lambda w: -w ** 2, beta=-1.5), "-1 < beta < 0"),
+    (dict(target_log_prob_fn=lambda w: -w ** 2, max_draws=1),
+     "`max_draws` must be >= 2"),
+])
+def test_bad_arguments_are_refused(kwargs, message):
+  with pytest.raises(ValueError, match=message):
+    tfp_sgmcmc.ksd(np.zeros([10, 2, 1], np.float32), **kwargs)
+
+
+def test_step_size_by_ksd_picks_the_step_that_arrived_without_bias():
+  # SGLD (exact gradients; x' = x - h x + sqrt(2 h) z) on N(0, 1) from
+  # x = 5: at h = 1e-4 the chain has moved about 0.1 towards the posterior
+  # in 400 steps; at h = 1 its stationary variance is 1 / (1 - h / 2) = 2;
+  # at h = 0.1 it has arrived and its variance is 1.05. KSD orders them as
+  # their errors and chooses 0.1.
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(w ** 2, -1)
+  target = tfp_sgmcmc.LogProbFnTarget(log_prob)
+  choice = tfp_sgmcmc.chains.stein.step_size_by_ksd(
+      tfp_sgmcmc.SGLD(target, step_size=1.), tf.fill([8, 1], 5.),
+      step_sizes=[1e-4, 0.1, 1.], num_steps=400, seed=[1, 2],
+      jit_compile=False)
+  assert choice.step_size == 0.1, choice.ksd
+  assert choice.ksd[1] < min(choice.ksd[0], choice.ksd[2])
+  assert choice.kernel.step_size == 0.1
+  assert choice.num_gradients == [400] * 3
+
+
+def test_warm_up_by_ksd_returns_the_chosen_kernel_and_its_chains():
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(w ** 2, -1)
+  target = tfp_sgmcmc.LogProbFnTarget(log_prob)
+  warm = tfp_sgmcmc.warm_up(
+      tfp_sgmcmc.SGLD(target, step_size=0.1), tf.fill([8, 1], 5.),
+      num_steps=1200, seed=[1, 2], criterion="ksd",
+      step_sizes=[1e-4, 0.1, 1.], jit_compile=False)
+  assert warm.report.step_size == 0.1 == warm.kernel.step_size
+  assert [w["step_size"] for w in warm.report.windows] == [1e-4, 0.1, 1.]
+  assert warm.report.num_steps == 1200
+  assert warm.state.shape == (8, 1)
+  assert abs(float(tf.reduce_mean(warm.state))) < 1.5   # arrived from 5
+  with pytest.raises(ValueError, match="`criterion` must be"):
+    tfp_sgmcmc.warm_up(tfp_sgmcmc.SGLD(target, step_size=0.1),
+                       tf.zeros([2, 1]), criterion="ess")
