@@ -96,6 +96,12 @@ def stein_kernel_sum(x, score, c=1., beta=-0.5, block_size=256):
   return total
 
 
+# One traced pairwise sum per shape and kernel parameters, shared by every
+# call (a grid of step sizes measures draws of one shape again and again).
+_COMPILED_SUM = {jit: tf.function(stein_kernel_sum, autograph=False,
+                                  jit_compile=jit) for jit in (True, False)}
+
+
 def _flat_draws(draws, num_chain_dims):
   """[num_results, chains..., *event] per part -> [num_results, chains, d]."""
   parts = [tf.convert_to_tensor(p) for p in tf.nest.flatten(draws)]
@@ -224,9 +230,8 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
   else:
     x = tf.transpose(x, [1, 0, 2])
     score = tf.transpose(score, [1, 0, 2])
-  summed = tf.function(stein_kernel_sum, autograph=False,
-                       jit_compile=jit_compile)(
-                           x, score, c=c, beta=beta, block_size=block_size)
+  summed = _COMPILED_SUM[bool(jit_compile)](
+      x, score, c=float(c), beta=float(beta), block_size=int(block_size))
   m = tf.cast(tf.shape(x)[1], tf.float64)
   value = tf.sqrt(tf.maximum(summed, 0.)) / m
   if pool_chains or num_chain_dims == 0:
