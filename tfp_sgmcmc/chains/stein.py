@@ -28,6 +28,7 @@ k-th draw, evenly along the chain), and the sum runs over blocks of
 
 import collections
 import math
+import weakref
 
 import numpy as np
 import tensorflow as tf
@@ -110,27 +111,39 @@ def _flat_draws(draws, num_chain_dims):
       int(np.prod(lead[1:]))] + [-1]) for p in parts], -1), lead
 
 
-def _score_fn(target, target_log_prob_fn, seed):
-  """grad log p of one batch of states (a leading batch axis per part)."""
+# Compiled score functions, per target (or log density) and compilation
+# mode, kept only as long as the target lives: measuring several runs of
+# one model traces its score once.
+_SCORES = weakref.WeakKeyDictionary()
+
+
+def _score_fn(target, target_log_prob_fn, jit_compile):
+  """score(states, seed): grad log p of a batch of states (a leading batch
+  axis per part), compiled once per target and mode."""
+  key = target_log_prob_fn if target_log_prob_fn is not None else target
+  cached = _SCORES.setdefault(key, {})
+  if jit_compile in cached:
+    return cached[jit_compile]
   if target_log_prob_fn is not None:
-    log_prob = target_log_prob_fn
+    log_prob = lambda s, _: target_log_prob_fn(s)
   elif target.has_exact_energy:
-    log_prob = lambda s: -target.energy(s)
+    log_prob = lambda s, _: -target.energy(s)
   else:
     # An unbiased minibatch estimate of the score: its noise adds
-    # E|noise|^2 / n to KSD^2 through the diagonal terms (and nothing to
-    # the off-diagonal ones in expectation, each pair's noises being
-    # independent only across minibatches: one minibatch per call here).
-    log_prob = lambda s: -target.minibatch_energy(s, seed)
+    # E|noise|^2 / n to KSD^2 through the diagonal terms, and the states
+    # of one call share their minibatch.
+    log_prob = lambda s, seed: -target.minibatch_energy(s, seed)
 
-  def score(state):
+  def score(state, seed):
     parts = tf.nest.flatten(state)
     with tf.GradientTape() as tape:
       tape.watch(parts)
-      lp = log_prob(tf.nest.pack_sequence_as(state, parts))
+      lp = log_prob(tf.nest.pack_sequence_as(state, parts), seed)
     return tape.gradient(lp, parts,
                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-  return score
+  cached[jit_compile] = tf.function(score, autograph=False,
+                                    jit_compile=jit_compile)
+  return cached[jit_compile]
 
 
 def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
@@ -206,9 +219,8 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
   states = tf.nest.map_structure(
       lambda p: tf.reshape(p, [-1] + p.shape.as_list()[
           1 + num_chain_dims:]), selected)
-  score_fn = _score_fn(target, target_log_prob_fn,
-                       tfp.random.sanitize_seed(seed))
-  score_fn = tf.function(score_fn, autograph=False, jit_compile=jit_compile)
+  score_fn = _score_fn(target, target_log_prob_fn, bool(jit_compile))
+  seed = tfp.random.sanitize_seed(seed)
   total = n * num_chains
   batch = min(int(score_batch_size), total)
   pad = -total % batch
@@ -220,7 +232,7 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
   for start in range(0, total + pad, batch):
     part = tf.nest.map_structure(lambda p, s=start: p[s:s + batch], states)
     pieces.append(tf.concat(
-        [tf.reshape(g, [batch, -1]) for g in score_fn(part)], -1))
+        [tf.reshape(g, [batch, -1]) for g in score_fn(part, seed)], -1))
   score = tf.reshape(tf.concat(pieces, 0)[:total], flat.shape)
   x = tf.cast(flat, tf.float64)
   score = tf.cast(score, tf.float64)

@@ -1,0 +1,150 @@
+"""Does the kernel Stein discrepancy rank step sizes as their true error does?
+
+For SGLD and SGHMC, kernels without a Metropolis-Hastings test, on the
+posterior suite's models (`benchmarks/posteriors.py`: eight schools, the
+ill-conditioned Gaussian, German credit full batch and with minibatches of
+64) and the quickstart's double well (gradient noise N(0, 1)): `warm_up`
+tunes a step size h_w and brings 4 chains to the posterior; from that state
+each step size of the grid h_w x (0.1, 0.3, 1, 3, 10) runs `--steps` steps
+(the last half kept). Per step size:
+
+* true error: the largest error of a mean in reference sds plus the largest
+  relative error of an sd (in the reference's coordinates);
+* KSD: `tfp_sgmcmc.ksd` of the kept draws, 4 chains pooled, thinned to
+  1,000, with the exact full-data score.
+
+Per model and kernel: Spearman's rank correlation of KSD and true error
+over the grid, and the true error of the KSD-chosen step over the best
+step's. Also the cost of the KSD against the sampling run that made the
+draws: the median over the grid of KSD seconds over sampling seconds
+(the sampling's compilation excluded; the KSD compiles its score and
+pairwise sum at its first call per model only).
+
+    python benchmarks/ksd_step_sizes.py            # docs size
+    python benchmarks/ksd_step_sizes.py --quick    # seconds
+"""
+
+import argparse
+import datetime
+import json
+import os
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+import numpy as np  # noqa: E402
+import scipy.stats  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import tensorflow_probability as tfp  # noqa: E402
+
+import posteriors  # noqa: E402  (benchmarks/posteriors.py: the models)
+import tfp_sgmcmc as sg  # noqa: E402
+from tfp_sgmcmc import synthetic  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GRID = (0.1, 0.3, 1., 3., 10.)
+NUM_CHAINS = 4
+
+
+def double_well_problem():
+  edges = np.linspace(-6., 5., 1101)
+  density = synthetic.grid_density(synthetic.double_well_energy, edges)
+  centres = 0.5 * (edges[1:] + edges[:-1])
+  mean = np.sum(density * centres)
+  sd = np.sqrt(np.sum(density * (centres - mean) ** 2))
+  return posteriors.Problem(
+      "double_well", 1, None,
+      synthetic.noisy_target(synthetic.double_well_energy, 1.),
+      (np.array([mean]), np.array([sd])))
+
+
+def true_error(problem, draws):
+  x = problem.to_reference(draws.astype(np.float64))
+  x = x.reshape(-1, x.shape[-1])
+  return float(np.max(np.abs(x.mean(0) - problem.mean) / problem.sd)
+               + np.max(np.abs(x.std(0) / problem.sd - 1.)))
+
+
+def grid_run(problem, kernel_name, num_steps, num_warmup, seed):
+  target = problem.target
+  kernel = (sg.SGLD(target, step_size=1e-3) if kernel_name == "SGLD" else
+            sg.SGHMC(target, step_size=0.01, friction=1.))
+  warm_seed, run_seed, ksd_seed = tfp.random.split_seed(seed, 3)
+  warm = sg.warm_up(kernel, tf.zeros([NUM_CHAINS, problem.dim]),
+                    num_steps=num_warmup, seed=warm_seed, adapt_mass=False)
+  h_w = warm.report.step_size
+  half = num_steps // 2
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run(h, s):
+    return tfp.mcmc.sample_chain(num_steps - half, warm.state,
+                                 kernel=warm.kernel.copy(step_size=h),
+                                 num_burnin_steps=half, trace_fn=None,
+                                 seed=s)
+  rows = []
+  for factor in GRID:
+    h = tf.constant(h_w * factor, tf.float32)
+    run(h, run_seed)        # compiles once (the step size is an argument)
+    t0 = time.perf_counter()
+    draws = run(h, run_seed).numpy()
+    sampling = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    ksd = float(sg.ksd(draws, target, pool_chains=True, max_draws=1000,
+                       seed=ksd_seed))
+    ksd_seconds = time.perf_counter() - t0
+    error = true_error(problem, draws)
+    # A chain that blew up: both measures at their worst (a NaN has no
+    # rank).
+    ksd, error = [v if np.isfinite(v) else float("inf")
+                  for v in (ksd, error)]
+    rows.append(dict(step_size=float(h_w * factor), factor=factor, ksd=ksd,
+                     error=error, sampling_seconds=sampling,
+                     ksd_seconds=ksd_seconds))
+  ksds = [r["ksd"] for r in rows]
+  errors = [r["error"] for r in rows]
+  rho = float(scipy.stats.spearmanr(ksds, errors).correlation)
+  chosen = int(np.argmin(ksds))
+  return dict(model=problem.name, kernel=kernel_name, warmup_step_size=h_w,
+              rows=rows, spearman=rho,
+              chosen_over_best=float(errors[chosen] / min(errors)),
+              ksd_cost_ratio=float(np.median(
+                  [r["ksd_seconds"] / r["sampling_seconds"] for r in rows])))
+
+
+def main(quick=False, out=os.path.join(HERE, "results")):
+  num_steps, num_warmup = (400, 100) if quick else (4000, 500)
+  problems = [double_well_problem(), posteriors.eight_schools_problem(),
+              posteriors.ill_conditioned_gaussian_problem()]
+  if os.path.exists(posteriors.GERMAN):
+    problems += posteriors.german_credit_problems()[:2]
+  if quick:
+    problems = problems[:1]
+  results = []
+  seed = tfp.random.sanitize_seed(0)
+  for problem in problems:
+    for kernel_name in ("SGLD", "SGHMC"):
+      seed, run_seed = tfp.random.split_seed(seed)
+      result = grid_run(problem, kernel_name, num_steps, num_warmup,
+                        run_seed)
+      results.append(result)
+      print(f"{result['model']:32s} {kernel_name:6s} Spearman "
+            f"{result['spearman']:+.2f}  chosen/best error "
+            f"{result['chosen_over_best']:.2f}  KSD/sampling time "
+            f"{result['ksd_cost_ratio']:.2f}  KSD "
+            + " ".join(f"{r['ksd']:.3g}" for r in result["rows"])
+            + "  error " + " ".join(f"{r['error']:.3g}"
+                                    for r in result["rows"]), flush=True)
+  if out:
+    os.makedirs(out, exist_ok=True)
+    name = "ksd_step_sizes_quick.json" if quick else "ksd_step_sizes.json"
+    with open(os.path.join(out, name), "w") as f:
+      json.dump(dict(date=str(datetime.date.today()), grid=GRID,
+                     num_steps=num_steps, results=results), f, indent=1)
+  return results
+
+
+if __name__ == "__main__":
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  parser.add_argument("--quick", action="store_true")
+  args = parser.parse_args()
+  main(quick=args.quick)
