@@ -125,13 +125,17 @@ def quadratic(x):
 
 def test_sample_moments_continuation_equals_one_long_run():
   # Continuation reuses the compiled loop and continues the chain: two
-  # calls of 50 steps end where the kernel's own 100 steps end.
+  # calls of 50 steps end where the kernel's own 100 steps end. (Graphs
+  # without XLA: the loops' reuse and continuation do not depend on it.)
   target = sg.NoisyGradientTarget(quadratic, gradient_noise_variance=1.)
   kernel = sg.StepSeeded(sg.SGHMC(target, 0.1, 1.), seed=[4, 5])
-  first = sg.sample_moments(kernel, tf.zeros([2, 3]), 50, seed=[0, 0])
+  first = sg.sample_moments(kernel, tf.zeros([2, 3]), 50, seed=[0, 0],
+                            jit_compile=False)
   second = sg.sample_moments(kernel, first.final_state, 50, seed=[0, 0],
-                             previous_kernel_results=first.final_kernel_results)
-  whole = sg.sample_moments(kernel, tf.zeros([2, 3]), 100, seed=[0, 0])
+                             previous_kernel_results=first.final_kernel_results,
+                             jit_compile=False)
+  whole = sg.sample_moments(kernel, tf.zeros([2, 3]), 100, seed=[0, 0],
+                            jit_compile=False)
   np.testing.assert_allclose(second.final_state, whole.final_state,
                              rtol=1e-5, atol=1e-6)
   # The pooled mean of the halves is the whole run's mean.
@@ -140,5 +144,6 @@ def test_sample_moments_continuation_equals_one_long_run():
   # One compiled loop per (steps, burn-in, jit, continuing): a further
   # continuation reuses one.
   sg.sample_moments(kernel, second.final_state, 50, seed=[0, 0],
-                    previous_kernel_results=second.final_kernel_results)
+                    previous_kernel_results=second.final_kernel_results,
+                    jit_compile=False)
   assert len(kernel.__dict__["_tfp_sgmcmc_moments"]) == 3
