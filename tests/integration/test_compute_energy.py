@@ -147,7 +147,7 @@ def test_diverging_chain_is_flagged_without_the_energy(name):
   kernel = _ENERGY_FREE_KERNELS[name](target, compute_energy=False)
   draws, (diverged, reported) = sample(
       kernel, tf.constant([[0.], [-1000.]]), 60, seed=[1, 2],
-      trace_fn=lambda _, r: (r.diverged, r.energy))
+      trace_fn=lambda _, r: (r.diverged, r.energy), jit=False)
   draws, diverged = np.asarray(draws), np.asarray(diverged)
   assert np.all(np.isnan(reported))
   assert diverged[-1, 0] and not diverged[:, 1].any()
@@ -183,8 +183,10 @@ def test_full_batch_compute_energy_false_is_the_same_chain_without_log_prob(
   for energy in (True, False):
     kernel = _FULL_BATCH[name](target_log_prob_fn=_full_batch_log_prob,
                                compute_energy=energy)
+    # AMAGOLD as in its minibatch test: a graph without XLA.
     runs[energy] = sample(kernel, init, 30, seed=[4, 5],
-                          trace_fn=lambda _, pkr: pkr)
+                          trace_fn=lambda _, pkr: pkr,
+                          jit=name != "AMAGOLD")
   np.testing.assert_array_equal(runs[True][0], runs[False][0])
   with_energy, without = runs[True][1], runs[False][1]
   if name == "AMAGOLD":

@@ -54,23 +54,28 @@ def test_progress_reports_do_not_change_the_draws():
 
 
 def test_compiled_chunks_are_reused_across_seeds():
+  # The cache and the continuation do not depend on XLA (the test above
+  # compiles with it): graphs without XLA, cheaper to build.
   kernel, init = _kernel(), tf.zeros([2, 3])
   a = runs.sample_chain_with_progress(10, init, kernel, [1, 2],
-                                      trace_fn=None, progress=False)
+                                      trace_fn=None, progress=False,
+                                      jit_compile=False)
   cache = kernel.__dict__["_tfp_sgmcmc_progress_chunks"]
-  burn = cache[(None, True)][0]
+  burn = cache[(None, False)][0]
   b = runs.sample_chain_with_progress(10, init, kernel, [3, 4],
-                                      trace_fn=None, progress=False)
-  assert len(cache) == 1 and cache[(None, True)][0] is burn
+                                      trace_fn=None, progress=False,
+                                      jit_compile=False)
+  assert len(cache) == 1 and cache[(None, False)][0] is burn
   assert not np.array_equal(a.all_states, b.all_states)  # Another seed.
   # The final results continue the chain: TFP's sample_chain from them
   # gives the same draws as a longer run.
   longer = runs.sample_chain_with_progress(15, init, kernel, [1, 2],
-                                           trace_fn=None, progress=False)
+                                           trace_fn=None, progress=False,
+                                           jit_compile=False)
   rest = tf.function(lambda: tfp.mcmc.sample_chain(
       5, a.all_states[-1], kernel=sg.StepSeeded(kernel, [1, 2]),
       previous_kernel_results=a.final_kernel_results, trace_fn=None,
-      seed=[0, 0]), jit_compile=True, autograph=False)()
+      seed=[0, 0]), jit_compile=False, autograph=False)()
   np.testing.assert_array_equal(rest, longer.all_states[10:])
 
 
@@ -93,15 +98,18 @@ def test_thinning_keeps_every_kth_draw_of_the_same_chain():
   # unthinned run draws (same StepSeeded seeds), starting, as sample_chain
   # does, one step after burn-in, whatever the chunking; the reports count
   # every step: burn-in 2 + 2, then 1 + 3 * 3 and 4 * 3 steps.
+  # The thinning is the loop's bookkeeping, the same with or without XLA:
+  # graphs without it, cheaper to build.
   kernel, init, seed = _kernel(), tf.zeros([2, 3]), [5, 6]
   calls = []
   thinned = runs.sample_chain_with_progress(
       8, init, kernel, seed, num_burnin_steps=4, trace_fn=None,
       num_steps_between_results=2, num_reports=2,
-      progress=lambda done, total: calls.append((done, total)))
+      progress=lambda done, total: calls.append((done, total)),
+      jit_compile=False)
   full = runs.sample_chain_with_progress(
       24, init, kernel, seed, num_burnin_steps=4, trace_fn=None,
-      progress=False)
+      progress=False, jit_compile=False)
   np.testing.assert_array_equal(thinned.all_states,
                                 np.asarray(full.all_states)[0::3][:8])
   assert [d for d, _ in calls] == [2, 4, 14, 26]
@@ -117,13 +125,17 @@ def quadratic(x):
 
 def test_sample_moments_continuation_equals_one_long_run():
   # Continuation reuses the compiled loop and continues the chain: two
-  # calls of 50 steps end where the kernel's own 100 steps end.
+  # calls of 50 steps end where the kernel's own 100 steps end. (Graphs
+  # without XLA: the loops' reuse and continuation do not depend on it.)
   target = sg.NoisyGradientTarget(quadratic, gradient_noise_variance=1.)
   kernel = sg.StepSeeded(sg.SGHMC(target, 0.1, 1.), seed=[4, 5])
-  first = sg.sample_moments(kernel, tf.zeros([2, 3]), 50, seed=[0, 0])
+  first = sg.sample_moments(kernel, tf.zeros([2, 3]), 50, seed=[0, 0],
+                            jit_compile=False)
   second = sg.sample_moments(kernel, first.final_state, 50, seed=[0, 0],
-                             previous_kernel_results=first.final_kernel_results)
-  whole = sg.sample_moments(kernel, tf.zeros([2, 3]), 100, seed=[0, 0])
+                             previous_kernel_results=first.final_kernel_results,
+                             jit_compile=False)
+  whole = sg.sample_moments(kernel, tf.zeros([2, 3]), 100, seed=[0, 0],
+                            jit_compile=False)
   np.testing.assert_allclose(second.final_state, whole.final_state,
                              rtol=1e-5, atol=1e-6)
   # The pooled mean of the halves is the whole run's mean.
@@ -132,5 +144,6 @@ def test_sample_moments_continuation_equals_one_long_run():
   # One compiled loop per (steps, burn-in, jit, continuing): a further
   # continuation reuses one.
   sg.sample_moments(kernel, second.final_state, 50, seed=[0, 0],
-                    previous_kernel_results=second.final_kernel_results)
+                    previous_kernel_results=second.final_kernel_results,
+                    jit_compile=False)
   assert len(kernel.__dict__["_tfp_sgmcmc_moments"]) == 3

@@ -70,7 +70,11 @@ def test_empirical_fisher_noise_estimate_reduces_the_bias(problem):
   assert np.all(np.abs(rel0) - np.abs(rel1) > NUM_SE * np.hypot(se0, se1))
 
 
-@pytest.mark.parametrize("scheme", ["sgld", "splitting"])
+# The data source is the subject: its batches reach every kernel through the
+# same target (and inflate either kernel's predicted variance by about 30%),
+# so CI runs it under SGHMC and SGLD's run, as costly, is slow.
+@pytest.mark.parametrize("scheme", [
+    pytest.param("sgld", marks=pytest.mark.slow), "splitting"])
 def test_tf_data_source_matches_predicted_posterior(problem, scheme):
   x, y = problem.data
   # A stream of i.i.d. batches drawn with replacement (as InMemoryTarget
