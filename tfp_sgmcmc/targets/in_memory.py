@@ -307,6 +307,34 @@ class InMemoryTarget(DataLikelihoodTarget):
     independent._broadcast_problem = None  # pylint: disable=protected-access
     return independent
 
+  def with_full_batch(self):
+    """This target with full-batch gradients (a copy; `self` unchanged).
+
+    Same data, functions and chunking as `self`; every step then uses all
+    N examples once, in order, as `full_batch=True` gives: exact energies
+    and gradients, with no minibatch noise. Where N is small a full-data
+    gradient costs about what a minibatch one does (`tfp_sgmcmc.sample`
+    uses this below `FULL_BATCH_MAX_EXAMPLES`). A full-batch `self` is
+    returned as it is.
+
+    Returns:
+      An `InMemoryTarget` (of `self`'s class) with `is_full_batch` True.
+
+    ```python
+    exact = target.with_full_batch()
+    print(exact.is_full_batch, exact.batch_size)   # True, N
+    ```
+    """
+    if self._full_batch:
+      return self
+    full = copy.copy(self)
+    full._full_batch = True  # pylint: disable=protected-access
+    full._batch_size = self.num_examples  # pylint: disable=protected-access
+    full._independent = False  # pylint: disable=protected-access
+    full._log_likelihood_broadcasts = None  # pylint: disable=protected-access
+    full._broadcast_problem = None  # pylint: disable=protected-access
+    return full
+
   def _gather(self, indices):
     return tf.nest.map_structure(lambda d: tf.gather(d, indices), self._data)
 
