@@ -268,8 +268,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   In order: the model becomes a target whose chains draw their own
   minibatches, or, for an `InMemoryTarget` (or a `ControlVariateTarget` on
   one) of at most `FULL_BATCH_MAX_EXAMPLES` (10,000) examples, a full-batch
-  target
-  (`InMemoryTarget.with_full_batch`): there a full-data gradient costs
+  target (`InMemoryTarget.with_full_batch`): there a full-data gradient costs
   about what a minibatch one does, while the minibatch noise cuts the step
   size about tenfold, so minibatches pay only at large N (docs/warmup.md
   gives the measurements); a minibatch target with an exact energy starts
