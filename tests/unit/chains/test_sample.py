@@ -111,11 +111,20 @@ def test_a_target_that_cannot_be_rebuilt_says_so():
   assert "SHARED minibatches" in fit.report.minibatches
 
 
-def test_target_log_prob_fn_starts_as_stan():
-  posterior = tfd.MultivariateNormalDiag([1., -1.], [0.5, 2.])
-  fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
-                  parameter_shapes=[2], kernel="sghmc", **FAST)
-  assert fit.draws.shape == (60, 4, 2)
+@pytest.fixture(scope="module")
+def cold_fit():
+  """SGHMC by name on a log density 1,000 sds from the Stan-like start,
+  with 30 warm-up steps (and 30 more): one call read by two tests."""
+  far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
+  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
+    return sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
+                     parameter_shapes=[2], kernel="sghmc",
+                     **dict(FAST, num_adaptation_steps=30, num_results=10))
+
+
+def test_target_log_prob_fn_starts_as_stan(cold_fit):
+  fit = cold_fit
+  assert fit.draws.shape == (10, 4, 2)
   assert "uniform(-2, 2)" in fit.report.start
   assert not fit.report.control_variates
   assert fit.report.minibatches.startswith("exact gradients")
@@ -212,14 +221,10 @@ def test_with_full_batch_is_a_full_batch_copy():
                          target.gradient(w, seed=[5, 6]))
 
 
-def test_cold_start_is_reported():
-  # A posterior 1,000 sds from the Stan-like start, 30 warm-up steps (and
-  # 30 more): the warm-up has not arrived, and says so.
-  far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
-  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
-    fit = sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
-                    parameter_shapes=[2], kernel="sghmc",
-                    **dict(FAST, num_adaptation_steps=30))
+def test_cold_start_is_reported(cold_fit):
+  # 30 warm-up steps (and 30 more) from 1,000 sds away: the warm-up has not
+  # arrived, and says so (the fixture checks the warning).
+  fit = cold_fit
   assert not fit.report.arrived and fit.report.extended
   assert fit.report.problems[0] == "warm-up did not arrive"
   assert "NOT ARRIVED" in str(fit.report)
@@ -240,7 +245,7 @@ def test_dense_mass_where_the_state_is_one_short_vector():
                                          tf.linalg.cholesky(covariance))
   fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
                   parameter_shapes=[2],
-                  **dict(FAST, num_adaptation_steps=200, jit_compile=True))
+                  **dict(FAST, num_adaptation_steps=200))
   assert fit.report.mass == "dense"
   assert "dense mass" in str(fit.report)
   estimate = fit.report.warmup.covariance
