@@ -12,8 +12,10 @@ Models (the Inference Gym's reference means and standard deviations):
   (centred) parameters.
 * The gym's ill-conditioned Gaussian (rotated; its covariance is known).
 
-Methods: `tfp_sgmcmc.sample` with its defaults (one call: start, control
-variates where they pay, independent minibatches, warm-up, AMAGOLD; 4
+Methods: `tfp_sgmcmc.sample` with its defaults (one call: full-batch
+gradients on a data set of at most 10,000 examples, so German credit's
+minibatch models too; start, control variates where they pay, independent
+minibatches, warm-up, AMAGOLD; 4
 chains of 1,000 draws; its row passes when every mean is within 4 MCSE and
 every sd within 10% of the reference), AMAGOLD with the identity mass and a dual-averaged step size
 (`warm_up(adapt_mass=False)`), AMAGOLD warmed up (`warm_up`: step size and,

@@ -20,7 +20,7 @@ def test_one_call_runs_at_a_tiny_size(tmp_path):
                  env=dict(os.environ, PYTHONPATH=os.pathsep.join(
                      [os.path.dirname(BENCH)] + sys.path)))
   row = json.load(open(tmp_path / "one_call_tiny.json"))
-  assert row["num_examples"] == 2000 and row["num_chains"] == 4
+  assert row["num_examples"] == 20_000 and row["num_chains"] == 4
   for key in ("max_mean_error_sd", "sd_ratio_min", "sd_ratio_max",
               "max_rhat", "min_ess", "seconds", "step_size"):
     assert math.isfinite(row[key]) and row[key] > 0., key

@@ -1,7 +1,8 @@
 """`tfp_sgmcmc.sample`: from a model to a posterior, in one call.
 
 Built from the package's public parts, in the order docs/warmup.md gives
-for a large data set: the model as a target with one minibatch per chain;
+for a large data set: the model as a target with one minibatch per chain
+(or its full batch, on a small data set);
 `find_mode` and a start around it (chains/start.py); control variates
 around the mode where they pay; `warm_up` (step size and mass), checked
 for arrival (chains/arrival.py) and extended once if it has not arrived;
@@ -81,7 +82,7 @@ class SampleReport(collections.namedtuple("SampleReport", [
     start: how the chains' starting states were chosen.
     control_variates: whether the kernel sampled a `ControlVariateTarget`.
     minibatches: what the chains' gradients share ("independent
-      minibatches", "full batch", or why they share them).
+      minibatches", "full batch: N = ... <= ...", or why they share them).
     warmup: the `WarmupReport` of the (last) warm-up.
     arrived: whether the warm-up ended at the posterior
       (`tfp_sgmcmc.chains.arrival`).
@@ -258,17 +259,22 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
            seed=None, num_adaptation_steps=1000, num_burnin_steps=0, *,
            target_log_prob_fn=None, observed=None, covariates=None,
            batch_size=None, parameter_shapes=None, initial_state=None,
-           control_variates=None, independent_chains=True,
+           control_variates=None, full_batch=None, independent_chains=True,
            dense_mass=None, num_mode_steps=2000, mode_learning_rate=1e-2,
            progress=True, jit_compile=True, print_report=True):
   """Draws from a posterior in one call: start, warm-up, sampling, checks.
 
   Like PyMC's `pm.sample` or NumPyro's `MCMC.run`, with TFP's vocabulary.
   In order: the model becomes a target whose chains draw their own
-  minibatches; a minibatch target with an exact energy starts around its
-  mode (`find_mode`, dispersed by the Laplace sds) and, when the minibatch
-  is at most a tenth of the data, is sampled through control variates
-  around the mode (`ControlVariateTarget`); other targets start
+  minibatches, or, for an `InMemoryTarget` (or a `ControlVariateTarget` on
+  one) of at most `FULL_BATCH_MAX_EXAMPLES` (10,000) examples, a full-batch
+  target (`InMemoryTarget.with_full_batch`): there a full-data gradient costs
+  about what a minibatch one does, while the minibatch noise cuts the step
+  size about tenfold, so minibatches pay only at large N (docs/warmup.md
+  gives the measurements); a minibatch target with an exact energy starts
+  around its mode (`find_mode`, dispersed by the Laplace sds) and, when
+  the minibatch is at most a tenth of the data, is sampled through control
+  variates around the mode (`ControlVariateTarget`); other targets start
   uniform(-2, 2) in the unconstrained space, as Stan. `warm_up` tunes the
   step size and mass (dense for a vector of at most `DENSE_MASS_MAX`
   coordinates, else diagonal); a warm-up that has not arrived at the posterior
@@ -300,6 +306,12 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     initial_state: one chain's state to start the mode search from (no
       chain axis); default zeros.
     control_variates: None (the rule above), True or False.
+    full_batch: None (the rule above: full-batch gradients for an
+      `InMemoryTarget` of at most `FULL_BATCH_MAX_EXAMPLES` examples, or
+      a `ControlVariateTarget` on one; with `control_variates=True`,
+      minibatches), True (full batch; an error for a target whose data are
+      not in memory) or False (keep the target's minibatches). The
+      report's `minibatches` line says what was done and why.
     independent_chains: give each chain its own minibatches (True), or
       keep the target's sharing (False).
     dense_mass: None (the default): `warm_up`'s dense mass matrix where
@@ -332,11 +344,16 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                                      covariates, batch_size)
   template = _template(model_target, initial_state, parameter_shapes,
                        start_seed)
+  if control_variates and full_batch is None:
+    full_batch = False   # Control variates need the minibatches.
+  model_target, batch_note = start_lib.full_batch(model_target, full_batch)
   minibatches = "shared minibatches (independent_chains=False)"
   sampled = model_target
   if independent_chains:
     sampled, minibatches = start_lib.independent(
         model_target, _shape_spec(template))
+  if batch_note is not None:
+    minibatches = batch_note
   states, mode, scale, how = start_lib.initial_states(
       sampled, template, num_chains, start_seed, num_mode_steps,
       mode_learning_rate)

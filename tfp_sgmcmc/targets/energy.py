@@ -17,7 +17,25 @@ once; the in-memory targets and the Keras AMAGOLD test use it.
 
 import tensorflow as tf
 
-__all__ = ["minibatch_energy", "minibatch_energy_gradient", "sum_over_chunks"]
+__all__ = ["minibatch_energy", "minibatch_energy_gradient", "sum_over_chunks",
+           "default_energy_chunk_size"]
+
+# Default data budget of one chunk of the exact-energy pass (see
+# `InMemoryTarget`'s `energy_chunk_size`).
+ENERGY_CHUNK_BYTES = 16 * 2**20
+
+
+MIN_ENERGY_CHUNK = 4096
+
+
+def default_energy_chunk_size(data, num_examples):
+  """As many examples as fit in `ENERGY_CHUNK_BYTES` of `data`, at least
+  `MIN_ENERGY_CHUNK`, at most `num_examples`."""
+  row_bytes = sum(
+      max(1, leaf.shape[1:].num_elements() or 1) * leaf.dtype.size
+      for leaf in tf.nest.flatten(data))
+  return int(min(num_examples,
+                 max(MIN_ENERGY_CHUNK, ENERGY_CHUNK_BYTES // row_bytes)))
 
 
 def minibatch_energy(mean_nll, log_prior, num_examples):

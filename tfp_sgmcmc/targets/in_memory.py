@@ -10,6 +10,8 @@ import tensorflow as tf
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
+from tfp_sgmcmc.targets.energy import (  # noqa: F401 (their home was here)
+    ENERGY_CHUNK_BYTES, MIN_ENERGY_CHUNK, default_energy_chunk_size)
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import (check_batch_size, check_finite_data,
                                        check_keeps_chain_axes,
@@ -31,24 +33,6 @@ def _flatten_chains(x, num_chain_dims):
   """Reshapes x's leading `num_chain_dims` axes into one."""
   shape = tf.shape(x)
   return tf.reshape(x, tf.concat([[-1], shape[num_chain_dims:]], axis=0))
-
-
-# Default data budget of one chunk of the exact-energy pass (see
-# `InMemoryTarget`'s `energy_chunk_size`).
-ENERGY_CHUNK_BYTES = 16 * 2**20
-
-
-MIN_ENERGY_CHUNK = 4096
-
-
-def default_energy_chunk_size(data, num_examples):
-  """As many examples as fit in `ENERGY_CHUNK_BYTES` of `data`, at least
-  `MIN_ENERGY_CHUNK`, at most `num_examples`."""
-  row_bytes = sum(
-      max(1, leaf.shape[1:].num_elements() or 1) * leaf.dtype.size
-      for leaf in tf.nest.flatten(data))
-  return int(min(num_examples,
-                 max(MIN_ENERGY_CHUNK, ENERGY_CHUNK_BYTES // row_bytes)))
 
 
 class InMemoryTarget(DataLikelihoodTarget):
@@ -306,6 +290,30 @@ class InMemoryTarget(DataLikelihoodTarget):
     independent._log_likelihood_broadcasts = None  # pylint: disable=protected-access
     independent._broadcast_problem = None  # pylint: disable=protected-access
     return independent
+
+  def with_full_batch(self):
+    """This target with full-batch gradients (a copy; `self` unchanged).
+
+    Same data, functions and chunking; every step uses all N examples once,
+    in order, as `full_batch=True` gives: exact energies and gradients
+    (`tfp_sgmcmc.sample` uses this up to `FULL_BATCH_MAX_EXAMPLES`, where a
+    full-data gradient costs about a minibatch's). Returns an
+    `InMemoryTarget` of `self`'s class; a full-batch `self` as it is.
+
+    ```python
+    exact = target.with_full_batch()
+    print(exact.is_full_batch, exact.batch_size)   # True, N
+    ```
+    """
+    if self._full_batch:
+      return self
+    full = copy.copy(self)
+    full._full_batch = True  # pylint: disable=protected-access
+    full._batch_size = self.num_examples  # pylint: disable=protected-access
+    full._independent = False  # pylint: disable=protected-access
+    full._log_likelihood_broadcasts = None  # pylint: disable=protected-access
+    full._broadcast_problem = None  # pylint: disable=protected-access
+    return full
 
   def _gather(self, indices):
     return tf.nest.map_structure(lambda d: tf.gather(d, indices), self._data)

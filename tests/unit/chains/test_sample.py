@@ -1,7 +1,7 @@
 """`tfp_sgmcmc.sample`: one call from a model (a target, a log density or a
 JointDistribution) to draws in its structure, InferenceData, the frozen
-kernel and one report; chains with their own minibatches; a cold start
-reported."""
+kernel and one report; chains with their own minibatches; full-batch
+gradients on a small data set; a cold start reported."""
 
 import warnings
 
@@ -12,6 +12,7 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.chains import sample as sample_lib
+from tfp_sgmcmc.chains import start as start_lib
 
 tfd = tfp.distributions
 # Small enough for seconds per call.
@@ -35,9 +36,20 @@ def _logistic(num_examples=2000, dim=3, batch_size=50):
                            log_prior_fn=log_prior), x, y
 
 
-def test_target_gives_draws_idata_kernel_and_report():
+@pytest.fixture(scope="module")
+def minibatch_fit():
+  """One `sample` call on the minibatch target, kept on its minibatches
+  (N = 2,000 is below `FULL_BATCH_MAX_EXAMPLES`), which several tests
+  read."""
   target, _, _ = _logistic()
-  fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3], **FAST)
+  assert not target.independent_minibatches
+  fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
+                  full_batch=False, **FAST)
+  return target, fit
+
+
+def test_target_gives_draws_idata_kernel_and_report(minibatch_fit):
+  _, fit = minibatch_fit
   assert fit.draws.shape == (60, 4, 3)
   assert fit.final_state.shape == (4, 3)
   assert isinstance(fit.kernel, sg.AMAGOLD)
@@ -66,24 +78,22 @@ def test_target_gives_draws_idata_kernel_and_report():
   assert np.all(np.abs(fit.draws.mean((0, 1)) - [1., -1., .5]) < 0.3)
 
 
-def test_chains_draw_their_own_minibatches():
-  target, _, _ = _logistic()
-  assert not target.independent_minibatches
-  # Only the targets and the report are read: the shortest run.
-  short = dict(FAST, num_results=10, num_adaptation_steps=20,
-               num_mode_steps=20)
-  fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
-                  control_variates=False, **short)
-  sampled = fit.target
-  assert sampled.independent_minibatches and not fit.report.control_variates
-  assert fit.kernel.friction == 0.5    # raw minibatch gradients
+def test_chains_draw_their_own_minibatches(minibatch_fit):
+  target, fit = minibatch_fit
+  sampled = fit.target.base_target
+  assert sampled.independent_minibatches and not sampled.is_full_batch
   indices = sampled.minibatch_indices([3, 4], tf.zeros([4, 3])).numpy()
   assert indices.shape == (4, 50)
   assert len({tuple(row) for row in indices}) == 4
+  # Only the target and the report are read: the shortest run.
+  short = dict(FAST, num_results=10, num_adaptation_steps=20,
+               num_mode_steps=20)
   shared = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
                      independent_chains=False, control_variates=False,
-                     **short)
+                     full_batch=False, **short)
   assert not shared.target.independent_minibatches
+  assert not shared.report.control_variates
+  assert shared.kernel.friction == 0.5    # raw minibatch gradients
   assert "shared" in shared.report.minibatches
 
 
@@ -101,11 +111,20 @@ def test_a_target_that_cannot_be_rebuilt_says_so():
   assert "SHARED minibatches" in fit.report.minibatches
 
 
-def test_target_log_prob_fn_starts_as_stan():
-  posterior = tfd.MultivariateNormalDiag([1., -1.], [0.5, 2.])
-  fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
-                  parameter_shapes=[2], kernel="sghmc", **FAST)
-  assert fit.draws.shape == (60, 4, 2)
+@pytest.fixture(scope="module")
+def cold_fit():
+  """SGHMC by name on a log density 1,000 sds from the Stan-like start,
+  with 30 warm-up steps (and 30 more): one call read by two tests."""
+  far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
+  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
+    return sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
+                     parameter_shapes=[2], kernel="sghmc",
+                     **dict(FAST, num_adaptation_steps=30, num_results=10))
+
+
+def test_target_log_prob_fn_starts_as_stan(cold_fit):
+  fit = cold_fit
+  assert fit.draws.shape == (10, 4, 2)
   assert "uniform(-2, 2)" in fit.report.start
   assert not fit.report.control_variates
   assert fit.report.minibatches.startswith("exact gradients")
@@ -126,7 +145,7 @@ def _normal_model():
 def test_joint_distribution_draws_are_constrained():
   model, y = _normal_model()
   fit = sg.sample(model, observed={"y": y}, batch_size=20, seed=[0, 1],
-                  **FAST)
+                  full_batch=False, **FAST)
   assert fit.report.minibatches == "independent minibatches"
   assert set(fit.draws) == {"loc", "scale"}
   assert fit.draws["scale"].shape == (60, 4)
@@ -136,6 +155,8 @@ def test_joint_distribution_draws_are_constrained():
 
 
 def test_kernel_by_instance_keeps_its_class_and_arguments():
+  # Also the full-batch rule at its defaults: N = 2,000 examples, at most
+  # FULL_BATCH_MAX_EXAMPLES, are sampled with full-batch gradients.
   target, _, _ = _logistic()
   mine = sg.SGHMC(target, step_size=1e-3, friction=2.)
   fit = sg.sample(target, kernel=mine, seed=[0, 1], parameter_shapes=[3],
@@ -143,18 +164,67 @@ def test_kernel_by_instance_keeps_its_class_and_arguments():
   assert isinstance(fit.kernel, sg.SGHMC)
   assert fit.kernel.friction == 2.
   assert fit.kernel.target is fit.target
+  assert fit.target.is_full_batch and not target.is_full_batch
+  assert fit.report.minibatches.startswith(
+      f"full batch: N = 2,000 <= {start_lib.FULL_BATCH_MAX_EXAMPLES:,}")
+  assert not fit.report.control_variates
   with pytest.raises(ValueError, match="`kernel` = 'nuts'"):
     sg.sample(target, kernel="nuts", parameter_shapes=[3], **FAST)
 
 
-def test_cold_start_is_reported():
-  # A posterior 1,000 sds from the Stan-like start, 30 warm-up steps (and
-  # 30 more): the warm-up has not arrived, and says so.
-  far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
-  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
-    fit = sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
-                    parameter_shapes=[2], kernel="sghmc",
-                    **dict(FAST, num_adaptation_steps=30))
+def test_full_batch_rule_below_the_threshold_only():
+  largest = start_lib.FULL_BATCH_MAX_EXAMPLES
+  small, _, _ = _logistic(num_examples=largest)
+  large, _, _ = _logistic(num_examples=largest + 1)
+  chosen, note = start_lib.full_batch(small, None)
+  assert chosen.is_full_batch and chosen.batch_size == largest
+  assert note.startswith(f"full batch: N = {largest:,} <= {largest:,}")
+  kept, note = start_lib.full_batch(large, None)
+  assert kept is large and note is None
+  # A ControlVariateTarget on a small data set: its base's full batch.
+  chosen, _ = start_lib.full_batch(
+      sg.ControlVariateTarget(small, tf.zeros([3])), None)
+  assert isinstance(chosen, sg.InMemoryTarget) and chosen.is_full_batch
+  # The override, both ways.
+  assert start_lib.full_batch(small, False) == (small, None)
+  assert start_lib.full_batch(large, True)[0].is_full_batch
+  with pytest.raises(TypeError, match="`full_batch` must be None"):
+    start_lib.full_batch(small, "yes")
+  posterior = tfd.Normal(0., 1.)
+  with pytest.raises(ValueError, match="`full_batch=True` needs an "
+                                       "InMemoryTarget"):
+    sg.sample(target_log_prob_fn=posterior.log_prob, parameter_shapes=[],
+              full_batch=True, **FAST)
+
+
+def test_with_full_batch_is_a_full_batch_copy():
+  target, x, y = _logistic(num_examples=300)
+  independent = target.with_independent_minibatches([3])
+  full = independent.with_full_batch()
+  assert full.is_full_batch and full.batch_size == 300
+  assert not full.independent_minibatches
+  assert not target.is_full_batch and target.batch_size == 50
+  assert independent.independent_minibatches
+  assert full.with_full_batch() is full
+  # Exact: the full-data energy and gradient, at any seed; the minibatch
+  # target's gradient differs with the seed.
+  w = tf.constant([[0.3, -0.2, 0.1]])
+  reference = sg.InMemoryTarget(target._log_likelihood_fn, (x, y),
+                                full_batch=True,
+                                log_prior_fn=target._log_prior_fn)
+  u, g = full.energy_and_gradient(w, seed=[1, 2])
+  u_ref, g_ref = reference.energy_and_gradient(w, seed=[5, 6])
+  np.testing.assert_allclose(u, u_ref, rtol=1e-6)
+  np.testing.assert_allclose(g, g_ref, rtol=1e-5)
+  np.testing.assert_allclose(u, target.energy(w), rtol=1e-5)
+  assert not np.allclose(target.gradient(w, seed=[1, 2]),
+                         target.gradient(w, seed=[5, 6]))
+
+
+def test_cold_start_is_reported(cold_fit):
+  # 30 warm-up steps (and 30 more) from 1,000 sds away: the warm-up has not
+  # arrived, and says so (the fixture checks the warning).
+  fit = cold_fit
   assert not fit.report.arrived and fit.report.extended
   assert fit.report.problems[0] == "warm-up did not arrive"
   assert "NOT ARRIVED" in str(fit.report)
@@ -175,7 +245,7 @@ def test_dense_mass_where_the_state_is_one_short_vector():
                                          tf.linalg.cholesky(covariance))
   fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
                   parameter_shapes=[2],
-                  **dict(FAST, num_adaptation_steps=200, jit_compile=True))
+                  **dict(FAST, num_adaptation_steps=200))
   assert fit.report.mass == "dense"
   assert "dense mass" in str(fit.report)
   estimate = fit.report.warmup.covariance
