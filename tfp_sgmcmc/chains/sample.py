@@ -21,6 +21,7 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import start as start_lib
+from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
                                            find_field, summarize)
 from tfp_sgmcmc.chains.inference_data import to_inference_data
@@ -73,8 +74,8 @@ DENSE_MIN_STEPS = 200
 class SampleReport(collections.namedtuple("SampleReport", [
     "kernel", "start", "control_variates", "minibatches", "warmup",
     "arrived", "arrival", "extended", "acceptance", "divergences", "heating",
-    "max_rhat", "min_ess", "problems", "seconds", "mass"],
-    defaults=(None,))):
+    "max_rhat", "min_ess", "problems", "seconds", "mass", "ksd"],
+    defaults=(None, None))):
   """The one report of a `sample` call (printed by `str(report)`).
 
   Attributes:
@@ -98,6 +99,9 @@ class SampleReport(collections.namedtuple("SampleReport", [
     seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
     mass: the mass matrix the draws were made with: "dense", "diagonal",
       or "none" (a kernel without one).
+    ksd: with `sample(ksd=True)`, the kernel Stein discrepancy of the draws
+      (chains pooled, `tfp_sgmcmc.ksd`; its cost is `seconds["ksd"]`), else
+      None.
   """
   __slots__ = ()
 
@@ -117,6 +121,9 @@ class SampleReport(collections.namedtuple("SampleReport", [
         f"  sampling: acceptance {acc}, divergences "
         f"{int(np.sum(self.divergences))}, heating {heat}, R-hat "
         f"{self.max_rhat:.3f}, min ESS {self.min_ess:.0f}.",
+        *([] if self.ksd is None else [
+            f"  kernel Stein discrepancy {self.ksd:.3g} (chains pooled; "
+            "lower is closer to the posterior: compare runs of this model)."]),
         "  time: " + ", ".join(f"{k} {v:.1f} s"
                                for k, v in self.seconds.items()) + ".",
         "  " + ("problems: " + "; ".join(self.problems) if self.problems
@@ -261,7 +268,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
            batch_size=None, parameter_shapes=None, initial_state=None,
            control_variates=None, full_batch=None, independent_chains=True,
            dense_mass=None, num_mode_steps=2000, mode_learning_rate=1e-2,
-           progress=True, jit_compile=True, print_report=True):
+           progress=True, jit_compile=True, print_report=True, ksd=False):
   """Draws from a posterior in one call: start, warm-up, sampling, checks.
 
   Like PyMC's `pm.sample` or NumPyro's `MCMC.run`, with TFP's vocabulary.
@@ -323,6 +330,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     progress: as `sample_chain_with_progress` takes it.
     jit_compile: compile with XLA.
     print_report: print the report.
+    ksd: also measure the draws' kernel Stein discrepancy (`tfp_sgmcmc.ksd`,
+      chains pooled, at most 1,000 draws, the target's exact score): how far
+      a biased kernel's draws are from the posterior, which R-hat and ESS
+      do not tell. It costs about one full-data gradient per draw measured.
 
   Returns:
     A `SampleResult(draws, inference_data, kernel, final_state,
@@ -400,6 +411,12 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     acceptance = np.exp(np.minimum(np.asarray(
         trace.log_accept_ratio, np.float64), 0.)).reshape(
             num_results, -1).mean(0)
+  discrepancy, t_ksd = None, time.perf_counter()
+  if ksd:
+    discrepancy = float(stein.kernel_stein_discrepancy(
+        run.all_states, sampled, pool_chains=True, jit_compile=jit_compile,
+        seed=run_seed))
+  t_ksd = time.perf_counter() - t_ksd
   problems = list(health.problems)
   if not arrived.arrived:
     problems.insert(0, "warm-up did not arrive")
@@ -412,7 +429,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       max_rhat=health.max_rhat, min_ess=health.min_ess, problems=problems,
       seconds=dict(mode=t_mode - t_start, warmup=t_warm - t_mode,
                    sampling=t_run - t_warm,
+                   **({"ksd": t_ksd} if ksd else {}),
                    total=time.perf_counter() - t_start),
+      ksd=discrepancy,
       mass=("dense" if dense else "diagonal"
             if warm.report.variance is not None else "none"))
   idata = _inference_data(draws, trace, var_names, warm.kernel)

@@ -70,6 +70,7 @@ def test_target_gives_draws_idata_kernel_and_report(minibatch_fit):
   assert len(report.divergences) == 4 and len(report.acceptance) == 4
   assert np.isfinite(report.max_rhat) and report.min_ess > 0
   assert set(report.seconds) == {"mode", "warmup", "sampling", "total"}
+  assert report.ksd is None and "Stein" not in str(report)
   text = str(report)
   for word in ("warm-up", "arrived", "R-hat", "ESS", "divergences",
                "heating", "acceptance"):
@@ -158,9 +159,15 @@ def test_kernel_by_instance_keeps_its_class_and_arguments():
   # Also the full-batch rule at its defaults: N = 2,000 examples, at most
   # FULL_BATCH_MAX_EXAMPLES, are sampled with full-batch gradients.
   target, _, _ = _logistic()
+  # And, asked for, the kernel Stein discrepancy of the (biased) draws.
   mine = sg.SGHMC(target, step_size=1e-3, friction=2.)
   fit = sg.sample(target, kernel=mine, seed=[0, 1], parameter_shapes=[3],
-                  **FAST)
+                  ksd=True, **FAST)
+  np.testing.assert_allclose(fit.report.ksd, sg.ksd(
+      fit.states, fit.target, pool_chains=True, jit_compile=False),
+                             rtol=1e-6)
+  assert "ksd" in fit.report.seconds
+  assert "kernel Stein discrepancy" in str(fit.report)
   assert isinstance(fit.kernel, sg.SGHMC)
   assert fit.kernel.friction == 2.
   assert fit.kernel.target is fit.target
