@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import tfp_sgmcmc
 from support.paths import WORKERS
 
@@ -16,43 +18,65 @@ _WORKER = os.path.join(WORKERS, "import_snapshot_worker.py")
 _PACKAGE = os.path.dirname(tfp_sgmcmc.__file__)
 
 
-def _changed_by_importing(*names, path=()):
+def _changed_by_importing(*groups, path=()):
+  """Per group of module names, imported in turn in one fresh process: the
+  attributes of TF, TFP and Keras that importing the group changed."""
   env = dict(os.environ)
   env["PYTHONPATH"] = os.pathsep.join(
       [*path, os.path.dirname(_PACKAGE), env.get("PYTHONPATH", "")])
-  proc = subprocess.run([sys.executable, _WORKER, *names],
+  args = [a for k, names in enumerate(groups)
+          for a in (["--"] if k else []) + list(names)]
+  proc = subprocess.run([sys.executable, _WORKER, *args],
                         capture_output=True, text=True, timeout=600, env=env)
   assert proc.returncode == 0, proc.stderr[-3000:]
-  lines = proc.stdout.splitlines()
-  compared = [line for line in lines if line.startswith("compared")]
-  assert compared, proc.stdout[-3000:]
-  modules, classes = map(int, re.findall(r"\d+", compared[0]))
-  # TensorFlow alone loads thousands of modules: the snapshot saw them.
-  assert modules > 1000 and classes > 1000, compared
-  return [line.split(" ", 1)[1] for line in lines
-          if line.startswith("CHANGED ")]
+  reports = proc.stdout.split("compared ")[1:]
+  assert len(reports) == len(groups), proc.stdout[-3000:]
+  changed = []
+  for report in reports:
+    lines = report.splitlines()
+    modules, classes = map(int, re.findall(r"\d+", lines[0]))
+    # TensorFlow alone loads thousands of modules: the snapshot saw them.
+    assert modules > 1000 and classes > 1000, lines[0]
+    changed.append([line.split(" ", 1)[1] for line in lines[1:]
+                    if line.startswith("CHANGED ")])
+  return changed
 
 
-def test_importing_the_library_and_its_keras_adapter_changes_nothing():
-  assert _changed_by_importing("tfp_sgmcmc", "tfp_sgmcmc.keras") == []
+# A module that patches as the library once did.
+_PATCHING_MODULE = (
+    "import keras\n"
+    "import tensorflow_probability as tfp\n"
+    "fit = keras.Model.fit\n"
+    "keras.Model.fit = lambda self, *a, **k: fit(self, *a, **k)\n"
+    "remc = tfp.mcmc.ReplicaExchangeMC\n"
+    "remc.make_kernel_fn = property(remc.make_kernel_fn.fget)\n"
+    "keras.callbacks.CallbackList._marker = True\n")
 
 
-def test_the_snapshot_sees_a_patched_method_and_a_patched_property(tmp_path):
-  # The check can fail: a module that patches as the library once did.
-  (tmp_path / "patching_module.py").write_text(
-      "import keras\n"
-      "import tensorflow_probability as tfp\n"
-      "fit = keras.Model.fit\n"
-      "keras.Model.fit = lambda self, *a, **k: fit(self, *a, **k)\n"
-      "remc = tfp.mcmc.ReplicaExchangeMC\n"
-      "remc.make_kernel_fn = property(remc.make_kernel_fn.fget)\n"
-      "keras.callbacks.CallbackList._marker = True\n")
-  changed = _changed_by_importing("patching_module", path=[str(tmp_path)])
-  assert changed == [
+@pytest.fixture(scope="module")
+def changed(tmp_path_factory):
+  """One process imports the library and its Keras adapter, then (against
+  a new snapshot) a module that patches TF's classes."""
+  folder = tmp_path_factory.mktemp("patching")
+  (folder / "patching_module.py").write_text(_PATCHING_MODULE)
+  library, patching = _changed_by_importing(
+      ("tfp_sgmcmc", "tfp_sgmcmc.keras"), ("patching_module",),
+      path=[str(folder)])
+  return {"library": library, "patching": patching}
+
+
+def test_importing_the_library_and_its_keras_adapter_changes_nothing(
+    changed):
+  assert changed["library"] == []
+
+
+def test_the_snapshot_sees_a_patched_method_and_a_patched_property(changed):
+  # The check can fail: the patching module's changes are all seen.
+  assert changed["patching"] == [
       "keras.src.callbacks.callback_list.CallbackList._marker",
       "keras.src.models.model.Model.fit",
       "tensorflow_probability.python.mcmc.replica_exchange_mc."
-      "ReplicaExchangeMC.make_kernel_fn"], changed
+      "ReplicaExchangeMC.make_kernel_fn"], changed["patching"]
 
 
 # An assignment to an attribute of a name bound to TF/TFP/Keras, or a

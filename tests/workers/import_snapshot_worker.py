@@ -1,6 +1,13 @@
 """Imports the modules named on the command line and prints, one a line,
 every attribute of TensorFlow, TFP and Keras that the import changed.
 
+    python import_snapshot_worker.py NAME... [-- NAME...]...
+
+Each group of names (groups separated by `--`) is imported in turn and
+compared against a snapshot taken just before it, so that one process (one
+TensorFlow import) checks several imports; each group's report starts with
+its "compared" line.
+
 Before the import it records, for every loaded module of those packages
 (with TFP's and Keras' public namespaces loaded first), each module
 attribute and each attribute in the `__dict__` of each class found there,
@@ -69,13 +76,20 @@ def changes(before_modules, before_classes):
   return found
 
 
-def main(names):
-  before = snapshot()
-  for name in names:
-    importlib.import_module(name)
-  print(f"compared {len(before[0])} modules and {len(before[1])} classes")
-  for change in changes(*before):
-    print("CHANGED", change)
+def main(args):
+  groups = [[]]
+  for arg in args:
+    if arg == "--":
+      groups.append([])
+    else:
+      groups[-1].append(arg)
+  for names in groups:
+    before = snapshot()
+    for name in names:
+      importlib.import_module(name)
+    print(f"compared {len(before[0])} modules and {len(before[1])} classes")
+    for change in changes(*before):
+      print("CHANGED", change)
 
 
 if __name__ == "__main__":

@@ -3,9 +3,16 @@ target inside one XLA program, bootstrap included (run by
 tests/processes/test_quiet_console.py, which reads this process's stderr for
 TF's warnings).
 
-    python quiet_console_worker.py   ->  prints "ok <finite draws>"
+    python quiet_console_worker.py [SCRIPT ARG...]  ->  "ok <finite draws>"
+
+Given a SCRIPT, it then runs that script as `python SCRIPT ARG...` would,
+in this process (one TensorFlow import for both), after printing
+"quiet_console_worker: running" and the script's path to stderr, so that
+the test can tell whose stderr a line is.
 """
 import os
+import runpy
+import sys
 
 # The warnings under test are C++ log lines at level W: keep them visible.
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
@@ -45,7 +52,12 @@ def main():
                     autograph=False)
   draws = run()
   finite = int(all(np.all(np.isfinite(v)) for v in draws.values()))
-  print(f"ok {finite}")
+  print(f"ok {finite}", flush=True)
+  if len(sys.argv) > 1:
+    print("quiet_console_worker: running", sys.argv[1], file=sys.stderr,
+          flush=True)
+    sys.argv = sys.argv[1:]
+    runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 if __name__ == "__main__":
