@@ -178,3 +178,19 @@ def test_warm_up_by_ksd_returns_the_chosen_kernel_and_its_chains():
   with pytest.raises(ValueError, match="`criterion` must be"):
     tfp_sgmcmc.warm_up(tfp_sgmcmc.SGLD(target, step_size=0.1),
                        tf.zeros([2, 1]), criterion="ess")
+
+
+def test_summarize_reports_the_discrepancy_when_given_the_target():
+  rng = np.random.default_rng(6)
+  draws = rng.normal(size=(200, 3, 2)).astype(np.float32) + 0.3
+
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(w ** 2, -1)
+  target = tfp_sgmcmc.LogProbFnTarget(log_prob)
+  health = tfp_sgmcmc.summarize(draws, print_report=False, warn=False,
+                                target=target)
+  np.testing.assert_allclose(health.ksd, tfp_sgmcmc.ksd(
+      draws, target, pool_chains=True), rtol=1e-6)
+  assert any("kernel Stein discrepancy" in n for n in health.notes)
+  assert tfp_sgmcmc.summarize(draws, print_report=False,
+                              warn=False).ksd is None
