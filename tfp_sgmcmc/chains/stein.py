@@ -124,15 +124,19 @@ def _score_fn(target, target_log_prob_fn, jit_compile):
   cached = _SCORES.setdefault(key, {})
   if jit_compile in cached:
     return cached[jit_compile]
+  # The compiled function reaches the target through a weak reference: a
+  # strong one, held by the cache's value, would keep its key (the target
+  # and its data) alive for good.
+  ref = weakref.ref(key)
   if target_log_prob_fn is not None:
-    log_prob = lambda s, _: target_log_prob_fn(s)
+    log_prob = lambda s, _: ref()(s)
   elif target.has_exact_energy:
-    log_prob = lambda s, _: -target.energy(s)
+    log_prob = lambda s, _: -ref().energy(s)
   else:
     # An unbiased minibatch estimate of the score: its noise adds
     # E|noise|^2 / n to KSD^2 through the diagonal terms, and the states
     # of one call share their minibatch.
-    log_prob = lambda s, seed: -target.minibatch_energy(s, seed)
+    log_prob = lambda s, seed: -ref().minibatch_energy(s, seed)
 
   def score(state, seed):
     parts = tf.nest.flatten(state)

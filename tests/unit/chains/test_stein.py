@@ -194,3 +194,17 @@ def test_summarize_reports_the_discrepancy_when_given_the_target():
   assert any("kernel Stein discrepancy" in n for n in health.notes)
   assert tfp_sgmcmc.summarize(draws, print_report=False,
                               warn=False).ksd is None
+
+
+def test_the_score_cache_does_not_keep_a_target_alive():
+  import gc
+  import weakref
+
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(w ** 2, -1)
+  target = tfp_sgmcmc.LogProbFnTarget(log_prob)
+  tfp_sgmcmc.ksd(np.zeros([20, 2, 1], np.float32), target, jit_compile=False)
+  alive = weakref.ref(target)
+  del target
+  gc.collect()
+  assert alive() is None
