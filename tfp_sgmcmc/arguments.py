@@ -115,15 +115,6 @@ def check_noise_within_friction(friction, noise_estimate, temperature,
   return tf.where(ok, tf.constant(0., dtype), tf.constant(np.nan, dtype))
 
 
-def _shape_of(value):
-  """The static shape of a number, array (not a tuple), tensor or variable,
-  else None (e.g. a schedule or a string)."""
-  if tf.is_tensor(value) or isinstance(value, tf.Variable):
-    return tf.TensorShape(value.shape)
-  v = None if isinstance(value, tuple) else static_value(value)
-  return None if v is None else tf.TensorShape(v.shape)
-
-
 def check_fits_state(name, value, state):
   """A hyperparameter given per coordinate (or per chain) must broadcast to
   the state part it scales without changing its shape: one value, one per
@@ -136,10 +127,14 @@ def check_fits_state(name, value, state):
   parts = tf.nest.flatten(state)
   per_part = isinstance(value, (list, tuple)) and len(value) == len(parts)
   for i, part in enumerate(parts):
-    label, shape = ((f"{name}[{i}]", _shape_of(value[i])) if per_part else
-                    (name, _shape_of(value)))
-    part_shape = tf.TensorShape(part.shape)
-    if not (shape and shape.rank) or part_shape.rank is None:
+    label, v = (f"{name}[{i}]", value[i]) if per_part else (name, value)
+    # The static shape of a number, array (not a tuple), tensor or variable;
+    # None for anything else (e.g. a schedule or a string).
+    shape = (v.shape if tf.is_tensor(v) or isinstance(v, tf.Variable) else
+             None if isinstance(v, tuple) else
+             getattr(static_value(v), "shape", None))
+    shape, part_shape = tf.TensorShape(shape), tf.TensorShape(part.shape)
+    if not shape.rank or part_shape.rank is None:
       continue  # One value (or not a static shape), or an unknown rank.
     # Broadcasts to the part without changing its shape: each trailing
     # axis 1 or the part's.
@@ -227,21 +222,19 @@ def is_per_part(step_size):
 
 def check_step_size(step_size, per_part=True):
   """A positive constant, a schedule, or (where `per_part`) one positive
-  constant per state part."""
+  constant per state part (each checked by `check_positive`)."""
   if step_size is None:
     raise TypeError("`step_size` is required; got None. Give a positive "
                     "float, a schedule, or a list with one per state part.")
-  if not is_per_part(step_size):
-    if not is_schedule(step_size):
-      check_positive("step_size", step_size)
+  if is_schedule(step_size):
     return
-  if not per_part:
+  if not is_per_part(step_size):
+    return check_positive("step_size", step_size)
+  if not per_part or not step_size:
     raise ValueError(
-        f"`step_size` {step_size!r}: one step size per state part is not "
-        "supported by this kernel; give one step size.")
-  if not step_size:
-    raise ValueError("`step_size` is an empty list; give one step size per "
-                     "state part.")
+        "`step_size` is an empty list; give one step size per state part."
+        if per_part else f"`step_size` {step_size!r}: one step size per "
+        "state part is not supported by this kernel; give one step size.")
   for i, h in enumerate(step_size):
     if is_schedule(h):
       raise ValueError(f"`step_size[{i}]` is a schedule; per-part step "

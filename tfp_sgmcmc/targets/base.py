@@ -233,17 +233,17 @@ class DataLikelihoodTarget(MinibatchTarget):
                        "per-example values whose leading (chain) axes are")
     return values
 
-  def _checked_log_prior(self, state, batch_shape):
-    """The log-prior, checked (at trace time) to give one value per chain,
-    the log-likelihood's batch shape (`checks.checked_log_prior`)."""
-    if self._log_prior_fn is None:
-      return self.log_prior(state)
-    return checked_log_prior(self._log_prior_fn, state, batch_shape,
-                             self.parameter_shapes)
+  def _energy_from_total(self, state, total):
+    """U = -`total` (the log-likelihood summed over all N examples, per
+    chain) - log p(theta)."""
+    return -total - tf.cast(checked_log_prior(
+        self._log_prior_fn, state, total.shape, self.parameter_shapes),
+                            total.dtype)
 
   def _energy_from_batch(self, state, batch, n):
     ll = self._log_likelihood(state, batch, n)
-    prior = self._checked_log_prior(state, ll.shape[:-1])
+    prior = checked_log_prior(self._log_prior_fn, state, ll.shape[:-1],
+                              self.parameter_shapes)
     return energy_lib.minibatch_energy(-tf.reduce_mean(ll, axis=-1), prior,
                                        self.num_examples)
 

@@ -10,7 +10,7 @@ from tfp_sgmcmc._structure import describe_structure
 from tfp_sgmcmc.arguments import assert_in_graph, in_xla_context
 
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
-           "check_batch_shape", "chain_shape_mismatch", "checked_log_prior",
+           "check_batch_shape", "checked_log_prior",
            "likelihood_ignores_chains", "check_keeps_chain_axes",
            "parse_parameter_shapes",
            "check_log_likelihood_output", "check_finite_data",
@@ -72,28 +72,6 @@ def check_output(name, value, state):
   return value
 
 
-def chain_shape_mismatch(batch_shape, state, parameter_shapes):
-  """The index and shape of the first state part whose chain dimensions
-  `batch_shape` cannot be (a prefix of its shape that leaves the parameter's
-  own dimensions, exactly `parameter_shapes` when declared), or None."""
-  parts = tf.nest.flatten(state)
-  shapes = (parameter_shapes if isinstance(parameter_shapes, list) else
-            [parameter_shapes] * len(parts))
-  for i, (part, own) in enumerate(zip(parts, shapes)):
-    if batch_shape.rank is None or part.shape.rank is None:
-      continue
-    # Declared: exactly the axes before the parameter's own. Otherwise a
-    # prefix leaving at least one parameter axis (a list state may hold
-    # scalars).
-    chain = part.shape[:part.shape.rank - len(own)] if own is not None else (
-        part.shape[:batch_shape.rank] if batch_shape.rank <= part.shape.rank
-        - (len(parts) == 1) else None)
-    if chain is None or chain.rank != batch_shape.rank or (
-        not chain.is_compatible_with(batch_shape)):
-      return i, part.shape
-  return None
-
-
 def likelihood_ignores_chains(returned, state):
   """The error for a `log_likelihood_fn` that drops the chain axes (e.g.
   reads w[0]): it `returned` ... for a state `state`."""
@@ -127,9 +105,10 @@ def checked_log_prior(log_prior_fn, state, batch_shape, parameter_shapes):
   """`log_prior_fn(state)`, checked (at trace time) to give one value per
   chain, `batch_shape` (the log-likelihood's): a function that drops the
   chain axes is named, the likelihood when the prior gives one value per
-  chain and the likelihood fewer, else the prior. A Python number (a flat
-  prior) becomes a scalar of the state's dtype."""
-  value = call_with_clear_errors("`log_prior_fn`", log_prior_fn, state)
+  chain and the likelihood fewer, else the prior. No function, or a Python
+  number (a flat prior), gives a scalar of the state's dtype."""
+  value = (0. if log_prior_fn is None else
+           call_with_clear_errors("`log_prior_fn`", log_prior_fn, state))
   if (not tf.is_tensor(value) and isinstance(value, (
       int, float, np.integer, np.floating)) and not isinstance(value, bool)):
     # A constant (flat) prior, e.g. `lambda w: 0.`: broadcasts over chains.
@@ -138,8 +117,8 @@ def checked_log_prior(log_prior_fn, state, batch_shape, parameter_shapes):
   if (value.shape.rank is not None and batch_shape.rank is not None and
       not (value.shape.rank == batch_shape.rank and
            value.shape.is_compatible_with(batch_shape))):
-    if (value.shape.rank > batch_shape.rank and chain_shape_mismatch(
-        value.shape, state, parameter_shapes) is None):
+    if (value.shape.rank > batch_shape.rank and check_batch_shape(
+        None, value.shape, state, parameter_shapes, None)):
       # The prior gives one value per chain and the likelihood fewer:
       # the likelihood dropped the chain axes (e.g. it reads w[0]).
       raise likelihood_ignores_chains(
@@ -158,17 +137,34 @@ def checked_log_prior(log_prior_fn, state, batch_shape, parameter_shapes):
 
 def check_batch_shape(name, batch_shape, state, parameter_shapes, what):
   """`batch_shape` (one value per chain) must be the state's chain
-  dimensions (`chain_shape_mismatch`)."""
-  mismatch = chain_shape_mismatch(batch_shape, state, parameter_shapes)
-  if mismatch is not None:
-    i, shape = mismatch
-    raise ValueError(
-        f"`{name}` returned {what} of shape {list(batch_shape)}, but the "
-        f"state part {i} has shape {list(shape)}: it must return one "
-        "value per chain, shape = the state's leading (chain) dimensions "
-        "(shape [] for a single chain), summed over each parameter's own "
-        "axes (e.g. tf.reduce_sum(..., axis=-1)). If the state's leading "
-        "axes are not all chain axes, give the target `parameter_shapes`.")
+  dimensions: for each part, a prefix of its shape that leaves the
+  parameter's own dimensions (exactly `parameter_shapes` when declared).
+  Raises naming `name` and `what` it returned; with `what` None, returns
+  whether it is instead."""
+  parts = tf.nest.flatten(state)
+  shapes = (parameter_shapes if isinstance(parameter_shapes, list) else
+            [parameter_shapes] * len(parts))
+  for i, (part, own) in enumerate(zip(parts, shapes)):
+    if batch_shape.rank is None or part.shape.rank is None:
+      continue
+    # Declared: exactly the axes before the parameter's own. Otherwise a
+    # prefix leaving at least one parameter axis (a list state may hold
+    # scalars).
+    chain = part.shape[:part.shape.rank - len(own)] if own is not None else (
+        part.shape[:batch_shape.rank] if batch_shape.rank <= part.shape.rank
+        - (len(parts) == 1) else None)
+    if chain is None or chain.rank != batch_shape.rank or (
+        not chain.is_compatible_with(batch_shape)):
+      if what is None:
+        return False
+      raise ValueError(
+          f"`{name}` returned {what} of shape {list(batch_shape)}, but the "
+          f"state part {i} has shape {list(part.shape)}: it must return one "
+          "value per chain, shape = the state's leading (chain) dimensions "
+          "(shape [] for a single chain), summed over each parameter's own "
+          "axes (e.g. tf.reduce_sum(..., axis=-1)). If the state's leading "
+          "axes are not all chain axes, give the target `parameter_shapes`.")
+  return True
 
 
 def parse_parameter_shapes(shapes):
@@ -270,7 +266,7 @@ def refuse_under_xla(what):
         "compiled function).")
 
 
-def check_initial_state(state, target=None):
+def check_initial_state(state, target):
   """Checks a chain's initial state (tensors: `kernels.checks.as_state`
   converts and refuses other parts first) once, when the results are
   bootstrapped.
@@ -282,11 +278,8 @@ def check_initial_state(state, target=None):
   started at a non-finite state is flagged `diverged` at its first step and
   stays where it is.
   """
-  if target is None:
-    check_float_state(state)
-  else:
-    target.check_state(state)
-    target.check_functions(state)
+  target.check_state(state)
+  target.check_functions(state)
   for i, part in enumerate(tf.nest.flatten(state)):
     finite = tf.reduce_all(tf.math.is_finite(part))
     message = (f"`current_state` part {i} has non-finite values; start the "

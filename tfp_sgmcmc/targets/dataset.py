@@ -173,8 +173,7 @@ class DatasetTarget(DataLikelihoodTarget):
     total = self._full_dataset.skip(1).reduce(
         init, lambda acc, batch: acc + tf.reduce_sum(
             self._log_likelihood(state, batch, None), axis=-1))
-    return -total - tf.cast(self._checked_log_prior(state, total.shape),
-                            total.dtype)
+    return self._energy_from_total(state, total)
 
 
 def _check_batched_spec(name, dataset):

@@ -496,5 +496,4 @@ class InMemoryTarget(DataLikelihoodTarget):
       return tf.reduce_sum(self._log_likelihood(state, batch, size), axis=-1)
 
     total = energy_lib.sum_over_chunks(chunk_sum, n, self._chunk)
-    return -total - tf.cast(self._checked_log_prior(state, total.shape),
-                            total.dtype)
+    return self._energy_from_total(state, total)

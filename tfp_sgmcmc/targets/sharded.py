@@ -268,14 +268,6 @@ class ShardedTarget(MinibatchTarget):
                       "per-example values whose leading (chain) axes are")
     return values
 
-  def _checked_log_prior(self, state, batch_shape):
-    """The log-prior, one value per chain of the log-likelihood's
-    `batch_shape` (`checks.checked_log_prior`)."""
-    if self._log_prior_fn is None:
-      return self.log_prior(state)
-    return checked_log_prior(self._log_prior_fn, state, batch_shape,
-                             self.parameter_shapes)
-
   # --- all-reduce ---------------------------------------------------------
 
   def _all_reduce(self, state, local_fn, with_gradient):
@@ -301,8 +293,9 @@ class ShardedTarget(MinibatchTarget):
     parts = tf.nest.flatten(state)
     with tf.GradientTape() as tape:
       tape.watch(parts)
-      value = -tf.convert_to_tensor(self._checked_log_prior(
-          pack_like(state, parts), batch_shape))
+      value = -tf.convert_to_tensor(checked_log_prior(
+          self._log_prior_fn, pack_like(state, parts), batch_shape,
+          self.parameter_shapes))
     grads = tape.gradient(value, parts,
                           unconnected_gradients=tf.UnconnectedGradients.ZERO)
     return value, grads
@@ -334,7 +327,8 @@ class ShardedTarget(MinibatchTarget):
       return value, grad
 
     nll = negative_log_likelihood(*parts)
-    return nll - tf.cast(self._checked_log_prior(state, nll.shape),
+    return nll - tf.cast(checked_log_prior(
+        self._log_prior_fn, state, nll.shape, self.parameter_shapes),
                          nll.dtype)
 
   # --- the target interface -----------------------------------------------
