@@ -121,16 +121,6 @@ def target_log_prob(target, state, energy_seen):
 # --- TFP's exact wrappers ----------------------------------------------------
 
 
-def _stripped_by_metropolis_hastings(results):
-  """Whether `results` came back from TFP's `MetropolisHastings`: it keeps
-  its inner kernel's results with every `seed` field set to `[]`
-  (`mcmc_util.strip_seeds`, recursively through wrappers in between), and
-  hands those back to the inner kernel at the next step. Our kernels always
-  report a seed, so `[]` only ever comes from there."""
-  seed = getattr(results, "seed", None)
-  return isinstance(seed, list) and not seed
-
-
 _EXACTNESS = threading.local()
 
 
@@ -155,8 +145,13 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
   would compare minibatch energies across states.
 
   Nothing in TFP is changed for this: the results TFP's
-  `MetropolisHastings` passes back carry its mark (stripped seeds)."""
-  if (not _stripped_by_metropolis_hastings(previous_results) or
+  `MetropolisHastings` passes back carry its mark. It keeps its inner
+  kernel's results with every `seed` field set to `[]`
+  (`mcmc_util.strip_seeds`, recursively through wrappers in between), and
+  hands those back to the inner kernel at the next step. Our kernels always
+  report a seed, so `[]` only ever comes from there."""
+  seed = getattr(previous_results, "seed", None)
+  if (not (isinstance(seed, list) and not seed) or
       kernel.reports_exact_log_prob or getattr(_EXACTNESS, "depth", 0)):
     return
   refuse_inexact(kernel, "MetropolisHastings")

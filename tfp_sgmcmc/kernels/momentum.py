@@ -38,12 +38,11 @@ def initial_field(kernel, init_state, energy):
   checking that a draw is shaped like `init_state`; without one, the
   identity (see `_identity_for_adaptation`). `energy` is one value per
   chain."""
-  batched = hamiltonian.check_momentum_distribution(
+  if kernel.momentum_distribution is None:
+    return _identity_for_adaptation(kernel, init_state, energy)
+  return hamiltonian.check_momentum_distribution(
       kernel.momentum_distribution, init_state, _chains(energy),
       type(kernel).__name__)
-  if batched is not None:
-    return batched
-  return _identity_for_adaptation(kernel, init_state, energy)
 
 
 def _identity_for_adaptation(kernel, init_state, energy):

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc import random
-from tfp_sgmcmc._structure import pack_like
+from tfp_sgmcmc._structure import describe_structure, pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.energy import (  # noqa: F401 (their home was here)
     ENERGY_CHUNK_BYTES, MIN_ENERGY_CHUNK, default_energy_chunk_size)
@@ -418,7 +418,6 @@ class InMemoryTarget(DataLikelihoodTarget):
                       else int(chain_shape.shape[0]))
     expected = tf.TensorShape(
         (chain_shape if static_chains else [None] * num_chain_dims) + [n])
-    describe = lambda t: f"{tf.as_dtype(t.dtype).name}{list(t.shape)}"
     errors = (ValueError, TypeError, tf.errors.InvalidArgumentError,
               IndexError)
     if self._log_likelihood_broadcasts is not False:
@@ -454,8 +453,8 @@ class InMemoryTarget(DataLikelihoodTarget):
       raise ValueError(
           "with `independent_minibatches=True`, `log_likelihood_fn` is "
           "called with params "
-          f"{tf.nest.map_structure(describe, state)} and a batch "
-          f"{tf.nest.map_structure(describe, batch)}: one minibatch of "
+          f"{describe_structure(state)} and a batch "
+          f"{describe_structure(batch)}: one minibatch of "
           f"{n} examples per chain, chain dimensions first, and must return "
           f"shape {expected}; it {self._broadcast_problem}. Calling it once "
           "per chain (tf.vectorized_map: one chain's params and a batch of "
