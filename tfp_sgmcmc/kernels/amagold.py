@@ -188,8 +188,7 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
         k: parameters[k] for k in ("num_leapfrog_steps", "friction",
                                    "momentum_std", "resample_momentum",
                                    "momentum_distribution")})
-    checks.check_compute_energy(parameters["compute_energy"], self._target,
-                                full_batch_allowed=True)
+    checks.check_compute_energy(parameters["compute_energy"])
     self._parameters = parameters
 
   num_leapfrog_steps = arguments.parameter_property("num_leapfrog_steps")

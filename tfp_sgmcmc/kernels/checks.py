@@ -9,7 +9,8 @@ from tfp_sgmcmc import arguments
 from tfp_sgmcmc.kernels import interop
 
 __all__ = ["check_step", "check_results_type", "check_compute_energy",
-           "as_state", "check_hyperparameter_shapes"]
+           "check_compute_energy_for_log_density", "as_state",
+           "check_hyperparameter_shapes"]
 
 
 def as_state(kernel, state, method):
@@ -106,11 +107,8 @@ def _check_chains(state, results):
           "state, or bootstrap_results(state) for new chains.")
 
 
-def check_compute_energy(compute_energy, target, full_batch_allowed=False):
-  """`compute_energy` is a Python bool, and False only with a minibatch
-  target (see `minibatch_energy_and_gradient`) unless the kernel allows it
-  with a full-batch target (`full_batch_allowed`: nothing in its own step
-  reads the log density)."""
+def check_compute_energy(compute_energy):
+  """`compute_energy` is a Python bool."""
   if not isinstance(compute_energy, bool):
     raise TypeError(
         f"`compute_energy` must be a Python bool (True or False); got "
@@ -118,8 +116,15 @@ def check_compute_energy(compute_energy, target, full_batch_allowed=False):
         "compute_energy=False to skip the per-step minibatch energy (the "
         "results' `energy` and `target_log_prob` then hold NaN), or True "
         "(the default) to report it.")
-  if (not compute_energy and not full_batch_allowed
-      and interop.reports_exact_log_prob(target)):
+
+
+def check_compute_energy_for_log_density(compute_energy, target):
+  """`check_compute_energy`, and for a kernel whose step reads the exact log
+  density (its MALA correction; see `minibatch_energy_and_gradient`):
+  False only with a minibatch target. Kernels whose own step reads no log
+  density (SGHMC, SGNHT, AMAGOLD) check only the type."""
+  check_compute_energy(compute_energy)
+  if not compute_energy and interop.reports_exact_log_prob(target):
     raise ValueError(
         "`compute_energy=False` with a full-batch target (`target_log_prob_fn="
         "` or InMemoryTarget(..., full_batch=True)): this kernel's step "

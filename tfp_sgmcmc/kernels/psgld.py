@@ -110,7 +110,8 @@ class PreconditionedSGLD(base.StochasticGradientKernel):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
     arguments.check_step_size(step_size)
-    checks.check_compute_energy(compute_energy, self._target)
+    checks.check_compute_energy_for_log_density(compute_energy,
+                                                self._target)
     langevin.check_psgld_parameters(decay, regularizer)
     arguments.check_positive("temperature", temperature)
     self._parameters = dict(

@@ -161,7 +161,7 @@ class SGBD(base.StochasticGradientKernel):
                store_parameters_in_results=False):
     base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    checks.check_compute_energy(compute_energy, base_target)
+    checks.check_compute_energy_for_log_density(compute_energy, base_target)
     arguments.check_positive("temperature", temperature)
     # Barker's move probability has no noise scale to temper: sample
     # exp(-U / T) through the target instead.

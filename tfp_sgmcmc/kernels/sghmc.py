@@ -192,8 +192,7 @@ class SGHMC(base.StochasticGradientKernel):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
     arguments.check_step_size(step_size)
-    checks.check_compute_energy(compute_energy, self._target,
-                                full_batch_allowed=True)
+    checks.check_compute_energy(compute_energy)
     if friction is None:
       raise TypeError("`friction` (C) is required; got None.")
     self._check_friction(friction)

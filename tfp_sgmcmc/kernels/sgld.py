@@ -134,7 +134,7 @@ class SGLD(base.StochasticGradientKernel):
         target, target_log_prob_fn)
     arguments.check_step_size(step_size)
     arguments.check_positive("temperature", temperature)
-    checks.check_compute_energy(compute_energy, sampled)
+    checks.check_compute_energy_for_log_density(compute_energy, sampled)
     self._target = sampled
     self._parameters = dict(
         target=target, step_size=step_size, temperature=temperature,

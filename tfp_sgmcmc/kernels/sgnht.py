@@ -108,8 +108,7 @@ class SGNHT(base.StochasticGradientKernel):
                momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    checks.check_compute_energy(compute_energy, self._target,
-                                full_batch_allowed=True)
+    checks.check_compute_energy(compute_energy)
     # One thermostat for all coordinates: one step size for all parts.
     arguments.check_step_size(step_size, per_part=False)
     arguments.check_positive("diffusion", diffusion, allow_zero=True)

@@ -29,24 +29,22 @@ def check_float_state(state):
           "tf.constant([0.], tf.float32).")
 
 
-def call_with_clear_errors(what, fn, *args):
-  """Calls a user function, turning deep TF errors into a clear message
-  that shows what it was called with and, where the dtypes differ, how to
-  make them agree."""
+def call_with_clear_errors(what, fn, state, *batch):
+  """Calls a user function on `state` (and a `batch`), turning deep TF errors
+  into a clear message that shows what it was called with and, where the
+  dtypes differ, how to make them agree."""
   try:
-    return fn(*args)
+    return fn(state, *batch)
   except (ValueError, TypeError, tf.errors.InvalidArgumentError,
           IndexError, KeyError, AttributeError) as e:
-    if not args:
-      raise
     structure = "state structure (one tensor or a list, one per parameter)"
-    called = f"`state` = {describe_structure(args[0])}"
+    called = f"`state` = {describe_structure(state)}"
     hint = f"does the {structure} match what the function expects?"
-    if len(args) > 1:
-      called += f" and `batch` = {describe_structure(args[1])}"
-      dtype = tf.as_dtype(tf.nest.flatten(args[0])[0].dtype).name
+    if batch:
+      called += f" and `batch` = {describe_structure(batch[0])}"
+      dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype).name
       other = sorted({tf.as_dtype(t.dtype).name
-                      for t in tf.nest.flatten(args[1])} - {dtype})
+                      for t in tf.nest.flatten(batch[0])} - {dtype})
       hint = (f"the batch holds {other} data while the state is {dtype}: "
               "cast inside the function (e.g. tf.cast(y, w.dtype) for "
               "integer labels) or give the target data and state of one "
