@@ -217,7 +217,7 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
     block_size: rows of the pairwise sum at once (memory block_size x n).
     score_batch_size: draws whose score is evaluated at once.
     score_examples: None (default): the score as above. An integer m: an
-      `InMemoryTarget`'s score estimated for each draw from its own m
+      `InMemoryTarget`'s (or a `ControlVariateTarget` on one) score estimated for each draw from its own m
       examples, with control variates at the kept draws' mean
       (`ControlVariateTarget`): one full-data gradient per batch of draws
       plus m examples per draw, instead of N per draw. The estimate is
@@ -265,6 +265,8 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
   if score_examples is None:
     score_fn = _score_fn(target, target_log_prob_fn, bool(jit_compile))
   else:
+    if isinstance(target, wrappers.ControlVariateTarget):
+      target = target.base_target  # The same energy; re-centred below.
     if not hasattr(target, "with_batch_size"):
       raise ValueError(
           f"`score_examples={score_examples!r}` estimates the score from "
