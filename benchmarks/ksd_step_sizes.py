@@ -65,12 +65,13 @@ def true_error(problem, draws):
                + np.max(np.abs(x.std(0) / problem.sd - 1.)))
 
 
-def grid_run(problem, kernel_name, num_steps, num_warmup, seed):
+def grid_run(problem, kernel_name, num_steps, num_warmup, seed,
+             num_chains=NUM_CHAINS, max_draws=1000):
   target = problem.target
   kernel = (sg.SGLD(target, step_size=1e-3) if kernel_name == "SGLD" else
             sg.SGHMC(target, step_size=0.01, friction=1.))
   warm_seed, run_seed, ksd_seed = tfp.random.split_seed(seed, 3)
-  warm = sg.warm_up(kernel, tf.zeros([NUM_CHAINS, problem.dim]),
+  warm = sg.warm_up(kernel, tf.zeros([num_chains, problem.dim]),
                     num_steps=num_warmup, seed=warm_seed, adapt_mass=False)
   h_w = warm.report.step_size
   half = num_steps // 2
@@ -89,8 +90,8 @@ def grid_run(problem, kernel_name, num_steps, num_warmup, seed):
     draws = run(h, run_seed).numpy()
     sampling = time.perf_counter() - t0
     t0 = time.perf_counter()
-    ksd = float(sg.ksd(draws, target, pool_chains=True, max_draws=1000,
-                       seed=ksd_seed))
+    ksd = float(sg.ksd(draws, target, pool_chains=True,
+                       max_draws=max_draws, seed=ksd_seed))
     ksd_seconds = time.perf_counter() - t0
     error = true_error(problem, draws)
     # A chain that blew up: both measures at their worst (a NaN has no
@@ -111,8 +112,9 @@ def grid_run(problem, kernel_name, num_steps, num_warmup, seed):
                   [r["ksd_seconds"] / r["sampling_seconds"] for r in rows])))
 
 
-def main(quick=False, out=os.path.join(HERE, "results")):
-  num_steps, num_warmup = (400, 100) if quick else (4000, 500)
+def main(quick=False, out=os.path.join(HERE, "results"), num_steps=4000,
+         num_chains=NUM_CHAINS, max_draws=1000):
+  num_steps, num_warmup = (400, 100) if quick else (num_steps, 500)
   problems = [double_well_problem(), posteriors.eight_schools_problem(),
               posteriors.ill_conditioned_gaussian_problem()]
   if os.path.exists(posteriors.GERMAN):
@@ -125,7 +127,7 @@ def main(quick=False, out=os.path.join(HERE, "results")):
     for kernel_name in ("SGLD", "SGHMC"):
       seed, run_seed = tfp.random.split_seed(seed)
       result = grid_run(problem, kernel_name, num_steps, num_warmup,
-                        run_seed)
+                        run_seed, num_chains, max_draws)
       results.append(result)
       print(f"{result['model']:32s} {kernel_name:6s} Spearman "
             f"{result['spearman']:+.2f}  chosen/best error "
@@ -139,12 +141,17 @@ def main(quick=False, out=os.path.join(HERE, "results")):
     name = "ksd_step_sizes_quick.json" if quick else "ksd_step_sizes.json"
     with open(os.path.join(out, name), "w") as f:
       json.dump(dict(date=str(datetime.date.today()), grid=GRID,
-                     num_steps=num_steps, results=results), f, indent=1)
+                     num_steps=num_steps, num_chains=num_chains,
+                     max_draws=max_draws, results=results), f, indent=1)
   return results
 
 
 if __name__ == "__main__":
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   parser.add_argument("--quick", action="store_true")
+  parser.add_argument("--steps", type=int, default=4000)
+  parser.add_argument("--chains", type=int, default=NUM_CHAINS)
+  parser.add_argument("--max-draws", type=int, default=1000)
   args = parser.parse_args()
-  main(quick=args.quick)
+  main(quick=args.quick, num_steps=args.steps, num_chains=args.chains,
+       max_draws=args.max_draws)

@@ -256,17 +256,9 @@ class InMemoryTarget(DataLikelihoodTarget):
 
     Same data, functions, batch size and chunking as `self`; each chain then
     draws its own minibatch, as `independent_minibatches=True` gives.
-
-    Args:
-      parameter_shapes: the per-chain shape of the state (as for
-        `InMemoryTarget`); may be omitted when `self` has them.
-
-    Returns:
-      An `InMemoryTarget` (of `self`'s class) with independent minibatches.
-
-    Raises:
-      ValueError: `self` is full-batch (every chain sees all the data), or
-        no `parameter_shapes` are known.
+    `parameter_shapes` (as for `InMemoryTarget`) may be omitted when `self`
+    has them. Raises `ValueError` for a full-batch `self` (every chain sees
+    all the data) or when no `parameter_shapes` are known.
 
     ```python
     independent = target.with_independent_minibatches(parameter_shapes=[d])
@@ -284,12 +276,7 @@ class InMemoryTarget(DataLikelihoodTarget):
           "(e.g. [d] for a state of shape [chains, d]), to tell the chain "
           "dimensions from the parameter's own; got None, and the target "
           "has none.")
-    independent = copy.copy(self)
-    independent._parameter_shapes = shapes  # pylint: disable=protected-access
-    independent._independent = True  # pylint: disable=protected-access
-    independent._log_likelihood_broadcasts = None  # pylint: disable=protected-access
-    independent._broadcast_problem = None  # pylint: disable=protected-access
-    return independent
+    return self._variant(parameter_shapes=shapes, independent=True)
 
   def with_full_batch(self):
     """This target with full-batch gradients (a copy; `self` unchanged).
@@ -307,13 +294,25 @@ class InMemoryTarget(DataLikelihoodTarget):
     """
     if self._full_batch:
       return self
-    full = copy.copy(self)
-    full._full_batch = True  # pylint: disable=protected-access
-    full._batch_size = self.num_examples  # pylint: disable=protected-access
-    full._independent = False  # pylint: disable=protected-access
-    full._log_likelihood_broadcasts = None  # pylint: disable=protected-access
-    full._broadcast_problem = None  # pylint: disable=protected-access
-    return full
+    return self._variant(full_batch=True, batch_size=self.num_examples,
+                         independent=False)
+
+  def with_batch_size(self, batch_size):
+    """This target with minibatches of `batch_size` examples (a copy; a
+    full-batch `self` becomes a minibatch target), e.g. for the large
+    minibatches of `kernel_stein_discrepancy(..., score_examples=...)`."""
+    return self._variant(
+        batch_size=check_batch_size(batch_size, self.num_examples),
+        full_batch=False)
+
+  def _variant(self, **fields):
+    # Whether the log-likelihood broadcasts over per-chain batches is found
+    # out again for the copy.
+    variant = copy.copy(self)
+    for name, value in dict(fields, log_likelihood_broadcasts=None,
+                            broadcast_problem=None).items():
+      setattr(variant, "_" + name, value)
+    return variant
 
   def _gather(self, indices):
     return tf.nest.map_structure(lambda d: tf.gather(d, indices), self._data)

@@ -119,6 +119,44 @@ def test_a_target_a_list_state_and_pooled_chains_agree_with_the_log_density():
   np.testing.assert_allclose(pooled, one_chain, rtol=1e-5)
 
 
+def test_the_score_from_examples_is_unbiased_and_its_noise_independent():
+  # score_examples=m: each draw's score from its own m examples around the
+  # draws' mean. Averaged over seeds it must be the exact score (a wrong
+  # N / m scaling or centre term shows as a bias many standard errors
+  # wide), and two draws' noises must be uncorrelated (a shared minibatch
+  # would correlate them and bias the off-diagonal terms of KSD^2).
+  rng = np.random.default_rng(5)
+  x = rng.normal(size=(400, 3)).astype(np.float32)
+  y = (x @ np.float32([1., -1., 0.5]) + rng.normal(size=400)).astype(
+      np.float32)
+
+  def log_likelihood(w, batch):
+    return -0.5 * (tf.linalg.matvec(batch[0], w) - batch[1]) ** 2
+  target = tfp_sgmcmc.InMemoryTarget(
+      log_likelihood, (x, y), batch_size=10,
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1))
+  states = np.float32([1., -1., 0.5]) + 0.3 * rng.normal(
+      size=(6, 3)).astype(np.float32)
+  states[1] = states[0]   # One minibatch for both would give one noise.
+  centre = states.mean(0)
+  with tf.GradientTape() as tape:
+    s = tf.constant(states)
+    tape.watch(s)
+    exact = -tape.gradient(target.energy(s), s).numpy()
+  score = stein._estimated_score_fn(target, 20, [3], jit_compile=False)
+  seeds = tfp_sgmcmc.random.split_seed([7, 8], 400)
+  noise = np.stack([score(tf.constant(states), tf.constant(centre),
+                          seeds[k])[0].numpy() for k in range(400)]) - exact
+  standard_error = noise.std(0) / np.sqrt(len(noise))
+  assert np.all(standard_error > 0)
+  assert np.max(np.abs(noise.mean(0)) / standard_error) < 4.5
+  between_draws = np.corrcoef(noise[:, 0, 0], noise[:, 1, 0])[0, 1]
+  assert abs(between_draws) < 4.5 / np.sqrt(len(noise))
+  with pytest.raises(ValueError, match="estimates the score from examples"):
+    tfp_sgmcmc.ksd(states[:, None], target_log_prob_fn=lambda w: -w ** 2,
+                   score_examples=10)
+
+
 def test_draws_beyond_max_draws_are_thinned_evenly():
   rng = np.random.default_rng(4)
   draws = rng.normal(size=(300, 2, 2)).astype(np.float32)
