@@ -119,6 +119,9 @@ def main(quick=False, out=os.path.join(HERE, "results"), num_steps=4000,
               posteriors.ill_conditioned_gaussian_problem()]
   if os.path.exists(posteriors.GERMAN):
     problems += posteriors.german_credit_problems()[:2]
+  else:
+    print(f"German credit: not run (no {posteriors.GERMAN}; set "
+          "TFP_SGMCMC_SHARED_DATA to the shared data folder)", flush=True)
   if quick:
     problems = problems[:1]
   results = []
