@@ -102,9 +102,12 @@ def test_warm_up_reports_a_cold_start_and_not_a_warm_one():
                       jit_compile=False)
   assert warm.report.arrived is False
   assert warm.report.arrival.distance > arrival.MAX_DISTANCE
-  # Started at the posterior: arrived, and no warning.
+  # Started at the posterior: the same end-of-warm-up check finds it
+  # arrived (at the posterior's variance), and nothing is warned.
+  at_posterior = tf.constant([[1000., -1000.]] * 4)
   with warnings.catch_warnings():
     warnings.simplefilter("error", arrival.WarmupNotConvergedWarning)
-    warm = sg.warm_up(kernel, tf.constant([[1000., -1000.]] * 4),
-                      num_steps=30, seed=[0, 1], jit_compile=False)
-  assert warm.report.arrived is True
+    checked = arrival.check_warm_up(kernel, at_posterior, [tf.ones([2])], 1,
+                                    seed=[0, 1])
+    arrival.warn_if_not_arrived(checked)
+  assert checked.arrived is True
