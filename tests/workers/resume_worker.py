@@ -52,14 +52,25 @@ def kernels():
   }
 
 
-def runner(kernel, n):
+def runner(kernel):
+  """One XLA program per kernel for any number of steps up to 3k: the
+  3k-step run, the 2k-step checkpoint and the resumed k steps are one
+  compiled program (the step count is a tensor), compiled once per process.
+  """
   @tf.function(jit_compile=True, autograph=False)
-  def run(state, results):
-    out = tfp.mcmc.sample_chain(n, state, previous_kernel_results=results,
-                                kernel=kernel, trace_fn=None,
-                                return_final_kernel_results=True)
-    return out.all_states, out.final_kernel_results
-  return run
+  def run(state, results, n):
+    def body(i, state, results, draws):
+      state, results = kernel.one_step(state, results)
+      return i + 1, state, results, draws.write(i, state)
+    draws = tf.TensorArray(state.dtype, size=3 * K, element_shape=state.shape)
+    _, state, results, draws = tf.while_loop(
+        lambda i, *_: i < n, body, (tf.constant(0), state, results, draws))
+    return draws.stack(), results    # rows from n on are unwritten zeros
+
+  def steps(state, results, n):
+    draws, results = run(state, results, tf.constant(n))
+    return draws[:n], results
+  return steps
 
 
 def main():
@@ -68,16 +79,17 @@ def main():
     kernel = sg.StepSeeded(inner, seed=[3, 4])
     init = tf.zeros([2, 2])
     fresh = kernel.bootstrap_results(init)
+    run = runner(kernel)
     if mode == "first":
-      full, _ = runner(kernel, 3 * K)(init, fresh)
+      full, _ = run(init, fresh, 3 * K)
       np.save(os.path.join(out, f"{name}_full.npy"), full.numpy())
-      first, results = runner(kernel, 2 * K)(init, fresh)
+      first, results = run(init, fresh, 2 * K)
       sg.save_chain(os.path.join(out, f"{name}.npz"), first[-1], results,
                     kernel=kernel)
     else:
       state, results = sg.load_chain(os.path.join(out, f"{name}.npz"),
                                      fresh, init, kernel=kernel)
-      rest, _ = runner(kernel, K)(state, results)
+      rest, _ = run(state, results, K)
       np.save(os.path.join(out, f"{name}_resumed.npy"), rest.numpy())
   print("done", mode)
 

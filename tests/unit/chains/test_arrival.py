@@ -88,23 +88,3 @@ def test_without_a_variance_the_agreement_alone_decides():
   assert arrival.check_arrival(slope[:1], None, 1).arrived
 
 
-def test_warm_up_reports_a_cold_start_and_not_a_warm_one():
-  import warnings  # pylint: disable=import-outside-toplevel
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  import tensorflow_probability as tfp  # pylint: disable=import-outside-toplevel
-  import tfp_sgmcmc as sg  # pylint: disable=import-outside-toplevel
-  # A posterior 1,000 sds from the start and 30 warm-up steps: on its way.
-  far = tfp.distributions.MultivariateNormalDiag([1000., -1000.], [1., 1.])
-  kernel = sg.SGHMC(target_log_prob_fn=far.log_prob, step_size=0.1,
-                    friction=1.)
-  with pytest.warns(arrival.WarmupNotConvergedWarning, match="find_mode"):
-    warm = sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=30, seed=[0, 1],
-                      jit_compile=False)
-  assert warm.report.arrived is False
-  assert warm.report.arrival.distance > arrival.MAX_DISTANCE
-  # Started at the posterior: arrived, and no warning.
-  with warnings.catch_warnings():
-    warnings.simplefilter("error", arrival.WarmupNotConvergedWarning)
-    warm = sg.warm_up(kernel, tf.constant([[1000., -1000.]] * 4),
-                      num_steps=30, seed=[0, 1], jit_compile=False)
-  assert warm.report.arrived is True

@@ -1,9 +1,7 @@
-"""`tfp_sgmcmc.sample`: one call from a model (a target, a log density or a
-JointDistribution) to draws in its structure, InferenceData, the frozen
-kernel and one report; chains with their own minibatches; full-batch
-gradients on a small data set; a cold start reported."""
-
-import warnings
+"""`tfp_sgmcmc.sample`'s rules, checked without a run: full-batch gradients
+on a small data set, which targets can give each chain its own minibatches,
+and the refusals that come before any sampling. The whole call (warm-up,
+sampling, report) is tests/integration/test_sample_one_call.py."""
 
 import numpy as np
 import pytest
@@ -36,68 +34,6 @@ def _logistic(num_examples=2000, dim=3, batch_size=50):
                            log_prior_fn=log_prior), x, y
 
 
-@pytest.fixture(scope="module")
-def minibatch_fit():
-  """One `sample` call on the minibatch target, kept on its minibatches
-  (N = 2,000 is below `FULL_BATCH_MAX_EXAMPLES`), which several tests
-  read."""
-  target, _, _ = _logistic()
-  assert not target.independent_minibatches
-  fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
-                  full_batch=False, **FAST)
-  return target, fit
-
-
-def test_target_gives_draws_idata_kernel_and_report(minibatch_fit):
-  _, fit = minibatch_fit
-  assert fit.draws.shape == (60, 4, 3)
-  assert fit.final_state.shape == (4, 3)
-  assert isinstance(fit.kernel, sg.AMAGOLD)
-  assert fit.kernel.step_size == fit.report.warmup.step_size
-  posterior = fit.inference_data.posterior
-  assert posterior["x"].shape == (4, 60, 3)
-  assert "acceptance_rate" in fit.inference_data.sample_stats
-  report = fit.report
-  assert report.control_variates          # N / n = 40 >= 10
-  assert isinstance(fit.target, sg.ControlVariateTarget)
-  assert report.minibatches == "independent minibatches"
-  assert report.start.startswith("around the mode")
-  assert report.arrived and not report.extended
-  # 60 warm-up steps: too few for a dense mass; control variates: AMAGOLD
-  # at the low friction.
-  assert report.mass == "diagonal" and report.warmup.covariance is None
-  assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
-  assert len(report.divergences) == 4 and len(report.acceptance) == 4
-  assert np.isfinite(report.max_rhat) and report.min_ess > 0
-  assert set(report.seconds) == {"mode", "warmup", "sampling", "total"}
-  assert report.ksd is None and "Stein" not in str(report)
-  text = str(report)
-  for word in ("warm-up", "arrived", "R-hat", "ESS", "divergences",
-               "heating", "acceptance"):
-    assert word in text
-  # The mode-centred draws are near the data's posterior.
-  assert np.all(np.abs(fit.draws.mean((0, 1)) - [1., -1., .5]) < 0.3)
-
-
-def test_chains_draw_their_own_minibatches(minibatch_fit):
-  target, fit = minibatch_fit
-  sampled = fit.target.base_target
-  assert sampled.independent_minibatches and not sampled.is_full_batch
-  indices = sampled.minibatch_indices([3, 4], tf.zeros([4, 3])).numpy()
-  assert indices.shape == (4, 50)
-  assert len({tuple(row) for row in indices}) == 4
-  # Only the target and the report are read: the shortest run.
-  short = dict(FAST, num_results=10, num_adaptation_steps=20,
-               num_mode_steps=20)
-  shared = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
-                     independent_chains=False, control_variates=False,
-                     full_batch=False, **short)
-  assert not shared.target.independent_minibatches
-  assert not shared.report.control_variates
-  assert shared.kernel.friction == 0.5    # raw minibatch gradients
-  assert "shared" in shared.report.minibatches
-
-
 def test_a_target_that_cannot_be_rebuilt_says_so():
   target, x, y = _logistic()
   dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(50)
@@ -106,30 +42,17 @@ def test_a_target_that_cannot_be_rebuilt_says_so():
                               log_prior_fn=target._log_prior_fn,
                               full_dataset=tf.data.Dataset.from_tensor_slices(
                                   (x, y)).batch(500))
-  fit = sg.sample(streamed, seed=[0, 1], parameter_shapes=[3],
-                  kernel="sgld",
-                  **dict(FAST, num_results=20, num_adaptation_steps=20))
-  assert "SHARED minibatches" in fit.report.minibatches
-
-
-@pytest.fixture(scope="module")
-def cold_fit():
-  """SGHMC by name on a log density 1,000 sds from the Stan-like start,
-  with 30 warm-up steps (and 30 more): one call read by two tests."""
-  far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
-  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
-    return sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
-                     parameter_shapes=[2], kernel="sghmc",
-                     **dict(FAST, num_adaptation_steps=30, num_results=10))
-
-
-def test_target_log_prob_fn_starts_as_stan(cold_fit):
-  fit = cold_fit
-  assert fit.draws.shape == (10, 4, 2)
-  assert "uniform(-2, 2)" in fit.report.start
-  assert not fit.report.control_variates
-  assert fit.report.minibatches.startswith("exact gradients")
-  assert isinstance(fit.kernel, sg.SGHMC)
+  kept, note = start_lib.independent(streamed, [3])
+  assert kept is streamed
+  assert note.startswith("SHARED minibatches: a DatasetTarget cannot")
+  # An in-memory target can: it is rebuilt with one minibatch per chain.
+  rebuilt, note = start_lib.independent(target, [3])
+  assert rebuilt.independent_minibatches and note == "independent minibatches"
+  # Through control variates, around the same centre.
+  centred = sg.ControlVariateTarget(target, tf.zeros([3]))
+  rebuilt, _ = start_lib.independent(centred, [3])
+  assert isinstance(rebuilt, sg.ControlVariateTarget)
+  assert rebuilt.base_target.independent_minibatches
 
 
 def _normal_model():
@@ -143,40 +66,32 @@ def _normal_model():
   return model, y
 
 
-def test_joint_distribution_draws_are_constrained():
-  model, y = _normal_model()
-  fit = sg.sample(model, observed={"y": y}, batch_size=20, seed=[0, 1],
-                  full_batch=False, **FAST)
-  assert fit.report.minibatches == "independent minibatches"
-  assert set(fit.draws) == {"loc", "scale"}
-  assert fit.draws["scale"].shape == (60, 4)
-  assert np.all(fit.draws["scale"] > 0)
-  assert set(fit.inference_data.posterior.data_vars) == {"loc", "scale"}
-  assert abs(fit.draws["loc"].mean() - y.mean()) < 0.2
-
-
-def test_kernel_by_instance_keeps_its_class_and_arguments():
-  # Also the full-batch rule at its defaults: N = 2,000 examples, at most
-  # FULL_BATCH_MAX_EXAMPLES, are sampled with full-batch gradients.
+def test_a_kernel_name_sample_does_not_know_is_refused():
   target, _, _ = _logistic()
-  # And, asked for, the kernel Stein discrepancy of the (biased) draws.
-  mine = sg.SGHMC(target, step_size=1e-3, friction=2.)
-  fit = sg.sample(target, kernel=mine, seed=[0, 1], parameter_shapes=[3],
-                  ksd=True, **FAST)
-  np.testing.assert_allclose(fit.report.ksd, sg.ksd(
-      fit.states, fit.target, pool_chains=True, jit_compile=False),
-                             rtol=1e-6)
-  assert "ksd" in fit.report.seconds
-  assert "kernel Stein discrepancy" in str(fit.report)
-  assert isinstance(fit.kernel, sg.SGHMC)
-  assert fit.kernel.friction == 2.
-  assert fit.kernel.target is fit.target
-  assert fit.target.is_full_batch and not target.is_full_batch
-  assert fit.report.minibatches.startswith(
-      f"full batch: N = 2,000 <= {start_lib.FULL_BATCH_MAX_EXAMPLES:,}")
-  assert not fit.report.control_variates
   with pytest.raises(ValueError, match="`kernel` = 'nuts'"):
     sg.sample(target, kernel="nuts", parameter_shapes=[3], **FAST)
+
+
+def test_kernel_by_name_and_its_dense_mass_follow_the_gradients():
+  target, _, _ = _logistic()
+  # AMAGOLD: friction 0.5 on raw minibatch gradients, the low friction on
+  # exact ones (control variates or a full batch).
+  noisy = sample_lib._build_kernel(None, target, 0.01, noisy=True)
+  exact = sample_lib._build_kernel("AMAGOLD", target, 0.01, noisy=False)
+  assert isinstance(noisy, sg.AMAGOLD) and noisy.friction == 0.5
+  assert exact.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
+  # SGLD's step size is the square of the Hamiltonian kernels' one.
+  sgld = sample_lib._build_kernel("sgld", target, 0.1, noisy=True)
+  assert isinstance(sgld, sg.SGLD)
+  np.testing.assert_allclose(float(sgld.step_size), 0.01, rtol=1e-6)
+  # Dense where the warm-up is long enough for a covariance, and the
+  # kernel takes a mass; diagonal otherwise.
+  states = tf.zeros([4, 3])
+  steps = sample_lib.DENSE_MIN_STEPS
+  assert sample_lib._dense_applies(exact, states, None, steps)
+  assert not sample_lib._dense_applies(exact, states, None, steps - 1)
+  assert not sample_lib._dense_applies(sgld, states, None, steps)
+  assert not sample_lib._dense_applies(exact, states, False, steps)
 
 
 def test_full_batch_rule_below_the_threshold_only():
@@ -228,36 +143,10 @@ def test_with_full_batch_is_a_full_batch_copy():
                          target.gradient(w, seed=[5, 6]))
 
 
-def test_cold_start_is_reported(cold_fit):
-  # 30 warm-up steps (and 30 more) from 1,000 sds away: the warm-up has not
-  # arrived, and says so (the fixture checks the warning).
-  fit = cold_fit
-  assert not fit.report.arrived and fit.report.extended
-  assert fit.report.problems[0] == "warm-up did not arrive"
-  assert "NOT ARRIVED" in str(fit.report)
-
-
 def test_needs_the_state_shape():
   posterior = tfd.MultivariateNormalDiag([1., -1.], [0.5, 2.])
   with pytest.raises(ValueError, match="`parameter_shapes` is required"):
     sg.sample(target_log_prob_fn=posterior.log_prob, **FAST)
-
-
-def test_dense_mass_where_the_state_is_one_short_vector():
-  # A 0.95 correlation, which a diagonal mass leaves slow: with a warm-up
-  # long enough for a 2 x 2 covariance, sample adapts a dense mass; with
-  # exact gradients AMAGOLD runs at the low friction.
-  covariance = np.array([[1., 2.85], [2.85, 9.]], np.float32)
-  posterior = tfd.MultivariateNormalTriL([1., -1.],
-                                         tf.linalg.cholesky(covariance))
-  fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
-                  parameter_shapes=[2],
-                  **dict(FAST, num_adaptation_steps=200))
-  assert fit.report.mass == "dense"
-  assert "dense mass" in str(fit.report)
-  estimate = fit.report.warmup.covariance
-  assert estimate[0, 1] / np.sqrt(estimate[0, 0] * estimate[1, 1]) > 0.85
-  assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
 
 
 def test_dense_mass_refused_where_it_cannot_apply():

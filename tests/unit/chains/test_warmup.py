@@ -1,6 +1,8 @@
 """`warm_up`: Stan's windows and the refusals that name their fix (that the
 tuned step size does not depend on the user's first guess is a run of 400
-warm-up steps per start: tests/statistical/test_warmup_step_size.py)."""
+warm-up steps per start: tests/statistical/test_warmup_step_size.py; the
+dense mass learnt from a correlated posterior is a whole warm-up, in
+tests/integration/test_sample_one_call.py)."""
 
 import numpy as np
 import pytest
@@ -61,29 +63,6 @@ def _correlated_gaussian():
   posterior = tfd.MultivariateNormalTriL(
       [1., -1.], tf.linalg.cholesky(covariance))
   return sg.LogProbFnTarget(posterior.log_prob), covariance
-
-
-def test_dense_mass_learns_the_correlation():
-  # A diagonal mass cannot express the 0.95 correlation; the dense one is
-  # the window draws' covariance, which is the posterior's.
-  target, covariance = _correlated_gaussian()
-  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=10,
-                      friction=0.5)
-  warm = sg.warm_up(kernel, tf.zeros([8, 2]), num_steps=300, seed=[1, 2],
-                    dense_mass=True)
-  estimate = warm.report.covariance
-  assert estimate.shape == (2, 2)
-  np.testing.assert_allclose(estimate, covariance, rtol=0.3)
-  rho = estimate[0, 1] / np.sqrt(estimate[0, 0] * estimate[1, 1])
-  assert rho > 0.85
-  np.testing.assert_allclose(warm.report.variance[0], np.diag(estimate))
-  # The frozen kernel moves with velocity M^-1 r = covariance r.
-  velocity = sg.dynamics.velocity(
-      tf.ones([2]), warm.kernel.momentum_distribution).numpy()
-  np.testing.assert_allclose(velocity, estimate.sum(1), rtol=1e-5)
-  diagonal = sg.warm_up(kernel, tf.zeros([8, 2]), num_steps=20,
-                        seed=[1, 2], jit_compile=False)
-  assert diagonal.report.covariance is None
 
 
 def test_dense_mass_needs_one_vector_per_chain():

@@ -7,6 +7,8 @@ on r^T M^{-1} r / d), AMAGOLD's proposal start, leapfrog step and energy
 accumulator (the log reverse-over-forward density of the N(0, 4 eps beta M)
 kick noise); the argument checks that go with a mass matrix."""
 
+import functools
+
 import numpy as np
 import pytest
 import scipy.stats
@@ -34,6 +36,9 @@ def _dense(seed, scale):
 DENSE = [_dense(1, 0.3), _dense(2, 5.)]
 
 
+# Built once per kind: TFP's distributions are slow to build, and no test
+# changes them.
+@functools.cache
 def masses(kind):
   """(M per part as a 4 x 4 matrix over the part's flattened coordinates,
   a momentum distribution N(0, M) for the float64 SHAPES state)."""

@@ -2,8 +2,9 @@
 and log acceptance ratio against float64 NumPy, the energy accumulator as
 the log reverse-over-forward path ratio, rejection (state kept, momentum
 negated), a diverged proposal, the cached energy, the minibatch test on one
-minibatch, seeds, the SGD parameterisation, and what the kernel says about
-its own exactness.
+minibatch, the SGD parameterisation, and what the kernel says about its own
+exactness (same seed, same chain under XLA: tests/integration/
+test_seeded_chains.py).
 """
 
 import numpy as np
@@ -14,7 +15,7 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import random
-from support.amagold_targets import FRICTION, NUM_LEAPFROG_STEPS, STEP_SIZE
+from support.amagold_targets import FRICTION, STEP_SIZE
 from support.amagold_targets import accept_trace, exact_gradient_target
 from support.amagold_targets import gaussian_energy, noisy_gaussian
 from support.amagold_targets import quartic_energy
@@ -84,22 +85,6 @@ def test_energy_accumulator_is_the_log_reverse_over_forward_path_ratio():
       tf.constant(p), sigma, batch_ndims=1).numpy()
   np.testing.assert_allclose(rho + kinetic(r_new) - kinetic(r), log_ratio,
                              rtol=1e-10, atol=1e-10)
-
-
-def test_same_seed_same_chain_other_seed_other_chain():
-  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=STEP_SIZE,
-                      num_leapfrog_steps=NUM_LEAPFROG_STEPS, friction=FRICTION)
-
-  @tf.function(jit_compile=True, autograph=False)
-  def run(seed):
-    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
-                                 trace_fn=accept_trace, seed=seed)
-  a = run(tf.constant([1, 2]))
-  b = run(tf.constant([1, 2]))
-  c = run(tf.constant([2, 1]))
-  np.testing.assert_array_equal(a[0], b[0])
-  np.testing.assert_array_equal(a[1], b[1])
-  assert not np.allclose(a[0], c[0])
 
 
 def test_rejection_keeps_state_and_negates_momentum():

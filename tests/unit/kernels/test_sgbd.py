@@ -1,7 +1,8 @@
 """SGBD's kernel (tfp_sgmcmc/kernels/sgbd.py) and its probability functions:
 Propositions 1 and 2 and equation 5 checked against their formulas, the
-online noise estimate tau-hat against NumPy on the step's minibatch, seeds,
-step sizes from the results, per chain and from a schedule, divergence.
+online noise estimate tau-hat against NumPy on the step's minibatch, step
+sizes from the results, per chain and from a schedule, divergence (same
+seed, same chain under XLA: tests/integration/test_seeded_chains.py).
 """
 
 import numpy as np
@@ -112,22 +113,6 @@ def test_given_initial_noise_std_is_broadcast_and_then_averaged():
   _, results = kernel.one_step(state, results, seed=[1, 2])
   # (1 - beta) 1 + beta sqrt(V) with V = 9.
   np.testing.assert_allclose(results.noise_std[0], 0.75 + 0.25 * TAU)
-
-
-def test_same_seed_same_chain_other_seed_other_chain():
-  kernel = sg.SGBD(noisy_gaussian(), step_size=SIGMA, variant="corrected")
-
-  @tf.function(jit_compile=True, autograph=False)
-  def run(seed):
-    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
-                                 trace_fn=None, seed=seed)
-  a = run(tf.constant([1, 2]))
-  b = run(tf.constant([1, 2]))
-  c = run(tf.constant([2, 1]))
-  np.testing.assert_array_equal(a, b)
-  assert not np.allclose(a, c)
-  # Chains of one run are independent (only the minibatch is shared).
-  assert not np.allclose(a[:, 0], a[:, 1])
 
 
 def test_step_size_is_read_from_the_results_under_adaptation():

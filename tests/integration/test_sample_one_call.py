@@ -1,0 +1,207 @@
+"""`tfp_sgmcmc.sample` end to end (start, warm-up, sampling, report): one
+call from a model (a target, a log density or a JointDistribution) to draws
+in its structure, InferenceData, the frozen kernel and one report; chains
+with their own minibatches; full-batch gradients on a small data set; a
+cold start reported. The rules `sample` applies on the way are checked
+without a run in tests/unit/chains/test_sample.py.
+
+Each `sample` call costs seconds of tracing whatever its length, so the
+tests share calls (module fixtures) and each reads its own part of the
+report; SGLD runs where the claim is not about the kernel (it traces
+several times faster than AMAGOLD).
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import sample as sample_lib
+from tfp_sgmcmc.chains import start as start_lib
+
+tfd = tfp.distributions
+# Small enough for seconds per call; graph mode (XLA is not the subject).
+FAST = dict(num_results=60, num_chains=4, num_adaptation_steps=60,
+            num_mode_steps=200, mode_learning_rate=0.05, progress=False,
+            print_report=False, jit_compile=False)
+
+
+def _logistic(num_examples=2000, dim=3, batch_size=50):
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(num_examples, dim)).astype(np.float32)
+  w = np.float32([1., -1., 0.5])[:dim]
+  y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
+      np.float32)
+
+  def log_likelihood(w, batch):
+    xb, yb = batch
+    return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
+  log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
+  return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
+                           log_prior_fn=log_prior), x, y
+
+
+@pytest.fixture(scope="module")
+def minibatch_fit():
+  """One `sample` call on the minibatch target, kept on its minibatches
+  (N = 2,000 is below `FULL_BATCH_MAX_EXAMPLES`), which several tests
+  read."""
+  target, _, _ = _logistic()
+  assert not target.independent_minibatches
+  fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
+                  full_batch=False, **FAST)
+  return target, fit
+
+
+def test_target_gives_draws_idata_kernel_and_report(minibatch_fit):
+  _, fit = minibatch_fit
+  assert fit.draws.shape == (60, 4, 3)
+  assert fit.final_state.shape == (4, 3)
+  assert isinstance(fit.kernel, sg.AMAGOLD)
+  assert fit.kernel.step_size == fit.report.warmup.step_size
+  posterior = fit.inference_data.posterior
+  assert posterior["x"].shape == (4, 60, 3)
+  assert "acceptance_rate" in fit.inference_data.sample_stats
+  report = fit.report
+  assert report.control_variates          # N / n = 40 >= 10
+  assert isinstance(fit.target, sg.ControlVariateTarget)
+  assert report.minibatches == "independent minibatches"
+  assert report.start.startswith("around the mode")
+  assert report.arrived and not report.extended
+  # 60 warm-up steps: too few for a dense mass; control variates: AMAGOLD
+  # at the low friction.
+  assert report.mass == "diagonal" and report.warmup.covariance is None
+  assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
+  assert len(report.divergences) == 4 and len(report.acceptance) == 4
+  assert np.isfinite(report.max_rhat) and report.min_ess > 0
+  assert set(report.seconds) == {"mode", "warmup", "sampling", "total"}
+  assert report.ksd is None and "Stein" not in str(report)
+  text = str(report)
+  for word in ("warm-up", "arrived", "R-hat", "ESS", "divergences",
+               "heating", "acceptance"):
+    assert word in text
+  # The mode-centred draws are near the data's posterior.
+  assert np.all(np.abs(fit.draws.mean((0, 1)) - [1., -1., .5]) < 0.3)
+
+
+def test_chains_draw_their_own_minibatches(minibatch_fit):
+  target, fit = minibatch_fit
+  sampled = fit.target.base_target
+  assert sampled.independent_minibatches and not sampled.is_full_batch
+  indices = sampled.minibatch_indices([3, 4], tf.zeros([4, 3])).numpy()
+  assert indices.shape == (4, 50)
+  assert len({tuple(row) for row in indices}) == 4
+  # Only the target and the report are read: the shortest run.
+  short = dict(FAST, num_results=10, num_adaptation_steps=20,
+               num_mode_steps=20)
+  shared = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
+                     independent_chains=False, control_variates=False,
+                     full_batch=False, **short)
+  assert not shared.target.independent_minibatches
+  assert not shared.report.control_variates
+  assert shared.kernel.friction == 0.5    # raw minibatch gradients
+  assert "shared" in shared.report.minibatches
+
+
+@pytest.fixture(scope="module")
+def cold_fit():
+  """SGHMC by name on a log density 1,000 sds from the Stan-like start,
+  with 30 warm-up steps (and 30 more): one call read by two tests."""
+  far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
+  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
+    return sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
+                     parameter_shapes=[2], kernel="sghmc",
+                     **dict(FAST, num_adaptation_steps=30, num_results=10))
+
+
+def test_target_log_prob_fn_starts_as_stan(cold_fit):
+  fit = cold_fit
+  assert fit.draws.shape == (10, 4, 2)
+  assert "uniform(-2, 2)" in fit.report.start
+  assert not fit.report.control_variates
+  assert fit.report.minibatches.startswith("exact gradients")
+  assert isinstance(fit.kernel, sg.SGHMC)
+
+
+def test_cold_start_is_reported(cold_fit):
+  # 30 warm-up steps (and 30 more) from 1,000 sds away: the warm-up has not
+  # arrived, and says so (the fixture checks the warning).
+  fit = cold_fit
+  assert not fit.report.arrived and fit.report.extended
+  assert fit.report.problems[0] == "warm-up did not arrive"
+  assert "NOT ARRIVED" in str(fit.report)
+
+
+def _normal_model():
+  """A JointDistribution of a normal's location and scale, and its data."""
+  rng = np.random.default_rng(1)
+  y = rng.normal(2., 0.5, size=200).astype(np.float32)
+  model = tfd.JointDistributionNamed(dict(
+      loc=tfd.Normal(0., 5.),
+      scale=tfd.HalfNormal(2.),
+      y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
+  return model, y
+
+
+def test_joint_distribution_draws_are_constrained():
+  # SGLD by name: the structure and the constraint are the claims, not the
+  # kernel.
+  model, y = _normal_model()
+  fit = sg.sample(model, observed={"y": y}, batch_size=20, seed=[0, 1],
+                  full_batch=False, kernel="sgld", **FAST)
+  assert isinstance(fit.kernel, sg.SGLD)
+  assert fit.report.minibatches == "independent minibatches"
+  assert set(fit.draws) == {"loc", "scale"}
+  assert fit.draws["scale"].shape == (60, 4)
+  assert np.all(fit.draws["scale"] > 0)
+  assert set(fit.inference_data.posterior.data_vars) == {"loc", "scale"}
+  assert abs(fit.draws["loc"].mean() - y.mean()) < 0.2
+
+
+def test_kernel_by_instance_keeps_its_class_and_arguments():
+  # Also the full-batch rule at its defaults: N = 2,000 examples, at most
+  # FULL_BATCH_MAX_EXAMPLES, are sampled with full-batch gradients.
+  target, _, _ = _logistic()
+  # And, asked for, the kernel Stein discrepancy of the (biased) draws.
+  mine = sg.SGHMC(target, step_size=1e-3, friction=2.)
+  fit = sg.sample(target, kernel=mine, seed=[0, 1], parameter_shapes=[3],
+                  ksd=True, **FAST)
+  np.testing.assert_allclose(fit.report.ksd, sg.ksd(
+      fit.states, fit.target, pool_chains=True, jit_compile=False),
+                             rtol=1e-6)
+  assert "ksd" in fit.report.seconds
+  assert "kernel Stein discrepancy" in str(fit.report)
+  assert isinstance(fit.kernel, sg.SGHMC)
+  assert fit.kernel.friction == 2.
+  assert fit.kernel.target is fit.target
+  assert fit.target.is_full_batch and not target.is_full_batch
+  assert fit.report.minibatches.startswith(
+      f"full batch: N = 2,000 <= {start_lib.FULL_BATCH_MAX_EXAMPLES:,}")
+  assert not fit.report.control_variates
+
+
+def test_dense_mass_where_the_state_is_one_short_vector():
+  # A 0.95 correlation, which a diagonal mass leaves slow: with a warm-up
+  # long enough for a 2 x 2 covariance, sample adapts a dense mass, the
+  # window draws' covariance, which is the posterior's; with exact
+  # gradients AMAGOLD runs at the low friction.
+  covariance = np.array([[1., 2.85], [2.85, 9.]], np.float32)
+  posterior = tfd.MultivariateNormalTriL([1., -1.],
+                                         tf.linalg.cholesky(covariance))
+  fit = sg.sample(target_log_prob_fn=posterior.log_prob, seed=[0, 1],
+                  parameter_shapes=[2],
+                  **dict(FAST, num_adaptation_steps=300, num_chains=8))
+  assert fit.report.mass == "dense"
+  assert "dense mass" in str(fit.report)
+  estimate = fit.report.warmup.covariance
+  assert estimate.shape == (2, 2)
+  np.testing.assert_allclose(estimate, covariance, rtol=0.3)
+  assert estimate[0, 1] / np.sqrt(estimate[0, 0] * estimate[1, 1]) > 0.85
+  np.testing.assert_allclose(fit.report.warmup.variance[0],
+                             np.diag(estimate))
+  # The frozen kernel moves with velocity M^-1 r = covariance r.
+  velocity = sg.dynamics.velocity(
+      tf.ones([2]), fit.kernel.momentum_distribution).numpy()
+  np.testing.assert_allclose(velocity, estimate.sum(1), rtol=1e-5)
+  assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION

@@ -1,0 +1,72 @@
+"""Whole chains a kernel's step makes, compiled as users run them: AMAGOLD
+and SG Barker dynamics give the same chain for the same seed and another for
+another seed under XLA (their steps against their formulas are unit tests,
+tests/unit/kernels/); and `warm_up` reports a cold start and not a warm one
+(the check itself: tests/unit/chains/test_arrival.py)."""
+
+import warnings
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import arrival
+from support import barker_gaussian
+from support.amagold_targets import FRICTION, NUM_LEAPFROG_STEPS, STEP_SIZE
+from support.amagold_targets import accept_trace, noisy_gaussian
+
+
+def test_amagold_same_seed_same_chain_other_seed_other_chain():
+  kernel = sg.AMAGOLD(noisy_gaussian(), step_size=STEP_SIZE,
+                      num_leapfrog_steps=NUM_LEAPFROG_STEPS, friction=FRICTION)
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run(seed):
+    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
+                                 trace_fn=accept_trace, seed=seed)
+  a = run(tf.constant([1, 2]))
+  b = run(tf.constant([1, 2]))
+  c = run(tf.constant([2, 1]))
+  np.testing.assert_array_equal(a[0], b[0])
+  np.testing.assert_array_equal(a[1], b[1])
+  assert not np.allclose(a[0], c[0])
+
+
+def test_sgbd_same_seed_same_chain_other_seed_other_chain():
+  kernel = sg.SGBD(barker_gaussian.noisy_gaussian(),
+                   step_size=barker_gaussian.SIGMA, variant="corrected")
+
+  @tf.function(jit_compile=True, autograph=False)
+  def run(seed):
+    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
+                                 trace_fn=None, seed=seed)
+  a = run(tf.constant([1, 2]))
+  b = run(tf.constant([1, 2]))
+  c = run(tf.constant([2, 1]))
+  np.testing.assert_array_equal(a, b)
+  assert not np.allclose(a, c)
+  # Chains of one run are independent (only the minibatch is shared).
+  assert not np.allclose(a[:, 0], a[:, 1])
+
+
+def test_warm_up_reports_a_cold_start_and_not_a_warm_one():
+  # A posterior 1,000 sds from the start and 30 warm-up steps: on its way.
+  far = tfp.distributions.MultivariateNormalDiag([1000., -1000.], [1., 1.])
+  kernel = sg.SGHMC(target_log_prob_fn=far.log_prob, step_size=0.1,
+                    friction=1.)
+  with pytest.warns(arrival.WarmupNotConvergedWarning, match="find_mode"):
+    warm = sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=30, seed=[0, 1],
+                      jit_compile=False)
+  assert warm.report.arrived is False
+  assert warm.report.arrival.distance > arrival.MAX_DISTANCE
+  # Started at the posterior: the same end-of-warm-up check finds it
+  # arrived (at the posterior's variance), and nothing is warned.
+  at_posterior = tf.constant([[1000., -1000.]] * 4)
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", arrival.WarmupNotConvergedWarning)
+    checked = arrival.check_warm_up(kernel, at_posterior, [tf.ones([2])], 1,
+                                    seed=[0, 1])
+    arrival.warn_if_not_arrived(checked)
+  assert checked.arrived is True
