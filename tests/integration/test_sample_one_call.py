@@ -20,26 +20,9 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc.chains import sample as sample_lib
 from tfp_sgmcmc.chains import start as start_lib
 
+from support.sample_problems import FAST, logistic
+
 tfd = tfp.distributions
-# Small enough for seconds per call; graph mode (XLA is not the subject).
-FAST = dict(num_results=60, num_chains=4, num_adaptation_steps=60,
-            num_mode_steps=200, mode_learning_rate=0.05, progress=False,
-            print_report=False, jit_compile=False)
-
-
-def _logistic(num_examples=2000, dim=3, batch_size=50):
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(num_examples, dim)).astype(np.float32)
-  w = np.float32([1., -1., 0.5])[:dim]
-  y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
-      np.float32)
-
-  def log_likelihood(w, batch):
-    xb, yb = batch
-    return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
-  log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
-  return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
-                           log_prior_fn=log_prior), x, y
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +30,7 @@ def minibatch_fit():
   """One `sample` call on the minibatch target, kept on its minibatches
   (N = 2,000 is below `FULL_BATCH_MAX_EXAMPLES`), which several tests
   read."""
-  target, _, _ = _logistic()
+  target, _, _ = logistic()
   assert not target.independent_minibatches
   fit = sg.sample(target, seed=[0, 1], parameter_shapes=[3],
                   full_batch=False, **FAST)
@@ -162,7 +145,7 @@ def test_joint_distribution_draws_are_constrained():
 def test_kernel_by_instance_keeps_its_class_and_arguments():
   # Also the full-batch rule at its defaults: N = 2,000 examples, at most
   # FULL_BATCH_MAX_EXAMPLES, are sampled with full-batch gradients.
-  target, _, _ = _logistic()
+  target, _, _ = logistic()
   # And, asked for, the kernel Stein discrepancy of the (biased) draws.
   mine = sg.SGHMC(target, step_size=1e-3, friction=2.)
   fit = sg.sample(target, kernel=mine, seed=[0, 1], parameter_shapes=[3],

@@ -12,30 +12,13 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc.chains import sample as sample_lib
 from tfp_sgmcmc.chains import start as start_lib
 
+from support.sample_problems import FAST, logistic
+
 tfd = tfp.distributions
-# Small enough for seconds per call.
-FAST = dict(num_results=60, num_chains=4, num_adaptation_steps=60,
-            num_mode_steps=200, mode_learning_rate=0.05, progress=False,
-            print_report=False, jit_compile=False)
-
-
-def _logistic(num_examples=2000, dim=3, batch_size=50):
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(num_examples, dim)).astype(np.float32)
-  w = np.float32([1., -1., 0.5])[:dim]
-  y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
-      np.float32)
-
-  def log_likelihood(w, batch):
-    xb, yb = batch
-    return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
-  log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
-  return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
-                           log_prior_fn=log_prior), x, y
 
 
 def test_a_target_that_cannot_be_rebuilt_says_so():
-  target, x, y = _logistic()
+  target, x, y = logistic()
   dataset = tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(50)
   streamed = sg.DatasetTarget(target._log_likelihood_fn, dataset,
                               num_examples=2000,
@@ -67,13 +50,13 @@ def _normal_model():
 
 
 def test_a_kernel_name_sample_does_not_know_is_refused():
-  target, _, _ = _logistic()
+  target, _, _ = logistic()
   with pytest.raises(ValueError, match="`kernel` = 'nuts'"):
     sg.sample(target, kernel="nuts", parameter_shapes=[3], **FAST)
 
 
 def test_kernel_by_name_and_its_dense_mass_follow_the_gradients():
-  target, _, _ = _logistic()
+  target, _, _ = logistic()
   # AMAGOLD: friction 0.5 on raw minibatch gradients, the low friction on
   # exact ones (control variates or a full batch).
   noisy = sample_lib._build_kernel(None, target, 0.01, noisy=True)
@@ -96,8 +79,8 @@ def test_kernel_by_name_and_its_dense_mass_follow_the_gradients():
 
 def test_full_batch_rule_below_the_threshold_only():
   largest = start_lib.FULL_BATCH_MAX_EXAMPLES
-  small, _, _ = _logistic(num_examples=largest)
-  large, _, _ = _logistic(num_examples=largest + 1)
+  small, _, _ = logistic(num_examples=largest)
+  large, _, _ = logistic(num_examples=largest + 1)
   chosen, note = start_lib.full_batch(small, None)
   assert chosen.is_full_batch and chosen.batch_size == largest
   assert note.startswith(f"full batch: N = {largest:,} <= {largest:,}")
@@ -120,7 +103,7 @@ def test_full_batch_rule_below_the_threshold_only():
 
 
 def test_with_full_batch_is_a_full_batch_copy():
-  target, x, y = _logistic(num_examples=300)
+  target, x, y = logistic(num_examples=300)
   independent = target.with_independent_minibatches([3])
   full = independent.with_full_batch()
   assert full.is_full_batch and full.batch_size == 300

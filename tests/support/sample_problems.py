@@ -1,0 +1,30 @@
+"""The small logistic regression that `tfp_sgmcmc.sample`'s tests call it
+on, and the arguments that keep a call to seconds."""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+
+tfd = tfp.distributions
+# Small enough for seconds per call; graph mode (XLA is not the subject).
+FAST = dict(num_results=60, num_chains=4, num_adaptation_steps=60,
+            num_mode_steps=200, mode_learning_rate=0.05, progress=False,
+            print_report=False, jit_compile=False)
+
+
+def logistic(num_examples=2000, dim=3, batch_size=50):
+  """(target, x, y): Bernoulli logistic regression, N(0, 1) prior."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(num_examples, dim)).astype(np.float32)
+  w = np.float32([1., -1., 0.5])[:dim]
+  y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
+      np.float32)
+
+  def log_likelihood(w, batch):
+    xb, yb = batch
+    return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
+  log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
+  return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
+                           log_prior_fn=log_prior), x, y
