@@ -9,21 +9,33 @@ import math
 import os
 import sys
 
+import pytest
+
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "benchmarks")
 
 
-def test_posterior_suite_runs_at_its_quick_size(tmp_path):
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+  """One quick run of the suite with every method the tests look at (one
+  NUTS reference for them all): (module, rows, output folder)."""
   sys.path.insert(0, BENCH)
   try:
     import posteriors  # pylint: disable=import-outside-toplevel
   finally:
     sys.path.remove(BENCH)
-  rows = posteriors.main(quick=True, out=str(tmp_path),
+  out = tmp_path_factory.mktemp("posteriors")
+  rows = posteriors.main(quick=True, out=str(out),
                          models=["eight_schools_noncentred"],
-                         methods=["AMAGOLD warmed up", "SGLD"])
-  assert [r["method"] for r in rows] == ["NUTS", "AMAGOLD warmed up", "SGLD"]
-  for r in rows:
+                         methods=["AMAGOLD warmed up", "SGLD", "sample"])
+  return posteriors, rows, out
+
+
+def test_posterior_suite_runs_at_its_quick_size(quick_run):
+  posteriors, rows, out = quick_run
+  assert [r["method"] for r in rows] == ["NUTS", "AMAGOLD warmed up", "SGLD",
+                                         "sample"]
+  for r in rows[:3]:
     for key in ("mean_error_sd", "mean_error_mcse", "sd_rel_error"):
       assert math.isfinite(r[key]) and r[key] >= 0., (r["method"], key)
     for key in ("ess_per_1k_gradients", "ess_per_second",
@@ -35,22 +47,15 @@ def test_posterior_suite_runs_at_its_quick_size(tmp_path):
   # test of T = 10 gradients).
   assert abs(warmed["gradients_per_chain"] -
              rows[0]["gradients_per_chain"]) <= 10.
-  saved = json.load(open(tmp_path / "posteriors_quick.json"))
+  saved = json.load(open(out / "posteriors_quick.json"))
   assert saved["rows"] == json.loads(json.dumps(rows))
   assert "| eight_schools_noncentred | NUTS |" in posteriors.table(rows)
 
 
-def test_posterior_suite_has_a_sample_row(tmp_path):
-  sys.path.insert(0, BENCH)
-  try:
-    import posteriors  # pylint: disable=import-outside-toplevel
-  finally:
-    sys.path.remove(BENCH)
-  rows = posteriors.main(quick=True, out=str(tmp_path),
-                         models=["eight_schools_noncentred"],
-                         methods=["sample"])
-  assert [r["method"] for r in rows] == ["NUTS", "sample"]
-  row = rows[1]
+def test_posterior_suite_has_a_sample_row(quick_run):
+  _, rows, _ = quick_run
+  row = rows[3]
+  assert row["method"] == "sample"
   for key in ("mean_error_sd", "mean_error_mcse", "sd_rel_error",
               "max_rhat"):
     assert math.isfinite(row[key]) and row[key] >= 0., key

@@ -1,14 +1,14 @@
 """The double-well experiment of the AMAGOLD paper (Figure 1), CI-sized.
 
 Runs `examples/papers/amagold/double_well.py` at its default size (1e5 draws per sampler
-and step size over 40 chains) for the two largest step sizes and the tuned
-run, and asserts the paper's ordering. The margins come from the run-to-run
+and step size over 40 chains) for the largest step size and the tuned run,
+and asserts the paper's ordering. The margins come from the run-to-run
 spread over seeds 0-7 of exactly this configuration:
 
   eps = 0.25  SGHMC sym. KL 0.026 - 0.040, AMAGOLD 0.0022 - 0.0051
               (SGHMC / AMAGOLD ratio 5.7 - 17)
   eps = 0.20  SGHMC 0.0074 - 0.0144, AMAGOLD 0.0014 - 0.0070 (the ratio
-              fell to 1.06 on one seed, so it is not asserted)
+              fell to 1.06 on one seed: nothing to assert, not run)
   tuned       acceptance 0.848 - 0.853, step size 0.133 - 0.135,
               sym. KL 0.0008 - 0.0065.
 
@@ -30,7 +30,7 @@ def double_well():
 
 @pytest.fixture(scope="module")
 def result(double_well):
-  return double_well.run_experiment(step_sizes=(0.2, 0.25), seed=0,
+  return double_well.run_experiment(step_sizes=(0.25,), seed=0,
                                     verbose=False, **double_well.DEFAULT)
 
 

@@ -68,7 +68,9 @@ def _run(fn, problem, eps, seed):
 @pytest.fixture(scope="module")
 def short_runs():
   """AMAGOLD and L2MC, 4 chains at each of eps = 1e-4 and 5e-3, 2e4
-  gradient steps per chain, two seeds. (The speed claim, AMAGOLD much
+  gradient steps per chain, one seed (the binomial error of a rate over
+  its 8,000 tests is 0.005, the bounds checked are 0.05 to 0.2 from the
+  rates seen over 4 seeds). (The speed claim, AMAGOLD much
   faster than full-batch L2MC, is measured by `examples/papers/amagold/logistic_statlog.py`
   and not asserted here: timings are benchmarks, not unit tests.)"""
   from support.paths import SHARED_DATA  # pylint: disable=g-import-not-at-top
@@ -78,11 +80,10 @@ def short_runs():
   eps = np.repeat(np.asarray([SMALL, LARGE], ex.DTYPE), CHAINS)[:, None]
   fns = {m: ex.compiled_run(m, problem) for m in ("amagold", "l2mc")}
   out = {m: dict(accept=[]) for m in fns}
-  for repeat in range(2):
-    for i, (m, fn) in enumerate(fns.items()):
-      accept, diverged = _run(fn, problem, eps, [repeat + 1, i])
-      assert not diverged.any()
-      out[m]["accept"].append(accept.reshape(2, CHAINS))
+  for i, (m, fn) in enumerate(fns.items()):
+    accept, diverged = _run(fn, problem, eps, [1, i])
+    assert not diverged.any()
+    out[m]["accept"].append(accept.reshape(2, CHAINS))
   return out
 
 
