@@ -1,8 +1,10 @@
-"""Whole chains a kernel's step makes, compiled as users run them: AMAGOLD
-and SG Barker dynamics give the same chain for the same seed and another for
-another seed under XLA (their steps against their formulas are unit tests,
-tests/unit/kernels/); and `warm_up` reports a cold start and not a warm one
-(the check itself: tests/unit/chains/test_arrival.py)."""
+"""Whole chains a kernel's step makes, compiled as users run them: AMAGOLD,
+SG Barker dynamics and SGLD give the same chain for the same seed and another
+for another seed under XLA, with batched chains independent; a diverging SG
+Barker chain is flagged and frozen at its last finite state (their steps
+against their formulas are unit tests, tests/unit/kernels/); and `warm_up`
+reports a cold start and not a warm one (the check itself:
+tests/unit/chains/test_arrival.py)."""
 
 import warnings
 
@@ -16,6 +18,7 @@ from tfp_sgmcmc.chains import arrival
 from support import barker_gaussian
 from support.amagold_targets import FRICTION, NUM_LEAPFROG_STEPS, STEP_SIZE
 from support.amagold_targets import accept_trace, noisy_gaussian
+from support.helpers import sample
 
 
 def test_amagold_same_seed_same_chain_other_seed_other_chain():
@@ -49,6 +52,49 @@ def test_sgbd_same_seed_same_chain_other_seed_other_chain():
   assert not np.allclose(a, c)
   # Chains of one run are independent (only the minibatch is shared).
   assert not np.allclose(a[:, 0], a[:, 1])
+
+
+def gaussian_target(noise, mean=0.):
+  return sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x - mean) ** 2, -1),
+      gradient_noise_variance=noise)
+
+
+def test_sgld_same_seed_same_chain_other_seed_other_chain():
+  kernel = sg.SGLD(gaussian_target(1.), step_size=0.1)
+
+  # One compilation for the three seeds.
+  @tf.function(jit_compile=True, autograph=False)
+  def run(seed):
+    return tfp.mcmc.sample_chain(100, tf.zeros([2, 3]), kernel=kernel,
+                                 trace_fn=None, seed=seed)
+  a = run(tf.constant([7, 8]))
+  b = run(tf.constant([7, 8]))
+  c = run(tf.constant([7, 9]))
+  np.testing.assert_array_equal(a, b)
+  assert not np.allclose(a, c)
+  # Batched chains are independent: the two chains differ.
+  assert not np.allclose(a[:, 0], a[:, 1])
+
+
+def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
+  # U = -10 x for x < 3 and NaN beyond: the extreme variant climbs by about
+  # sigma per step from x = 0 and meets the NaN; a chain started at -1000
+  # cannot reach it in 200 steps of 0.5 and must not diverge.
+  def energy(x):
+    x = x[..., 0]
+    return tf.where(x < 3., -10. * x, tf.fill(tf.shape(x), np.nan))
+  target = sg.NoisyGradientTarget(energy, gradient_noise_variance=0.)
+  kernel = sg.SGBD(target, step_size=0.5, variant="extreme")
+  draws, diverged = sample(kernel, tf.constant([[0.], [-1000.]]), 200,
+                           seed=[1, 2], trace_fn=lambda _, r: r.diverged)
+  draws, diverged = np.asarray(draws), np.asarray(diverged)
+  assert diverged[-1, 0] and not diverged[:, 1].any()
+  assert np.all(np.isfinite(draws))
+  first = np.argmax(diverged[:, 0])
+  assert diverged[first:, 0].all()
+  assert np.all(draws[first:, 0] == draws[first, 0])
+  assert draws[first, 0, 0] >= 3.  # The state that produced the NaN.
 
 
 def test_warm_up_reports_a_cold_start_and_not_a_warm_one():

@@ -1,10 +1,10 @@
 """AMAGOLD's kernel step by step (tfp_sgmcmc/kernels/amagold.py): the proposal
 and log acceptance ratio against float64 NumPy, the energy accumulator as
 the log reverse-over-forward path ratio, rejection (state kept, momentum
-negated), a diverged proposal, the cached energy, the minibatch test on one
-minibatch, the SGD parameterisation, and what the kernel says about its own
-exactness (same seed, same chain under XLA: tests/integration/
-test_seeded_chains.py).
+negated), a diverged proposal, the cached energy, and what the kernel says
+about its own exactness (same seed, same chain under XLA: tests/integration/
+test_seeded_chains.py; the minibatch test on one minibatch and the SGD
+parameterisation, which run chains: tests/integration/test_kernel_chains.py).
 """
 
 import numpy as np
@@ -14,13 +14,10 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc import random
 from support.amagold_targets import FRICTION, STEP_SIZE
-from support.amagold_targets import accept_trace, exact_gradient_target
+from support.amagold_targets import exact_gradient_target
 from support.amagold_targets import gaussian_energy, noisy_gaussian
 from support.amagold_targets import quartic_energy
-from support.helpers import sample
-from support.linear_regression import LinearRegression
 
 
 def test_one_step_log_accept_ratio_is_minus_hmc_energy_change():
@@ -141,68 +138,6 @@ def test_energy_is_cached_not_recomputed():
   assert calls.count("full") == 4  # One full-data energy per outer step.
   np.testing.assert_allclose(results.energy, gaussian_energy(state),
                              rtol=1e-6)
-
-
-def test_minibatch_acceptance_uses_one_minibatch_for_both_energies():
-  problem = LinearRegression(num_examples=200, dim=2, seed=3)
-  target = problem.in_memory_target(batch_size=20)
-  sigma = float(np.sqrt(np.max(np.linalg.eigvalsh(problem.precision))))
-  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=5,
-                      friction=1., momentum_std=sigma,
-                      acceptance_energy="minibatch")
-  assert not kernel.is_calibrated
-  state = tf.constant(np.tile(problem.posterior_mean, (3, 1)), tf.float32)
-  seed = tf.constant([5, 6])
-  _, results = kernel.one_step(state, kernel.bootstrap_results(state), seed)
-  energy_seed = random.split_seed(seed, 3)[1]
-  u = target.minibatch_energy(state, energy_seed)
-  u_star = target.minibatch_energy(results.proposed_state, energy_seed)
-  rho = results.proposed_results.log_acceptance_correction
-  np.testing.assert_allclose(results.log_accept_ratio, u - u_star + rho,
-                             rtol=1e-4, atol=1e-3)
-  np.testing.assert_allclose(results.proposed_energy, u_star, rtol=1e-5)
-  # And it compiles with XLA.
-  draws = sample(kernel, state, 20, seed=[1, 2])
-  assert np.all(np.isfinite(draws))
-
-
-def test_minibatch_acceptance_runs_on_a_dataset_target():
-  problem = LinearRegression(num_examples=100, dim=2, seed=4)
-  dataset = tf.data.Dataset.from_tensor_slices(problem.data).shuffle(
-      100, seed=0).repeat().batch(10)
-  target = sg.DatasetTarget(problem.log_likelihood, dataset, 100,
-                            log_prior_fn=problem.log_prior)
-  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=3,
-                      friction=1., momentum_std=10.,
-                      acceptance_energy="minibatch")
-  init = tf.constant(np.tile(problem.posterior_mean, (2, 1)), tf.float32)
-  draws, accepted = sample(kernel, init, 5, seed=[1, 2], jit=False,
-                           trace_fn=accept_trace)
-  assert draws.shape == (5, 2, 2) and np.all(np.isfinite(draws))
-
-
-def test_sgd_parameterisation_is_the_same_chain():
-  # v = eps sigma^-2 r, b = eps beta, h = eps^2 sigma^-2 (Appendix F): the
-  # (h, b) kernel and the (eps, sigma = 1, beta) kernel are one chain.
-  h, b = 0.01, 0.05
-  target = noisy_gaussian()
-  sgd = sg.AMAGOLD.from_sgd_parameters(target, learning_rate=h,
-                                       momentum_decay=b, num_leapfrog_steps=5)
-  direct = sg.AMAGOLD(target, step_size=np.sqrt(h), num_leapfrog_steps=5,
-                      friction=b / np.sqrt(h))
-  assert sgd.step_size == pytest.approx(0.1)
-  assert sgd.friction == pytest.approx(0.5)
-  a = sample(sgd, tf.zeros([2, 2]), 20, seed=[1, 2], jit=False)
-  c = sample(direct, tf.zeros([2, 2]), 20, seed=[1, 2], jit=False)
-  np.testing.assert_allclose(a, c, rtol=1e-6)
-  # And the SGD-form update is what the docstring says, in v units.
-  rng = np.random.default_rng(1)
-  v, g, xi = rng.normal(size=(3, 5))
-  eps, beta = np.sqrt(h), b / np.sqrt(h)
-  r_new = sg.dynamics.amagold_momentum(tf.constant(v / eps), tf.constant(g),
-                                       eps, beta, tf.constant(xi)).numpy()
-  v_new = ((1 - b) * v - h * g + 2 * np.sqrt(b * h) * xi) / (1 + b)
-  np.testing.assert_allclose(eps * r_new, v_new, rtol=1e-10)
 
 
 def test_amagold_on_a_dataset_target_says_it_is_not_exact():

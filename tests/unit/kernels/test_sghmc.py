@@ -1,7 +1,7 @@
 """SGHMC's kernel (tfp_sgmcmc/kernels/sghmc.py): the empirical-Fisher noise
 estimate, the SGD-with-momentum form, momentum resampling and continuation,
-the momentum after a refresh step (its exact one-step law), a diverging
-chain flagged and frozen at its last finite state.
+the momentum after a refresh step (its exact one-step law). (A diverging
+chain flagged and frozen: tests/integration/test_kernel_chains.py.)
 """
 
 import numpy as np
@@ -95,21 +95,3 @@ def test_momentum_after_a_refresh_step_has_its_exact_distribution(
   # dropped, drawn at temperature 1, or made on another step (variance).
   assert abs(a * m0) > 3 * NUM_SE * np.sqrt(var / n)
   assert a * a * (temp - 1.) > 3 * NUM_SE * var_se
-
-
-def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
-  # U = x^4 / 4 is stiff far out: from x = 20 a step of 0.2 overshoots
-  # further each step until float32 overflows. Chain 1 starts in the well,
-  # where h * sqrt(U'') < 2, and must not diverge.
-  target = sg.NoisyGradientTarget(
-      lambda x: tf.reduce_sum(0.25 * x ** 4, -1), gradient_noise_variance=0.)
-  kernel = sg.SGHMC(target, step_size=0.2, friction=0.1)
-  draws, diverged = sample(kernel, tf.constant([[20.], [0.]]), 200,
-                           seed=[1, 2], trace_fn=lambda _, r: r.diverged)
-  draws, diverged = np.asarray(draws), np.asarray(diverged)
-  assert diverged[-1, 0] and not diverged[:, 1].any()
-  assert np.all(np.isfinite(draws))
-  first = np.argmax(diverged[:, 0])
-  # Once diverged the chain stays flagged and stays put.
-  assert diverged[first:, 0].all()
-  assert np.all(draws[first:, 0] == draws[first, 0])

@@ -1,5 +1,6 @@
 """InMemoryTarget: minibatch energy and gradient unbiased (on 203 examples),
-the exact energy in chunks and under XLA, the default chunk size, the
+the exact energy in chunks (under XLA: tests/integration/
+test_compiled_targets.py), the default chunk size, the
 per-example gradient-noise estimate (batched chains, list states),
 reproducible minibatch indices, a full batch that uses every example once.
 """
@@ -60,13 +61,6 @@ def test_default_energy_chunk_is_a_data_budget():
   # ... but never below 4096 examples, nor above N.
   assert chunk(spec(10**6, 3000), 10**6) == 4096
   assert chunk(spec(100, 3000), 100) == 100
-
-
-def test_exact_energy_compiles_under_xla(problem):
-  target = problem.in_memory_target(batch_size=10, energy_chunk_size=20)
-  w = tf.constant([0.3, -0.2, 0.5])
-  got = tf.function(target.energy, jit_compile=True)(w)
-  np.testing.assert_allclose(got, problem.energy(w.numpy()), rtol=1e-5)
 
 
 def test_gradient_noise_variance_from_per_example_gradients(problem):

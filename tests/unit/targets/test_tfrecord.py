@@ -1,7 +1,8 @@
 """TFRecordTarget: data in sharded TFRecord files (valid records in the data's
-order), the exact energy streamed and record minibatches equal to the
-in-memory target's (the same AMAGOLD chain), an unbiased minibatch
-energy.
+order), an unbiased minibatch energy, record minibatches as uniform draws of
+the seed, exact AMAGOLD on it calibrated. (The streamed exact energy and
+record minibatches giving the in-memory target's AMAGOLD chain:
+tests/integration/test_compiled_targets.py.)
 """
 
 import numpy as np
@@ -41,44 +42,6 @@ def test_files_are_tfrecords_holding_the_data(written):
   np.testing.assert_array_equal(first[0][:RECORD], problem.data[0][:RECORD])
   np.testing.assert_array_equal(first[1][RECORD:],
                                 problem.data[1][3 * RECORD:4 * RECORD])
-
-
-def test_streamed_energy_and_record_minibatches_match_in_memory(written):
-  problem, layout = written
-  target = sg.TFRecordTarget(problem.log_likelihood, layout,
-                             records_per_batch=25,
-                             log_prior_fn=problem.log_prior,
-                             energy_chunk_records=16)
-
-  class SameBatches(sg.InMemoryTarget):
-    """The in-memory target reading the examples of the same records."""
-
-    def minibatch_indices(self, seed, state=None):
-      records = target.record_indices(seed)
-      return tf.reshape(records[:, None] * RECORD + tf.range(RECORD), [-1])
-
-  single = SameBatches(problem.log_likelihood, problem.data, 25 * RECORD,
-                       log_prior_fn=problem.log_prior)
-  w = tf.constant([[0.5, -1.], [2., 0.3]])
-  np.testing.assert_allclose(target.energy(w), single.energy(w), rtol=1e-5)
-  np.testing.assert_allclose(
-      target.energy(w), [problem.energy(v) for v in w.numpy()], rtol=1e-5)
-  # Exact AMAGOLD: same records each step, same streamed exact energies, so
-  # the chain is the in-memory chain up to float rounding.
-  init = tf.constant(problem.posterior_mean, tf.float32) + tf.zeros([2, 2])
-  draws = []
-  for t in (target, single):
-    kernel = sg.AMAGOLD(t, step_size=0.01, num_leapfrog_steps=4,
-                        friction=1.)
-    run = tf.function(lambda s, k=kernel: tfp.mcmc.sample_chain(
-        40, init, kernel=k, seed=s,
-        trace_fn=lambda _, r: r.is_accepted), autograph=False)
-    draws.append(tf.nest.map_structure(np.asarray, run(tf.constant([1, 2]))))
-  np.testing.assert_allclose(draws[0][0], draws[1][0], atol=1e-5)
-  np.testing.assert_array_equal(draws[0][1], draws[1][1])
-  # The chain moved (posterior sd about 0.04) with some rejections.
-  assert 0.2 < draws[0][1].mean() < 1., draws[0][1].mean()
-  assert draws[0][0].std(axis=0).min() > 0.005, draws[0][0].std(axis=0)
 
 
 def test_minibatch_energy_is_unbiased(written):

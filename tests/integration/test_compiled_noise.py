@@ -1,6 +1,8 @@
 """The injected noise (dynamics.standard_normal_like) is the same bits whatever
-compiled loop consumes it, and 16-bit states get the float32 draws cast, for
-any seed. (Its distribution: statistical/test_random_draws.py.)
+compiled loop consumes it: XLA programs that scale it by a compile-time
+constant, by an argument, or not at all agree to the bit; and 16-bit states
+get the float32 draws cast, for any seed, eager and under XLA. (Its
+distribution: statistical/test_random_draws.py.)
 """
 
 import numpy as np
