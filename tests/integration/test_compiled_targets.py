@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from support.linear_regression import LinearRegression
+from support.linear_regression import LinearRegression, write_shards
 from support.per_chain_minibatches import BATCH, make_target
 
 RECORD = 4
@@ -26,14 +26,7 @@ def problem():
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-  problem = LinearRegression(num_examples=600, dim=2, seed=3)
-  x, y = problem.data
-  directory = str(tmp_path_factory.mktemp("lr"))
-  # Written as three chunks, to the files round-robin, in the data's order.
-  chunks = [(x[i:i + 200], y[i:i + 200]) for i in range(0, 600, 200)]
-  layout = sg.write_tfrecord_shards(iter(chunks), directory, num_shards=3,
-                                    record_size=RECORD)
-  return problem, layout
+  return write_shards(str(tmp_path_factory.mktemp("lr")), RECORD)
 
 
 def test_exact_energy_compiles_under_xla():

@@ -13,7 +13,7 @@ import tensorflow as tf
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import random
 from support.amagold_targets import accept_trace, noisy_gaussian
-from support.helpers import sample
+from support.helpers import assert_diverged_chain_frozen, sample
 from support.linear_regression import LinearRegression
 
 
@@ -86,14 +86,7 @@ def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
   target = sg.NoisyGradientTarget(
       lambda x: tf.reduce_sum(0.25 * x ** 4, -1), gradient_noise_variance=0.)
   kernel = sg.SGHMC(target, step_size=0.2, friction=0.1)
-  draws, diverged = sample(kernel, tf.constant([[20.], [0.]]), 200,
-                           seed=[1, 2], trace_fn=lambda _, r: r.diverged)
-  draws, diverged = np.asarray(draws), np.asarray(diverged)
-  assert diverged[-1, 0] and not diverged[:, 1].any()
-  assert np.all(np.isfinite(draws))
-  first = np.argmax(diverged[:, 0])
   # Once diverged the chain stays flagged and stays put.
-  assert diverged[first:, 0].all()
-  assert np.all(draws[first:, 0] == draws[first, 0])
+  assert_diverged_chain_frozen(kernel, tf.constant([[20.], [0.]]))
 
 

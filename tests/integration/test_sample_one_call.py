@@ -20,7 +20,7 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc.chains import sample as sample_lib
 from tfp_sgmcmc.chains import start as start_lib
 
-from support.sample_problems import FAST, logistic
+from support.sample_problems import FAST, logistic, normal_model
 
 tfd = tfp.distributions
 
@@ -116,21 +116,10 @@ def test_cold_start_is_reported(cold_fit):
   assert "NOT ARRIVED" in str(fit.report)
 
 
-def _normal_model():
-  """A JointDistribution of a normal's location and scale, and its data."""
-  rng = np.random.default_rng(1)
-  y = rng.normal(2., 0.5, size=200).astype(np.float32)
-  model = tfd.JointDistributionNamed(dict(
-      loc=tfd.Normal(0., 5.),
-      scale=tfd.HalfNormal(2.),
-      y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
-  return model, y
-
-
 def test_joint_distribution_draws_are_constrained():
   # SGLD by name: the structure and the constraint are the claims, not the
   # kernel.
-  model, y = _normal_model()
+  model, y = normal_model()
   fit = sg.sample(model, observed={"y": y}, batch_size=20, seed=[0, 1],
                   full_batch=False, kernel="sgld", **FAST)
   assert isinstance(fit.kernel, sg.SGLD)

@@ -18,40 +18,24 @@ from tfp_sgmcmc.chains import arrival
 from support import barker_gaussian
 from support.amagold_targets import FRICTION, NUM_LEAPFROG_STEPS, STEP_SIZE
 from support.amagold_targets import accept_trace, noisy_gaussian
-from support.helpers import sample
+from support.helpers import (assert_diverged_chain_frozen,
+                             assert_seeded_chains)
 
 
 def test_amagold_same_seed_same_chain_other_seed_other_chain():
   kernel = sg.AMAGOLD(noisy_gaussian(), step_size=STEP_SIZE,
                       num_leapfrog_steps=NUM_LEAPFROG_STEPS, friction=FRICTION)
-
-  @tf.function(jit_compile=True, autograph=False)
-  def run(seed):
-    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
-                                 trace_fn=accept_trace, seed=seed)
-  a = run(tf.constant([1, 2]))
-  b = run(tf.constant([1, 2]))
-  c = run(tf.constant([2, 1]))
-  np.testing.assert_array_equal(a[0], b[0])
-  np.testing.assert_array_equal(a[1], b[1])
-  assert not np.allclose(a[0], c[0])
+  assert_seeded_chains(kernel, tf.zeros([3, 2]), 50,
+                       ([1, 2], [1, 2], [2, 1]), trace_fn=accept_trace,
+                       chains_differ=False)
 
 
 def test_sgbd_same_seed_same_chain_other_seed_other_chain():
   kernel = sg.SGBD(barker_gaussian.noisy_gaussian(),
                    step_size=barker_gaussian.SIGMA, variant="corrected")
-
-  @tf.function(jit_compile=True, autograph=False)
-  def run(seed):
-    return tfp.mcmc.sample_chain(50, tf.zeros([3, 2]), kernel=kernel,
-                                 trace_fn=None, seed=seed)
-  a = run(tf.constant([1, 2]))
-  b = run(tf.constant([1, 2]))
-  c = run(tf.constant([2, 1]))
-  np.testing.assert_array_equal(a, b)
-  assert not np.allclose(a, c)
   # Chains of one run are independent (only the minibatch is shared).
-  assert not np.allclose(a[:, 0], a[:, 1])
+  assert_seeded_chains(kernel, tf.zeros([3, 2]), 50,
+                       ([1, 2], [1, 2], [2, 1]))
 
 
 def gaussian_target(noise, mean=0.):
@@ -62,19 +46,8 @@ def gaussian_target(noise, mean=0.):
 
 def test_sgld_same_seed_same_chain_other_seed_other_chain():
   kernel = sg.SGLD(gaussian_target(1.), step_size=0.1)
-
-  # One compilation for the three seeds.
-  @tf.function(jit_compile=True, autograph=False)
-  def run(seed):
-    return tfp.mcmc.sample_chain(100, tf.zeros([2, 3]), kernel=kernel,
-                                 trace_fn=None, seed=seed)
-  a = run(tf.constant([7, 8]))
-  b = run(tf.constant([7, 8]))
-  c = run(tf.constant([7, 9]))
-  np.testing.assert_array_equal(a, b)
-  assert not np.allclose(a, c)
-  # Batched chains are independent: the two chains differ.
-  assert not np.allclose(a[:, 0], a[:, 1])
+  assert_seeded_chains(kernel, tf.zeros([2, 3]), 100,
+                       ([7, 8], [7, 8], [7, 9]))
 
 
 def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
@@ -86,15 +59,8 @@ def test_diverging_chain_is_flagged_and_frozen_at_its_last_finite_state():
     return tf.where(x < 3., -10. * x, tf.fill(tf.shape(x), np.nan))
   target = sg.NoisyGradientTarget(energy, gradient_noise_variance=0.)
   kernel = sg.SGBD(target, step_size=0.5, variant="extreme")
-  draws, diverged = sample(kernel, tf.constant([[0.], [-1000.]]), 200,
-                           seed=[1, 2], trace_fn=lambda _, r: r.diverged)
-  draws, diverged = np.asarray(draws), np.asarray(diverged)
-  assert diverged[-1, 0] and not diverged[:, 1].any()
-  assert np.all(np.isfinite(draws))
-  first = np.argmax(diverged[:, 0])
-  assert diverged[first:, 0].all()
-  assert np.all(draws[first:, 0] == draws[first, 0])
-  assert draws[first, 0, 0] >= 3.  # The state that produced the NaN.
+  last = assert_diverged_chain_frozen(kernel, tf.constant([[0.], [-1000.]]))
+  assert last[0] >= 3.  # The state that produced the NaN.
 
 
 def test_warm_up_reports_a_cold_start_and_not_a_warm_one():

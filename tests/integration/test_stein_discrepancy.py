@@ -4,41 +4,18 @@ the discrepancy's other known answers: tests/unit/chains/test_stein.py),
 `step_size_by_ksd` choosing the step whose chains arrived without bias, and
 `warm_up(criterion="ksd")` returning the chosen kernel and its chains."""
 
-import numpy as np
 import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc
-from tfp_sgmcmc.chains import stein
 
-
-def stein_kernel_numpy(x, y, sx, sy, c=1., beta=-0.5):
-  """k0(x, y) written out from Gorham & Mackey (2017), Langevin operator on
-  both arguments of k = (c^2 + |x - y|^2)^beta."""
-  r = x - y
-  u = c * c + r @ r
-  d = len(x)
-  return (sx @ sy * u ** beta
-          - 2 * beta * (sx @ r) * u ** (beta - 1)
-          + 2 * beta * (sy @ r) * u ** (beta - 1)
-          - 2 * beta * d * u ** (beta - 1)
-          - 4 * beta * (beta - 1) * (r @ r) * u ** (beta - 2))
+from support import stein_reference
 
 
 # In graph mode (jit=False): tests/unit/chains/test_stein.py.
 @pytest.mark.parametrize("jit", [True])
 def test_pairwise_sum_equals_a_numpy_double_loop(jit):
-  rng = np.random.default_rng(0)
-  n, d = 23, 3
-  x = rng.normal(size=(2, n, d)) + 2.
-  score = -(x - 1.5) * np.array([1., 2., 0.5])
-  want = [sum(stein_kernel_numpy(x[b, i], x[b, j], score[b, i], score[b, j],
-                                 c=0.7, beta=-0.3)
-              for i in range(n) for j in range(n)) for b in range(2)]
-  for block_size in (4, n, 64):   # a padded last block, one block, larger
-    got = tf.function(stein.stein_kernel_sum, jit_compile=jit)(
-        x, score, c=0.7, beta=-0.3, block_size=block_size).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-12)
+  stein_reference.assert_pairwise_sum_matches(jit)
 
 
 def test_step_size_by_ksd_picks_the_step_that_arrived_without_bias():

@@ -140,3 +140,35 @@ def stationary_covariance(scheme, precision, step_size, friction=0.,
   q = g @ q_r @ g.T
   s = scipy.linalg.solve_discrete_lyapunov(a, q)
   return s[:d, :d]
+
+
+def assert_seeded_chains(kernel, initial_state, num_results, seeds,
+                         trace_fn=None, chains_differ=True):
+  """One compiled chain at seeds (s, s, t): the same chain (and trace) for
+  the same seed, another for another seed, and, where `chains_differ`,
+  batched chains that differ from each other (independent draws)."""
+  @tf.function(jit_compile=True, autograph=False)
+  def run(seed):
+    return tfp.mcmc.sample_chain(num_results, initial_state, kernel=kernel,
+                                 trace_fn=trace_fn, seed=seed)
+  a, b, c = [run(tf.constant(s)) for s in seeds]
+  for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+    np.testing.assert_array_equal(x, y)
+  first = lambda run: np.asarray(tf.nest.flatten(run)[0])
+  assert not np.allclose(first(a), first(c))
+  if chains_differ:
+    assert not np.allclose(first(a)[:, 0], first(a)[:, 1])
+
+
+def assert_diverged_chain_frozen(kernel, initial_state, num_steps=200):
+  """Chain 0 diverges and chain 1 must not: once flagged, chain 0 stays
+  flagged and stays at its last finite state. Returns that state."""
+  draws, diverged = sample(kernel, initial_state, num_steps, seed=[1, 2],
+                           trace_fn=lambda _, r: r.diverged)
+  draws, diverged = np.asarray(draws), np.asarray(diverged)
+  assert diverged[-1, 0] and not diverged[:, 1].any()
+  assert np.all(np.isfinite(draws))
+  first = np.argmax(diverged[:, 0])
+  assert diverged[first:, 0].all()
+  assert np.all(draws[first:, 0] == draws[first, 0])
+  return draws[first, 0]

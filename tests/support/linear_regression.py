@@ -86,3 +86,15 @@ def check_moments(problem, draws, predicted_cov):
   var, var_se = variance_and_se(draws, mean=problem.posterior_mean)
   assert np.all(np.abs(var - np.diag(predicted_cov)) < NUM_SE * var_se)
   return var, var_se
+
+
+def write_shards(directory, record_size=4):
+  """A 600-example `LinearRegression` written to 3 TFRecord shards in
+  three chunks of 200, round-robin, in the data's order: (problem,
+  layout)."""
+  problem = LinearRegression(num_examples=600, dim=2, seed=3)
+  x, y = problem.data
+  chunks = [(x[i:i + 200], y[i:i + 200]) for i in range(0, 600, 200)]
+  layout = sg.write_tfrecord_shards(iter(chunks), directory, num_shards=3,
+                                    record_size=record_size)
+  return problem, layout

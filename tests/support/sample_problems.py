@@ -28,3 +28,14 @@ def logistic(num_examples=2000, dim=3, batch_size=50):
   log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w), -1)
   return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
                            log_prior_fn=log_prior), x, y
+
+
+def normal_model():
+  """A JointDistribution of a normal's location and scale, and its data."""
+  rng = np.random.default_rng(1)
+  y = rng.normal(2., 0.5, size=200).astype(np.float32)
+  model = tfd.JointDistributionNamed(dict(
+      loc=tfd.Normal(0., 5.),
+      scale=tfd.HalfNormal(2.),
+      y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
+  return model, y

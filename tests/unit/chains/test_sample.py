@@ -12,7 +12,7 @@ import tfp_sgmcmc as sg
 from tfp_sgmcmc.chains import sample as sample_lib
 from tfp_sgmcmc.chains import start as start_lib
 
-from support.sample_problems import FAST, logistic
+from support.sample_problems import FAST, logistic, normal_model
 
 tfd = tfp.distributions
 
@@ -36,17 +36,6 @@ def test_a_target_that_cannot_be_rebuilt_says_so():
   rebuilt, _ = start_lib.independent(centred, [3])
   assert isinstance(rebuilt, sg.ControlVariateTarget)
   assert rebuilt.base_target.independent_minibatches
-
-
-def _normal_model():
-  """A JointDistribution of a normal's location and scale, and its data."""
-  rng = np.random.default_rng(1)
-  y = rng.normal(2., 0.5, size=200).astype(np.float32)
-  model = tfd.JointDistributionNamed(dict(
-      loc=tfd.Normal(0., 5.),
-      scale=tfd.HalfNormal(2.),
-      y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
-  return model, y
 
 
 def test_a_kernel_name_sample_does_not_know_is_refused():
@@ -133,7 +122,7 @@ def test_needs_the_state_shape():
 
 
 def test_dense_mass_refused_where_it_cannot_apply():
-  model, y = _normal_model()
+  model, y = normal_model()
   with pytest.raises(ValueError, match="`dense_mass=True` but the state"):
     sg.sample(model, observed={"y": y}, batch_size=20, dense_mass=True,
               **FAST)

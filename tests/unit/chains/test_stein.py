@@ -11,34 +11,13 @@ import tensorflow as tf
 import tfp_sgmcmc
 from tfp_sgmcmc.chains import stein
 
-
-def stein_kernel_numpy(x, y, sx, sy, c=1., beta=-0.5):
-  """k0(x, y) written out from Gorham & Mackey (2017), Langevin operator on
-  both arguments of k = (c^2 + |x - y|^2)^beta."""
-  r = x - y
-  u = c * c + r @ r
-  d = len(x)
-  return (sx @ sy * u ** beta
-          - 2 * beta * (sx @ r) * u ** (beta - 1)
-          + 2 * beta * (sy @ r) * u ** (beta - 1)
-          - 2 * beta * d * u ** (beta - 1)
-          - 4 * beta * (beta - 1) * (r @ r) * u ** (beta - 2))
+from support import stein_reference
 
 
 # Under XLA: tests/integration/test_stein_discrepancy.py.
 @pytest.mark.parametrize("jit", [False])
 def test_pairwise_sum_equals_a_numpy_double_loop(jit):
-  rng = np.random.default_rng(0)
-  n, d = 23, 3
-  x = rng.normal(size=(2, n, d)) + 2.
-  score = -(x - 1.5) * np.array([1., 2., 0.5])
-  want = [sum(stein_kernel_numpy(x[b, i], x[b, j], score[b, i], score[b, j],
-                                 c=0.7, beta=-0.3)
-              for i in range(n) for j in range(n)) for b in range(2)]
-  for block_size in (4, n, 64):   # a padded last block, one block, larger
-    got = tf.function(stein.stein_kernel_sum, jit_compile=jit)(
-        x, score, c=0.7, beta=-0.3, block_size=block_size).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-12)
+  stein_reference.assert_pairwise_sum_matches(jit)
 
 
 def test_exact_gaussian_draws_give_the_expected_discrepancy():
@@ -84,17 +63,21 @@ def test_biased_draws_rank_in_the_order_of_their_error():
   assert np.all(np.diff(by_scale) > 0), by_scale
 
 
-def test_a_target_a_list_state_and_pooled_chains_agree_with_the_log_density():
-  rng = np.random.default_rng(3)
-  x = rng.normal(size=(200, 3)).astype(np.float32)
-  y = (x @ np.float32([1., -1., 0.5]) + rng.normal(size=200)).astype(
-      np.float32)
+def _regression(rng, num_examples):
+  """y = x . (1, -1, 0.5) + N(0, 1) noise: (x, y, log_likelihood,
+  log_prior), a N(0, I) prior."""
+  x = rng.normal(size=(num_examples, 3)).astype(np.float32)
+  y = (x @ np.float32([1., -1., 0.5]) + rng.normal(size=num_examples)
+       ).astype(np.float32)
 
   def log_likelihood(w, batch):
     return -0.5 * (tf.linalg.matvec(batch[0], w) - batch[1]) ** 2
+  return x, y, log_likelihood, lambda w: -0.5 * tf.reduce_sum(w ** 2, -1)
 
-  def log_prior(w):
-    return -0.5 * tf.reduce_sum(w ** 2, -1)
+
+def test_a_target_a_list_state_and_pooled_chains_agree_with_the_log_density():
+  rng = np.random.default_rng(3)
+  x, y, log_likelihood, log_prior = _regression(rng, 200)
 
   def log_prob(w):
     return tf.reduce_sum(log_likelihood(w, (x, y)), -1) + log_prior(w)
@@ -129,15 +112,9 @@ def test_the_score_from_examples_is_unbiased_and_its_noise_independent():
   # wide), and two draws' noises must be uncorrelated (a shared minibatch
   # would correlate them and bias the off-diagonal terms of KSD^2).
   rng = np.random.default_rng(5)
-  x = rng.normal(size=(400, 3)).astype(np.float32)
-  y = (x @ np.float32([1., -1., 0.5]) + rng.normal(size=400)).astype(
-      np.float32)
-
-  def log_likelihood(w, batch):
-    return -0.5 * (tf.linalg.matvec(batch[0], w) - batch[1]) ** 2
-  target = tfp_sgmcmc.InMemoryTarget(
-      log_likelihood, (x, y), batch_size=10,
-      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1))
+  x, y, log_likelihood, log_prior = _regression(rng, 400)
+  target = tfp_sgmcmc.InMemoryTarget(log_likelihood, (x, y), batch_size=10,
+                                     log_prior_fn=log_prior)
   states = np.float32([1., -1., 0.5]) + 0.3 * rng.normal(
       size=(6, 3)).astype(np.float32)
   states[1] = states[0]   # One minibatch for both would give one noise.

@@ -11,7 +11,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from support.linear_regression import LinearRegression
+from support.linear_regression import write_shards
 
 
 RECORD = 4
@@ -19,14 +19,7 @@ RECORD = 4
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory):
-  problem = LinearRegression(num_examples=600, dim=2, seed=3)
-  x, y = problem.data
-  directory = str(tmp_path_factory.mktemp("lr"))
-  # Written as three chunks, to the files round-robin, in the data's order.
-  chunks = [(x[i:i + 200], y[i:i + 200]) for i in range(0, 600, 200)]
-  layout = sg.write_tfrecord_shards(iter(chunks), directory, num_shards=3,
-                                    record_size=RECORD)
-  return problem, layout
+  return write_shards(str(tmp_path_factory.mktemp("lr")), RECORD)
 
 
 def test_files_are_tfrecords_holding_the_data(written):
