@@ -309,9 +309,9 @@ class InMemoryTarget(DataLikelihoodTarget):
     # Whether the log-likelihood broadcasts over per-chain batches is found
     # out again for the copy.
     variant = copy.copy(self)
-    for name, value in dict(fields, log_likelihood_broadcasts=None,
-                            broadcast_problem=None).items():
-      setattr(variant, "_" + name, value)
+    variant.__dict__.update({"_" + name: value for name, value in dict(
+        fields, log_likelihood_broadcasts=None,
+        broadcast_problem=None).items()})
     return variant
 
   def _gather(self, indices):
