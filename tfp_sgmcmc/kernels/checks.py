@@ -90,21 +90,18 @@ def _check_chains(state, results):
   energy = next((e for e in (getattr(results, field, None) for field in (
       "energy", "minibatch_energy", "target_log_prob")) if tf.is_tensor(e)),
                 None)
-  parts = tf.nest.flatten(state) if energy is not None else []
-  if parts and parts[0].dtype != energy.dtype:
-    raise TypeError(
-        f"`current_state` has dtype {parts[0].dtype.name} but "
-        f"`previous_kernel_results` hold {energy.dtype.name} values: pass the "
-        "state and results of one run (or bootstrap_results(state)).")
-  for i, part in enumerate(parts):
+  for i, part in enumerate(tf.nest.flatten(state) if energy is not None
+                           else []):
     chains = energy.shape
-    if None not in (chains.rank, part.shape.rank) and (
-        not part.shape[:chains.rank].is_compatible_with(chains)):
-      raise ValueError(
-          f"`previous_kernel_results` are for chains of shape {list(chains)}"
-          f" (the shape of their `energy`), but `current_state` part {i} has"
-          f" shape {list(part.shape)}: pass the results returned with this "
-          "state, or bootstrap_results(state) for new chains.")
+    if part.dtype != energy.dtype or None not in (
+        chains.rank, part.shape.rank) and not part.shape[
+            :chains.rank].is_compatible_with(chains):
+      raise (TypeError if part.dtype != energy.dtype else ValueError)(
+          f"`current_state` part {i} ({part.dtype.name}, shape "
+          f"{list(part.shape)}) is not of the chains `previous_kernel_results`"
+          f" are for ({energy.dtype.name}, chain shape {list(chains)}, from "
+          "their `energy`): pass the state and results of one run, or "
+          "bootstrap_results(state) for new chains.")
 
 
 def check_compute_energy(compute_energy):

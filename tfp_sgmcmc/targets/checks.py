@@ -37,23 +37,22 @@ def call_with_clear_errors(what, fn, state, *batch):
     return fn(state, *batch)
   except (ValueError, TypeError, tf.errors.InvalidArgumentError,
           IndexError, KeyError, AttributeError) as e:
-    structure = "state structure (one tensor or a list, one per parameter)"
     called = f"`state` = {describe_structure(state)}"
-    hint = f"does the {structure} match what the function expects?"
+    hint = ("does the state structure (one tensor or a list, one per "
+            "parameter) match what the function expects")
     if batch:
       called += f" and `batch` = {describe_structure(batch[0])}"
+      hint += ", and do the data's shapes (e.g. labels [N], not [N, 1])"
       dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype).name
       other = sorted({tf.as_dtype(t.dtype).name
                       for t in tf.nest.flatten(batch[0])} - {dtype})
-      hint = (f"the batch holds {other} data while the state is {dtype}: "
-              "cast inside the function (e.g. tf.cast(y, w.dtype) for "
-              "integer labels) or give the target data and state of one "
-              f"float dtype. Also check the {structure} and the data's "
-              "shapes (labels [N], not [N, 1])." if other else
-              f"{hint[:-1]}, and do the data's shapes (e.g. labels [N], not "
-              "[N, 1])?")
+      if other:
+        hint = (f"the batch holds {other} data while the state is {dtype}: "
+                "cast inside the function (e.g. tf.cast(y, w.dtype) for "
+                "integer labels) or give the target data and state of one "
+                f"float dtype. Also, {hint}")
     raise ValueError(
-        f"{what} failed when called with {called}: {hint} "
+        f"{what} failed when called with {called}: {hint}? "
         f"Original error: {type(e).__name__}: {e}") from e
 
 
