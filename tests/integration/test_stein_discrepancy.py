@@ -35,6 +35,7 @@ def test_step_size_by_ksd_picks_the_step_that_arrived_without_bias():
   assert choice.ksd[1] < min(choice.ksd[0], choice.ksd[2])
   assert choice.kernel.step_size == 0.1
   assert choice.num_gradients == [400] * 3
+  assert choice.scale.shape == (1,)   # the sds of the median run
 
 
 def test_warm_up_by_ksd_returns_the_chosen_kernel_and_its_chains():

@@ -21,6 +21,15 @@ E[KSD^2] = E[k0(x, x)] / n: with c = 1, beta = -1/2 and p = N(mu, Sigma)
 that is (trace(Sigma^-1) + d) / n, so KSD shrinks like 1/sqrt(n); bias
 adds a term that does not shrink.
 
+The unit kernel measures every coordinate in the units of the state, so a
+posterior much wider in some directions than others (or two modes far
+apart) is seen only through its narrowest scale. With a `scale` L (sds,
+or a lower-triangular factor of a covariance) the KSD is that of the
+standardised draws z = L^-1 x against the standardised posterior, whose
+score is L^T s(x): the IMQ kernel then measures distances in posterior sds
+in every direction, and for exact draws from N(mu, L L^T), E[KSD^2] = 2d /
+n whatever the scales. To compare runs, measure them all with one scale.
+
 The double sum costs n^2 d: draws beyond `max_draws` are thinned (every
 k-th draw, evenly along the chain), and the sum runs over blocks of
 `block_size` rows, so memory stays at block_size x n per chain.
@@ -37,7 +46,7 @@ import tensorflow_probability as tfp
 from tfp_sgmcmc.targets import wrappers
 
 __all__ = ["kernel_stein_discrepancy", "ksd", "stein_kernel_sum",
-           "step_size_by_ksd", "StepSizeByKSD"]
+           "stein_scale", "common_scale", "step_size_by_ksd", "StepSizeByKSD"]
 
 
 def stein_kernel_sum(x, score, c=1., beta=-0.5, block_size=256):
@@ -180,11 +189,78 @@ def _estimated_score_fn(target, score_examples, parameter_shapes,
   return cached[key]
 
 
+def stein_scale(draws, kind="diagonal", num_chain_dims=1):
+  """The `scale` of a KSD, from draws: their sds ("diagonal", `[d]`) or the
+  lower Cholesky factor of their covariance ("dense", `[d, d]`), all chains
+  pooled, in the flattened coordinates `kernel_stein_discrepancy` uses (the
+  parts of a structure concatenated in `tf.nest.flatten` order).
+
+  Args:
+    draws: `[num_results, chains..., *event]` per part (any structure).
+    kind: "diagonal" or "dense".
+    num_chain_dims: chain axes after the draw axis.
+
+  Returns:
+    A float64 numpy array.
+
+  ```python
+  scale = tfp_sgmcmc.chains.stein.stein_scale(draws, "dense")
+  tfp_sgmcmc.ksd(draws, target, scale=scale)
+  ```
+  """
+  if kind not in ("diagonal", "dense"):
+    raise ValueError(f"`kind` must be 'diagonal' or 'dense'; got {kind!r}.")
+  flat, _ = _flat_draws(draws, num_chain_dims)
+  x = np.asarray(flat, np.float64).reshape(-1, flat.shape[-1])
+  if kind == "diagonal":
+    return x.std(0) + 1e-12 * np.abs(x).max()
+  covariance = np.atleast_2d(np.cov(x, rowvar=False))
+  # A jitter relative to the largest variance keeps the factor defined for
+  # draws that do not span every direction (a chain that has not moved).
+  jitter = 1e-10 * np.trace(covariance) + 1e-300
+  return np.linalg.cholesky(covariance + jitter * np.eye(len(covariance)))
+
+
+def common_scale(runs, kind="diagonal", num_chain_dims=1):
+  """One `scale` for KSDs that compare several runs (e.g. a grid of step
+  sizes): the `stein_scale` of the run whose scale has the median
+  log-determinant among the runs with finite draws, so that neither a run
+  that has not moved nor one blown up sets the unit. None when no run is
+  finite."""
+  scales = [stein_scale(r, kind, num_chain_dims) for r in runs
+            if all(np.isfinite(np.asarray(p)).all()
+                   for p in tf.nest.flatten(r))]
+  if not scales:
+    return None
+  log_dets = [np.sum(np.log(np.abs(np.diagonal(np.atleast_2d(s))
+                                   if s.ndim == 2 else s)))
+              for s in scales]
+  return scales[int(np.argsort(log_dets)[(len(scales) - 1) // 2])]
+
+
+def _standardised(x, score, scale):
+  """(L^-1 x, L^T s) of `[batch, n, d]` draws and scores: sds `[d]` or a
+  lower-triangular `[d, d]` L."""
+  scale = tf.convert_to_tensor(scale, tf.float64)
+  d = int(x.shape[-1])
+  if scale.shape.rank == 1 and scale.shape[0] == d:
+    return x / scale, score * scale
+  if scale.shape.as_list() != [d, d]:
+    raise ValueError(
+        f"`scale` has shape {scale.shape.as_list()}; for draws of {d} "
+        f"coordinates (parts flattened and concatenated) give [{d}] sds or "
+        f"a [{d}, {d}] lower Cholesky factor (see `stein_scale`).")
+  flat = tf.reshape(x, [-1, d])
+  z = tf.transpose(tf.linalg.triangular_solve(scale, tf.transpose(flat)))
+  return (tf.reshape(z, tf.shape(x)),
+          tf.reshape(tf.reshape(score, [-1, d]) @ scale, tf.shape(score)))
+
+
 def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
                              num_chain_dims=1, pool_chains=False,
                              max_draws=1000, c=1., beta=-0.5,
                              block_size=256, score_batch_size=256,
-                             score_examples=None, seed=None,
+                             score_examples=None, scale=None, seed=None,
                              jit_compile=True):
   """The IMQ kernel Stein discrepancy of draws against a posterior.
 
@@ -224,6 +300,12 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
       unbiased and its noise, independent between draws, adds E|noise|^2 /
       n to KSD^2; near the centre the control variates make that noise
       small (it grows with the draws' distance from their mean).
+    scale: None (default): the unit IMQ kernel. "diagonal" or "dense": the
+      KSD of the draws standardised by their own sds or covariance (all
+      chains pooled; `stein_scale`). An array: sds `[d]` or a lower
+      Cholesky factor `[d, d]` of the flattened coordinates; give one
+      array to every run being compared (KSDs under different scales are
+      on different scales).
     seed: the minibatch seed of an estimated score.
     jit_compile: compile the pairwise sum with XLA.
 
@@ -296,6 +378,10 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
   score = tf.reshape(tf.concat(pieces, 0)[:total], flat.shape)
   x = tf.cast(flat, tf.float64)
   score = tf.cast(score, tf.float64)
+  if scale is not None:
+    if isinstance(scale, str):
+      scale = stein_scale(selected, scale, num_chain_dims)
+    x, score = _standardised(x, score, scale)
   if pool_chains:
     x = tf.reshape(x, [1, n * num_chains, -1])
     score = tf.reshape(score, [1, n * num_chains, -1])
@@ -316,7 +402,7 @@ ksd = kernel_stein_discrepancy
 
 class StepSizeByKSD(collections.namedtuple(
     "StepSizeByKSD", ["step_size", "kernel", "step_sizes", "ksd",
-                      "final_states", "num_gradients"])):
+                      "final_states", "num_gradients", "scale"])):
   """What `step_size_by_ksd` chose and from what.
 
   Attributes:
@@ -328,13 +414,15 @@ class StepSizeByKSD(collections.namedtuple(
       continues the chain).
     num_gradients: per step size, the kernel steps run (the same for every
       step size, so a lower KSD is a lower KSD per unit of compute).
+    scale: the KSD's `scale` for every step size (sds, a Cholesky factor,
+      or None for the unit kernel).
   """
   __slots__ = ()
 
 
 def step_size_by_ksd(kernel, initial_state, step_sizes, num_steps=1000,
                      seed=None, *, target=None, target_log_prob_fn=None,
-                     max_draws=500, jit_compile=True):
+                     max_draws=500, scale="diagonal", jit_compile=True):
   """The step size of a kernel without an M-H test, chosen by KSD.
 
   The tuning of Coullon, South & Nemeth (2021): from one start, the kernel
@@ -355,6 +443,10 @@ def step_size_by_ksd(kernel, initial_state, step_sizes, num_steps=1000,
     target, target_log_prob_fn: the posterior for the KSD (default: the
       kernel's target, its exact energy).
     max_draws: draws per KSD (`kernel_stein_discrepancy`).
+    scale: the KSD's `scale`, one for the whole grid (`common_scale`: the
+      median run's), so that the KSDs compare: "diagonal" (the sds; it
+      ranked step sizes best of the three in `docs/stein_discrepancy.md`),
+      "dense" (the covariance), None (the unit kernel), or an array.
     jit_compile: compile each run with XLA (one compilation serves the
       grid: the step size is a tensor argument).
 
@@ -387,18 +479,25 @@ def step_size_by_ksd(kernel, initial_state, step_sizes, num_steps=1000,
         kernel=kernel.copy(step_size=h), num_burnin_steps=half,
         trace_fn=None, seed=seed)
   run = tf.function(run, autograph=False, jit_compile=jit_compile)
-  values, finals = [], []
+  runs, finals = [], []
   for h in step_sizes:
     draws = run(tf.constant(h, tf.nest.flatten(initial_state)[0].dtype),
                 seed)
-    values.append(float(kernel_stein_discrepancy(
-        draws, target, target_log_prob_fn=target_log_prob_fn,
-        pool_chains=True, max_draws=max_draws, jit_compile=jit_compile)))
     finals.append(tf.nest.map_structure(lambda d: d[-1], draws))
+    # Thinned as the KSD will be, so that the grid's draws fit in memory.
+    num_draws = int(np.prod(tf.nest.flatten(draws)[0].shape[:2]))
+    thin = max(1, math.ceil(num_draws / int(max_draws)))
+    runs.append(tf.nest.map_structure(lambda d, t=thin: d[::t], draws))
+  if isinstance(scale, str):
+    scale = common_scale(runs, scale)
+  values = [float(kernel_stein_discrepancy(
+      draws, target, target_log_prob_fn=target_log_prob_fn,
+      pool_chains=True, max_draws=max_draws, scale=scale,
+      jit_compile=jit_compile)) for draws in runs]
   # A run that diverged has a NaN KSD: never the choice.
   best = int(np.nanargmin(np.where(np.isfinite(values), values, np.nan)))
   return StepSizeByKSD(
       step_size=step_sizes[best],
       kernel=kernel.copy(step_size=step_sizes[best]), step_sizes=step_sizes,
       ksd=values, final_states=finals,
-      num_gradients=[int(num_steps)] * len(step_sizes))
+      num_gradients=[int(num_steps)] * len(step_sizes), scale=scale)

@@ -63,6 +63,74 @@ def test_biased_draws_rank_in_the_order_of_their_error():
   assert np.all(np.diff(by_scale) > 0), by_scale
 
 
+def test_a_scale_standardises_draws_and_score_as_a_numpy_double_loop():
+  # With scale L the KSD is the plain one of z = L^-1 x against the score
+  # L^T s(x): checked against the NumPy double loop, for sds and for a
+  # lower-triangular factor.
+  rng = np.random.default_rng(4)
+  n, d = 30, 3
+  x = rng.normal(size=(n, d)) * [0.1, 1., 10.] + 1.
+  precision = np.diag([100., 1., 0.01])
+
+  def log_prob(w):
+    r = tf.cast(w, tf.float64) - 1.
+    return -0.5 * tf.einsum("...i,ij,...j->...", r, precision, r)
+  score = -(x - 1.) @ precision
+  lower = np.array([[0.2, 0., 0.], [0.3, 1.5, 0.], [-2., 1., 8.]])
+  for scale in (np.array([0.2, 1.5, 8.]), lower):
+    factor = np.diag(scale) if scale.ndim == 1 else scale
+    z = np.linalg.solve(factor, x.T).T
+    sz = score @ factor
+    want = np.sqrt(sum(stein_reference.stein_kernel_numpy(
+        z[i], z[j], sz[i], sz[j]) for i in range(n) for j in range(n))) / n
+    got = float(tfp_sgmcmc.ksd(x, target_log_prob_fn=log_prob,
+                               num_chain_dims=0, scale=scale,
+                               jit_compile=False))
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_a_dense_scale_makes_exact_draws_scale_free():
+  # Exact draws from N(mu, Sigma) standardised by L = chol(Sigma): E[n
+  # KSD^2] = trace(I) + d = 2d, however unequal Sigma's scales are (the unit
+  # kernel gives trace(Sigma^-1) + d, here dominated by the narrowest sd).
+  rng = np.random.default_rng(5)
+  d, n = 3, 100
+  a = rng.normal(size=(d, d)) * [1e-2, 1., 1e2]
+  covariance = a @ a.T + np.diag([1e-4, 1., 1e4])
+  lower = np.linalg.cholesky(covariance)
+  precision = np.linalg.inv(covariance)
+
+  def log_prob(w):
+    w = tf.cast(w, tf.float64)
+    return -0.5 * tf.einsum("...i,ij,...j->...", w, precision, w)
+  draws = rng.normal(size=(n, 64, d)) @ lower.T
+  scaled = n * tfp_sgmcmc.ksd(draws, target_log_prob_fn=log_prob,
+                              scale=lower, jit_compile=False).numpy() ** 2
+  se = scaled.std(ddof=1) / np.sqrt(scaled.size)
+  assert abs(scaled.mean() - 2 * d) < 4 * se, (scaled.mean(), se)
+  # From the draws themselves ("dense"): the same scale up to sampling
+  # error, so the same order of value.
+  own = n * tfp_sgmcmc.ksd(draws, target_log_prob_fn=log_prob,
+                           scale="dense", jit_compile=False).numpy() ** 2
+  assert abs(own.mean() - 2 * d) < 4 * se, (own.mean(), se)
+
+
+def test_common_scale_is_the_median_run_and_skips_runs_that_blew_up():
+  rng = np.random.default_rng(6)
+  runs = [rng.normal(size=(200, 4, 2)) * s for s in (0.01, 1., 100.)]
+  runs.append(np.full((200, 4, 2), np.nan))
+  np.testing.assert_allclose(stein.common_scale(runs, "diagonal"),
+                             stein.stein_scale(runs[1], "diagonal"))
+  lower = stein.common_scale(runs, "dense")
+  np.testing.assert_allclose(lower @ lower.T, np.cov(
+      runs[1].reshape(-1, 2), rowvar=False), rtol=1e-6)
+  assert stein.common_scale(runs[3:], "dense") is None
+  with pytest.raises(ValueError, match=r"`scale` has shape \[3\].*\[2\]"):
+    tfp_sgmcmc.ksd(runs[0][:, 0], num_chain_dims=0, scale=[1., 2., 3.],
+                   target_log_prob_fn=lambda w: -tf.reduce_sum(w ** 2, -1)
+                   * tf.ones([], tf.float64), jit_compile=False)
+
+
 def _regression(rng, num_examples):
   """y = x . (1, -1, 0.5) + N(0, 1) noise: (x, y, log_likelihood,
   log_prior), a N(0, I) prior."""
