@@ -1,10 +1,10 @@
 """The committed outputs of the paper reproductions and the rows that quote
-them: tests that check a row of docs/results.md (and its paper's page)
-against the output files under docs/figures/ it was written from.
+them: tests that check a row of docs/results.md against the output files
+under docs/figures/ it was written from.
 
 A row's CI test can assert its verdict from the full run's file when the
-effect takes the full size to appear; these helpers find the file, the row
-and the page, so that the test fails when a rerun's numbers no longer say
+effect takes the full size to appear; these helpers find the file and the row,
+so that the test fails when a rerun's numbers no longer say
 what the docs say, or when the docs quote a number the file does not give.
 """
 
@@ -39,20 +39,6 @@ def results_row(title):
             and title in line.split(" | ")[0]]
   assert len(rows) == 1, (title, len(rows))
   return rows[0]
-
-
-def page_section(page, heading):
-  """The text of docs/papers/<page> from the heading line that starts with
-  `heading` to the next heading of the same or a higher level."""
-  with open(os.path.join(DOCS, "papers", page)) as f:
-    lines = f.read().splitlines()
-  start = next(i for i, line in enumerate(lines) if line.startswith(heading))
-  level = len(heading) - len(heading.lstrip("#"))
-  end = next((i for i in range(start + 1, len(lines))
-              if lines[i].startswith("#")
-              and len(lines[i]) - len(lines[i].lstrip("#")) <= level),
-             len(lines))
-  return "\n".join(lines[start:end])
 
 
 def assert_quoted(text, *numbers):
