@@ -28,8 +28,11 @@ sqrt(2 h) = s). The first half of each chain is discarded; the means and sds
 pool the second halves of `reps` chains per step size.
 
 "Within the reference intervals" at a step size means: every coefficient's
-estimated posterior mean lies in [reference mean - 2 sd, reference mean +
-2 sd]. The robust range of a sampler is the longest run of consecutive grid
+estimated posterior mean lies in [reference mean - k sd, reference mean +
+k sd]. The paper's caption ("interval with two standard deviations width")
+reads either as +-2 sd (k = 2, the default here, the figure's black lines)
+or as an interval two sds wide, +-1 sd (k = 1); the tables and the JSON
+report both. The robust range of a sampler is the longest run of consecutive grid
 step sizes that are within, reported in orders of magnitude of s
 (log10(s_max / s_min); a single grid point is 0 decades) and, for SGLD, also
 in its own h (twice as many decades). Per coefficient the same is reported
@@ -40,16 +43,22 @@ Writes to --out (default ./out/sgbd):
 
 * sgbd_logistic.png: one panel per coefficient, estimated mean +- 2 sd
   against s for each sampler, the reference mean +- 2 sd as horizontal lines;
-* sgbd_logistic.md: the robust ranges and per-coefficient tables.
+* sgbd_logistic.md: the robust ranges and per-coefficient tables, under
+  both readings (+-2 sd and +-1 sd);
+* sgbd_logistic.json: the reference mean and sd, each sampler's pooled
+  means, sds, z-scores and divergence flags per step size, and the robust
+  ranges (overall and per coefficient) under both readings.
+
+With --full the files are named sgbd_logistic_full.* instead, so that both
+runs can sit in one folder.
 
     python examples/papers/sgbd/sgbd_logistic.py [--data-dir ../shared/data] \
         [--out out/sgbd] [--full] [--methods sgld,vanilla,corrected,extreme]
 
 The default run: 11 step sizes from 1e-5 to 1, 4 chains of 300,000 steps
 each per step size and sampler; --full: 21 step sizes, 8 chains of
-3,000,000 steps, a 8 x 20,000 reference. Results of --full: SGLD is within at no step size, v-SGBD over
-0.25 decades (s = 1e-3 to 10^-2.75), e-SGBD over 2.25 decades (s = 10^-4.75
-to 10^-2.5); per coefficient v-SGBD's range is at least SGLD's for all 15.
+3,000,000 steps, a 8 x 20,000 reference (38 times the default's chain
+steps). The results are in docs/papers/sgbd.md.
 """
 
 import argparse
@@ -300,12 +309,64 @@ def longest_run(flags, log10_scales):
   return best
 
 
-def evaluate(sweep, reference):
-  """z-scores of the means, and per-step-size and per-coefficient flags."""
+# The two readings of "within": +-2 sd (the figure's lines) and +-1 sd (an
+# interval two standard deviations wide).
+HALF_WIDTHS = (2., 1.)
+
+
+def evaluate(sweep, reference, half_width=2.):
+  """z-scores of the means, and per-step-size and per-coefficient flags of
+  "within reference mean +- half_width sd"."""
   means, sds, diverged, _ = sweep
   z = (means - reference["mean"]) / reference["sd"]
-  inside = (np.abs(z) <= 2.) & ~diverged[:, None]
+  inside = (np.abs(z) <= half_width) & ~diverged[:, None]
   return z, inside, inside.all(axis=1)
+
+
+def robust_ranges(results, reference, log10_scales, half_width):
+  """{method: {"overall": (lo, hi, decades) or None, "per_coefficient":
+  [decades or None]}} under the +-half_width sd reading."""
+  out = {}
+  for method, (sweep, _) in results.items():
+    _, inside, all_inside = evaluate(sweep, reference, half_width)
+    runs = [longest_run(inside[:, j], log10_scales)
+            for j in range(inside.shape[1])]
+    out[method] = dict(
+        overall=longest_run(all_inside, log10_scales),
+        per_coefficient=[None if r is None else r[2] for r in runs])
+  return out
+
+
+def write_json(path, problem, config, reference, results):
+  """Everything the tables are made from, and the ranges under both
+  readings, as JSON."""
+  log10_scales = [float(v) for v in config.log10_scales]
+  data = dict(
+      config=dict(log10_scales=log10_scales, reps=config.reps,
+                  num_steps=config.num_steps, batch_size=config.batch_size,
+                  methods=list(config.methods),
+                  reference_chains=config.reference_chains,
+                  reference_draws=config.reference_draws,
+                  reference_warmup=config.reference_warmup,
+                  seed=config.seed),
+      coefficients=problem.names,
+      reference=dict(mean=reference["mean"].tolist(),
+                     sd=reference["sd"].tolist(),
+                     min_ess=float(reference["ess"].min()),
+                     max_rhat=float(reference["rhat"].max())),
+      samplers={}, robust_ranges={})
+  for method, (sweep, (z, _, _)) in results.items():
+    means, sds, diverged, seconds = sweep
+    data["samplers"][method] = dict(
+        label=METHOD_LABELS[method], means=means.tolist(),
+        sds=sds.tolist(), z=z.tolist(), diverged=diverged.tolist(),
+        max_abs_z=np.max(np.abs(z), axis=1).tolist(), seconds=seconds)
+  for k in HALF_WIDTHS:
+    data["robust_ranges"][f"{k:g}sd"] = robust_ranges(
+        results, reference, config.log10_scales, k)
+  with open(path, "w") as f:
+    json.dump(data, f, indent=1)
+  return data
 
 
 def _fmt_range(run, method=None):
@@ -320,7 +381,6 @@ def _fmt_range(run, method=None):
 
 def write_table(path, problem, config, reference, results):
   log10_scales = np.asarray(config.log10_scales)
-  start_inside = np.abs(reference["mean"]) <= 2. * reference["sd"]
   lines = ["# SGLD vs SGBD on Statlog Australian (unscaled covariates)", ""]
   lines += [
       f"Logistic regression, 15 coefficients, prior N(0, {PRIOR_SCALE:g}^2);"
@@ -332,27 +392,41 @@ def write_table(path, problem, config, reference, results):
       f"{config.reference_draws} draws after {config.reference_warmup} "
       f"warm-up, min ESS {reference['ess'].min():.0f}, max R-hat "
       f"{reference['rhat'].max():.3f}.", "",
-      "## Robust range: all 15 means within the reference mean +- 2 sd", "",
-      "| sampler | robust range | step sizes within |", "|---|---|---|"]
-  for method, (sweep, (z, inside, all_inside)) in results.items():
-    within = ", ".join(f"1e{v:+.2f}" for v in log10_scales[all_inside])
-    lines.append(f"| {METHOD_LABELS[method]} | "
-                 f"{_fmt_range(longest_run(all_inside, log10_scales), method)}"
-                 f" | {within or '-'} |")
-  lines += ["", "## Per coefficient: decades of s with the mean within", "",
-            "\\* the reference interval contains the start 0.", "",
-            "| coefficient | ref. mean | ref. sd | " +
-            " | ".join(METHOD_LABELS[m] for m in results) + " |",
-            "|---|---|---|" + "---|" * len(results)]
-  for j, name in enumerate(problem.names):
-    cells = []
-    for method, (_, (z, inside, _)) in results.items():
-      run = longest_run(inside[:, j], log10_scales)
-      cells.append("none" if run is None else f"{run[2]:.2f}")
-    lines.append(f"| {name}{'*' if start_inside[j] else ''} | "
-                 f"{reference['mean'][j]:.3g} | {reference['sd'][j]:.2g} | " +
-                 " | ".join(cells) + " |")
-  lines += ["", "## max_j |mean_j - ref_j| / sd_j per step size", "",
+      "The caption's \"interval with two standard deviations width\" "
+      "reads as +-2 sd (the figure's lines) or as +-1 sd (two sds wide); "
+      "both readings:", ""]
+  for k in HALF_WIDTHS:
+    lines += [f"## Robust range: all 15 means within the reference mean "
+              f"+- {k:g} sd", "",
+              "| sampler | robust range | step sizes within |",
+              "|---|---|---|"]
+    for method, (sweep, _) in results.items():
+      _, _, all_inside = evaluate(sweep, reference, k)
+      within = ", ".join(f"1e{v:+.2f}" for v in log10_scales[all_inside])
+      lines.append(
+          f"| {METHOD_LABELS[method]} | "
+          f"{_fmt_range(longest_run(all_inside, log10_scales), method)}"
+          f" | {within or '-'} |")
+    lines.append("")
+  for k in HALF_WIDTHS:
+    starts = np.abs(reference["mean"]) <= k * reference["sd"]
+    lines += [f"## Per coefficient: decades of s with the mean within "
+              f"+- {k:g} sd", "",
+              "\\* the interval contains the start 0.", "",
+              "| coefficient | ref. mean | ref. sd | " +
+              " | ".join(METHOD_LABELS[m] for m in results) + " |",
+              "|---|---|---|" + "---|" * len(results)]
+    for j, name in enumerate(problem.names):
+      cells = []
+      for method, (sweep, _) in results.items():
+        _, inside, _ = evaluate(sweep, reference, k)
+        run = longest_run(inside[:, j], log10_scales)
+        cells.append("none" if run is None else f"{run[2]:.2f}")
+      lines.append(f"| {name}{'*' if starts[j] else ''} | "
+                   f"{reference['mean'][j]:.3g} | {reference['sd'][j]:.2g} | "
+                   + " | ".join(cells) + " |")
+    lines.append("")
+  lines += ["## max_j |mean_j - ref_j| / sd_j per step size", "",
             "| s | " + " | ".join(METHOD_LABELS[m] for m in results) + " |",
             "|---|" + "---|" * len(results)]
   for i, v in enumerate(log10_scales):
@@ -470,12 +544,15 @@ def main():
   os.makedirs(args.out, exist_ok=True)
   problem = load_problem(args.data_dir)
   reference, results = run_experiment(problem, config, cache_dir=args.out)
-  table = write_table(os.path.join(args.out, "sgbd_logistic.md"), problem,
+  name = "sgbd_logistic_full" if args.full else "sgbd_logistic"
+  table = write_table(os.path.join(args.out, f"{name}.md"), problem,
                       config, reference, results)
-  write_figure(os.path.join(args.out, "sgbd_logistic.png"), problem, config,
+  write_json(os.path.join(args.out, f"{name}.json"), problem, config,
+             reference, results)
+  write_figure(os.path.join(args.out, f"{name}.png"), problem, config,
                reference, results)
   print(table)
-  print(f"wrote {args.out}/sgbd_logistic.md and sgbd_logistic.png")
+  print(f"wrote {args.out}/{name}.md, {name}.json and {name}.png")
 
 
 if __name__ == "__main__":

@@ -59,3 +59,50 @@ def test_sgbd_means_are_right_where_sgld_is_unstable(ex):
   for method in ("vanilla", "corrected"):
     assert np.all(worst[method] < 4.), worst
   assert np.all(worst["sgld"] > 1e3), worst
+
+
+# --- The row's verdict under both readings of the caption, from the
+# committed default run (docs/figures/sgbd_heterogeneous/
+# sgbd_heterogeneous.json: 4 chains of 10,000 steps at 9 step sizes).
+
+ROW = "SG Barker, Fig. 2 on synthetic data"
+
+
+def check_synthetic_verdict(run, text):
+  """'Holds partly': under +-2 sd every SGBD variant has a robust range and
+  SGLD none; under +-1 sd SGLD and v-SGBD none, c- and e-SGBD a single step
+  size each; the row quotes the ranges."""
+  from support import results_rows  # pylint: disable=g-import-not-at-top
+  samplers = run["samplers"]
+  two = {m: s["robust_range"] for m, s in samplers.items()}
+  one = {m: s["robust_range_1sd"] for m, s in samplers.items()}
+  assert two["sgld"] is None and one["sgld"] is None, (two, one)
+  assert all(two[m] is not None for m in ("vanilla", "corrected",
+                                          "extreme")), two
+  assert one["vanilla"] is None, one
+  for m in ("corrected", "extreme"):
+    assert one[m] is not None and one[m][2] == 0., one
+  results_rows.assert_quoted(
+      text, "**holds partly**",
+      f"c-SGBD {two['corrected'][2]:.1f} decades, e-SGBD "
+      f"{two['extreme'][2]:.1f}, v-SGBD at one step size "
+      f"(10^{two['vanilla'][0]:g};",
+      f"SGLD and v-SGBD none, c-SGBD (10^{one['corrected'][0]:g}) and e-SGBD "
+      f"(10^{one['extreme'][0]:g}) at one step size each")
+
+
+def test_synthetic_row_states_its_runs_verdict_under_both_readings():
+  from support import results_rows  # pylint: disable=g-import-not-at-top
+  check_synthetic_verdict(
+      results_rows.load_json("sgbd_heterogeneous", "sgbd_heterogeneous.json"),
+      results_rows.results_row(ROW))
+
+
+def test_the_synthetic_check_fails_if_sgld_were_within():
+  # Able to fail: an SGLD within at one step size under +-2 sd is rejected.
+  from support import results_rows  # pylint: disable=g-import-not-at-top
+  run = results_rows.load_json("sgbd_heterogeneous",
+                               "sgbd_heterogeneous.json")
+  run["samplers"]["sgld"]["robust_range"] = [-2.0, -2.0, 0.0]
+  with pytest.raises(AssertionError):
+    check_synthetic_verdict(run, results_rows.results_row(ROW))
