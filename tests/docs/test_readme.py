@@ -1,5 +1,5 @@
 """Every python block of README.md runs as written, in order, in one namespace,
-and so do docs/getting_started.md's (its other pages: tests/docs/test_guides.py).
+and so do docs/getting_started.md's (the other guides: test_guides.py).
 
 A reader copies the blocks one after another into one session; a later block
 may use what an earlier one defined, and nothing else. Each block's printed
