@@ -1,8 +1,13 @@
-"""Every python block of README.md runs as written, in order, in one namespace.
+"""Every python block of README.md runs as written, in order, in one namespace,
+and so do docs/getting_started.md's (the other guides: test_guides.py).
 
 A reader copies the blocks one after another into one session; a later block
 may use what an earlier one defined, and nothing else. Each block's printed
 result is checked against the claim its comment makes.
+
+Both pages open with the same `sample` call on the same data (getting
+started's block adds a print): the test runs that code once, in a fresh
+namespace, and each page continues from its own copy of that namespace.
 """
 
 import contextlib
@@ -13,30 +18,49 @@ import re
 import numpy as np
 
 README = os.path.join(os.path.dirname(__file__), "..", "..", "README.md")
+GETTING_STARTED = os.path.join(os.path.dirname(README), "docs",
+                               "getting_started.md")
 
 
-def python_blocks():
-  with open(README) as f:
+def python_blocks(path=README):
+  with open(path) as f:
     return re.findall(r"```python\n(.*?)```", f.read(), flags=re.S)
+
+
+def run_blocks(blocks, name, namespace):
+  """Runs `blocks` in order in `namespace`; returns what they printed."""
+  out = io.StringIO()
+  with contextlib.redirect_stdout(out):
+    for i, block in enumerate(blocks):
+      exec(compile(block, f"{name} python block {i}", "exec"), namespace)
+  return out.getvalue()
 
 
 def test_readme_has_python_blocks():
   assert len(python_blocks()) >= 3
 
 
-def test_every_readme_python_block_runs_in_order():
-  namespace = {"__name__": "__main__"}
-  for i, block in enumerate(python_blocks()):
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-      exec(compile(block, f"README.md python block {i}", "exec"), namespace)
-  # The `sample` block: near the weights the data came from, from a
-  # warm-up that arrived, with four chains of their own minibatches.
-  fit = namespace["fit"]
+def check_sample_block(fit):
+  # The `sample` block: near the weights the data came from (posterior sd
+  # about 0.01), from a warm-up that arrived, with four chains of their own
+  # minibatches.
   np.testing.assert_allclose(fit.draws.mean(axis=(0, 1)), [1., -1., .5],
                              atol=0.1)
   assert fit.report.arrived and fit.draws.shape == (500, 4, 3)
   assert fit.report.minibatches == "independent minibatches"
+
+
+def test_every_readme_and_getting_started_python_block_runs_in_order():
+  readme, guide = python_blocks(), python_blocks(GETTING_STARTED)
+  # The shared opening: README's first block is the start of getting
+  # started's first block, character for character.
+  assert guide[0].startswith(readme[0]), (readme[0], guide[0])
+  opening = {"__name__": "__main__"}
+  run_blocks(readme[:1], "README.md", opening)
+
+  namespace = dict(opening)
+  run_blocks(readme[1:], "README.md", namespace)
+  check_sample_block(namespace["fit"])
   # The data block's claim: the posterior mean is close to the true weights
   # (posterior sd is about 0.01 with N = 10,000 unit-noise examples).
   draws = np.asarray(namespace["draws"])
@@ -55,6 +79,20 @@ def test_every_readme_python_block_runs_in_order():
   # The ArviZ block records that these chains shared their minibatches,
   # as the text after it says.
   assert namespace["idata"].attrs["minibatches"] == "shared by all chains"
+
+  # docs/getting_started.md, from its own copy of the opening's namespace.
+  namespace = dict(opening)
+  printed = run_blocks([guide[0][len(readme[0]):]] + guide[1:],
+                       "docs/getting_started.md", namespace)
+  # Its `fit` is the opening's, checked above; the guide prints its claim.
+  assert printed.splitlines()[0] == "True independent minibatches", printed
+  # The step size is tuned to 85% acceptance.
+  accepted = np.asarray(namespace["accepted"], dtype=float)
+  assert abs(accepted.mean() - 0.85) < 0.1, accepted.mean()
+  # Posterior sd about 0.01 with N = 10,000 unit-noise examples.
+  draws = np.asarray(namespace["draws"])
+  np.testing.assert_allclose(draws.mean(axis=(0, 1)), [1., -2., .5],
+                             atol=0.05)
 
 
 def test_pyproject_lower_bounds_are_the_documented_versions_and_hold_here():

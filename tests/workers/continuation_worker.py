@@ -1,5 +1,6 @@
 """Continues one chain with repeated sample_moments calls; prints RSS (run by
-tests/processes/test_constant_memory.py).
+tests/processes/test_constant_memory.py, through memory_worker.py, which
+runs it in its process after its own chain).
 
     python continuation_worker.py NUM_CALLS -> "rss_first_kib=... rss_last_kib=..."
 
@@ -25,8 +26,8 @@ def rss_kib():
     return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
 
 
-def main():
-  num_calls = int(sys.argv[1])
+def continue_chain(num_calls):
+  """The line this worker prints, after `num_calls` continuing calls."""
   target = sg.NoisyGradientTarget(
       lambda x: 0.5 * tf.reduce_sum(x ** 2, -1), gradient_noise_variance=1.)
   kernel = sg.SGHMC(target, 0.1, 1., integrator="splitting")
@@ -40,8 +41,12 @@ def main():
     means.append(np.asarray(m.variance).mean())
     if i == 4:
       first = rss_kib()
-  print(f"rss_first_kib={first} rss_last_kib={rss_kib()} "
-        f"mean_variance={np.mean(means):.4f}")
+  return (f"rss_first_kib={first} rss_last_kib={rss_kib()} "
+          f"mean_variance={np.mean(means):.4f}")
+
+
+def main():
+  print(continue_chain(int(sys.argv[1])))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,12 @@
 """Runs a long chain with running moments and prints its peak memory (run by
 tests/processes/test_constant_memory.py).
 
-    python memory_worker.py NUM_STEPS   ->  prints "peak_kib=... mean=..."
+    python memory_worker.py NUM_STEPS [NUM_CALLS]
+        ->  prints "peak_kib=... mean=..."
+
+With NUM_CALLS, it then continues a chain with NUM_CALLS sample_moments
+calls in the same process (continuation_worker.py, one TensorFlow import
+for both) and prints that worker's line, after the peak was read.
 """
 import os
 import resource
@@ -32,7 +37,10 @@ def main():
   mean = float(np.mean(moments.variance))
   peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
   print(f"peak_kib={peak} mean_variance={mean:.4f} "
-        f"seconds={time.time() - start:.1f}")
+        f"seconds={time.time() - start:.1f}", flush=True)
+  if len(sys.argv) > 2:
+    import continuation_worker  # pylint: disable=import-outside-toplevel
+    print(continuation_worker.continue_chain(int(sys.argv[2])))
 
 
 if __name__ == "__main__":
