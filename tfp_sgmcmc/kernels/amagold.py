@@ -462,6 +462,12 @@ class AMAGOLD(amortized_mh.AmortizedShell):
     return self.copy(store_parameters_in_results=True,
                      **self._with_mass(momentum_distribution))
 
+  def _warmup_length_test(self, num_leapfrog_steps, momentum_distribution):
+    test = self._warmup_test_kernel(None, momentum_distribution).copy(
+        num_leapfrog_steps=num_leapfrog_steps)
+    mass = mass_lib.as_mass(test.momentum_distribution, test.momentum_std)
+    return test, lambda r: mass.velocity(r.proposed_results.momentum)
+
   def _warmup_gradients_per_test(self, num_test_steps):
     del num_test_steps
     return self.num_leapfrog_steps
