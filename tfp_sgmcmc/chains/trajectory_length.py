@@ -114,8 +114,10 @@ def chees(previous_parts, proposed_parts, accept_prob, batch_ndims):
   ```python
   # Two chains in 1-d at -1 and 1, proposals at -2 and 2, accepted:
   # 1/4 (4 - 1)^2 = 2.25 each.
-  print(chees([tf.constant([[-1.], [1.]])], [tf.constant([[-2.], [2.]])],
-              tf.ones([2]), 1).numpy())  # [2.25 2.25]
+  from tfp_sgmcmc.chains import trajectory_length
+  print(trajectory_length.chees(
+      [tf.constant([[-1.], [1.]])], [tf.constant([[-2.], [2.]])],
+      tf.ones([2]), 1).numpy())  # [2.25 2.25]
   ```
   """
   previous, proposed = _centred(previous_parts, proposed_parts,
@@ -134,10 +136,10 @@ def chees_gradient(previous_parts, proposed_parts, velocity_parts,
 
   ```python
   # The chains of `chees`, moving outwards at unit speed: 3 * 2 = 6 each.
-  print(chees_gradient([tf.constant([[-1.], [1.]])],
-                       [tf.constant([[-2.], [2.]])],
-                       [tf.constant([[-1.], [1.]])], tf.ones([2]),
-                       1).numpy())  # [6. 6.]
+  from tfp_sgmcmc.chains import trajectory_length
+  print(trajectory_length.chees_gradient(
+      [tf.constant([[-1.], [1.]])], [tf.constant([[-2.], [2.]])],
+      [tf.constant([[-1.], [1.]])], tf.ones([2]), 1).numpy())  # [6. 6.]
   ```
   """
   previous, proposed = _centred(previous_parts, proposed_parts,
@@ -205,8 +207,9 @@ def tuned_num_leapfrog_steps(state, step_size, max_num_leapfrog_steps):
   mean jittered length), between 1 and `max_num_leapfrog_steps`.
 
   ```python
-  state = init(10, 0.1)  # L = 1
-  print(tuned_num_leapfrog_steps(state, 0.1, 100))  # ceil(1 / 0.2) = 5
+  from tfp_sgmcmc.chains import trajectory_length
+  state = trajectory_length.init(10, 0.1)  # L = 1
+  print(trajectory_length.tuned_num_leapfrog_steps(state, 0.1, 100))  # 5
   ```
   """
   length = float(np.exp(np.float64(state.log_averaged_length)))

@@ -23,8 +23,11 @@ matrix; the diagonal mass matrix (Hamiltonian kernels that take a
 `momentum_distribution`) is the inverse of the warm-up draws' variance in
 expanding "slow" windows between a fast first and last window. Then both are
 frozen: the returned kernel is a plain kernel with a fixed step size (and
-mass), so AMAGOLD's sampling phase is exact. Each window is one compiled
-loop (`jit_compile=True` by default; no Python per step).
+mass), so AMAGOLD's sampling phase is exact. With
+`adapt_num_leapfrog_steps=True` AMAGOLD's trajectory length is tuned too
+(ChEES, `tfp_sgmcmc.chains.trajectory_length`) and frozen at one integer T.
+Each window is one compiled loop (`jit_compile=True` by default; no Python
+per step).
 """
 
 import collections
@@ -134,7 +137,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             jit_compile=True, dense_mass=False, criterion="acceptance",
             step_sizes=None, adapt_num_leapfrog_steps=False,
             max_num_leapfrog_steps=256):
-  """Tunes `kernel`'s step size (and diagonal mass) and returns it frozen.
+  """Tunes `kernel`'s step size (and mass, and optionally AMAGOLD's
+  trajectory length) and returns it frozen.
 
   #### Examples
 
