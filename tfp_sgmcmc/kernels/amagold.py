@@ -360,7 +360,8 @@ class AMAGOLD(amortized_mh.AmortizedShell):
       have the full-data energy (`target.has_exact_energy`).
     step_size: eps > 0 (scalar, per-chain tensor broadcastable against the
       state parts, or a schedule).
-    num_leapfrog_steps: T >= 1, gradient steps per M-H test.
+    num_leapfrog_steps: T >= 1, gradient steps per M-H test (a Python
+      integer, or a scalar integer tensor: a T drawn for each test).
     friction: beta >= 0.
     momentum_std: sigma > 0.
     resample_momentum: True for reversible, False for skew-reversible

@@ -97,3 +97,23 @@ def test_warm_up_returns_one_fixed_integer_length():
                      jit_compile=False)
   assert plain.kernel.num_leapfrog_steps == 10
   assert plain.report.num_leapfrog_steps is None
+
+
+def test_amagold_with_a_tensor_length_is_the_integer_lengths_chain():
+  # The warm-up's tests draw T per test as a scalar tensor; with the same
+  # value the proposal, rho and the test are those of the integer T.
+  target = sg.NoisyGradientTarget(lambda x: 0.5 * tf.reduce_sum(x ** 2, -1),
+                                  gradient_noise_variance=0.5)
+  state = tf.ones([3, 2])
+  outs = []
+  for steps in (5, tf.constant(5)):
+    kernel = sg.AMAGOLD(target, step_size=0.2, num_leapfrog_steps=steps,
+                        friction=0.5)
+    new_state, results = kernel.one_step(
+        state, kernel.bootstrap_results(state), seed=[3, 4])
+    outs.append((new_state.numpy(), results.log_accept_ratio.numpy()))
+  np.testing.assert_array_equal(outs[0][0], outs[1][0])
+  np.testing.assert_array_equal(outs[0][1], outs[1][1])
+  with pytest.raises(TypeError, match="num_leapfrog_steps"):
+    sg.AMAGOLD(target, step_size=0.2, num_leapfrog_steps=tf.constant(5.),
+               friction=0.5)
