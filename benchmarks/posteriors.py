@@ -242,8 +242,11 @@ def nuts(problem, num_warmup, num_steps, seed, jit=True):
       step_size=float(np.mean(results.new_step_size)))
 
 
-def sg_method(problem, method, num_warmup, budget, seed, jit=True):
-  """A tfp_sgmcmc kernel, warmed up, run for `budget` gradients a chain."""
+def sg_method(problem, method, num_warmup, budget, seed, jit=True,
+              warmup_options=None):
+  """A tfp_sgmcmc kernel, warmed up, run for `budget` gradients a chain;
+  `warmup_options` (e.g. `dense_mass`, `adapt_num_leapfrog_steps`): more
+  arguments of "AMAGOLD warmed up"'s `warm_up`."""
   target = problem.target
   leapfrogs = 10
   if method.startswith("AMAGOLD"):
@@ -262,12 +265,15 @@ def sg_method(problem, method, num_warmup, budget, seed, jit=True):
   elif method == "AMAGOLD warmed up" and (
       "momentum_distribution" not in kernel.parameters):
     return None
+  options = (warmup_options or {}) if method == "AMAGOLD warmed up" else {}
   warm_seed, seed = sg.random.split_seed(seed, 2)
   warm = sg.warm_up(kernel, tf.zeros([NUM_CHAINS, problem.dim]),
                     num_steps=num_warmup, seed=warm_seed,
-                    adapt_mass=adapt_mass, jit_compile=jit)
-  num_steps = max(int(budget // per_step), 10)
+                    adapt_mass=adapt_mass, jit_compile=jit, **options)
   kernel = warm.kernel
+  # The warm-up may have tuned AMAGOLD's T.
+  per_step = getattr(kernel, "num_leapfrog_steps", None) or per_step
+  num_steps = max(int(budget // per_step), 10)
   results = kernel.bootstrap_results(warm.state)
   draws, _, _, seconds, grads = run_loop(kernel, warm.state, results,
                                          num_steps, seed, _constant(per_step),
@@ -276,7 +282,10 @@ def sg_method(problem, method, num_warmup, budget, seed, jit=True):
       step_size=warm.report.step_size,
       warmup_acceptance=warm.report.acceptance,
       warmup_seconds=warm.report.seconds,
-      mass_adapted=warm.report.variance is not None)
+      mass_adapted=warm.report.variance is not None,
+      mass=("dense" if warm.report.covariance is not None else
+            "diagonal" if warm.report.variance is not None else "identity"),
+      leapfrogs_per_draw=float(per_step))
 
 
 def score(problem, draws, seconds, grads):
@@ -324,11 +333,13 @@ def sample_method(problem, seed, quick=False):
 
 
 def main(quick=False, out=os.path.join(HERE, "results"), models=None,
-         methods=None, seed=0, name=None):
+         methods=None, seed=0, name=None, warmup_options=None):
   """Runs the suite; returns the rows (also written as JSON).
 
   `quick`: tiny sizes and no XLA (whose compilation would dominate);
-  `models`, `methods`: names to run (default all)."""
+  `models`, `methods`: names to run (default all); `warmup_options`: more
+  `warm_up` arguments for "AMAGOLD warmed up" (`dense_mass`,
+  `adapt_num_leapfrog_steps`)."""
   sizes = (dict(nuts_warmup=60, nuts_steps=40, warmup=60) if quick else
            dict(nuts_warmup=500, nuts_steps=500, warmup=500))
   jit = not quick
@@ -345,7 +356,8 @@ def main(quick=False, out=os.path.join(HERE, "results"), models=None,
                                         sizes["nuts_steps"], nuts_seed, jit)
     rows.append(dict(model=problem.name, method="NUTS",
                      full_batch=problem.full_batch,
-                     **score(problem, draws, seconds, grads), **extra))
+                     **score(problem, draws, seconds, grads), **extra,
+                     leapfrogs_per_draw=grads / sizes["nuts_steps"]))
     budget = grads
     for method in methods or METHODS:
       seed, method_seed = sg.random.split_seed(seed, 2)
@@ -360,7 +372,7 @@ def main(quick=False, out=os.path.join(HERE, "results"), models=None,
         _write(rows, quick, sizes, out, name)
         continue
       run = sg_method(problem, method, sizes["warmup"], budget, method_seed,
-                      jit)
+                      jit, warmup_options)
       if run is None:
         rows.append(dict(model=problem.name, method=method,
                          full_batch=problem.full_batch,
@@ -392,20 +404,24 @@ def _write(rows, quick, sizes, out, name):
 def table(rows):
   """The rows as a markdown table."""
   lines = ["| model | method | mean err (sd) | mean err (MCSE) | sd rel err "
-           "| ESS / 1k grad | ESS / s | step size | mass |",
-           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+           "| ESS / 1k grad | ESS / s | step size | mass | leapfrogs / draw |",
+           "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- "
+           "| ---: |"]
   for r in rows:
     if "not_run" in r:
       lines.append(f"| {r['model']} | {r['method']} | not run: "
-                   f"{r['not_run']} | | | | | | |")
+                   f"{r['not_run']} | | | | | | | |")
       continue
     step = r.get("step_size")
+    mass = r.get("mass") or ("adapted" if r.get("mass_adapted", True)
+                             else "identity")
+    leapfrogs = r.get("leapfrogs_per_draw")
     lines.append(
         f"| {r['model']} | {r['method']} | {r['mean_error_sd']:.3f} | "
         f"{r['mean_error_mcse']:.1f} | {r['sd_rel_error']:.3f} | "
         f"{r['ess_per_1k_gradients']:.2f} | {r['ess_per_second']:.1f} | "
-        f"{'' if step is None else f'{step:.3g}'} | "
-        f"{'adapted' if r.get('mass_adapted', True) else 'identity'} |")
+        f"{'' if step is None else f'{step:.3g}'} | {mass} | "
+        f"{'' if leapfrogs is None else f'{leapfrogs:.3g}'} |")
   return "\n".join(lines)
 
 
@@ -415,6 +431,15 @@ if __name__ == "__main__":
   parser.add_argument("--models", nargs="*")
   parser.add_argument("--methods", nargs="*")
   parser.add_argument("--name", help="the JSON file's name in results/")
+  parser.add_argument("--dense-mass", action="store_true",
+                      help="AMAGOLD warmed up: warm_up(dense_mass=True)")
+  parser.add_argument("--adapt-num-leapfrog-steps", action="store_true",
+                      help="AMAGOLD warmed up: its T tuned by ChEES")
   args = parser.parse_args()
+  options = {}
+  if args.dense_mass:
+    options["dense_mass"] = True
+  if args.adapt_num_leapfrog_steps:
+    options["adapt_num_leapfrog_steps"] = True
   main(quick=args.quick, models=args.models, methods=args.methods,
-       name=args.name)
+       name=args.name, warmup_options=options)

@@ -23,8 +23,11 @@ matrix; the diagonal mass matrix (Hamiltonian kernels that take a
 `momentum_distribution`) is the inverse of the warm-up draws' variance in
 expanding "slow" windows between a fast first and last window. Then both are
 frozen: the returned kernel is a plain kernel with a fixed step size (and
-mass), so AMAGOLD's sampling phase is exact. Each window is one compiled
-loop (`jit_compile=True` by default; no Python per step).
+mass), so AMAGOLD's sampling phase is exact. With
+`adapt_num_leapfrog_steps=True` AMAGOLD's trajectory length is tuned too
+(ChEES, `tfp_sgmcmc.chains.trajectory_length`) and frozen at one integer T.
+Each window is one compiled loop (`jit_compile=True` by default; no Python
+per step).
 """
 
 import collections
@@ -38,6 +41,7 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 from tfp_sgmcmc import random
 from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import stein
+from tfp_sgmcmc.chains import trajectory_length as length_lib
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
@@ -53,7 +57,8 @@ class WarmupReport(
     collections.namedtuple("WarmupReport", [
         "step_size", "variance", "momentum_distribution", "windows",
         "acceptance", "num_steps", "num_gradients", "seconds", "arrived",
-        "arrival", "covariance"], defaults=(None, None, None))):
+        "arrival", "covariance", "num_leapfrog_steps"],
+        defaults=(None, None, None, None))):
   """What the warm-up tuned and how (`WarmupResult.report`).
 
   Attributes:
@@ -79,6 +84,9 @@ class WarmupReport(
     arrival: the `Arrival` record behind `arrived` (distances, cause).
     covariance: with `dense_mass`, the [d, d] M^{-1} (the estimated
       posterior covariance, whose diagonal is `variance`); else None.
+    num_leapfrog_steps: with `adapt_num_leapfrog_steps`, the frozen T of
+      the returned kernel (each window's dict then has the mean T of its
+      tests under `num_leapfrog_steps`); else None.
   """
   __slots__ = ()
 
@@ -127,8 +135,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             target_accept_prob=0.75, num_test_steps=10, adapt_mass=None,
             initial_buffer=75, final_buffer=50, base_window=25,
             jit_compile=True, dense_mass=False, criterion="acceptance",
-            step_sizes=None):
-  """Tunes `kernel`'s step size (and diagonal mass) and returns it frozen.
+            step_sizes=None, adapt_num_leapfrog_steps=False,
+            max_num_leapfrog_steps=256):
+  """Tunes `kernel`'s step size (and mass, and optionally AMAGOLD's
+  trajectory length) and returns it frozen.
 
   #### Examples
 
@@ -170,6 +180,15 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       entry per step size with its `ksd`.
     step_sizes: the grid of `criterion="ksd"` (default: the kernel's step
       size times 10^-2, 10^-1, 1, 10, 10^2).
+    adapt_num_leapfrog_steps: also tune the trajectory's length (AMAGOLD's
+      `num_leapfrog_steps` T) by ChEES (Hoffman, Radul & Sountsov 2021;
+      `tfp_sgmcmc.chains.trajectory_length`): each test runs a jittered
+      length u L (u in (0, 1]), and L climbs the ChEES gradient alongside
+      the step size and mass, starting from the kernel's T times its step
+      size. The returned kernel has one fixed integer
+      T = ceil(L / (2 h)), so its chain is exact (the test is exact for
+      every fixed T). Only for a kernel whose test is its own trajectory.
+    max_num_leapfrog_steps: the cap on T (warm-up and returned kernel).
 
   Returns:
     `WarmupResult(kernel, state, report)`.
@@ -186,6 +205,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   if criterion not in ("acceptance", "ksd"):
     raise ValueError(f"`criterion` must be 'acceptance' or 'ksd'; got "
                      f"{criterion!r}.")
+  make_length = getattr(kernel, "_warmup_length_test", None)
+  length_lib.check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
+                           kind, make_length is not None, criterion)
   if criterion == "ksd":
     return _warm_up_by_ksd(kernel, initial_state, num_steps, seed,
                            step_sizes, jit_compile)
@@ -219,7 +241,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   gradients_per_test = getattr(kernel, "_warmup_gradients_per_test",
                                lambda n: n)(num_test_steps)
 
-  def run_window(state, seed, da, inverse_mass, num_window_steps):
+  def run_window(state, seed, da, inverse_mass, num_window_steps, length):
     dist = (_momentum_distribution(state, batch_ndims, inverse_mass,
                                    dense_mass) if adapt_mass else None)
     test = make_test(num_test_steps, dist)
@@ -228,28 +250,39 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
                                       dense=dense_mass)
               if adapt_mass else ())
 
-    def body(i, state, results, seed, da, window, accept_sum):
+    def body(i, state, results, seed, da, window, accept_sum, length, grads):
       seed, step_seed = random.split_seed(seed, 2)
       results = _set_step_size(results, tf.exp(da.log_step_size))
-      state, results = test.one_step(state, results, step_seed)
+      if adapt_num_leapfrog_steps:  # A test of a jittered length.
+        state, results, length, steps = length_lib.test_step(
+            make_length, dist, state, results, step_seed,
+            tf.exp(da.log_step_size), length, max_num_leapfrog_steps,
+            batch_ndims)
+      else:
+        state, results = test.one_step(state, results, step_seed)
+        steps = gradients_per_test
       adapted, accept = adaptation.update(
           adaptation.WindowAdaptationState(da, window, inverse_mass),
           tf.nest.flatten(state), results.log_accept_ratio,
           target_accept_prob, batch_ndims)
       return (i + 1, state, results, seed, adapted.dual_averaging,
-              adapted.window, accept_sum + accept)
+              adapted.window, accept_sum + accept, length,
+              grads + tf.cast(steps, tf.float64))
 
-    _, state, _, seed, da, window, accept_sum = tf.while_loop(
+    _, state, _, seed, da, window, accept_sum, length, grads = tf.while_loop(
         lambda i, *_: i < num_window_steps, body,
         (tf.constant(0), state, results, seed, da, window,
-         tf.zeros([], dtype)))
+         tf.zeros([], dtype), length, tf.zeros([], tf.float64)))
     variance = adaptation.window_variance(window) if adapt_mass else ()
     return (state, seed, da, window, variance,
-            accept_sum / tf.cast(num_window_steps, dtype))
+            accept_sum / tf.cast(num_window_steps, dtype), length, grads)
 
   compiled = tf.function(run_window, jit_compile=jit_compile,
                          autograph=False)
   report_windows = []
+  num_gradients = 0.
+  length = (length_lib.init(kernel.num_leapfrog_steps, kernel.step_size,
+                            dtype) if adapt_num_leapfrog_steps else ())
   adapted = adaptation.init(
       parts, kernel.step_size, batch_ndims, adapt_mass=False,
       inverse_mass=([tf.eye(parts[0].shape[-1], dtype=dtype)]
@@ -257,9 +290,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   start = time.perf_counter()
   for number, (kind_w, steps) in enumerate(windows):
     t0 = time.perf_counter()
-    state, seed, da, window, variance, accept = compiled(
+    state, seed, da, window, variance, accept, length, grads = compiled(
         state, seed, adapted.dual_averaging, adapted.inverse_mass,
-        tf.constant(steps))
+        tf.constant(steps), length)
+    num_gradients += float(grads)
     adapted = adapted._replace(dual_averaging=da, window=window)
     set_mass = kind_w == "slow" and adapt_mass
     # Dual averaging starts again from the step size reached so far, its
@@ -271,7 +305,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     log_step = adapted.dual_averaging.log_averaging_step
     report_windows.append(dict(
         kind=kind_w, steps=steps, step_size=float(np.exp(log_step)),
-        acceptance=float(accept), seconds=time.perf_counter() - t0))
+        acceptance=float(accept), seconds=time.perf_counter() - t0,
+        **(dict(num_leapfrog_steps=float(grads) / steps)
+           if adapt_num_leapfrog_steps else {})))
   # The tuned step size in Python (numpy's exp of the averaged log step),
   # as the report shows it.
   step_size = float(np.exp(adapted.dual_averaging.log_averaging_step))
@@ -282,6 +318,11 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   tuned = (tuned(step_size, dist) if tuned is not None else kernel.copy(
       step_size=step_size,
       **({} if dist is None else dict(momentum_distribution=dist))))
+  num_leapfrog_steps = (length_lib.tuned_num_leapfrog_steps(
+      length, step_size, max_num_leapfrog_steps)
+                        if adapt_num_leapfrog_steps else None)
+  if num_leapfrog_steps is not None:
+    tuned = tuned.copy(num_leapfrog_steps=num_leapfrog_steps)
   report = WarmupReport(
       step_size=step_size,
       variance=([np.diag(v.numpy()) if dense_mass else v.numpy()
@@ -289,8 +330,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       covariance=variance[0].numpy() if dense_mass else None,
       momentum_distribution=dist, windows=report_windows,
       acceptance=report_windows[-1]["acceptance"], num_steps=num_steps,
-      num_gradients=num_steps * gradients_per_test,
-      seconds=time.perf_counter() - start)
+      num_gradients=(num_gradients if adapt_num_leapfrog_steps else
+                     num_steps * gradients_per_test),
+      seconds=time.perf_counter() - start,
+      num_leapfrog_steps=num_leapfrog_steps)
   # A warm-up still on its way to the posterior is reported, not handed
   # back as if it had arrived (the check draws no number the chain uses).
   arrival = arrival_lib.check_warm_up(

@@ -323,7 +323,10 @@ def leapfrog_step(step, position, momentum, rho, gradient, step_size,
 
 
 def check_num_leapfrog_steps(num_leapfrog_steps):
-  """Raises unless T is a Python integer >= 1.
+  """Raises unless T is a Python integer >= 1 or a scalar integer tensor
+  (a length drawn for each proposal, as a warm-up's jitter: a T drawn
+  independently of the state mixes kernels that each leave the target
+  invariant; its value, >= 1, is the caller's to keep).
 
   Args:
     num_leapfrog_steps: T.
@@ -339,6 +342,9 @@ def check_num_leapfrog_steps(num_leapfrog_steps):
   tfp_sgmcmc.dynamics.amagold.check_num_leapfrog_steps(10)  # passes
   ```
   """
+  if (tf.is_tensor(num_leapfrog_steps) and num_leapfrog_steps.dtype.is_integer
+      and num_leapfrog_steps.shape.rank == 0):
+    return
   if (isinstance(num_leapfrog_steps, bool) or
       not isinstance(num_leapfrog_steps, (numbers.Integral, np.integer))):
     raise TypeError(f"`num_leapfrog_steps` (T) must be a Python integer "

@@ -360,7 +360,8 @@ class AMAGOLD(amortized_mh.AmortizedShell):
       have the full-data energy (`target.has_exact_energy`).
     step_size: eps > 0 (scalar, per-chain tensor broadcastable against the
       state parts, or a schedule).
-    num_leapfrog_steps: T >= 1, gradient steps per M-H test.
+    num_leapfrog_steps: T >= 1, gradient steps per M-H test (a Python
+      integer, or a scalar integer tensor: a T drawn for each test).
     friction: beta >= 0.
     momentum_std: sigma > 0.
     resample_momentum: True for reversible, False for skew-reversible
@@ -461,6 +462,12 @@ class AMAGOLD(amortized_mh.AmortizedShell):
     del num_test_steps  # Its own num_leapfrog_steps.
     return self.copy(store_parameters_in_results=True,
                      **self._with_mass(momentum_distribution))
+
+  def _warmup_length_test(self, num_leapfrog_steps, momentum_distribution):
+    test = self._warmup_test_kernel(None, momentum_distribution).copy(
+        num_leapfrog_steps=num_leapfrog_steps)
+    mass = mass_lib.as_mass(test.momentum_distribution, test.momentum_std)
+    return test, lambda r: mass.velocity(r.proposed_results.momentum)
 
   def _warmup_gradients_per_test(self, num_test_steps):
     del num_test_steps

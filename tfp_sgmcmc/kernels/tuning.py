@@ -19,6 +19,12 @@ and, where the defaults do not fit, any of
 * `_warmup_tuned(step_size, momentum_distribution)` (default: `copy` with
   that step size, and that `momentum_distribution` when not None): the
   frozen kernel `warm_up` returns.
+* `_warmup_length_test(num_leapfrog_steps, momentum_distribution)` (only
+  a kernel whose test is its own trajectory of `num_leapfrog_steps`
+  gradients): `(test, velocity)`, the test kernel with T a scalar int32
+  tensor and a function of its results giving M^{-1} r at the proposal, for
+  `warm_up(adapt_num_leapfrog_steps=True)`, which then returns the tuned
+  kernel's `copy(num_leapfrog_steps=T)`.
 
 A kernel without `_warmup_test_kernel` (or with it set to None, as a
 subclass whose dynamics the parent's test does not describe) is refused.
