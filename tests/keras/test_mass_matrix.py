@@ -269,3 +269,21 @@ def test_inverse_mass_survives_the_config_round_trip():
   again = sgk.AMAGOLD.from_config(sampler.get_config())
   for a, b in zip(again.inverse_mass, mass):
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", [30, 31])
+def test_warmup_mass_tracks_posterior_variances_10000x_apart(seed):
+  # Posterior variances 2.1e-3 and 2.0e-7 (sds 103x apart), the scale of a
+  # neural network's weights. The regularisation is relative to the
+  # window's own variances, so M^{-1} must be within 2x of each. Stan's
+  # absolute rule (shrinking towards 1e-3) ended this warm-up with
+  # M^{-1} / variance 0.029 and 51.
+  problem = scaled_problem((1., 100.))
+  variance = np.diag(problem.posterior_cov)
+  assert 2.0e-3 < variance[0] < 2.2e-3 and 1.9e-7 < variance[1] < 2.1e-7
+  callback, _ = amagold_fit(problem, sgk.AMAGOLD(
+      step_size=0.01, num_leapfrog_steps=5, friction=1., seed=seed),
+                            WARMUP, batch_size=250, seed=100, epochs=4,
+                            warmup=WARMUP)
+  relative = callback.sampler.inverse_mass[0].ravel() / variance
+  assert np.all(np.abs(np.log(relative)) < np.log(2.)), relative
