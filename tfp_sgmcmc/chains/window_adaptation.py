@@ -10,7 +10,10 @@ The state (`WindowAdaptationState`) is a nest of tensors:
   (`WindowState`: centred on the chains' mean at the window's start, for a
   variance without cancellation), or None (or `()`, a loop's empty
   structure) when no mass is adapted;
-* `inverse_mass`: M^{-1} per state part, the current diagonal mass.
+* `inverse_mass`: M^{-1} per state part, the current mass: a diagonal
+  shaped like the part, a dense [d, d] matrix, or a low-rank-plus-diagonal
+  (s, V, lambda) (`regularized_low_rank`), the last two with a dense
+  window.
 
 A warm-up is `init`, then `update` after each test (the test's acceptance
 and the chain's state after it), and at the end of each window of
@@ -29,7 +32,8 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 __all__ = ["WindowAdaptationState", "DualAveragingState", "WindowState",
            "warmup_windows", "regularized_variance", "acceptance_probability",
-           "regularized_covariance", "dual_averaging_init",
+           "regularized_covariance", "regularized_low_rank",
+           "low_rank_diagonal", "dual_averaging_init",
            "dual_averaging_update", "begin_window",
            "window_update", "window_variance", "init", "update", "end_window",
            "final"]
@@ -226,6 +230,46 @@ def regularized_covariance(covariance, num_draws, previous=None):
   return scale[:, None] * correlation * scale[None, :]
 
 
+def low_rank_diagonal(inverse_mass):
+  """The diagonal of M^{-1} = S (I + V (Lambda - I) V^T) S, given as
+  (s, V, lambda)."""
+  scale, basis, eigenvalues = inverse_mass
+  return tf.square(scale) * (1. + tf.linalg.matvec(tf.square(basis),
+                                                   eigenvalues - 1.))
+
+
+def regularized_low_rank(covariance, num_draws, rank, previous=None):
+  """A slow window's covariance estimate ([d, d]) made a low-rank-plus-
+  diagonal M^{-1} = S (I + V (Lambda - I) V^T) S: the dense estimate
+  `regularized_covariance` (its diagonal S^2), and of its correlation
+  matrix the `rank` eigenvectors V whose eigenvalues Lambda are farthest
+  from 1 on the log scale, both the stretched directions (lambda > 1) and
+  the squeezed ones (lambda < 1); the other directions keep the diagonal.
+
+  Args:
+    covariance: the window draws' covariance, a [d, d] tensor.
+    num_draws: n, the draws it was estimated from.
+    rank: k, a Python int <= d.
+    previous: M^{-1} before the window as (s, V, lambda) (optional).
+
+  Returns:
+    (s [d], V [d, k], lambda [k]), as `low_rank_momentum_distribution`
+    takes them.
+  """
+  previous_dense = None
+  if previous is not None:
+    previous_dense = tf.linalg.diag(low_rank_diagonal(previous))
+  dense = regularized_covariance(covariance, num_draws, previous_dense)
+  scale = tf.sqrt(tf.linalg.diag_part(dense))
+  correlation = dense / (scale[:, None] * scale[None, :])
+  eigenvalues, vectors = tf.linalg.eigh(
+      0.5 * (correlation + tf.linalg.matrix_transpose(correlation)))
+  eigenvalues = tf.maximum(eigenvalues, tf.reduce_max(eigenvalues) * 1e-12)
+  _, top = tf.math.top_k(tf.abs(tf.math.log(eigenvalues)), k=rank)
+  return (scale, tf.gather(vectors, top, axis=1),
+          tf.gather(eigenvalues, top))
+
+
 def acceptance_probability(log_accept_ratio):
   """The test's mean acceptance probability over the chains, min(1, e^r);
   a NaN ratio (an overflowed trajectory) counts as 0."""
@@ -362,10 +406,13 @@ def end_window(state, variance, set_mass, restart):
   if set_mass is not False:
     count = state.window.count
     dense = [_is_dense(s, v) for v, s in zip(variance, state.window.sum)]
-    new = ([regularized_covariance(v, count, m)
-            for v, m in zip(variance, state.inverse_mass)] if all(dense)
-           else regularized_variance(list(variance), count,
-                                     list(state.inverse_mass)))
+    if all(dense):
+      new = [regularized_low_rank(v, count, m[1].shape[-1], m)
+             if isinstance(m, tuple) else regularized_covariance(v, count, m)
+             for v, m in zip(variance, state.inverse_mass)]
+    else:
+      new = regularized_variance(list(variance), count,
+                                 list(state.inverse_mass))
     state = state._replace(inverse_mass=_select(
         set_mass, new, state.inverse_mass))
   if restart is not False:

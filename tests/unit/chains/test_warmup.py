@@ -78,6 +78,18 @@ def test_dense_mass_needs_one_vector_per_chain():
   with pytest.raises(ValueError, match="`dense_mass=True` needs"):
     sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, adapt_mass=False,
                dense_mass=True)
+  with pytest.raises(ValueError, match="`mass='low_rank'` needs"):
+    sg.warm_up(two_parts, [tf.zeros([4, 1]), tf.zeros([4, 1])],
+               num_steps=20, mass="low_rank")
+  with pytest.raises(ValueError, match=r"`mass` must be one of .* got "
+                     "mass='full'"):
+    sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, mass="full")
+  with pytest.raises(ValueError, match="got mass='low_rank', dense_mass"):
+    sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, mass="low_rank",
+               dense_mass=True)
+  with pytest.raises(ValueError, match=r"`mass_rank` .* \[1, 2\].* got 3"):
+    sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, mass="low_rank",
+               mass_rank=3)
 
 
 def test_regularized_covariance_is_positive_definite_from_few_draws():
@@ -133,3 +145,28 @@ def test_a_coordinate_that_never_moved_keeps_its_mass():
       tf.constant([[4., 0.], [0., 0.]]), 100.,
       tf.constant([[2., 0.5], [0.5, 3.]])).numpy()
   np.testing.assert_allclose(np.diag(dense), [4., 3.], rtol=1e-6)
+
+
+def test_regularized_low_rank_keeps_the_directions_farthest_from_one():
+  # A correlation matrix with eigenvalues 0.015, 0.073, 0.29 and 3.6: rank
+  # 2 keeps 0.015 and 0.073 (farthest from 1 on the log scale: a squeezed
+  # direction limits the step size as much as a stretched one), and at
+  # full rank M^{-1} is the dense estimate.
+  rng = np.random.default_rng(1)
+  w, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+  correlation = w @ np.diag([30., 1.2, 0.9, 0.05]) @ w.T
+  s = np.diag(np.sqrt(np.diag(correlation)))
+  correlation = np.linalg.inv(s) @ correlation @ np.linalg.inv(s)
+  sd = np.array([1e-3, 0.1, 1., 50.])
+  covariance = tf.constant(np.diag(sd) @ correlation @ np.diag(sd))
+  n = 1e12  # No shrinkage: the estimate is the covariance itself.
+  scale, basis, lam = (x.numpy() for x in
+                       window_adaptation.regularized_low_rank(
+                           covariance, n, rank=4))
+  rebuilt = np.diag(scale) @ (np.eye(4) + basis @ np.diag(lam - 1.) @
+                              basis.T) @ np.diag(scale)
+  np.testing.assert_allclose(rebuilt, covariance, rtol=1e-6, atol=1e-12)
+  _, _, lam = window_adaptation.regularized_low_rank(covariance, n, rank=2)
+  true = np.linalg.eigvalsh(correlation)
+  np.testing.assert_allclose(true, [0.0155, 0.0727, 0.287, 3.63], rtol=1e-2)
+  np.testing.assert_allclose(sorted(lam.numpy()), true[:2], rtol=1e-6)
