@@ -1,5 +1,6 @@
-"""A warm-up in one call: the step size (and a diagonal mass matrix) of a
-stochastic-gradient kernel tuned on an exact amortized M-H test, then frozen.
+"""A warm-up in one call: the step size (and a mass matrix: diagonal, dense
+or low rank plus diagonal) of a stochastic-gradient kernel tuned on an exact
+amortized M-H test, then frozen.
 
 `warm_up(kernel, initial_state, num_steps, seed)` runs Stan's window
 adaptation (Stan Reference Manual, "HMC algorithm parameters"; BlackJAX's
@@ -19,9 +20,11 @@ makes exact (Zhang, Cooper & De Sa 2020, eq. 6):
 
 The step size follows dual averaging (Hoffman & Gelman 2014, Stan's
 constants) to `target_accept_prob` of that test, restarted at each new mass
-matrix; the diagonal mass matrix (Hamiltonian kernels that take a
-`momentum_distribution`) is the inverse of the warm-up draws' variance in
-expanding "slow" windows between a fast first and last window. Then both are
+matrix; the mass matrix (Hamiltonian kernels that take a
+`momentum_distribution`) is the inverse of the warm-up draws' variance
+(covariance, or its low-rank-plus-diagonal part) in expanding "slow" windows
+between a fast first and last window, regularised relative to the window's
+own scale (`window_adaptation.regularized_variance`). Then both are
 frozen: the returned kernel is a plain kernel with a fixed step size (and
 mass), so AMAGOLD's sampling phase is exact. Each window is one compiled
 loop (`jit_compile=True` by default; no Python per step).
@@ -61,8 +64,9 @@ class WarmupReport(
     step_size: the frozen step size (the dual-averaged value of the last
       window).
     variance: per state part, the estimated posterior variance of each
-      coordinate (the inverse of the diagonal mass), or None where no mass
-      matrix was adapted.
+      coordinate: the diagonal of M^{-1} (for a low-rank mass, of
+      S (I + V (Lambda - I) V^T) S), or None where no mass matrix was
+      adapted.
     momentum_distribution: the frozen momentum distribution (TFP's
       convention: p ~ N(0, M), log_prob = -K(p)), or None.
     windows: one dict per window: `kind` ("fast" or "slow"), `steps`,
@@ -135,7 +139,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             initial_buffer=75, final_buffer=50, base_window=25,
             jit_compile=True, dense_mass=False, criterion="acceptance",
             step_sizes=None, mass=None, mass_rank=None):
-  """Tunes `kernel`'s step size (and diagonal mass) and returns it frozen.
+  """Tunes `kernel`'s step size (and mass) and returns it frozen.
 
   #### Examples
 
@@ -160,8 +164,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       less a margin for the gradient noise, which the test also sees).
     num_test_steps: T, gradient steps per test for SGHMC, SGNHT and SGLD
       (AMAGOLD uses its `num_leapfrog_steps`).
-    adapt_mass: estimate a diagonal mass matrix (default: where the kernel
-      takes a `momentum_distribution`).
+    adapt_mass: estimate a mass matrix (default: where the kernel takes a
+      `momentum_distribution`), of the form `mass` gives.
     initial_buffer, final_buffer, base_window: Stan's window sizes.
     jit_compile: compile each window with XLA.
     dense_mass: estimate a dense mass matrix instead (Stan's `dense_e`):
