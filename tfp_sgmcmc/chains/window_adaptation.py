@@ -149,8 +149,9 @@ def regularized_variance(variance, num_draws, previous=None):
   The rule is relative: scaling every variance by c scales M^{-1} by c, so
   a state whose posterior variances run from 1e-8 to 1e4 gets each one
   back within a factor (L / var)^{5 / (n + 5)} (1.035 at n = 2,000
-  draws for a variance 1e6 from L), where Stan's absolute rule (shrinking towards
-  1e-3) sets every variance below about 1e-3 x 5 / (n + 5) to that floor.
+  draws for a variance 1e6 from L), where Stan's absolute rule (shrinking
+  towards 1e-3) sets every variance below about 1e-3 x 5 / (n + 5) to
+  that floor.
   A coordinate whose window variance is not positive (it never moved: a
   window with every test rejected) keeps `previous` (default: L; 1 when no
   coordinate moved). The two weights are computed in double precision and
