@@ -6,7 +6,9 @@ non-identity M leaves the posterior's moments exact on a linear regression
 whose posterior scales differ about 100x; the warm-up from a step size 100x
 too small or too large ends at the same step size and mass, M^{-1} near the
 posterior variances, and each M^{-1} is the regularised variance of the
-draws of its window; wrong arguments are refused with their fix.
+draws of its window; a posterior variance of 2.0e-7 gets an M^{-1} within
+2x of it (the wide weight beside it, 2.1e-3, not yet: an expected failure);
+wrong arguments are refused with their fix.
 """
 
 import keras
@@ -142,7 +144,8 @@ def test_warmup_ends_at_the_same_step_size_and_mass_from_100x_off(
   # holds few independent draws). From the same seed the two starts must
   # end closer than two seeds typically do (log sd of a difference 0.35,
   # 0.18 and 1.0): within 1.5x for the step size and the narrow weight, 2x
-  # for the wide weight. Measured: 2%, 9% and 2% apart.
+  # for the wide weight. Measured: 13%, 2% and 19% apart (with Stan's
+  # regularisation, before the relative one: 2%, 9% and 2%).
   _, fits = warmed_up
   for callback, logs in fits:
     # Frozen after the warm-up's 1,000 tests (the end of the 4th epoch).
@@ -158,8 +161,9 @@ def test_warmup_ends_at_the_same_step_size_and_mass_from_100x_off(
 
 
 def test_warmup_mass_tracks_the_posterior_variances(warmed_up):
-  # Stan's regularisation adds 1e-3 * 5 / 505 = 9.9e-6 to the last window's
-  # variance (+10% on the narrow weight's 9.8e-5). The estimate must be
+  # The relative regularisation moves the last window's variance by at
+  # most (L / var)^(5 / 505), 4% here (Stan's absolute rule added 9.9e-6,
+  # +10% on the narrow weight's 9.8e-5). The estimate must be
   # within 1.5x of the narrow weight's variance and within 6x of the wide
   # weight's (over 6 seeds: 0.86-1.24x and 0.22-1.8x, the wide weight's
   # biased low, as a window of autocorrelated draws is), where the identity
@@ -269,3 +273,46 @@ def test_inverse_mass_survives_the_config_round_trip():
   again = sgk.AMAGOLD.from_config(sampler.get_config())
   for a, b in zip(again.inverse_mass, mass):
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.fixture(scope="module")
+def tiny_variances():
+  """Warm-ups of 1,000 tests on posterior variances 2.1e-3 and 2.0e-7
+  (sds 103x apart, the scale of a neural network's weights) from the
+  identity mass, seeds 30 and 31: (variances, {seed: M^{-1}})."""
+  problem = scaled_problem((1., 100.))
+  variance = np.diag(problem.posterior_cov)
+  assert 2.0e-3 < variance[0] < 2.2e-3 and 1.9e-7 < variance[1] < 2.1e-7
+  masses = {}
+  for seed in (30, 31):
+    callback, _ = amagold_fit(problem, sgk.AMAGOLD(
+        step_size=0.01, num_leapfrog_steps=5, friction=1., seed=seed),
+                              WARMUP, batch_size=250, seed=100, epochs=4,
+                              warmup=WARMUP)
+    masses[seed] = callback.sampler.inverse_mass[0].ravel()
+  return variance, masses
+
+
+def test_warmup_mass_of_a_tiny_variance_is_its_variance(tiny_variances):
+  # The regularisation is relative to the window's own variances, so the
+  # narrow weight's M^{-1} must be within 2x of its variance 2.0e-7.
+  # Measured over seeds 30-35: 0.85-1.13x. Stan's absolute rule (towards
+  # 1e-3) ended this warm-up 51x above it.
+  variance, masses = tiny_variances
+  for seed, inverse_mass in masses.items():
+    relative = inverse_mass / variance
+    assert abs(np.log(relative[1])) < np.log(2.), (seed, relative)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the wide weight's window variance is biased low where the chain "
+    "crosses it slowly: after the identity start its M^{-1} is 0.001-0.006x "
+    "its variance at test 250 and 0.12-0.72x at the end (seeds 31-35; seed "
+    "30 within 2x); an estimate from the gradients would not depend on how "
+    "far the draws moved"))
+def test_warmup_mass_of_the_wide_weight_is_within_2x(tiny_variances):
+  # The whole criterion: M^{-1} within 2x of both posterior variances.
+  # Seed 31 ends at 0.116x on the wide weight (2.1e-3).
+  variance, masses = tiny_variances
+  relative = masses[31] / variance
+  assert np.all(np.abs(np.log(relative)) < np.log(2.)), relative

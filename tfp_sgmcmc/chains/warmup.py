@@ -1,5 +1,6 @@
-"""A warm-up in one call: the step size (and a diagonal mass matrix) of a
-stochastic-gradient kernel tuned on an exact amortized M-H test, then frozen.
+"""A warm-up in one call: the step size (and a mass matrix: diagonal, dense
+or low rank plus diagonal) of a stochastic-gradient kernel tuned on an exact
+amortized M-H test, then frozen.
 
 `warm_up(kernel, initial_state, num_steps, seed)` runs Stan's window
 adaptation (Stan Reference Manual, "HMC algorithm parameters"; BlackJAX's
@@ -19,9 +20,11 @@ makes exact (Zhang, Cooper & De Sa 2020, eq. 6):
 
 The step size follows dual averaging (Hoffman & Gelman 2014, Stan's
 constants) to `target_accept_prob` of that test, restarted at each new mass
-matrix; the diagonal mass matrix (Hamiltonian kernels that take a
-`momentum_distribution`) is the inverse of the warm-up draws' variance in
-expanding "slow" windows between a fast first and last window. Then both are
+matrix; the mass matrix (Hamiltonian kernels that take a
+`momentum_distribution`) is the inverse of the warm-up draws' variance
+(covariance, or its low-rank-plus-diagonal part) in expanding "slow" windows
+between a fast first and last window, regularised relative to the window's
+own scale (`window_adaptation.regularized_variance`). Then both are
 frozen: the returned kernel is a plain kernel with a fixed step size (and
 mass), so AMAGOLD's sampling phase is exact. With
 `adapt_num_leapfrog_steps=True` AMAGOLD's trajectory length is tuned too
@@ -46,7 +49,8 @@ from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
 from tfp_sgmcmc.dynamics.mass import (dense_momentum_distribution,
-                                      diagonal_momentum_distribution)
+                                      diagonal_momentum_distribution,
+                                      low_rank_momentum_distribution)
 
 __all__ = ["warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
            "regularized_variance"]
@@ -65,8 +69,9 @@ class WarmupReport(
     step_size: the frozen step size (the dual-averaged value of the last
       window).
     variance: per state part, the estimated posterior variance of each
-      coordinate (the inverse of the diagonal mass), or None where no mass
-      matrix was adapted.
+      coordinate: the diagonal of M^{-1} (for a low-rank mass, of
+      S (I + V (Lambda - I) V^T) S), or None where no mass matrix was
+      adapted.
     momentum_distribution: the frozen momentum distribution (TFP's
       convention: p ~ N(0, M), log_prob = -K(p)), or None.
     windows: one dict per window: `kind` ("fast" or "slow"), `steps`,
@@ -82,8 +87,9 @@ class WarmupReport(
       gradient where they stand (False comes with a
       `WarmupNotConvergedWarning`); None for a kernel without a target.
     arrival: the `Arrival` record behind `arrived` (distances, cause).
-    covariance: with `dense_mass`, the [d, d] M^{-1} (the estimated
-      posterior covariance, whose diagonal is `variance`); else None.
+    covariance: with a dense mass, the [d, d] M^{-1} (the estimated
+      posterior covariance, whose diagonal is `variance`); else None (the
+      low-rank M^{-1} is in `momentum_distribution`).
     num_leapfrog_steps: with `adapt_num_leapfrog_steps`, the frozen T of
       the returned kernel (each window's dict then has the mean T of its
       tests under `num_leapfrog_steps`); else None.
@@ -124,9 +130,14 @@ def _set_step_size(results, step_size):
       step_size=tf.cast(step_size, inner.step_size.dtype)))
 
 
-def _momentum_distribution(state, batch_ndims, variance, dense=False):
-  if dense:
+_MASSES = ("diagonal", "dense", "low_rank")
+
+
+def _momentum_distribution(state, batch_ndims, variance, mass="diagonal"):
+  if mass == "dense":
     return dense_momentum_distribution(variance[0])
+  if mass == "low_rank":
+    return low_rank_momentum_distribution(*variance[0])
   return diagonal_momentum_distribution(tf.nest.flatten(state), batch_ndims,
                                         inverse_mass=variance)
 
@@ -136,7 +147,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             initial_buffer=75, final_buffer=50, base_window=25,
             jit_compile=True, dense_mass=False, criterion="acceptance",
             step_sizes=None, adapt_num_leapfrog_steps=False,
-            max_num_leapfrog_steps=256):
+            max_num_leapfrog_steps=256, mass=None, mass_rank=None):
   """Tunes `kernel`'s step size (and mass, and optionally AMAGOLD's
   trajectory length) and returns it frozen.
 
@@ -163,14 +174,25 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       less a margin for the gradient noise, which the test also sees).
     num_test_steps: T, gradient steps per test for SGHMC, SGNHT and SGLD
       (AMAGOLD uses its `num_leapfrog_steps`).
-    adapt_mass: estimate a diagonal mass matrix (default: where the kernel
-      takes a `momentum_distribution`).
+    adapt_mass: estimate a mass matrix (default: where the kernel takes a
+      `momentum_distribution`), of the form `mass` gives.
     initial_buffer, final_buffer, base_window: Stan's window sizes.
     jit_compile: compile each window with XLA.
     dense_mass: estimate a dense mass matrix instead (Stan's `dense_e`):
       M^{-1} is each slow window's covariance, shrunk towards its diagonal
       (`window_adaptation.regularized_covariance`). For a state of one
-      vector per chain; each step then costs a [d, d] product more.
+      vector per chain; each step then costs a [d, d] product more. The
+      same as `mass="dense"`.
+    mass: the form of the mass matrix estimated: "diagonal" (the default),
+      "dense" (as `dense_mass=True`) or "low_rank": M^{-1} =
+      S (I + V (Lambda - I) V^T) S, the windows' variances S^2 and the
+      `mass_rank` directions V in which their correlation matrix differs
+      most from I (`window_adaptation.regularized_low_rank`; the frozen
+      kernel's `momentum_distribution` is
+      `dynamics.mass.low_rank_momentum_distribution`, O(d k) a step). The
+      dense and low-rank masses need a state of one vector per chain; the
+      low-rank estimate holds the windows' [d, d] sums during the warm-up.
+    mass_rank: k of `mass="low_rank"`, 1 <= k <= d (default min(d, 10)).
     criterion: "acceptance" (the amortized test above) or "ksd": for a
       kernel without an M-H test, whose bias an acceptance rate does not
       see, the step size of `step_sizes` whose draws have the lowest kernel
@@ -231,19 +253,33 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   seed = tfp.random.sanitize_seed(seed)
   probe = make_test(num_test_steps, None)
   batch_ndims = probe.bootstrap_results(state).log_accept_ratio.shape.rank
-  if dense_mass and (not adapt_mass or len(parts) != 1 or
-                     parts[0].shape.rank != batch_ndims + 1):
+  if mass is None:
+    mass = "dense" if dense_mass else "diagonal"
+  elif mass not in _MASSES or (dense_mass and mass != "dense"):
     raise ValueError(
-        f"`dense_mass=True` needs a {kind} that adapts a mass "
+        f"`mass` must be one of {_MASSES} (with dense_mass=True: 'dense' or "
+        f"None); got mass={mass!r}, dense_mass={dense_mass!r}.")
+  named = "`dense_mass=True`" if dense_mass else f"`mass={mass!r}`"
+  if mass != "diagonal" and (not adapt_mass or len(parts) != 1 or
+                             parts[0].shape.rank != batch_ndims + 1):
+    raise ValueError(
+        f"{named} needs a {kind} that adapts a mass "
         f"(adapt_mass={adapt_mass}) and a state of one vector per chain; got "
         f"{len(parts)} part(s) of shape(s) {[p.shape.as_list() for p in parts]}"
         f" with {batch_ndims} chain axes. Use dense_mass=False (diagonal).")
+  if mass == "low_rank":
+    size = parts[0].shape[-1]
+    mass_rank = min(size, 10) if mass_rank is None else mass_rank
+    if not (isinstance(mass_rank, int) and 1 <= mass_rank <= size):
+      raise ValueError(f"`mass_rank` must be an integer in [1, {size}] (the "
+                       f"state's dimension); got {mass_rank!r}.")
+  dense_mass = mass != "diagonal"  # The windows hold [d, d] sums.
   gradients_per_test = getattr(kernel, "_warmup_gradients_per_test",
                                lambda n: n)(num_test_steps)
 
   def run_window(state, seed, da, inverse_mass, num_window_steps, length):
     dist = (_momentum_distribution(state, batch_ndims, inverse_mass,
-                                   dense_mass) if adapt_mass else None)
+                                   mass) if adapt_mass else None)
     test = make_test(num_test_steps, dist)
     results = test.bootstrap_results(state)
     window = (adaptation.begin_window(tf.nest.flatten(state), batch_ndims,
@@ -285,8 +321,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
                             dtype) if adapt_num_leapfrog_steps else ())
   adapted = adaptation.init(
       parts, kernel.step_size, batch_ndims, adapt_mass=False,
-      inverse_mass=([tf.eye(parts[0].shape[-1], dtype=dtype)]
-                    if dense_mass else None))
+      inverse_mass=_identity(parts[0], mass, mass_rank))
   start = time.perf_counter()
   for number, (kind_w, steps) in enumerate(windows):
     t0 = time.perf_counter()
@@ -312,7 +347,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   # as the report shows it.
   step_size = float(np.exp(adapted.dual_averaging.log_averaging_step))
   variance = adapted.inverse_mass
-  dist = (_momentum_distribution(state, batch_ndims, variance, dense_mass)
+  dist = (_momentum_distribution(state, batch_ndims, variance, mass)
           if adapt_mass else None)
   tuned = getattr(kernel, "_warmup_tuned", None)
   tuned = (tuned(step_size, dist) if tuned is not None else kernel.copy(
@@ -325,9 +360,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     tuned = tuned.copy(num_leapfrog_steps=num_leapfrog_steps)
   report = WarmupReport(
       step_size=step_size,
-      variance=([np.diag(v.numpy()) if dense_mass else v.numpy()
-                 for v in variance] if adapt_mass else None),
-      covariance=variance[0].numpy() if dense_mass else None,
+      variance=([_diagonal(v, mass) for v in variance] if adapt_mass
+                else None),
+      covariance=variance[0].numpy() if mass == "dense" else None,
       momentum_distribution=dist, windows=report_windows,
       acceptance=report_windows[-1]["acceptance"], num_steps=num_steps,
       num_gradients=(num_gradients if adapt_num_leapfrog_steps else
@@ -343,6 +378,26 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     arrival_lib.warn_if_not_arrived(arrival)
   return WarmupResult(tuned, tf.nest.pack_sequence_as(
       initial_state, tf.nest.flatten(state)), report)
+
+
+def _identity(part, mass, rank):
+  """M^{-1} = I in the form of `mass` (None: ones, as `adaptation.init`)."""
+  d = part.shape[-1]
+  if mass == "dense":
+    return [tf.eye(d, dtype=part.dtype)]
+  if mass == "low_rank":
+    return [(tf.ones([d], part.dtype), tf.zeros([d, rank], part.dtype),
+             tf.ones([rank], part.dtype))]
+  return None
+
+
+def _diagonal(inverse_mass, mass):
+  """The diagonal of M^{-1} in the form of `mass`, as numpy."""
+  if mass == "dense":
+    return np.diag(inverse_mass.numpy())
+  if mass == "low_rank":
+    return adaptation.low_rank_diagonal(inverse_mass).numpy()
+  return inverse_mass.numpy()
 
 
 def _warm_up_by_ksd(kernel, initial_state, num_steps, seed, step_sizes,

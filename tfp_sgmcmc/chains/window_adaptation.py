@@ -10,7 +10,10 @@ The state (`WindowAdaptationState`) is a nest of tensors:
   (`WindowState`: centred on the chains' mean at the window's start, for a
   variance without cancellation), or None (or `()`, a loop's empty
   structure) when no mass is adapted;
-* `inverse_mass`: M^{-1} per state part, the current diagonal mass.
+* `inverse_mass`: M^{-1} per state part, the current mass: a diagonal
+  shaped like the part, a dense [d, d] matrix, or a low-rank-plus-diagonal
+  (s, V, lambda) (`regularized_low_rank`), the last two with a dense
+  window.
 
 A warm-up is `init`, then `update` after each test (the test's acceptance
 and the chain's state after it), and at the end of each window of
@@ -29,7 +32,8 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 __all__ = ["WindowAdaptationState", "DualAveragingState", "WindowState",
            "warmup_windows", "regularized_variance", "acceptance_probability",
-           "regularized_covariance", "dual_averaging_init",
+           "regularized_covariance", "regularized_low_rank",
+           "low_rank_diagonal", "dual_averaging_init",
            "dual_averaging_update", "begin_window",
            "window_update", "window_variance", "init", "update", "end_window",
            "final"]
@@ -121,56 +125,92 @@ def warmup_windows(num_steps, initial_buffer=75, final_buffer=50,
   return [(k, n) for k, n in windows if n > 0]
 
 
-def regularized_variance(variance, num_draws):
-  """Stan's regularisation of a slow window's variance estimate, the M^{-1}
-  that the next window uses: shrunk towards 1e-3 with weight 5 / (n + 5),
+def _log_level(variance):
+  """log L, L the geometric mean of the positive finite entries of every
+  part of `variance` (0. when there is none), and the mask of those
+  entries per part."""
+  parts = [tf.convert_to_tensor(v) for v in tf.nest.flatten(variance)]
+  seen = [tf.math.is_finite(v) & (v > 0.) for v in parts]
+  logs = [tf.where(m, tf.math.log(tf.where(m, v, tf.ones_like(v))),
+                   tf.zeros_like(v)) for v, m in zip(parts, seen)]
+  total = tf.add_n([tf.reduce_sum(tf.cast(x, tf.float64)) for x in logs])
+  count = tf.add_n([tf.reduce_sum(tf.cast(m, tf.float64)) for m in seen])
+  return (tf.math.divide_no_nan(total, count), count > 0.), seen
 
-      M^{-1} = n / (n + 5) var + 1e-3 * 5 / (n + 5),
 
-  which keeps M^{-1} positive when a coordinate barely moved in the window.
-  The two weights are computed in double precision (a Python float, or a
-  float64 tensor when `num_draws` is a tensor), then cast to the variance's
-  dtype, so the result does not depend on which of the two n is.
+def regularized_variance(variance, num_draws, previous=None):
+  """A slow window's variance estimate made the M^{-1} of the next window:
+  each coordinate's variance shrunk towards L, the geometric mean of the
+  window's variances over every coordinate of every part, with Stan's
+  weight 5 / (n + 5), on the log scale,
+
+      log M^{-1} = n / (n + 5) log var + 5 / (n + 5) log L.
+
+  The rule is relative: scaling every variance by c scales M^{-1} by c, so
+  a state whose posterior variances run from 1e-8 to 1e4 gets each one
+  back within a factor (L / var)^{5 / (n + 5)} (1.035 at n = 2,000
+  draws for a variance 1e6 from L), where Stan's absolute rule (shrinking
+  towards 1e-3) sets every variance below about 1e-3 x 5 / (n + 5) to
+  that floor.
+  A coordinate whose window variance is not positive (it never moved: a
+  window with every test rejected) keeps `previous` (default: L; 1 when no
+  coordinate moved). The two weights are computed in double precision and
+  cast to the variance's dtype, so the result does not depend on whether
+  n is a number or a tensor.
 
   Args:
     variance: per state part, the window draws' variance (a tensor or a
       list of tensors).
     num_draws: n, the draws the variance was estimated from (a number or a
       scalar tensor).
+    previous: M^{-1} before the window, in the structure of `variance`
+      (optional).
 
   Returns:
-    M^{-1}, in the structure of `variance`.
+    M^{-1}, tensors in the structure of `variance`.
 
   ```python
-  print(tfp_sgmcmc.chains.warmup.regularized_variance([1.], 45.))  # [0.9001]
+  from tfp_sgmcmc.chains.window_adaptation import regularized_variance
+  print(regularized_variance([tf.constant([1e-8, 1e4])], 2000.))
+  # [1.035e-08, 9.66e+03]: each within 3.5% of its variance
   ```
   """
-  if not tf.is_tensor(num_draws):
-    return tf.nest.map_structure(
-        lambda v: (num_draws / (num_draws + 5.)) * v +
-        1e-3 * (5. / (num_draws + 5.)), variance)
+  (log_level, any_seen), seen = _log_level(variance)
   n = tf.cast(num_draws, tf.float64)
-  weight, floor = n / (n + 5.), 1e-3 * (5. / (n + 5.))
-  return tf.nest.map_structure(
-      lambda v: tf.cast(weight, v.dtype) * v + tf.cast(floor, v.dtype),
-      variance)
+  weight = n / (n + 5.)
+  parts = [tf.convert_to_tensor(v) for v in tf.nest.flatten(variance)]
+  olds = ([None] * len(parts) if previous is None else
+          [tf.convert_to_tensor(m) for m in tf.nest.flatten(previous)])
+  out = []
+  for v, m, old in zip(parts, seen, olds):
+    safe = tf.where(m, v, tf.ones_like(v))
+    w = tf.cast(weight, v.dtype)
+    shrunk = tf.exp(w * tf.math.log(safe) +
+                    tf.cast((1. - weight) * log_level, v.dtype))
+    if old is None:
+      old = tf.where(any_seen, tf.cast(tf.exp(log_level), v.dtype),
+                     tf.ones([], v.dtype))
+    out.append(tf.where(m, shrunk, tf.cast(old, v.dtype) + tf.zeros_like(v)))
+  return tf.nest.pack_sequence_as(variance, out)
 
 
-def regularized_covariance(covariance, num_draws):
+def regularized_covariance(covariance, num_draws, previous=None):
   """A slow window's covariance estimate ([d, d]) made a dense M^{-1}:
   shrunk towards its diagonal with weight d / (n + d), which keeps it
   positive definite when n, the window's draws, is not far above d (a
-  covariance of n draws has rank at most n), then Stan's regularisation,
+  covariance of n draws has rank at most n); then its diagonal is
+  regularised as `regularized_variance` does, the correlations kept:
 
-      M^{-1} = n / (n + 5) S + 1e-3 * 5 / (n + 5) I,
-
-  S the shrunk estimate. The weights are computed in double precision and
-  cast to the covariance's dtype.
+      S = (1 - d / (n + d)) C + d / (n + d) diag(C),
+      M^{-1} = D R D,   R = the correlation matrix of S,
+      D^2 = regularized_variance(diag(C), n, diag(previous)).
 
   Args:
     covariance: the window draws' covariance, a [d, d] tensor.
     num_draws: n, the draws it was estimated from (a number or a scalar
       tensor).
+    previous: M^{-1} before the window, [d, d] (optional): where a
+      coordinate never moved, its variance is kept from it.
 
   Returns:
     M^{-1}, [d, d].
@@ -180,12 +220,55 @@ def regularized_covariance(covariance, num_draws):
   n = tf.cast(num_draws, tf.float64)
   d = tf.cast(tf.shape(covariance)[-1], tf.float64)
   shrink = tf.cast(d / (n + d), dtype)
-  weight = tf.cast(n / (n + 5.), dtype)
-  floor = tf.cast(1e-3 * (5. / (n + 5.)), dtype)
   diagonal = tf.linalg.diag_part(covariance)
   shrunk = (1. - shrink) * covariance + shrink * tf.linalg.diag(diagonal)
-  return weight * shrunk + floor * tf.eye(tf.shape(covariance)[-1],
-                                          dtype=dtype)
+  sd = tf.sqrt(tf.where(diagonal > 0., diagonal, tf.ones_like(diagonal)))
+  correlation = tf.linalg.set_diag(shrunk / (sd[:, None] * sd[None, :]),
+                                   tf.ones_like(diagonal))
+  scale = tf.sqrt(regularized_variance(
+      diagonal, num_draws,
+      None if previous is None else tf.linalg.diag_part(previous)))
+  return scale[:, None] * correlation * scale[None, :]
+
+
+def low_rank_diagonal(inverse_mass):
+  """The diagonal of M^{-1} = S (I + V (Lambda - I) V^T) S, given as
+  (s, V, lambda)."""
+  scale, basis, eigenvalues = inverse_mass
+  return tf.square(scale) * (1. + tf.linalg.matvec(tf.square(basis),
+                                                   eigenvalues - 1.))
+
+
+def regularized_low_rank(covariance, num_draws, rank, previous=None):
+  """A slow window's covariance estimate ([d, d]) made a low-rank-plus-
+  diagonal M^{-1} = S (I + V (Lambda - I) V^T) S: the dense estimate
+  `regularized_covariance` (its diagonal S^2), and of its correlation
+  matrix the `rank` eigenvectors V whose eigenvalues Lambda are farthest
+  from 1 on the log scale, both the stretched directions (lambda > 1) and
+  the squeezed ones (lambda < 1); the other directions keep the diagonal.
+
+  Args:
+    covariance: the window draws' covariance, a [d, d] tensor.
+    num_draws: n, the draws it was estimated from.
+    rank: k, a Python int <= d.
+    previous: M^{-1} before the window as (s, V, lambda) (optional).
+
+  Returns:
+    (s [d], V [d, k], lambda [k]), as `low_rank_momentum_distribution`
+    takes them.
+  """
+  previous_dense = None
+  if previous is not None:
+    previous_dense = tf.linalg.diag(low_rank_diagonal(previous))
+  dense = regularized_covariance(covariance, num_draws, previous_dense)
+  scale = tf.sqrt(tf.linalg.diag_part(dense))
+  correlation = dense / (scale[:, None] * scale[None, :])
+  eigenvalues, vectors = tf.linalg.eigh(
+      0.5 * (correlation + tf.linalg.matrix_transpose(correlation)))
+  eigenvalues = tf.maximum(eigenvalues, tf.reduce_max(eigenvalues) * 1e-12)
+  _, top = tf.math.top_k(tf.abs(tf.math.log(eigenvalues)), k=rank)
+  return (scale, tf.gather(vectors, top, axis=1),
+          tf.gather(eigenvalues, top))
 
 
 def acceptance_probability(log_accept_ratio):
@@ -314,18 +397,25 @@ def _select(flag, new, old):
 
 def end_window(state, variance, set_mass, restart):
   """At a window's end. Where `set_mass` (a slow window ended): M^{-1}
-  becomes the window's `variance` (`window_variance`) regularised as Stan
-  does (`regularized_variance`, n = the window's draws). Where `restart`:
+  becomes the window's `variance` (`window_variance`) regularised relative
+  to its own scale (`regularized_variance`, or `regularized_covariance` for
+  a dense window; n = the window's draws, a coordinate that never moved
+  keeping its M^{-1}). Where `restart`:
   dual averaging starts again from the averaged step size (Stan restarts
   after the first window and after each new mass). The flags are Python
   bools or boolean scalar tensors."""
   if set_mass is not False:
     count = state.window.count
+    dense = [_is_dense(s, v) for v, s in zip(variance, state.window.sum)]
+    if all(dense):
+      new = [regularized_low_rank(v, count, m[1].shape[-1], m)
+             if isinstance(m, tuple) else regularized_covariance(v, count, m)
+             for v, m in zip(variance, state.inverse_mass)]
+    else:
+      new = regularized_variance(list(variance), count,
+                                 list(state.inverse_mass))
     state = state._replace(inverse_mass=_select(
-        set_mass, [regularized_covariance(v, count) if _is_dense(s, v)
-                   else regularized_variance(v, count)
-                   for v, s in zip(variance, state.window.sum)],
-        state.inverse_mass))
+        set_mass, new, state.inverse_mass))
   if restart is not False:
     state = state._replace(dual_averaging=_select(
         restart, dual_averaging_init(state.dual_averaging.log_averaging_step),

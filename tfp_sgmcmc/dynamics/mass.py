@@ -19,7 +19,10 @@ draws are the package engine's standard normals, the stream every kernel
 had before it took a mass), `DiagonalMass` (M^{-1} per coordinate: the form
 `diagonal_momentum_distribution` and TFP's `DiagonalMassMatrixAdaptation`
 build, read through the public classes of `tfp.experimental.distributions`;
-draws z / sqrt(M^{-1}) from the engine's z) and `DistributionMass` (any
+draws z / sqrt(M^{-1}) from the engine's z), `LowRankMass`
+(M^{-1} = S (I + V (Lambda - I) V^T) S, a diagonal times a low-rank update
+of the identity, the form `low_rank_momentum_distribution` builds: O(d k)
+velocity and draws from the engine's z) and `DistributionMass` (any
 other Gaussian, e.g. a dense `tfd.MultivariateNormalTriL`: its own
 `sample`, and M^{-1} r by autodiff of its `log_prob`, as TFP's leapfrog
 differentiates its kinetic energy).
@@ -27,21 +30,21 @@ differentiates its kinetic energy).
 
 import tensorflow as tf
 import tensorflow_probability as tfp
-from tensorflow_probability.python.experimental.mcmc import (
-    preconditioning_utils)
 
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import as_dtype, broadcast_structure, sum_event
+from tfp_sgmcmc.dynamics.momentum_distributions import (
+    PRECISION_NORMAL as _PRECISION_NORMAL, batch_momentum_distribution,
+    check_momentum_distribution, dense_momentum_distribution,
+    diagonal_momentum_distribution, low_rank_momentum_distribution)
 
-__all__ = ["Mass", "ScaledIdentity", "DiagonalMass", "DistributionMass",
-           "as_mass", "drift", "sample_momentum", "velocity",
-           "kinetic_energy", "batch_momentum_distribution",
+__all__ = ["Mass", "ScaledIdentity", "DiagonalMass", "LowRankMass",
+           "DistributionMass", "as_mass", "drift", "sample_momentum",
+           "velocity", "kinetic_energy", "batch_momentum_distribution",
            "diagonal_momentum_distribution", "dense_momentum_distribution",
-           "check_momentum_distribution"]
+           "low_rank_momentum_distribution", "check_momentum_distribution"]
 
 tfd = tfp.distributions
-_PRECISION_NORMAL = (
-    tfp.experimental.distributions.MultivariateNormalPrecisionFactorLinearOperator)
 
 
 class Mass:
@@ -147,6 +150,38 @@ class DiagonalMass(Mass):
         for m, r in zip(self.inverse_mass, tf.nest.flatten(momentum))])
 
 
+class LowRankMass(Mass):
+  """M^{-1} = S (I + V (Lambda - I) V^T) S per state part, each part's
+  coordinates flattened (`low_rank_momentum_distribution`): per part a
+  tuple (s [d], V [d, k] orthonormal, lambda [k]). Draws from the engine's
+  z, as `DiagonalMass`."""
+
+  def __init__(self, parts):
+    self.parts = [tuple(p) for p in parts]
+
+  @staticmethod
+  def _apply(x, scale, basis, coefficients, pre, post):
+    flat = tf.reshape(x, [-1, tf.shape(scale)[-1]])
+    scale, basis, coefficients = (tf.cast(a, x.dtype) for a in
+                                  (scale, basis, coefficients))
+    w = flat * scale if pre else flat
+    w = w + tf.linalg.matmul(tf.linalg.matmul(w, basis) * coefficients,
+                             basis, transpose_b=True)
+    w = w * scale if post else w / scale
+    return tf.reshape(w, tf.shape(x))
+
+  def sample(self, like, seed):
+    z = tf.nest.flatten(random.standard_normal_like(like, seed))
+    return tf.nest.pack_sequence_as(like, [
+        self._apply(x, s, v, tf.math.rsqrt(lam) - 1., False, False)
+        for x, (s, v, lam) in zip(z, self.parts)])
+
+  def velocity(self, momentum):
+    return tf.nest.pack_sequence_as(momentum, [
+        self._apply(r, s, v, lam - 1., True, True)
+        for r, (s, v, lam) in zip(tf.nest.flatten(momentum), self.parts)])
+
+
 class DistributionMass(Mass):
   """M of any Gaussian `momentum_distribution` N(0, M): its own draws, and
   M^{-1} r = -grad log N(r; 0, M) by autodiff."""
@@ -174,37 +209,63 @@ class DistributionMass(Mass):
     return tf.nest.pack_sequence_as(momentum, [-g for g in grads])
 
 
-def _diagonal_inverse_mass(momentum_distribution):
-  """Per part, M^{-1}, for the diagonal form that
-  `diagonal_momentum_distribution` and TFP's `DiagonalMassMatrixAdaptation`
-  build (a joint distribution of batch-broadcast, reshaped
-  `MultivariateNormalPrecisionFactorLinearOperator`s whose precision, a
-  diagonal operator, is M^{-1}), read through public classes and
-  properties; None for any other distribution."""
+def _precision_normal(part):
+  """The `MultivariateNormalPrecisionFactorLinearOperator` of one part of a
+  momentum distribution (batch-broadcast and reshaped, as TFP's
+  preconditioning builds it, or not), or None."""
+  if isinstance(part, tfd.BatchBroadcast):
+    part = part.distribution
+  # The precision form is itself a TransformedDistribution.
+  if isinstance(part, tfd.TransformedDistribution) and not isinstance(
+      part, _PRECISION_NORMAL):
+    if not isinstance(part.bijector, tfp.bijectors.Reshape):
+      return None
+    part = part.distribution
+  return part if isinstance(part, _PRECISION_NORMAL) else None
+
+
+def _read_mass(momentum_distribution):
+  """The `DiagonalMass` or `LowRankMass` of the forms that
+  `diagonal_momentum_distribution` (and TFP's
+  `DiagonalMassMatrixAdaptation`) and `low_rank_momentum_distribution`
+  build, read through public classes and properties; None for any other
+  distribution."""
   model = getattr(momentum_distribution, "model", None)
   if not isinstance(model, (list, tuple)):
-    return None
-  inverse_mass = []
+    model = [momentum_distribution]
+  diagonal, low_rank = [], []
   for part in model:
-    reshaped = (part.distribution if isinstance(part, tfd.BatchBroadcast)
-                else None)
-    if not isinstance(reshaped, tfd.TransformedDistribution) or (
-        not isinstance(reshaped.bijector, tfp.bijectors.Reshape)):
+    normal = _precision_normal(part)
+    if normal is None:
       return None
-    normal = reshaped.distribution
-    if not isinstance(normal, _PRECISION_NORMAL) or (
-        not isinstance(normal.precision, tf.linalg.LinearOperatorDiag)):
+    if isinstance(normal.precision, tf.linalg.LinearOperatorDiag):
+      reshaped = part.distribution if isinstance(
+          part, tfd.BatchBroadcast) else part
+      if reshaped is normal:
+        return None
+      diagonal.append(reshaped.bijector.forward(normal.precision.diag_part()))
+      continue
+    factor = normal.precision_factor
+    ops = getattr(factor, "operators", ())
+    if not (isinstance(factor, tf.linalg.LinearOperatorComposition) and
+            len(ops) == 2 and
+            isinstance(ops[0], tf.linalg.LinearOperatorDiag) and
+            isinstance(ops[1], tf.linalg.LinearOperatorLowRankUpdate)):
       return None
-    inverse_mass.append(reshaped.bijector.forward(
-        normal.precision.diag_part()))
-  return inverse_mass
+    low_rank.append((ops[0].diag, ops[1].u,
+                     tf.square(ops[1].diag_update + 1.)))
+  if len(diagonal) == len(model):
+    return DiagonalMass(diagonal)
+  if len(low_rank) == len(model):
+    return LowRankMass(low_rank)
+  return None
 
 
 def as_mass(momentum_distribution=None, momentum_std=1.):
   """The `Mass` of a `momentum_distribution` N(0, M) (a `Mass` passes
   through): `ScaledIdentity(momentum_std)` for None, `DiagonalMass` for
-  the diagonal form of `diagonal_momentum_distribution`, else
-  `DistributionMass`.
+  the diagonal form of `diagonal_momentum_distribution`, `LowRankMass` for
+  that of `low_rank_momentum_distribution`, else `DistributionMass`.
 
   ```python
   mass = tfp_sgmcmc.dynamics.mass.as_mass(
@@ -216,10 +277,9 @@ def as_mass(momentum_distribution=None, momentum_std=1.):
     return momentum_distribution
   if momentum_distribution is None:
     return ScaledIdentity(momentum_std)
-  inverse_mass = _diagonal_inverse_mass(momentum_distribution)
-  if inverse_mass is not None:
-    return DiagonalMass(inverse_mass)
-  return DistributionMass(momentum_distribution)
+  mass = _read_mass(momentum_distribution)
+  return mass if mass is not None else DistributionMass(
+      momentum_distribution)
 
 
 def drift(position, momentum, step_size, momentum_distribution=None):
@@ -312,172 +372,3 @@ def kinetic_energy(momentum, momentum_std=1., batch_ndims=0,
   """
   return as_mass(momentum_distribution, momentum_std).kinetic_energy(
       momentum, batch_ndims)
-
-
-def batch_momentum_distribution(momentum_distribution, batch_shape):
-  """The distribution a step uses: TFP's own normalisation
-  (`preconditioning_utils.maybe_make_list_and_batch_broadcast`, as
-  `PreconditionedHamiltonianMonteCarlo` does), a joint distribution over
-  the state's parts broadcast to the chains' `batch_shape`, so that one
-  draw has the state's shape and `DiagonalMassMatrixAdaptation` can update
-  it. None stays None (the identity).
-
-  Args:
-    momentum_distribution: N(0, M), or None.
-    batch_shape: the chains' batch shape.
-
-  Returns:
-    The batched joint distribution, or None.
-
-  ```python
-  batched = tfp_sgmcmc.dynamics.hamiltonian.batch_momentum_distribution(
-      tfd.MultivariateNormalDiag(scale_diag=[1., 1.]), [4])
-  print([r.shape for r in batched.sample(seed=[0, 1])])  # [[4, 2]]
-  ```
-  """
-  if momentum_distribution is None:
-    return None
-  return preconditioning_utils.maybe_make_list_and_batch_broadcast(
-      momentum_distribution, batch_shape)
-
-def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
-  """A diagonal mass matrix as a momentum distribution, in the form TFP's
-  `DiagonalMassMatrixAdaptation` builds and updates.
-
-  Args:
-    state: a tensor or a list of tensors shaped like the chains' state.
-    batch_ndims: how many leading axes of each part are chains (0 for one
-      chain of shape [d], 1 for a state of shape [chains, d]).
-    inverse_mass: M^{-1} per coordinate, a structure like `state` without
-      the chain axes (or broadcastable to it), e.g. the posterior variance
-      of each coordinate, which is what makes every coordinate move on the
-      same time scale. Default: ones (the identity).
-
-  Returns:
-    N(0, M) with M = diag(1 / `inverse_mass`), batch shape the chains'.
-    A kernel given it is the identity-mass kernel when `inverse_mass` is
-    one (a different random stream: draws come from the distribution);
-    wrapped in `DiagonalMassMatrixAdaptation(..., num_estimation_steps=n)`
-    it is the distribution the adaptation replaces at step n.
-
-  #### Example
-
-  SGHMC with M^{-1} set to a guess of the posterior variance, which lets
-  one step size suit both coordinates:
-
-  ```python
-  init = tf.zeros([4, d])
-  momentum = tfp_sgmcmc.diagonal_momentum_distribution(
-      init, batch_ndims=1, inverse_mass=[5e-3, 5e-3])
-  print([r.shape for r in momentum.sample(seed=[0, 1])])   # [[4, 2]]
-  kernel = tfp_sgmcmc.SGHMC(target, step_size=0.3, friction=1.,
-                            momentum_distribution=momentum)
-  samples = tf.function(lambda: tfp.mcmc.sample_chain(
-      200, init, kernel=kernel, num_burnin_steps=100, trace_fn=None,
-      seed=[0, 1]), jit_compile=True)()
-  print(tf.reduce_mean(samples, [0, 1]))   # about [1, -1]
-  ```
-  """
-  parts = tf.nest.flatten(state)
-  parts = [tf.convert_to_tensor(p) for p in parts]
-  batch_shape = tf.shape(parts[0])[:batch_ndims]
-  if parts[0].shape[:batch_ndims].is_fully_defined():
-    batch_shape = parts[0].shape[:batch_ndims]
-  variance = None
-  if inverse_mass is not None:
-    # A one-tensor state takes a list of numbers as one value per
-    # coordinate, not one per part.
-    values = (tf.nest.flatten(broadcast_structure(inverse_mass, parts))
-              if tf.nest.is_nested(state) else [inverse_mass])
-    variance = [tf.cast(v, p.dtype) for v, p in zip(values, parts)]
-  return preconditioning_utils.make_momentum_distribution(
-      parts, batch_shape, variance)
-
-def dense_momentum_distribution(covariance):
-  """A dense mass matrix as a momentum distribution: N(0, M) with
-  M^{-1} = `covariance`, for a state of one vector per chain.
-
-  M^{-1} near the posterior's covariance makes every direction move on the
-  same time scale, including those along which correlated coordinates move
-  together, which a diagonal mass leaves slow. The distribution is TFP's
-  precision form (`MultivariateNormalPrecisionFactorLinearOperator` with
-  precision M^{-1} and its Cholesky factor), so the velocity M^{-1} r (the
-  gradient of its log density) is one matrix product, with no inverse.
-
-  Args:
-    covariance: M^{-1}, a [d, d] symmetric positive definite tensor (e.g.
-      the posterior's covariance estimated from draws).
-
-  Returns:
-    N(0, M), event shape [d]; a kernel batches it to its chains.
-
-  ```python
-  momentum = tfp_sgmcmc.dynamics.mass.dense_momentum_distribution(
-      [[1., 0.9], [0.9, 1.]])
-  print(tfp_sgmcmc.dynamics.velocity(tf.ones([2]), momentum).numpy())
-  # [1.9 1.9]
-  ```
-  """
-  covariance = tf.convert_to_tensor(covariance)
-  return _PRECISION_NORMAL(
-      loc=tf.zeros(tf.shape(covariance)[-1:], covariance.dtype),
-      precision_factor=tf.linalg.LinearOperatorLowerTriangular(
-          tf.linalg.cholesky(covariance)),
-      precision=tf.linalg.LinearOperatorFullMatrix(
-          covariance, is_self_adjoint=True, is_positive_definite=True))
-
-
-def check_momentum_distribution(momentum_distribution, state, batch_shape,
-                                name):
-  """The distribution batched to the chains (`batch_momentum_distribution`),
-  after checking that a draw has the state's structure, shapes and dtypes.
-  `name` is the kernel's, for the messages. None passes as None.
-
-  Args:
-    momentum_distribution: N(0, M), or None.
-    state: the chains' state, a structure of tensors.
-    batch_shape: the chains' batch shape.
-    name: the kernel's name, for the error messages.
-
-  Returns:
-    The batched distribution (`batch_momentum_distribution`), or None.
-
-  Raises:
-    TypeError: `momentum_distribution` is not a distribution.
-    ValueError: a draw is not shaped like `state`.
-
-  ```python
-  state = tf.zeros([4, 2])
-  checked = tfp_sgmcmc.dynamics.hamiltonian.check_momentum_distribution(
-      tfd.MultivariateNormalDiag(scale_diag=[1., 1.]), state, [4], "SGHMC")
-  print(type(checked).__name__)
-  ```
-  """
-  if momentum_distribution is None:
-    return None
-  if not all(hasattr(momentum_distribution, method)
-             for method in ("sample", "log_prob")):
-    raise TypeError(
-        f"`momentum_distribution` of {name} must be a tfp.distributions "
-        "distribution N(0, M) (`sample` draws the momentum, `log_prob` is "
-        f"minus its kinetic energy); got {momentum_distribution!r}. Leave "
-        "it None for the identity mass matrix.")
-  batched = batch_momentum_distribution(momentum_distribution, batch_shape)
-  draw = tf.nest.flatten(batched.sample(
-      seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED)))
-  parts = tf.nest.flatten(state)
-  if len(draw) != len(parts) or any(
-      not d.shape.is_compatible_with(p.shape) or d.dtype != p.dtype
-      for d, p in zip(draw, parts)):
-    raise ValueError(
-        f"`momentum_distribution` of {name} draws momenta of shapes "
-        f"{[list(d.shape) for d in draw]} and dtypes "
-        f"{[d.dtype.name for d in draw]}, but the state has shapes "
-        f"{[list(p.shape) for p in parts]} and dtypes "
-        f"{[p.dtype.name for p in parts]}: one "
-        "draw must be shaped like the state (one part per state part, the "
-        f"chains' batch shape {list(batch_shape)} first). Build it for the "
-        "state, e.g. tfp_sgmcmc.diagonal_momentum_distribution(state, "
-        "batch_ndims, inverse_mass).")
-  return batched
-

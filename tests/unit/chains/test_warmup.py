@@ -78,6 +78,18 @@ def test_dense_mass_needs_one_vector_per_chain():
   with pytest.raises(ValueError, match="`dense_mass=True` needs"):
     sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, adapt_mass=False,
                dense_mass=True)
+  with pytest.raises(ValueError, match="`mass='low_rank'` needs"):
+    sg.warm_up(two_parts, [tf.zeros([4, 1]), tf.zeros([4, 1])],
+               num_steps=20, mass="low_rank")
+  with pytest.raises(ValueError, match=r"`mass` must be one of .* got "
+                     "mass='full'"):
+    sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, mass="full")
+  with pytest.raises(ValueError, match="got mass='low_rank', dense_mass"):
+    sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, mass="low_rank",
+               dense_mass=True)
+  with pytest.raises(ValueError, match=r"`mass_rank` .* \[1, 2\].* got 3"):
+    sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=20, mass="low_rank",
+               mass_rank=3)
 
 
 def test_regularized_covariance_is_positive_definite_from_few_draws():
@@ -89,7 +101,72 @@ def test_regularized_covariance_is_positive_definite_from_few_draws():
   regular = window_adaptation.regularized_covariance(
       tf.constant(sample), 3.).numpy()
   assert np.all(np.linalg.eigvalsh(regular) > 0)
-  # Its diagonal is Stan's regularised variance of the diagonal.
+  # Its diagonal is the regularised variance of the diagonal.
   np.testing.assert_allclose(
       np.diag(regular),
       window_adaptation.regularized_variance(np.diag(sample), 3.))
+
+
+def test_regularized_variance_is_relative_to_the_window_scale():
+  # Scaling every variance by c scales M^{-1} by c (Stan's rule, shrinking
+  # towards an absolute 1e-3, is not), and each variance of a state that
+  # spans 1e-8 to 1e4 comes back within (L / var)^{5 / (n + 5)}, L their
+  # geometric mean: within 3.6% at n = 2,000 (1e6^(5/2005) = 1.035).
+  variance = 10. ** np.arange(-8., 5.)
+  for n in (25., 2000.):
+    base = window_adaptation.regularized_variance(variance, n).numpy()
+    for c in (1e-6, 1e3):
+      np.testing.assert_allclose(
+          window_adaptation.regularized_variance(c * variance, n), c * base,
+          rtol=1e-10)
+    level = np.exp(np.mean(np.log(variance)))
+    np.testing.assert_allclose(
+        base, variance * (level / variance) ** (5. / (n + 5.)), rtol=1e-10)
+  assert np.all(np.abs(np.log(base / variance)) < np.log(1.036))
+  # One float32 state part per decade, n a tensor: the same.
+  parts = [tf.constant([v], tf.float32) for v in variance]
+  got = window_adaptation.regularized_variance(parts, tf.constant(2000.))
+  np.testing.assert_allclose(np.concatenate(got), base, rtol=1e-5)
+
+
+def test_a_coordinate_that_never_moved_keeps_its_mass():
+  # A window whose draws did not move a coordinate (every test rejected)
+  # says nothing of its scale: M^{-1} stays; with no previous mass it is
+  # the level of the other coordinates (1 when none moved).
+  got = window_adaptation.regularized_variance(
+      [tf.constant([4., 0., 1.])], 100., [tf.constant([2., 3., 5.])])
+  np.testing.assert_allclose(got[0].numpy()[1], 3.)
+  alone = window_adaptation.regularized_variance(
+      [tf.constant([4., 0., 1.])], 100.)
+  np.testing.assert_allclose(alone[0].numpy()[1], 2., rtol=1e-6)
+  none = window_adaptation.regularized_variance([tf.zeros([3])], 100.)
+  np.testing.assert_allclose(none[0], 1.)
+  dense = window_adaptation.regularized_covariance(
+      tf.constant([[4., 0.], [0., 0.]]), 100.,
+      tf.constant([[2., 0.5], [0.5, 3.]])).numpy()
+  np.testing.assert_allclose(np.diag(dense), [4., 3.], rtol=1e-6)
+
+
+def test_regularized_low_rank_keeps_the_directions_farthest_from_one():
+  # A correlation matrix with eigenvalues 0.015, 0.073, 0.29 and 3.6: rank
+  # 2 keeps 0.015 and 0.073 (farthest from 1 on the log scale: a squeezed
+  # direction limits the step size as much as a stretched one), and at
+  # full rank M^{-1} is the dense estimate.
+  rng = np.random.default_rng(1)
+  w, _ = np.linalg.qr(rng.normal(size=(4, 4)))
+  correlation = w @ np.diag([30., 1.2, 0.9, 0.05]) @ w.T
+  s = np.diag(np.sqrt(np.diag(correlation)))
+  correlation = np.linalg.inv(s) @ correlation @ np.linalg.inv(s)
+  sd = np.array([1e-3, 0.1, 1., 50.])
+  covariance = tf.constant(np.diag(sd) @ correlation @ np.diag(sd))
+  n = 1e12  # No shrinkage: the estimate is the covariance itself.
+  scale, basis, lam = (x.numpy() for x in
+                       window_adaptation.regularized_low_rank(
+                           covariance, n, rank=4))
+  rebuilt = np.diag(scale) @ (np.eye(4) + basis @ np.diag(lam - 1.) @
+                              basis.T) @ np.diag(scale)
+  np.testing.assert_allclose(rebuilt, covariance, rtol=1e-6, atol=1e-12)
+  _, _, lam = window_adaptation.regularized_low_rank(covariance, n, rank=2)
+  true = np.linalg.eigvalsh(correlation)
+  np.testing.assert_allclose(true, [0.0155, 0.0727, 0.287, 3.63], rtol=1e-2)
+  np.testing.assert_allclose(sorted(lam.numpy()), true[:2], rtol=1e-6)

@@ -1,6 +1,7 @@
 """The mass matrix of `dynamics` (TFP's `momentum_distribution` convention)
 against numpy: grad K(r) = M^{-1} r (`velocity`), K(r) = r^T M^{-1} r / 2,
-draws of N(0, M), and every Hamiltonian update with a diagonal and a dense M
+draws of N(0, M), and every Hamiltonian update with a diagonal, a dense and
+a low-rank-plus-diagonal M
 over a two-part state with a chain axis: SGHMC's Euler and splitting steps
 (friction on r, noise N(0, 2 C T h M), drift h M^{-1} r'), SGNHT (thermostat
 on r^T M^{-1} r / d), AMAGOLD's proposal start, leapfrog step and energy
@@ -36,6 +37,22 @@ def _dense(seed, scale):
 DENSE = [_dense(1, 0.3), _dense(2, 5.)]
 
 
+def _low_rank(seed, scale):
+  """(s, V, lambda) of M^{-1} = S (I + V (Lambda - I) V^T) S, rank 2, one
+  direction stretched and one squeezed."""
+  rng = np.random.default_rng(seed)
+  basis, _ = np.linalg.qr(rng.normal(size=(4, 2)))
+  return scale * rng.uniform(0.3, 3., 4), basis, np.array([30., 0.02])
+
+
+LOW_RANK = [_low_rank(3, 0.5), _low_rank(4, 2.)]
+
+
+def low_rank_inverse_mass(s, basis, lam):
+  return np.diag(s) @ (np.eye(len(s)) + basis @ np.diag(lam - 1.) @
+                       basis.T) @ np.diag(s)
+
+
 # Built once per kind: TFP's distributions are slow to build, and no test
 # changes them.
 @functools.cache
@@ -47,6 +64,12 @@ def masses(kind):
     dist = hamiltonian.diagonal_momentum_distribution(
         state, batch_ndims=1, inverse_mass=[tf.constant(v) for v in DIAGONAL])
     return [np.diag(1. / v.reshape(-1)) for v in DIAGONAL], dist
+  if kind == "low_rank":
+    make = dynamics.mass.low_rank_momentum_distribution
+    dist = tfd.JointDistributionSequential([
+        make(*LOW_RANK[0]), tfb.Reshape([2, 2])(make(*LOW_RANK[1]))])
+    return ([np.linalg.inv(low_rank_inverse_mass(*p)) for p in LOW_RANK],
+            hamiltonian.batch_momentum_distribution(dist, [CHAINS]))
   dist = tfd.JointDistributionSequential([
       tfd.MultivariateNormalTriL(
           scale_tril=tf.linalg.cholesky(tf.constant(DENSE[0]))),
@@ -61,7 +84,7 @@ def inverse_times(mass, parts):
                      p.shape) for m, p in zip(mass, parts)]
 
 
-KINDS = ["diagonal", "dense"]
+KINDS = ["diagonal", "dense", "low_rank"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -94,13 +117,20 @@ def test_kinetic_energy_is_half_r_inverse_mass_r(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_sample_momentum_draws_n_0_m_shaped_like_the_state(kind):
   # Diagonal form: the engine's normals z scaled to z / sqrt(M^{-1});
-  # otherwise the distribution's own draw. Either way N(0, M) per chain.
+  # low rank: S^{-1} (z + V (Lambda^{-1/2} - I) V^T z); otherwise the
+  # distribution's own draw. Either way N(0, M) per chain.
   mass, dist = masses(kind)
   like = const(draws(5))
   got = hamiltonian.sample_momentum(dist, like, SEED)
+  z = dynamics.standard_normal_like(like, SEED)
   if kind == "diagonal":
-    z = dynamics.standard_normal_like(like, SEED)
     expected = [x.numpy() / np.sqrt(v) for x, v in zip(z, DIAGONAL)]
+  elif kind == "low_rank":
+    expected = []
+    for x, (s, basis, lam) in zip(z, LOW_RANK):
+      flat = x.numpy().reshape(CHAINS, -1)
+      flat = (flat + (flat @ basis) * (lam ** -0.5 - 1.) @ basis.T) / s
+      expected.append(flat.reshape(x.shape))
   else:
     expected = [x.numpy() for x in dist.sample(seed=SEED)]
   check(got, expected, tf.float64)
@@ -357,5 +387,18 @@ def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
   r = draws(60, 2.)
   check(hamiltonian.velocity(const(r), generic), inverse_times(mass, r),
         tf.float64)
+  check(hamiltonian.velocity(const(r), dist), inverse_times(mass, r),
+        tf.float64)
+
+
+def test_the_low_rank_form_is_read_without_a_gradient_and_agrees_with_it():
+  # low_rank_momentum_distribution's form is a LowRankMass (O(d k)
+  # formulas); the same distribution differentiated as any Gaussian gives
+  # the same M^{-1} r, and both equal the dense M^{-1} r.
+  mass, dist = masses("low_rank")
+  assert isinstance(dynamics.mass.as_mass(dist), dynamics.mass.LowRankMass)
+  r = draws(61, 2.)
+  generic = dynamics.mass.DistributionMass(dist).velocity(const(r))
+  check(generic, inverse_times(mass, r), tf.float64)
   check(hamiltonian.velocity(const(r), dist), inverse_times(mass, r),
         tf.float64)
