@@ -191,17 +191,11 @@ def _estimated_score_fn(target, score_examples, parameter_shapes,
 
 def stein_scale(draws, kind="diagonal", num_chain_dims=1):
   """The `scale` of a KSD, from draws: their sds ("diagonal", `[d]`) or the
-  lower Cholesky factor of their covariance ("dense", `[d, d]`), all chains
-  pooled, in the flattened coordinates `kernel_stein_discrepancy` uses (the
-  parts of a structure concatenated in `tf.nest.flatten` order).
-
-  Args:
-    draws: `[num_results, chains..., *event]` per part (any structure).
-    kind: "diagonal" or "dense".
-    num_chain_dims: chain axes after the draw axis.
-
-  Returns:
-    A float64 numpy array.
+  lower Cholesky factor of their covariance ("dense", `[d, d]`), a float64
+  numpy array, all chains pooled, in the flattened coordinates
+  `kernel_stein_discrepancy` uses (the parts of a structure concatenated in
+  `tf.nest.flatten` order). `draws`: `[num_results, chains..., *event]` per
+  part; `num_chain_dims`: chain axes after the draw axis.
 
   ```python
   scale = tfp_sgmcmc.chains.stein.stein_scale(draws, "dense")

@@ -348,7 +348,8 @@ def check_num_leapfrog_steps(num_leapfrog_steps):
   if (isinstance(num_leapfrog_steps, bool) or
       not isinstance(num_leapfrog_steps, (numbers.Integral, np.integer))):
     raise TypeError(f"`num_leapfrog_steps` (T) must be a Python integer "
-                    f">= 1; got {num_leapfrog_steps!r}.")
+                    f">= 1 (or a scalar integer tensor); got "
+                    f"{num_leapfrog_steps!r}.")
   if num_leapfrog_steps < 1:
     raise ValueError(f"`num_leapfrog_steps` (T) must be >= 1; got "
                      f"{num_leapfrog_steps}.")

@@ -358,15 +358,17 @@ def test_sgd_parameters_to_amagold_rejects_bad_units_and_double_settings(
     dynamics.amagold.sgd_parameters_to_amagold(*args)
 
 
-@pytest.mark.parametrize("value", [1, 10, np.int32(4), np.int64(1)])
+@pytest.mark.parametrize("value", [1, 10, np.int32(4), np.int64(1),
+                                   tf.constant(5)])
 def test_check_num_leapfrog_steps_accepts_integers_from_1(value):
+  # A scalar integer tensor too: the warm-up draws a T per test.
   dynamics.amagold.check_num_leapfrog_steps(value)
 
 
 @pytest.mark.parametrize("value,error", [
     (0, ValueError), (-3, ValueError), (np.int64(0), ValueError),
     (True, TypeError), (2., TypeError), ("5", TypeError), (None, TypeError),
-    (tf.constant(5), TypeError)])
+    (tf.constant(5.), TypeError), (tf.constant([5]), TypeError)])
 def test_check_num_leapfrog_steps_rejects_anything_else(value, error):
   with pytest.raises(error, match="num_leapfrog_steps"):
     dynamics.amagold.check_num_leapfrog_steps(value)
