@@ -3,7 +3,7 @@ moments (`runs`), resumable chains and their files (`checkpointing`), run
 health (`diagnostics`), step-size schedules (`schedules`), ArviZ output
 (`inference_data`), the silencing of TFP's expected calibration warning
 (`quiet`) and the warm-up that tunes a kernel before sampling
-(`warmup`)."""
+(`warmup`, with what it picks by default in `warmup_picks`)."""
 
 from tfp_sgmcmc.chains import checkpointing
 from tfp_sgmcmc.chains import diagnostics
@@ -12,6 +12,7 @@ from tfp_sgmcmc.chains import quiet
 from tfp_sgmcmc.chains import runs
 from tfp_sgmcmc.chains import schedules
 from tfp_sgmcmc.chains import warmup
+from tfp_sgmcmc.chains import warmup_picks
 from tfp_sgmcmc.chains.checkpointing import (StepSeeded, StepSeededResults,
                                              load_chain, save_chain)
 from tfp_sgmcmc.chains.diagnostics import UnhealthyChainWarning, summarize

@@ -4,7 +4,8 @@ Built from the package's public parts, in the order docs/warmup.md gives
 for a large data set: the model as a target with one minibatch per chain
 (or its full batch, on a small data set);
 `find_mode` and a start around it (chains/start.py); control variates
-around the mode where they pay; `warm_up` (step size and mass), checked
+around the mode where they pay; `warm_up` (step size, mass and, on exact
+gradients, trajectory length: the warm-up picks them), checked
 for arrival (chains/arrival.py) and extended once if it has not arrived;
 `sample_chain_with_progress` under XLA; `summarize` and
 `to_inference_data`; one report.
@@ -22,6 +23,7 @@ import tensorflow_probability as tfp
 from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import start as start_lib
 from tfp_sgmcmc.chains import stein
+from tfp_sgmcmc.chains import warmup_picks as picks
 from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
                                            find_field, summarize)
 from tfp_sgmcmc.chains.inference_data import to_inference_data
@@ -58,17 +60,12 @@ AMAGOLD_EXACT_GRADIENT_FRICTION = 0.1
 _TRACED = ("diverged", "log_accept_ratio", "is_accepted", "step_size",
            "target_log_prob", "energy")
 _CALIBRATION = r"supplied `TransitionKernel` is not calibrated"
-# A dense mass matrix (warm_up's `dense_mass`) where the state is one vector
-# of at most DENSE_MASS_MAX coordinates per chain and the warm-up has at
-# least DENSE_MIN_STEPS steps (below, the slow windows hold too few draws
-# for a d x d covariance). A diagonal mass leaves the posterior's
-# correlations: along the direction in which correlated coordinates move
-# together the chains mix slowly, and R-hat and ESS show it (on the
-# N = 200,000 logistic regression of benchmarks/one_call.py the smallest ESS
-# rose from 562 to 1,820 of 4,000; on the ill-conditioned Gaussian of
-# benchmarks/posteriors.py, from 4 to 963).
-DENSE_MASS_MAX = 200
-DENSE_MIN_STEPS = 200
+# A dense mass matrix where the state is one vector of at most
+# DENSE_MASS_MAX coordinates per chain and the warm-up has at least
+# DENSE_MIN_STEPS steps: warm_up's own pick (`chains.warmup_picks`, where
+# the measurements are), which `sample` leaves to it.
+DENSE_MASS_MAX = picks.DENSE_MASS_MAX
+DENSE_MIN_STEPS = picks.DENSE_MIN_STEPS
 
 
 class SampleReport(collections.namedtuple("SampleReport", [
@@ -98,7 +95,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
     problems: what went wrong (empty for a healthy run).
     seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
     mass: the mass matrix the draws were made with: "dense", "diagonal",
-      or "none" (a kernel without one).
+      or "none" (a kernel without one); `warmup.choices` says why, and
+      `warmup.num_leapfrog_steps` gives AMAGOLD's T where it was tuned.
     ksd: with `sample(ksd=True)`, the kernel Stein discrepancy of the draws
       (chains pooled, `tfp_sgmcmc.ksd`; its cost is `seconds["ksd"]`), else
       None.
@@ -115,7 +113,9 @@ class SampleReport(collections.namedtuple("SampleReport", [
         f"start {self.start}; control variates "
         f"{'on' if self.control_variates else 'off'}; {self.minibatches}.",
         f"  warm-up: {w.num_steps} steps{' (extended)' if self.extended else ''}"
-        f", {self.mass or 'diagonal'} mass, step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
+        f", {self.mass or 'diagonal'} mass, "
+        f"{'' if w.num_leapfrog_steps is None else f'T = {w.num_leapfrog_steps} (tuned), '}"
+        f"step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
         f"{'arrived' if self.arrived else 'NOT ARRIVED'} (distance "
         f"{self.arrival.distance:.1f} posterior sds).",
         f"  sampling: acceptance {acc}, divergences "
@@ -216,28 +216,22 @@ def _template(target, initial_state, parameter_shapes, seed):
 
 
 def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
-  """Whether `sample` warms up a dense mass (see `DENSE_MASS_MAX`)."""
-  if dense_mass is not None and not dense_mass:
-    return False
-  parts = tf.nest.flatten(states)
-  why = None
-  if not getattr(kernel, "_warmup_takes_mass", False):
-    why = f"this {type(kernel).__name__} takes no mass matrix"
-  elif len(parts) != 1 or parts[0].shape.rank != 2:
-    why = "the state is not one vector per chain"
-  elif parts[0].shape[-1] > DENSE_MASS_MAX and dense_mass is None:
-    why = f"the state has more than {DENSE_MASS_MAX} coordinates"
-  elif num_adaptation_steps < DENSE_MIN_STEPS and dense_mass is None:
-    why = f"num_adaptation_steps < {DENSE_MIN_STEPS}"
-  if why and dense_mass:
-    raise ValueError(f"`dense_mass=True` but {why}; use dense_mass=None "
-                     "(dense where it applies) or False.")
-  return why is None
+  """Whether `sample` warms up a dense mass (`warmup_picks.pick_mass`, the
+  warm-up's own rule, for a state with one chain axis); a refusal where
+  `dense_mass=True` cannot be had."""
+  pick = picks.pick_mass(kernel, tf.nest.flatten(states), 1,
+                         num_adaptation_steps, dense_mass)
+  if pick.refusal:
+    raise ValueError(f"`dense_mass=True` but {pick.refusal}; use "
+                     "dense_mass=None (dense where it applies) or False.")
+  return pick.choice == "dense"
 
 
-def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile, dense):
+def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
+          dense_mass):
   """warm_up, with its arrival checked (and the warm-up run once more from
-  where it ended when it has not arrived)."""
+  where it ended when it has not arrived). The warm-up picks the mass (with
+  `dense_mass` None) and the trajectory length."""
   extended = False
   seeds = tfp.random.split_seed(seed, 4)
   for attempt in range(2):
@@ -245,7 +239,7 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile, dense):
       warnings.simplefilter("ignore", arrival_lib.WarmupNotConvergedWarning)
       warm = warm_up(kernel, state, num_steps=num_steps,
                      seed=seeds[2 * attempt], jit_compile=jit_compile,
-                     dense_mass=dense)
+                     dense_mass=dense_mass)
     variance = warm.report.variance
     if variance is None:
       variance = (tf.nest.map_structure(tf.square, mode_scale)
@@ -284,7 +278,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   variates around the mode (`ControlVariateTarget`); other targets start
   uniform(-2, 2) in the unconstrained space, as Stan. `warm_up` tunes the
   step size and mass (dense for a vector of at most `DENSE_MASS_MAX`
-  coordinates, else diagonal); a warm-up that has not arrived at the posterior
+  coordinates, else diagonal) and, on exact (full-batch) gradients,
+  AMAGOLD's trajectory length (ChEES); a warm-up that has not arrived at the posterior
   (`tfp_sgmcmc.chains.arrival`) is run once more, then reported with a
   `WarmupNotConvergedWarning`. The chains run under XLA with a progress
   bar; one report is printed (`print_report`), and an
@@ -297,7 +292,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     num_results: draws kept per chain.
     num_chains: independent chains.
     kernel: "amagold" (default: exact, the draws' law is the posterior
-      whatever the minibatch; 10 leapfrog steps, friction 0.5 on raw
+      whatever the minibatch; 10 leapfrog steps, tuned by the warm-up on
+      exact gradients, friction 0.5 on raw
       minibatch gradients, `AMAGOLD_EXACT_GRADIENT_FRICTION` on control
       variates or exact gradients), "sghmc", "sgnht", "sgld", or a kernel
       instance, whose step size and other arguments are starting guesses.
@@ -324,8 +320,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     dense_mass: None (the default): `warm_up`'s dense mass matrix where
       the state is one vector of at most `DENSE_MASS_MAX` coordinates, the
       kernel takes a mass and `num_adaptation_steps` >= `DENSE_MIN_STEPS`,
-      else the diagonal one; True (dense; an error where the kernel or the
-      state cannot take it) or False (diagonal).
+      else the diagonal one (`warm_up`'s own pick); True (dense; an error
+      where the kernel or the state cannot take it) or False (diagonal).
     num_mode_steps, mode_learning_rate: `find_mode`'s Adam.
     progress: as `sample_chain_with_progress` takes it.
     jit_compile: compile with XLA.
@@ -382,9 +378,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   noisy = start_lib.is_minibatch(sampled) and not isinstance(
       sampled, ControlVariateTarget)
   kernel = _build_kernel(kernel, sampled, step_size, noisy)
-  dense = _dense_applies(kernel, states, dense_mass, num_adaptation_steps)
+  _dense_applies(kernel, states, dense_mass, num_adaptation_steps)  # Refusal.
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
-                                  warm_seed, scale, jit_compile, dense)
+                                  warm_seed, scale, jit_compile, dense_mass)
   t_warm = time.perf_counter()
   if not arrived.arrived:
     warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,
@@ -434,8 +430,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                    **({"ksd": t_ksd} if ksd else {}),
                    total=time.perf_counter() - t_start),
       ksd=discrepancy,
-      mass=("dense" if dense else "diagonal"
-            if warm.report.variance is not None else "none"))
+      mass=warm.report.mass or "none")
   idata = _inference_data(draws, trace, var_names, warm.kernel)
   if print_report:
     print(report)

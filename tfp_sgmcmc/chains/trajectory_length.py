@@ -226,7 +226,8 @@ def check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
   if not isinstance(adapt_num_leapfrog_steps, (bool, np.bool_)):
     raise TypeError(
         f"`adapt_num_leapfrog_steps` must be True or False; got "
-        f"{adapt_num_leapfrog_steps!r}. Pass True to tune AMAGOLD's T.")
+        f"{adapt_num_leapfrog_steps!r}. Pass True to tune AMAGOLD's T "
+        "(or None to let the warm-up pick).")
   if not adapt_num_leapfrog_steps:
     return
   if (isinstance(max_num_leapfrog_steps, (bool, np.bool_)) or not isinstance(

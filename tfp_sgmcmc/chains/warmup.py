@@ -26,9 +26,11 @@ matrix; the mass matrix (Hamiltonian kernels that take a
 between a fast first and last window, regularised relative to the window's
 own scale (`window_adaptation.regularized_variance`). Then both are
 frozen: the returned kernel is a plain kernel with a fixed step size (and
-mass), so AMAGOLD's sampling phase is exact. With
-`adapt_num_leapfrog_steps=True` AMAGOLD's trajectory length is tuned too
-(ChEES, `tfp_sgmcmc.chains.trajectory_length`) and frozen at one integer T.
+mass), so AMAGOLD's sampling phase is exact. On a full-batch target (or
+with `adapt_num_leapfrog_steps=True`) AMAGOLD's trajectory length is tuned
+too (ChEES, `tfp_sgmcmc.chains.trajectory_length`) and frozen at one
+integer T. Which mass and whether to tune T, where the user leaves them to
+the warm-up, is one rule (`tfp_sgmcmc.chains.warmup_picks`).
 Each window is one compiled loop (`jit_compile=True` by default; no Python
 per step).
 """
@@ -45,6 +47,7 @@ from tfp_sgmcmc import random
 from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains import trajectory_length as length_lib
+from tfp_sgmcmc.chains import warmup_picks as picks
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
@@ -61,8 +64,8 @@ class WarmupReport(
     collections.namedtuple("WarmupReport", [
         "step_size", "variance", "momentum_distribution", "windows",
         "acceptance", "num_steps", "num_gradients", "seconds", "arrived",
-        "arrival", "covariance", "num_leapfrog_steps"],
-        defaults=(None, None, None, None))):
+        "arrival", "covariance", "num_leapfrog_steps", "mass", "choices"],
+        defaults=(None, None, None, None, None, None))):
   """What the warm-up tuned and how (`WarmupResult.report`).
 
   Attributes:
@@ -90,9 +93,16 @@ class WarmupReport(
     covariance: with a dense mass, the [d, d] M^{-1} (the estimated
       posterior covariance, whose diagonal is `variance`); else None (the
       low-rank M^{-1} is in `momentum_distribution`).
-    num_leapfrog_steps: with `adapt_num_leapfrog_steps`, the frozen T of
-      the returned kernel (each window's dict then has the mean T of its
-      tests under `num_leapfrog_steps`); else None.
+    num_leapfrog_steps: with the length tuned, the frozen T of the
+      returned kernel (each window's dict then has the mean T of its
+      tests under `num_leapfrog_steps`); else None (the kernel's own T).
+    mass: the form of the adapted mass, "diagonal", "dense" or
+      "low_rank", or None where no mass was adapted.
+    choices: what the warm-up chose for the mass and the trajectory length
+      and why, in words (e.g. "dense mass: the state is one vector of 10
+      <= 200 coordinates and the warm-up has 500 >= 200 steps; trajectory
+      length tuned by ChEES: the gradients are exact (a full-batch
+      target)").
   """
   __slots__ = ()
 
@@ -145,11 +155,17 @@ def _momentum_distribution(state, batch_ndims, variance, mass="diagonal"):
 def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             target_accept_prob=0.75, num_test_steps=10, adapt_mass=None,
             initial_buffer=75, final_buffer=50, base_window=25,
-            jit_compile=True, dense_mass=False, criterion="acceptance",
-            step_sizes=None, adapt_num_leapfrog_steps=False,
+            jit_compile=True, dense_mass=None, criterion="acceptance",
+            step_sizes=None, adapt_num_leapfrog_steps=None,
             max_num_leapfrog_steps=256, mass=None, mass_rank=None):
-  """Tunes `kernel`'s step size (and mass, and optionally AMAGOLD's
-  trajectory length) and returns it frozen.
+  """Tunes `kernel`'s step size (and mass, and, on exact gradients,
+  AMAGOLD's trajectory length) and returns it frozen.
+
+  By default the warm-up picks the mass (dense for a vector of at most 200
+  coordinates and a warm-up of at least 200 steps, else diagonal) and
+  whether to tune AMAGOLD's T (on a full-batch target); `report.choices`
+  says what it picked and why. Pass `mass=`, `dense_mass=` or
+  `adapt_num_leapfrog_steps=` to choose yourself.
 
   #### Examples
 
@@ -162,6 +178,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       500, warm.state, kernel=warm.kernel, trace_fn=None, seed=[3, 4]),
       jit_compile=True)()
   print(warm.report.step_size, warm.report.variance)   # what was tuned
+  print(warm.report.choices)   # the mass and length picked, and why
   ```
 
   Args:
@@ -178,13 +195,18 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       `momentum_distribution`), of the form `mass` gives.
     initial_buffer, final_buffer, base_window: Stan's window sizes.
     jit_compile: compile each window with XLA.
-    dense_mass: estimate a dense mass matrix instead (Stan's `dense_e`):
-      M^{-1} is each slow window's covariance, shrunk towards its diagonal
-      (`window_adaptation.regularized_covariance`). For a state of one
-      vector per chain; each step then costs a [d, d] product more. The
-      same as `mass="dense"`.
-    mass: the form of the mass matrix estimated: "diagonal" (the default),
-      "dense" (as `dense_mass=True`) or "low_rank": M^{-1} =
+    dense_mass: None (the default, with `mass=None`: the warm-up picks,
+      see below), True: a dense mass matrix (Stan's `dense_e`): M^{-1} is
+      each slow window's covariance, shrunk towards its diagonal
+      (`window_adaptation.regularized_covariance`), for a state of one
+      vector per chain, each step then costing a [d, d] product more (the
+      same as `mass="dense"`); or False: diagonal.
+    mass: the form of the mass matrix estimated. None (the default, with
+      `dense_mass=None`): the warm-up picks (`chains.warmup_picks`):
+      "dense" where the kernel adapts a mass, the state is one vector of at
+      most `DENSE_MASS_MAX` (200) coordinates per chain and `num_steps` is
+      at least `DENSE_MIN_STEPS` (200), else "diagonal". Or one of
+      "diagonal", "dense" (as `dense_mass=True`) or "low_rank": M^{-1} =
       S (I + V (Lambda - I) V^T) S, the windows' variances S^2 and the
       `mass_rank` directions V in which their correlation matrix differs
       most from I (`window_adaptation.regularized_low_rank`; the frozen
@@ -202,8 +224,12 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       entry per step size with its `ksd`.
     step_sizes: the grid of `criterion="ksd"` (default: the kernel's step
       size times 10^-2, 10^-1, 1, 10, 10^2).
-    adapt_num_leapfrog_steps: also tune the trajectory's length (AMAGOLD's
-      `num_leapfrog_steps` T) by ChEES (Hoffman, Radul & Sountsov 2021;
+    adapt_num_leapfrog_steps: None (the default): the warm-up picks: True
+      for a kernel with a trajectory of its own (AMAGOLD) on a target whose
+      gradients are exact (a full-batch target), False otherwise (on
+      minibatch gradients ChEES picks too short a T; see
+      `chains.warmup_picks`). True: also tune the trajectory's length
+      (AMAGOLD's `num_leapfrog_steps` T) by ChEES (Hoffman, Radul & Sountsov 2021;
       `tfp_sgmcmc.chains.trajectory_length`): each test runs a jittered
       length u L (u in (0, 1]), and L climbs the ChEES gradient alongside
       the step size and mass, starting from the kernel's T times its step
@@ -213,7 +239,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     max_num_leapfrog_steps: the cap on T (warm-up and returned kernel).
 
   Returns:
-    `WarmupResult(kernel, state, report)`.
+    `WarmupResult(kernel, state, report)`; `report.mass`,
+    `report.num_leapfrog_steps` and `report.choices` say what was picked
+    and why.
   """
   make_test = _test_kernel_of(kernel)
   kind = type(kernel).__name__
@@ -228,6 +256,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     raise ValueError(f"`criterion` must be 'acceptance' or 'ksd'; got "
                      f"{criterion!r}.")
   make_length = getattr(kernel, "_warmup_length_test", None)
+  length_pick = picks.pick_length(kernel, adapt_num_leapfrog_steps,
+                                  criterion)
+  adapt_num_leapfrog_steps = length_pick.choice
   length_lib.check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
                            kind, make_length is not None, criterion)
   if criterion == "ksd":
@@ -251,15 +282,28 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   parts = tf.nest.flatten(state)
   dtype = parts[0].dtype
   seed = tfp.random.sanitize_seed(seed)
+  mass_pick = None
   probe = make_test(num_test_steps, None)
   batch_ndims = probe.bootstrap_results(state).log_accept_ratio.shape.rank
-  if mass is None:
+  asked = (f"mass={mass!r}" if mass is not None and not dense_mass else
+           f"dense_mass={dense_mass!r}")
+  if mass is None and dense_mass is None:  # The warm-up picks.
+    mass_pick = picks.pick_mass(kernel, parts, batch_ndims, num_steps,
+                                adapt_mass=adapt_mass)
+    mass, mass_reason = mass_pick.choice or "diagonal", mass_pick.reason
+  elif mass is None:
     mass = "dense" if dense_mass else "diagonal"
   elif mass not in _MASSES or (dense_mass and mass != "dense"):
     raise ValueError(
         f"`mass` must be one of {_MASSES} (with dense_mass=True: 'dense' or "
         f"None); got mass={mass!r}, dense_mass={dense_mass!r}.")
   named = "`dense_mass=True`" if dense_mass else f"`mass={mass!r}`"
+  if mass_pick is None:
+    mass_reason = (
+        f"{mass.replace('_', '-')} mass: as asked ({asked})"
+        if adapt_mass else "no mass adapted: " + (
+            "adapt_mass=False" if takes_mass else
+            f"this {kind} takes no mass matrix"))
   if mass != "diagonal" and (not adapt_mass or len(parts) != 1 or
                              parts[0].shape.rank != batch_ndims + 1):
     raise ValueError(
@@ -368,7 +412,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       num_gradients=(num_gradients if adapt_num_leapfrog_steps else
                      num_steps * gradients_per_test),
       seconds=time.perf_counter() - start,
-      num_leapfrog_steps=num_leapfrog_steps)
+      num_leapfrog_steps=num_leapfrog_steps,
+      mass=mass if adapt_mass else None,
+      choices=f"{mass_reason}; {length_pick.reason}")
   # A warm-up still on its way to the posterior is reported, not handed
   # back as if it had arrived (the check draws no number the chain uses).
   arrival = arrival_lib.check_warm_up(
@@ -418,5 +464,7 @@ def _warm_up_by_ksd(kernel, initial_state, num_steps, seed, step_sizes,
                for h, v in zip(choice.step_sizes, choice.ksd)],
       acceptance=None, num_steps=per_step_size * len(choice.step_sizes),
       num_gradients=sum(choice.num_gradients),
-      seconds=time.perf_counter() - start)
+      seconds=time.perf_counter() - start,
+      choices="criterion='ksd': the step size alone (no mass adapted, the "
+      "kernel's own trajectory length)")
   return WarmupResult(choice.kernel, choice.final_states[best], report)

@@ -1,0 +1,117 @@
+"""What `warm_up` picks when the mass and the trajectory length are left to
+it (`mass=None`, `dense_mass=None`, `adapt_num_leapfrog_steps=None`), the
+one rule that `warm_up` and `tfp_sgmcmc.sample` share.
+
+* The mass: dense (Stan's `dense_e`) where the kernel adapts a mass, the
+  state is one vector of at most `DENSE_MASS_MAX` coordinates per chain and
+  the warm-up has at least `DENSE_MIN_STEPS` steps; else diagonal. A
+  diagonal mass leaves the posterior's correlations: along the direction in
+  which correlated coordinates move together the chains mix slowly, and
+  R-hat and ESS show it (on the N = 200,000 logistic regression of
+  benchmarks/one_call.py the smallest ESS rose from 562 to 1,820 of 4,000;
+  on the ill-conditioned Gaussian of benchmarks/posteriors.py, from 4 to
+  963). Below `DENSE_MIN_STEPS` the slow windows hold too few draws for a
+  d x d covariance; above `DENSE_MASS_MAX` each step's [d, d] product
+  costs more than a gradient of most models.
+* The trajectory length: tuned by ChEES (`chains.trajectory_length`)
+  where the kernel's test is its own trajectory (AMAGOLD) and its target's
+  gradients are exact (a full-batch target, `interop.reports_exact_log_prob`);
+  else the kernel's fixed T. On minibatch gradients the noise makes the
+  trajectories turn back early, and ChEES picks a T that mixes worse than
+  the fixed one (German credit, minibatches of 64 with control variates:
+  T = 6 and ESS per 1,000 gradients 1.07 -> 0.34).
+
+Each pick comes with its reason, in the words `WarmupReport.choices`
+shows a user.
+"""
+
+import collections
+
+from tfp_sgmcmc.kernels import interop
+
+__all__ = ["DENSE_MASS_MAX", "DENSE_MIN_STEPS", "Pick", "pick_mass",
+           "pick_length"]
+
+DENSE_MASS_MAX = 200
+DENSE_MIN_STEPS = 200
+
+
+class Pick(collections.namedtuple("Pick", ["choice", "reason", "refusal"])):
+  """A pick: `choice` (the mass's form, or whether to tune the length),
+  `reason` (a sentence for the report), and `refusal` (why an option the
+  user forced cannot be had, else None)."""
+  __slots__ = ()
+
+
+def pick_mass(kernel, parts, batch_ndims, num_steps, dense_mass=None,
+              adapt_mass=None):
+  """The mass `warm_up` adapts: "dense", "diagonal" or None (no mass).
+
+  Args:
+    kernel: the kernel to warm up (`_warmup_takes_mass`: whether it takes
+      a `momentum_distribution`).
+    parts: the flat state parts, chain axes first.
+    batch_ndims: the number of chain axes.
+    num_steps: the warm-up's steps.
+    dense_mass: None (the rule above), True (dense: `refusal` says why it
+      cannot be) or False (diagonal).
+    adapt_mass: None (where the kernel takes a mass), True or False.
+
+  Returns:
+    A `Pick`.
+  """
+  kind = type(kernel).__name__
+  takes_mass = getattr(kernel, "_warmup_takes_mass", False)
+  if adapt_mass is False or (adapt_mass is None and not takes_mass):
+    why = ("adapt_mass=False" if adapt_mass is False else
+           f"this {kind} takes no mass matrix")
+    return Pick(None, f"no mass adapted: {why}",
+                f"this {kind} takes no mass matrix" if dense_mass else None)
+  if dense_mass is False:
+    return Pick("diagonal", "diagonal mass: as asked (dense_mass=False)",
+                None)
+  why = None
+  if len(parts) != 1 or parts[0].shape.rank != batch_ndims + 1:
+    why = "the state is not one vector per chain"
+  elif dense_mass is None and parts[0].shape[-1] > DENSE_MASS_MAX:
+    why = (f"the state has more than {DENSE_MASS_MAX} coordinates "
+           f"({parts[0].shape[-1]})")
+  elif dense_mass is None and num_steps < DENSE_MIN_STEPS:
+    why = (f"the warm-up has fewer than {DENSE_MIN_STEPS} steps "
+           f"({num_steps}), too few draws for a covariance")
+  if dense_mass:
+    return Pick("dense", "dense mass: as asked (dense_mass=True)", why)
+  if why is not None:
+    return Pick("diagonal", f"diagonal mass: {why}", None)
+  return Pick("dense", (
+      f"dense mass: the state is one vector of {parts[0].shape[-1]} <= "
+      f"{DENSE_MASS_MAX} coordinates and the warm-up has {num_steps} >= "
+      f"{DENSE_MIN_STEPS} steps"), None)
+
+
+def pick_length(kernel, adapt_num_leapfrog_steps=None,
+                criterion="acceptance"):
+  """Whether `warm_up` tunes the trajectory length, as a `Pick`
+  (`adapt_num_leapfrog_steps`: None for the rule above, else kept as
+  given; its checks are `trajectory_length.check_options`)."""
+  fixed = getattr(kernel, "num_leapfrog_steps", None)
+  fixed = "" if fixed is None else f" (T = {fixed})"
+  if adapt_num_leapfrog_steps is not None:
+    return Pick(adapt_num_leapfrog_steps, (
+        "trajectory length tuned by ChEES: as asked "
+        "(adapt_num_leapfrog_steps=True)" if adapt_num_leapfrog_steps else
+        f"trajectory length fixed{fixed}: as asked "
+        "(adapt_num_leapfrog_steps=False)"), None)
+  kind = type(kernel).__name__
+  if getattr(kernel, "_warmup_length_test", None) is None:
+    why = f"this {kind} has no trajectory length of its own to tune"
+  elif criterion != "acceptance":
+    why = f"criterion={criterion!r} tunes the step size alone"
+  elif not interop.reports_exact_log_prob(getattr(kernel, "target", None)):
+    why = ("the gradients are minibatch estimates, whose noise misleads "
+           "ChEES (a full-batch target would tune it)")
+  else:
+    return Pick(True, (
+        "trajectory length tuned by ChEES: the gradients are exact "
+        "(a full-batch target)"), None)
+  return Pick(False, f"trajectory length fixed{fixed}: {why}", None)
