@@ -18,8 +18,11 @@ minibatch models too; start, control variates where they pay, independent
 minibatches, warm-up, AMAGOLD; 4
 chains of 1,000 draws; its row passes when every mean is within 4 MCSE and
 every sd within 10% of the reference), AMAGOLD with the identity mass and a dual-averaged step size
-(`warm_up(adapt_mass=False)`), AMAGOLD warmed up (`warm_up`: step size and,
-where AMAGOLD takes a `momentum_distribution`, the diagonal mass), SGHMC and
+(`warm_up(adapt_mass=False)`), AMAGOLD warmed up (`warm_up` with its
+defaults: the step size, and the mass and trajectory length it picks: a
+dense mass for these short vectors, T tuned by ChEES on the full-batch
+models only; `--dense-mass` and `--adapt-num-leapfrog-steps` force them),
+SGHMC and
 SGLD with `warm_up`'s step size, and TFP's NUTS
 (`PreconditionedNoUTurnSampler` with `DiagonalMassMatrixAdaptation` and
 `DualAveragingStepSizeAdaptation`). NUTS samples first; every other method
@@ -283,8 +286,7 @@ def sg_method(problem, method, num_warmup, budget, seed, jit=True,
       warmup_acceptance=warm.report.acceptance,
       warmup_seconds=warm.report.seconds,
       mass_adapted=warm.report.variance is not None,
-      mass=("dense" if warm.report.covariance is not None else
-            "diagonal" if warm.report.variance is not None else "identity"),
+      mass=warm.report.mass or "identity", choices=warm.report.choices,
       leapfrogs_per_draw=float(per_step))
 
 
@@ -327,6 +329,8 @@ def sample_method(problem, seed, quick=False):
       warmup_seconds=report.seconds["warmup"],
       total_seconds=report.seconds["total"],
       mass_adapted=report.warmup.variance is not None,
+      mass=report.mass, choices=report.warmup.choices,
+      leapfrogs_per_draw=float(per_step),
       control_variates=bool(report.control_variates),
       minibatches=report.minibatches, arrived=bool(report.arrived),
       max_rhat=float(report.max_rhat))
@@ -380,9 +384,11 @@ def main(quick=False, out=os.path.join(HERE, "results"), models=None,
                                  "here: no mass matrix to adapt"))
         continue
       draws, seconds, grads, extra = run
+      scored = score(problem, draws, seconds, grads)
+      extra["passes"] = bool(scored["mean_error_mcse"] <= 4. and
+                             scored["sd_rel_error"] <= 0.1)
       rows.append(dict(model=problem.name, method=method,
-                       full_batch=problem.full_batch,
-                       **score(problem, draws, seconds, grads), **extra))
+                       full_batch=problem.full_batch, **scored, **extra))
       _write(rows, quick, sizes, out, name)
   print(table(rows))
   return rows

@@ -55,6 +55,9 @@ def test_target_gives_draws_idata_kernel_and_report(minibatch_fit):
   # 60 warm-up steps: too few for a dense mass; control variates: AMAGOLD
   # at the low friction.
   assert report.mass == "diagonal" and report.warmup.covariance is None
+  # Minibatch gradients (through control variates): AMAGOLD's own T.
+  assert report.warmup.num_leapfrog_steps is None
+  assert fit.kernel.num_leapfrog_steps == 10
   assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
   assert len(report.divergences) == 4 and len(report.acceptance) == 4
   assert np.isfinite(report.max_rhat) and report.min_ess > 0
@@ -177,3 +180,9 @@ def test_dense_mass_where_the_state_is_one_short_vector():
       tf.ones([2]), fit.kernel.momentum_distribution).numpy()
   np.testing.assert_allclose(velocity, estimate.sum(1), rtol=1e-5)
   assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
+  # Exact gradients: the warm-up tuned the trajectory length too, and the
+  # report says so.
+  steps = fit.report.warmup.num_leapfrog_steps
+  assert isinstance(steps, int) and fit.kernel.num_leapfrog_steps == steps
+  assert f"T = {steps} (tuned)" in str(fit.report)
+  assert "tuned by ChEES" in fit.report.warmup.choices

@@ -1,6 +1,6 @@
 """AMAGOLD with the trajectory length ChEES tuned, then fixed, is exact:
 after `warm_up(adapt_num_leapfrog_steps=True)` the returned kernel (one
-integer T) keeps a correlated, badly scaled Gaussian's moments with noisy
+integer T, and the dense mass the warm-up picks) keeps a correlated, badly scaled Gaussian's moments with noisy
 gradients, at the tuned step size, where the test rejects a fair share.
 
 Tolerances: NUM_SE = 4 Monte Carlo standard errors of the chain's own
@@ -35,6 +35,10 @@ def test_amagold_with_an_adapted_then_fixed_length_keeps_the_moments():
                     jit_compile=False)
   steps = warm.kernel.num_leapfrog_steps
   assert isinstance(steps, int) and steps == warm.report.num_leapfrog_steps
+  # The mass the warm-up picks for a 3-vector: dense and tuned length
+  # together, the pair the default picks on exact gradients (here under
+  # gradient noise, the harder case for exactness).
+  assert warm.report.mass == "dense"
   draws = sample(warm.kernel, warm.state, 3000, seed=[6, 7])
   mean, mean_se = mean_and_se(draws)
   var, var_se = variance_and_se(draws)

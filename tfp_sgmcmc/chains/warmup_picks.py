@@ -15,7 +15,8 @@ one rule that `warm_up` and `tfp_sgmcmc.sample` share.
   costs more than a gradient of most models.
 * The trajectory length: tuned by ChEES (`chains.trajectory_length`)
   where the kernel's test is its own trajectory (AMAGOLD) and its target's
-  gradients are exact (a full-batch target, `interop.reports_exact_log_prob`);
+  gradients are exact (a full-batch target, `targets.log_prob.is_full_batch`,
+  which `kernels.interop.reports_exact_log_prob` reads too);
   else the kernel's fixed T. On minibatch gradients the noise makes the
   trajectories turn back early, and ChEES picks a T that mixes worse than
   the fixed one (German credit, minibatches of 64 with control variates:
@@ -27,7 +28,7 @@ shows a user.
 
 import collections
 
-from tfp_sgmcmc.kernels import interop
+from tfp_sgmcmc.targets import log_prob as log_prob_lib
 
 __all__ = ["DENSE_MASS_MAX", "DENSE_MIN_STEPS", "Pick", "pick_mass",
            "pick_length"]
@@ -107,7 +108,7 @@ def pick_length(kernel, adapt_num_leapfrog_steps=None,
     why = f"this {kind} has no trajectory length of its own to tune"
   elif criterion != "acceptance":
     why = f"criterion={criterion!r} tunes the step size alone"
-  elif not interop.reports_exact_log_prob(getattr(kernel, "target", None)):
+  elif not log_prob_lib.is_full_batch(getattr(kernel, "target", None)):
     why = ("the gradients are minibatch estimates, whose noise misleads "
            "ChEES (a full-batch target would tune it)")
   else:

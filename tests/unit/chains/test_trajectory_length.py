@@ -92,9 +92,10 @@ def test_warm_up_returns_one_fixed_integer_length():
   assert warm.kernel.step_size == warm.report.step_size
   # The length moved from the kernel's 10 x 0.01 = 0.1.
   assert steps * warm.report.step_size > 0.3
-  # Without the option T is the kernel's own.
+  # With adapt_num_leapfrog_steps=False T is the kernel's own (on this
+  # full-batch target the default would tune it).
   plain = sg.warm_up(kernel, tf.zeros([4, 6]), num_steps=40, seed=[1, 2],
-                     jit_compile=False)
+                     jit_compile=False, adapt_num_leapfrog_steps=False)
   assert plain.kernel.num_leapfrog_steps == 10
   assert plain.report.num_leapfrog_steps is None
 
