@@ -108,13 +108,14 @@ class SampleReport(collections.namedtuple("SampleReport", [
     acc = ("-" if self.acceptance is None else
            f"{np.min(self.acceptance):.2f}-{np.max(self.acceptance):.2f}")
     heat = ("-" if self.heating is None else f"{np.max(self.heating):.1f}")
+    tuned_length = f"T = {w.num_leapfrog_steps} (tuned), "
     lines = [
         f"tfp_sgmcmc.sample: {self.kernel}, {len(self.divergences)} chains; "
         f"start {self.start}; control variates "
         f"{'on' if self.control_variates else 'off'}; {self.minibatches}.",
         f"  warm-up: {w.num_steps} steps{' (extended)' if self.extended else ''}"
         f", {self.mass or 'diagonal'} mass, "
-        f"{'' if w.num_leapfrog_steps is None else f'T = {w.num_leapfrog_steps} (tuned), '}"
+        f"{'' if w.num_leapfrog_steps is None else tuned_length}"
         f"step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
         f"{'arrived' if self.arrived else 'NOT ARRIVED'} (distance "
         f"{self.arrival.distance:.1f} posterior sds).",
@@ -279,10 +280,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   uniform(-2, 2) in the unconstrained space, as Stan. `warm_up` tunes the
   step size and mass (dense for a vector of at most `DENSE_MASS_MAX`
   coordinates, else diagonal) and, on exact (full-batch) gradients,
-  AMAGOLD's trajectory length (ChEES); a warm-up that has not arrived at the posterior
-  (`tfp_sgmcmc.chains.arrival`) is run once more, then reported with a
-  `WarmupNotConvergedWarning`. The chains run under XLA with a progress
-  bar; one report is printed (`print_report`), and an
+  AMAGOLD's trajectory length (ChEES); a warm-up that has not arrived at
+  the posterior (`tfp_sgmcmc.chains.arrival`) is run once more, then
+  reported with a `WarmupNotConvergedWarning`. The chains run under XLA
+  with a progress bar; one report is printed (`print_report`), and an
   `UnhealthyChainWarning` names any problem.
 
   Args:

@@ -229,13 +229,13 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       gradients are exact (a full-batch target), False otherwise (on
       minibatch gradients ChEES picks too short a T; see
       `chains.warmup_picks`). True: also tune the trajectory's length
-      (AMAGOLD's `num_leapfrog_steps` T) by ChEES (Hoffman, Radul & Sountsov 2021;
-      `tfp_sgmcmc.chains.trajectory_length`): each test runs a jittered
-      length u L (u in (0, 1]), and L climbs the ChEES gradient alongside
-      the step size and mass, starting from the kernel's T times its step
-      size. The returned kernel has one fixed integer
-      T = ceil(L / (2 h)), so its chain is exact (the test is exact for
-      every fixed T). Only for a kernel whose test is its own trajectory.
+      (AMAGOLD's `num_leapfrog_steps` T) by ChEES (Hoffman, Radul &
+      Sountsov 2021; `tfp_sgmcmc.chains.trajectory_length`): each test
+      runs a jittered length u L (u in (0, 1]), and L climbs the ChEES
+      gradient alongside the step size and mass, starting from the
+      kernel's T times its step size. The returned kernel has one fixed
+      integer T = ceil(L / (2 h)), so its chain is exact (the test is
+      exact for every fixed T). Only for a kernel whose test is its own trajectory.
     max_num_leapfrog_steps: the cap on T (warm-up and returned kernel).
 
   Returns:

@@ -35,7 +35,7 @@ def _vector(d):
   return [tf.zeros([4, d])]
 
 
-def test_full_batch_amagold_on_a_short_vector_gets_dense_mass_and_tuned_length():
+def test_full_batch_amagold_on_a_short_vector_gets_dense_and_tuned_length():
   kernel = _amagold(_full_batch())
   mass = picks.pick_mass(kernel, _vector(picks.DENSE_MASS_MAX), 1,
                          picks.DENSE_MIN_STEPS)
