@@ -48,6 +48,7 @@ from tfp_sgmcmc.chains import trajectory_length as length_lib
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
+from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.dynamics.mass import (dense_momentum_distribution,
                                       diagonal_momentum_distribution,
                                       low_rank_momentum_distribution)
@@ -147,7 +148,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             initial_buffer=75, final_buffer=50, base_window=25,
             jit_compile=True, dense_mass=False, criterion="acceptance",
             step_sizes=None, adapt_num_leapfrog_steps=False,
-            max_num_leapfrog_steps=256, mass=None, mass_rank=None):
+            max_num_leapfrog_steps=256, mass=None, mass_rank=None,
+            mass_estimate="draws"):
   """Tunes `kernel`'s step size (and mass, and optionally AMAGOLD's
   trajectory length) and returns it frozen.
 
@@ -193,6 +195,18 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       dense and low-rank masses need a state of one vector per chain; the
       low-rank estimate holds the windows' [d, d] sums during the warm-up.
     mass_rank: k of `mass="low_rank"`, 1 <= k <= d (default min(d, 10)).
+    mass_estimate: what the diagonal M^{-1} is estimated from: "draws"
+      (the default: each slow window's variance of the chain's draws) or
+      "gradients": 1 / the window's mean of g_a g_b, two gradients of the
+      kernel's target at each draw on independent minibatches
+      (`window_adaptation.gradient_variance`: E[(d_i U)^2] is the
+      posterior's precision P_ii for a Gaussian), two gradients more per
+      test. It does not need the draws to have crossed the posterior, so
+      it tracks variances the warm-up's draws cannot resolve (a network's
+      weights over a few hundred tests); where the posterior is correlated
+      it gives the conditional variances 1 / P_ii, smaller than the
+      marginal ones. The target's minibatches must be independent draws
+      (the seed-chosen batches of the package's in-memory targets are).
     criterion: "acceptance" (the amortized test above) or "ksd": for a
       kernel without an M-H test, whose bias an acceptance rate does not
       see, the step size of `step_sizes` whose draws have the lowest kernel
@@ -273,6 +287,22 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     if not (isinstance(mass_rank, int) and 1 <= mass_rank <= size):
       raise ValueError(f"`mass_rank` must be an integer in [1, {size}] (the "
                        f"state's dimension); got {mass_rank!r}.")
+  if mass_estimate not in adaptation.MASS_ESTIMATES:
+    raise ValueError(f"`mass_estimate` must be one of "
+                     f"{adaptation.MASS_ESTIMATES}; got {mass_estimate!r}.")
+  from_gradients = mass_estimate == "gradients"
+  target = getattr(kernel, "target", None)
+  if from_gradients and (not adapt_mass or mass != "diagonal" or
+                         target is None):
+    raise ValueError(
+        f"`mass_estimate='gradients'` estimates a diagonal mass from the "
+        f"gradients of the kernel's target; got adapt_mass={adapt_mass}, "
+        f"mass={mass!r} and a {kind} with target {target!r}. Use "
+        "mass_estimate='draws', or a diagonal mass of a kernel built on a "
+        "tfp_sgmcmc target.")
+  # A full-batch target's gradient is exact: one evaluation is both.
+  full_batch = log_prob_lib.is_full_batch(target)
+  extra_gradients = from_gradients * (1 if full_batch else 2)
   dense_mass = mass != "diagonal"  # The windows hold [d, d] sums.
   gradients_per_test = getattr(kernel, "_warmup_gradients_per_test",
                                lambda n: n)(num_test_steps)
@@ -282,8 +312,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
                                    mass) if adapt_mass else None)
     test = make_test(num_test_steps, dist)
     results = test.bootstrap_results(state)
-    window = (adaptation.begin_window(tf.nest.flatten(state), batch_ndims,
-                                      dense=dense_mass)
+    window = (adaptation.begin_window(
+        [tf.zeros_like(p) if from_gradients else p
+         for p in tf.nest.flatten(state)], batch_ndims, dense=dense_mass)
               if adapt_mass else ())
 
     def body(i, state, results, seed, da, window, accept_sum, length, grads):
@@ -297,10 +328,21 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       else:
         state, results = test.one_step(state, results, step_seed)
         steps = gradients_per_test
+      gradients = None
+      if from_gradients:  # On minibatches the test's draws did not use.
+        seeds = tfp.random.split_seed(step_seed, 2, salt="mass_gradients")
+        # A copy of the state per call: a TFP distribution's bijector
+        # caches by tensor, and a cache hit would cut the second gradient
+        # off the tape.
+        gradients = [tf.nest.flatten(target.gradient(
+            tf.nest.map_structure(tf.identity, state), s))
+                     for s in seeds[:1 if full_batch else 2]]
+        gradients *= 2 if full_batch else 1
+        steps += extra_gradients
       adapted, accept = adaptation.update(
           adaptation.WindowAdaptationState(da, window, inverse_mass),
           tf.nest.flatten(state), results.log_accept_ratio,
-          target_accept_prob, batch_ndims)
+          target_accept_prob, batch_ndims, gradients=gradients)
       return (i + 1, state, results, seed, adapted.dual_averaging,
               adapted.window, accept_sum + accept, length,
               grads + tf.cast(steps, tf.float64))
@@ -309,7 +351,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
         lambda i, *_: i < num_window_steps, body,
         (tf.constant(0), state, results, seed, da, window,
          tf.zeros([], dtype), length, tf.zeros([], tf.float64)))
-    variance = adaptation.window_variance(window) if adapt_mass else ()
+    variance = (() if not adapt_mass else
+                adaptation.gradient_variance(window) if from_gradients else
+                adaptation.window_variance(window))
     return (state, seed, da, window, variance,
             accept_sum / tf.cast(num_window_steps, dtype), length, grads)
 
@@ -366,7 +410,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       momentum_distribution=dist, windows=report_windows,
       acceptance=report_windows[-1]["acceptance"], num_steps=num_steps,
       num_gradients=(num_gradients if adapt_num_leapfrog_steps else
-                     num_steps * gradients_per_test),
+                     num_steps * (gradients_per_test +
+                                  extra_gradients)),
       seconds=time.perf_counter() - start,
       num_leapfrog_steps=num_leapfrog_steps)
   # A warm-up still on its way to the posterior is reported, not handed
