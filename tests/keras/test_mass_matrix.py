@@ -6,10 +6,10 @@ non-identity M leaves the posterior's moments exact on a linear regression
 whose posterior scales differ about 100x; the warm-up from a step size 100x
 too small or too large ends at the same step size and mass, M^{-1} near the
 posterior variances, and each M^{-1} is the regularised variance of the
-draws of its window, or by default (the exact test over arrays) 1 / the
-mean squared exact gradient at them; posterior variances of 2.1e-3 and
-2.0e-7 both get an M^{-1} within 2x (from the draws' variance the wide
-one does not); wrong arguments are refused with their fix.
+draws of its window, or with mass_estimate="gradients" 1 / the mean
+squared exact gradient at them; posterior variances of 2.1e-3 and 2.0e-7
+both get an M^{-1} within 2x from the gradients (from the draws' variance
+the wide one does not); wrong arguments are refused with their fix.
 """
 
 import keras
@@ -125,8 +125,8 @@ WARMUP = 1000
 def warmed_up():
   """Warm-ups of 1,000 tests on posterior variances 0.51 and 9.8e-5 (sds
   72x apart), from the identity mass and a step size 100x below and 100x
-  above the 0.1-0.15 they end at, M^{-1} from the draws' variance:
-  (problem, [(callback, logs)])."""
+  above the 0.1-0.15 they end at (M^{-1} from the draws' variance, the
+  default): (problem, [(callback, logs)])."""
   problem = scaled_problem((0.045, 4.5))
   # 5 epochs of 250 tests: the warm-up ends with the fourth.
   fits = [amagold_fit(problem, sgk.AMAGOLD(
@@ -138,7 +138,7 @@ def warmed_up():
 
 
 def test_warmup_mass_from_gradients_is_their_last_window_rule():
-  # mass_estimate="gradients" (the default here): M^{-1} is
+  # mass_estimate="gradients": M^{-1} is
   # regularized_variance(1 / mean over the last slow window's draws of
   # (d_i U)^2, n), with grad U = X^T (X w - y) / s^2 + w / s_prior^2 exact
   # at each kept sample. Computed here independently in float64.
@@ -146,7 +146,7 @@ def test_warmup_mass_from_gradients_is_their_last_window_rule():
   callback, _ = amagold_fit(problem, sgk.AMAGOLD(
       step_size=2e-3, num_leapfrog_steps=5, friction=1., seed=30),
                             WARMUP, batch_size=250, seed=100, epochs=4,
-                            warmup=WARMUP)
+                            warmup=WARMUP, mass_estimate="gradients")
   windows = sg.warmup_windows(WARMUP)
   end = WARMUP - windows[-1][1]
   start = end - windows[-2][1]
@@ -304,9 +304,8 @@ def test_inverse_mass_survives_the_config_round_trip():
 def tiny_variances():
   """Warm-ups of 1,000 tests on posterior variances 2.1e-3 and 2.0e-7
   (sds 103x apart, the scale of a neural network's weights) from the
-  identity mass, seeds 30 and 31, with the default estimate (the exact
-  gradients at the draws: the test runs over arrays): (variances,
-  {seed: M^{-1}})."""
+  identity mass, seeds 30 and 31, M^{-1} from the exact gradients at the
+  draws (`mass_estimate="gradients"`): (variances, {seed: M^{-1}})."""
   problem = scaled_problem((1., 100.))
   variance = np.diag(problem.posterior_cov)
   assert 2.0e-3 < variance[0] < 2.2e-3 and 1.9e-7 < variance[1] < 2.1e-7
@@ -319,7 +318,7 @@ def tiny_variances():
     callback, _ = amagold_fit(problem, sgk.AMAGOLD(
         step_size=0.01, num_leapfrog_steps=5, friction=1., seed=seed),
                               WARMUP, batch_size=250, seed=100, epochs=4,
-                              warmup=WARMUP)
+                              warmup=WARMUP, mass_estimate="gradients")
     masses[seed] = callback.sampler.inverse_mass[0].ravel()
   return variance, masses
 
@@ -350,7 +349,7 @@ def test_warmup_mass_of_both_weights_is_within_2x(tiny_variances):
 def test_warmup_mass_from_the_draws_misses_the_wide_weight():
   # mass_estimate="draws" (the variance of the window's draws) on seed 31:
   # the wide weight (2.1e-3) ends at 0.116x, below half its variance,
-  # which is why the exact test over arrays estimates from the gradients.
+  # where the gradients' estimate ends at 1.39x.
   problem = scaled_problem((1., 100.))
   variance = np.diag(problem.posterior_cov)
   callback, _ = amagold_fit(problem, sgk.AMAGOLD(

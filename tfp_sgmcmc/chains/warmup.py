@@ -206,7 +206,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       weights over a few hundred tests); where the posterior is correlated
       it gives the conditional variances 1 / P_ii, smaller than the
       marginal ones. The target's minibatches must be independent draws
-      (the seed-chosen batches of the package's in-memory targets are).
+      (the seed-chosen batches of the package's in-memory targets are);
+      the products' noise grows with N / n. It assumes the draws are in
+      the posterior: a direction only the prior sees at the draws (a ReLU
+      network's dead units) gets 1 / (w / s^2)^2, far too wide.
     criterion: "acceptance" (the amortized test above) or "ksd": for a
       kernel without an M-H test, whose bias an acceptance rate does not
       see, the step size of `step_sizes` whose draws have the lowest kernel

@@ -104,17 +104,18 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     adapt_mass: with `warmup`: False tunes the step size alone (dual
       averaging over the n tests, the mass left as given). See
       docs/warmup.md.
-    mass_estimate: with `warmup`, what M^{-1} is estimated from:
-      "gradients" (the default where the exact test runs over (x, y)
-      arrays): 1 / the mean of (d_i U)^2 at the window's draws, the exact
-      gradient over `energy_data` after each test
-      (`tfp_sgmcmc.chains.window_adaptation.gradient_variance`: for a
+    mass_estimate: with `warmup`, what M^{-1} is estimated from: "draws"
+      (the default): the variance of the window's draws; or "gradients"
+      (the exact test over (x, y) arrays): 1 / the mean of (d_i U)^2 at
+      the window's draws, the exact gradient over `energy_data` after each
+      test (`tfp_sgmcmc.chains.window_adaptation.gradient_variance`; for a
       Gaussian posterior E[(d_i U)^2] is its precision), one full-data
-      gradient more per warm-up test; or "draws" (the default otherwise):
-      the variance of the window's draws. A network's warm-up of a few
-      hundred tests cannot move its weights across their posterior, so
-      their draws' variance says more about how far the chain went than
-      about the posterior; the gradients at the draws do not depend on it.
+      gradient more per warm-up test. "gradients" tracks a coordinate the
+      chain crosses too slowly for its draws' variance (docs/warmup.md);
+      it is not the default because on a ReLU network (the AMAGOLD paper's
+      MLP) the weights only the prior sees (units dead on the data) have
+      (d_i U)^2 = (w / s^2)^2 near w = 0, so their M^{-1} reached 1e8
+      (median 1e-5) and the tuned step size fell to 6e-9.
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the

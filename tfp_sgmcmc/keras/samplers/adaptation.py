@@ -107,9 +107,8 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
   """`SamplingCallback(warmup=n, adapt_mass=..., mass_estimate=...)` as the
   `step_size_adaptation` it stands for: a `WarmupAdaptation` over the first
   n M-H tests (mass windows unless `adapt_mass` is False), then frozen.
-  `mass_estimate` None is "gradients" where the test has the exact
-  gradient (`exact_gradients`: the exact test over arrays), else
-  "draws"."""
+  `mass_estimate` None is "draws"; "gradients" needs the exact gradient
+  (`exact_gradients`: the exact test over arrays)."""
   if mass_estimate not in (None,) + MASS_ESTIMATES:
     raise ValueError(f"`mass_estimate` must be one of {MASS_ESTIMATES} or "
                      f"None; got {mass_estimate!r}.")
@@ -120,7 +119,7 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
         "(acceptance_energy='exact') over (x, y) arrays; give energy_data "
         "as arrays, or mass_estimate='draws'.")
   if mass_estimate is None:
-    mass_estimate = "gradients" if exact_gradients else "draws"
+    mass_estimate = "draws"
   if adapt_mass is not None and not isinstance(adapt_mass, bool):
     raise TypeError(f"`adapt_mass` must be True, False or None; got "
                     f"{adapt_mass!r}.")
