@@ -51,6 +51,7 @@ from tfp_sgmcmc.chains import warmup_picks as picks
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
+from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.dynamics.mass import (dense_momentum_distribution,
                                       diagonal_momentum_distribution,
                                       low_rank_momentum_distribution)
@@ -140,7 +141,6 @@ def _set_step_size(results, step_size):
       step_size=tf.cast(step_size, inner.step_size.dtype)))
 
 
-_MASSES = ("diagonal", "dense", "low_rank")
 
 
 def _momentum_distribution(state, batch_ndims, variance, mass="diagonal"):
@@ -157,7 +157,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             initial_buffer=75, final_buffer=50, base_window=25,
             jit_compile=True, dense_mass=None, criterion="acceptance",
             step_sizes=None, adapt_num_leapfrog_steps=None,
-            max_num_leapfrog_steps=256, mass=None, mass_rank=None):
+            max_num_leapfrog_steps=256, mass=None, mass_rank=None,
+            mass_estimate="draws"):
   """Tunes `kernel`'s step size (and mass, and, on exact gradients,
   AMAGOLD's trajectory length) and returns it frozen.
 
@@ -215,6 +216,21 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       dense and low-rank masses need a state of one vector per chain; the
       low-rank estimate holds the windows' [d, d] sums during the warm-up.
     mass_rank: k of `mass="low_rank"`, 1 <= k <= d (default min(d, 10)).
+    mass_estimate: what the diagonal M^{-1} is estimated from: "draws"
+      (the default: each slow window's variance of the chain's draws) or
+      "gradients": 1 / the window's mean of g_a g_b, two gradients of the
+      kernel's target at each draw on independent minibatches
+      (`window_adaptation.gradient_variance`: E[(d_i U)^2] is the
+      posterior's precision P_ii for a Gaussian), two gradients more per
+      test. It does not need the draws to have crossed the posterior, so
+      it tracks variances the warm-up's draws cannot resolve (a network's
+      weights over a few hundred tests); where the posterior is correlated
+      it gives the conditional variances 1 / P_ii, smaller than the
+      marginal ones. The target's minibatches must be independent draws
+      (the seed-chosen batches of the package's in-memory targets are);
+      the products' noise grows with N / n. It assumes the draws are in
+      the posterior: a direction only the prior sees at the draws (a ReLU
+      network's dead units) gets 1 / (w / s^2)^2, far too wide.
     criterion: "acceptance" (the amortized test above) or "ksd": for a
       kernel without an M-H test, whose bias an acceptance rate does not
       see, the step size of `step_sizes` whose draws have the lowest kernel
@@ -282,41 +298,16 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   parts = tf.nest.flatten(state)
   dtype = parts[0].dtype
   seed = tfp.random.sanitize_seed(seed)
-  mass_pick = None
   probe = make_test(num_test_steps, None)
   batch_ndims = probe.bootstrap_results(state).log_accept_ratio.shape.rank
-  asked = (f"mass={mass!r}" if mass is not None and not dense_mass else
-           f"dense_mass={dense_mass!r}")
-  if mass is None and dense_mass is None:  # The warm-up picks.
-    mass_pick = picks.pick_mass(kernel, parts, batch_ndims, num_steps,
-                                adapt_mass=adapt_mass)
-    mass, mass_reason = mass_pick.choice or "diagonal", mass_pick.reason
-  elif mass is None:
-    mass = "dense" if dense_mass else "diagonal"
-  elif mass not in _MASSES or (dense_mass and mass != "dense"):
-    raise ValueError(
-        f"`mass` must be one of {_MASSES} (with dense_mass=True: 'dense' or "
-        f"None); got mass={mass!r}, dense_mass={dense_mass!r}.")
-  named = "`dense_mass=True`" if dense_mass else f"`mass={mass!r}`"
-  if mass_pick is None:
-    mass_reason = (
-        f"{mass.replace('_', '-')} mass: as asked ({asked})"
-        if adapt_mass else "no mass adapted: " + (
-            "adapt_mass=False" if takes_mass else
-            f"this {kind} takes no mass matrix"))
-  if mass != "diagonal" and (not adapt_mass or len(parts) != 1 or
-                             parts[0].shape.rank != batch_ndims + 1):
-    raise ValueError(
-        f"{named} needs a {kind} that adapts a mass "
-        f"(adapt_mass={adapt_mass}) and a state of one vector per chain; got "
-        f"{len(parts)} part(s) of shape(s) {[p.shape.as_list() for p in parts]}"
-        f" with {batch_ndims} chain axes. Use dense_mass=False (diagonal).")
-  if mass == "low_rank":
-    size = parts[0].shape[-1]
-    mass_rank = min(size, 10) if mass_rank is None else mass_rank
-    if not (isinstance(mass_rank, int) and 1 <= mass_rank <= size):
-      raise ValueError(f"`mass_rank` must be an integer in [1, {size}] (the "
-                       f"state's dimension); got {mass_rank!r}.")
+  mass, mass_reason, mass_rank = picks.resolve_mass(
+      kernel, parts, batch_ndims, num_steps, mass, dense_mass, adapt_mass,
+      mass_rank, mass_estimate)
+  from_gradients = mass_estimate == "gradients"
+  target = getattr(kernel, "target", None)
+  # A full-batch target's gradient is exact: one evaluation is both.
+  full_batch = log_prob_lib.is_full_batch(target)
+  extra_gradients = from_gradients * (1 if full_batch else 2)
   dense_mass = mass != "diagonal"  # The windows hold [d, d] sums.
   gradients_per_test = getattr(kernel, "_warmup_gradients_per_test",
                                lambda n: n)(num_test_steps)
@@ -326,8 +317,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
                                    mass) if adapt_mass else None)
     test = make_test(num_test_steps, dist)
     results = test.bootstrap_results(state)
-    window = (adaptation.begin_window(tf.nest.flatten(state), batch_ndims,
-                                      dense=dense_mass)
+    window = (adaptation.begin_window(
+        [tf.zeros_like(p) if from_gradients else p
+         for p in tf.nest.flatten(state)], batch_ndims, dense=dense_mass)
               if adapt_mass else ())
 
     def body(i, state, results, seed, da, window, accept_sum, length, grads):
@@ -341,10 +333,21 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       else:
         state, results = test.one_step(state, results, step_seed)
         steps = gradients_per_test
+      gradients = None
+      if from_gradients:  # On minibatches the test's draws did not use.
+        seeds = tfp.random.split_seed(step_seed, 2, salt="mass_gradients")
+        # A copy of the state per call: a TFP distribution's bijector
+        # caches by tensor, and a cache hit would cut the second gradient
+        # off the tape.
+        gradients = [tf.nest.flatten(target.gradient(
+            tf.nest.map_structure(tf.identity, state), s))
+                     for s in seeds[:1 if full_batch else 2]]
+        gradients *= 2 if full_batch else 1
+        steps += extra_gradients
       adapted, accept = adaptation.update(
           adaptation.WindowAdaptationState(da, window, inverse_mass),
           tf.nest.flatten(state), results.log_accept_ratio,
-          target_accept_prob, batch_ndims)
+          target_accept_prob, batch_ndims, gradients=gradients)
       return (i + 1, state, results, seed, adapted.dual_averaging,
               adapted.window, accept_sum + accept, length,
               grads + tf.cast(steps, tf.float64))
@@ -353,7 +356,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
         lambda i, *_: i < num_window_steps, body,
         (tf.constant(0), state, results, seed, da, window,
          tf.zeros([], dtype), length, tf.zeros([], tf.float64)))
-    variance = adaptation.window_variance(window) if adapt_mass else ()
+    variance = (() if not adapt_mass else
+                adaptation.gradient_variance(window) if from_gradients else
+                adaptation.window_variance(window))
     return (state, seed, da, window, variance,
             accept_sum / tf.cast(num_window_steps, dtype), length, grads)
 
@@ -410,7 +415,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       momentum_distribution=dist, windows=report_windows,
       acceptance=report_windows[-1]["acceptance"], num_steps=num_steps,
       num_gradients=(num_gradients if adapt_num_leapfrog_steps else
-                     num_steps * gradients_per_test),
+                     num_steps * gradients_per_test) + (
+                         num_steps * extra_gradients),
       seconds=time.perf_counter() - start,
       num_leapfrog_steps=num_leapfrog_steps,
       mass=mass if adapt_mass else None,

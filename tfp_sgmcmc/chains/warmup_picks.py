@@ -28,10 +28,11 @@ shows a user.
 
 import collections
 
+from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 
-__all__ = ["DENSE_MASS_MAX", "DENSE_MIN_STEPS", "Pick", "pick_mass",
-           "pick_length"]
+__all__ = ["DENSE_MASS_MAX", "DENSE_MIN_STEPS", "MASSES", "Pick",
+           "pick_mass", "pick_length", "resolve_mass"]
 
 DENSE_MASS_MAX = 200
 DENSE_MIN_STEPS = 200
@@ -116,3 +117,67 @@ def pick_length(kernel, adapt_num_leapfrog_steps=None,
         "trajectory length tuned by ChEES: the gradients are exact "
         "(a full-batch target)"), None)
   return Pick(False, f"trajectory length fixed{fixed}: {why}", None)
+
+
+MASSES = ("diagonal", "dense", "low_rank")
+
+
+def resolve_mass(kernel, parts, batch_ndims, num_steps, mass, dense_mass,
+                 adapt_mass, mass_rank, mass_estimate):
+  """`warm_up`'s mass options resolved to what it adapts: returns (mass,
+  the report's sentence on it, mass_rank), picking where `mass` and
+  `dense_mass` are None (`pick_mass`), and refusing, naming the option
+  and the fix, a form the kernel or state cannot take."""
+  kind = type(kernel).__name__
+  takes_mass = getattr(kernel, "_warmup_takes_mass", False)
+  mass_pick = None
+  asked = (f"mass={mass!r}" if mass is not None and not dense_mass else
+           f"dense_mass={dense_mass!r}")
+  if mass is None and dense_mass is None:  # The warm-up picks.
+    gradients = mass_estimate == "gradients"  # They give a diagonal only.
+    mass_pick = pick_mass(kernel, parts, batch_ndims, num_steps,
+                           dense_mass=False if gradients else None,
+                           adapt_mass=adapt_mass)
+    mass, mass_reason = mass_pick.choice or "diagonal", (
+        "diagonal mass: mass_estimate='gradients' estimates a diagonal one"
+        if gradients and mass_pick.choice else mass_pick.reason)
+  elif mass is None:
+    mass = "dense" if dense_mass else "diagonal"
+  elif mass not in MASSES or (dense_mass and mass != "dense"):
+    raise ValueError(
+        f"`mass` must be one of {MASSES} (with dense_mass=True: 'dense' or "
+        f"None); got mass={mass!r}, dense_mass={dense_mass!r}.")
+  named = "`dense_mass=True`" if dense_mass else f"`mass={mass!r}`"
+  if mass_pick is None:
+    mass_reason = (
+        f"{mass.replace('_', '-')} mass: as asked ({asked})"
+        if adapt_mass else "no mass adapted: " + (
+            "adapt_mass=False" if takes_mass else
+            f"this {kind} takes no mass matrix"))
+  if mass != "diagonal" and (not adapt_mass or len(parts) != 1 or
+                             parts[0].shape.rank != batch_ndims + 1):
+    raise ValueError(
+        f"{named} needs a {kind} that adapts a mass "
+        f"(adapt_mass={adapt_mass}) and a state of one vector per chain; got "
+        f"{len(parts)} part(s) of shape(s) {[p.shape.as_list() for p in parts]}"
+        f" with {batch_ndims} chain axes. Use dense_mass=False (diagonal).")
+  if mass == "low_rank":
+    size = parts[0].shape[-1]
+    mass_rank = min(size, 10) if mass_rank is None else mass_rank
+    if not (isinstance(mass_rank, int) and 1 <= mass_rank <= size):
+      raise ValueError(f"`mass_rank` must be an integer in [1, {size}] (the "
+                       f"state's dimension); got {mass_rank!r}.")
+  if mass_estimate not in MASS_ESTIMATES:
+    raise ValueError(f"`mass_estimate` must be one of "
+                     f"{MASS_ESTIMATES}; got {mass_estimate!r}.")
+  from_gradients = mass_estimate == "gradients"
+  target = getattr(kernel, "target", None)
+  if from_gradients and (not adapt_mass or mass != "diagonal" or
+                         target is None):
+    raise ValueError(
+        f"`mass_estimate='gradients'` estimates a diagonal mass from the "
+        f"gradients of the kernel's target; got adapt_mass={adapt_mass}, "
+        f"mass={mass!r} and a {kind} with target {target!r}. Use "
+        "mass_estimate='draws', or a diagonal mass of a kernel built on a "
+        "tfp_sgmcmc target.")
+  return mass, mass_reason, mass_rank

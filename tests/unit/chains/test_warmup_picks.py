@@ -126,3 +126,20 @@ def test_warm_up_reports_what_it_picked_and_why():
   assert asked.report.choices == (
       "diagonal mass: as asked (mass='diagonal'); trajectory length fixed "
       "(T = 10): as asked (adapt_num_leapfrog_steps=False)")
+
+
+def test_the_gradient_mass_is_picked_diagonal_and_its_gradients_counted():
+  # Where the warm-up would pick a dense mass, the gradients' estimate (a
+  # diagonal one) makes it pick the diagonal; with the length tuned too, the
+  # gradient taken per test for the mass is counted beside the test's own.
+  kernel = _amagold(_full_batch())
+  args = dict(num_steps=picks.DENSE_MIN_STEPS, seed=[1, 2], jit_compile=False)
+  grads = sg.warm_up(kernel, tf.zeros([4, 3]), mass_estimate="gradients",
+                     **args).report
+  assert grads.mass == "diagonal" and grads.covariance is None
+  assert grads.choices.startswith(
+      "diagonal mass: mass_estimate='gradients' estimates a diagonal one; "
+      "trajectory length tuned by ChEES")
+  tests = sum(w["num_leapfrog_steps"] * w["steps"] for w in grads.windows)
+  assert grads.num_gradients == pytest.approx(
+      tests + picks.DENSE_MIN_STEPS, rel=1e-6), (grads.num_gradients, tests)

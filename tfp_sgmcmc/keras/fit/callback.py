@@ -104,6 +104,18 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     adapt_mass: with `warmup`: False tunes the step size alone (dual
       averaging over the n tests, the mass left as given). See
       docs/warmup.md.
+    mass_estimate: with `warmup`, what M^{-1} is estimated from: "draws"
+      (the default): the variance of the window's draws; or "gradients"
+      (the exact test over (x, y) arrays): 1 / the mean of (d_i U)^2 at
+      the window's draws, the exact gradient over `energy_data` after each
+      test (`tfp_sgmcmc.chains.window_adaptation.gradient_variance`; for a
+      Gaussian posterior E[(d_i U)^2] is its precision), one full-data
+      gradient more per warm-up test. "gradients" tracks a coordinate the
+      chain crosses too slowly for its draws' variance (docs/warmup.md);
+      it is not the default because on a ReLU network (the AMAGOLD paper's
+      MLP) the weights only the prior sees (units dead on the data) have
+      (d_i U)^2 = (w / s^2)^2 near w = 0, so their M^{-1} reached 1e8
+      (median 1e-5) and the tuned step size fell to 6e-9.
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the
@@ -144,12 +156,16 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
                burnin_steps=None, thinning=1, max_samples=100,
                energy_data=None, energy_batch_size=1000, track_moments=True,
                backup_dir=None, on_divergence="stop", max_abs_weight=None,
-               step_size_adaptation=None, warmup=None, adapt_mass=None):
+               step_size_adaptation=None, warmup=None, adapt_mass=None,
+               mass_estimate=None):
     super().__init__()
     step_size_adaptation = adaptation_lib.warmup_adaptation(  # Not a
         # sampler (a Keras optimizer): refused with its fix just below.
         warmup, step_size_adaptation,
-        getattr(sampler, "has_acceptance_test", False), adapt_mass)
+        getattr(sampler, "has_acceptance_test", False), adapt_mass,
+        mass_estimate, exact_gradients=(
+            isinstance(energy_data, (tuple, list)) and
+            getattr(sampler, "acceptance_energy", None) == "exact"))
     checks_lib.check_callback_arguments(
         sampler, num_examples, burnin_epochs, burnin_steps, thinning,
         max_samples, energy_data, energy_batch_size, on_divergence,

@@ -57,6 +57,8 @@ class AcceptanceEnergies:
     self._minibatch_function = None
     self._exact_body = None
     self._minibatch_body = None
+    # grad U at given weights over arrays (`mass_estimate="gradients"`).
+    self.gradient_body = None
     self._jit = False
     # The compiled test (`run_test`) and what it was built for.
     self._test_function = None
@@ -125,6 +127,27 @@ class AcceptanceEnergies:
                                            unroll=unroll)
         return total - current_log_prior()
       self._exact_body = lambda: (full_energy(x, y), None)
+
+      def full_gradient(weights):
+        # grad U at `weights` (the model's variables untouched), the same
+        # sum over the same batches.
+        non_trainable = [v.value for v in model.non_trainable_variables]
+        with tf.GradientTape() as tape:
+          tape.watch(weights)
+
+          def chunk_sum(start, length):
+            xs, ys = (parts[start // batch] if unroll else
+                      (chunk(x, start, length), chunk(y, start, length)))
+            out, _ = model.stateless_call(weights, non_trainable, xs,
+                                          training=False)
+            return tf.cast(likelihood.batch_nll(ys, out), tf.float64)
+          total = energy_lib.sum_over_chunks(chunk_sum, size, batch,
+                                             unroll=unroll) - tf.cast(
+                                                 log_prior(weights),
+                                                 tf.float64)
+        return tape.gradient(total, weights,
+                             unconnected_gradients="zero")
+      self.gradient_body = full_gradient
       self._full_energy = tf.function(lambda: full_energy(x, y),
                                       autograph=False, jit_compile=self._jit)
     else:
@@ -220,8 +243,9 @@ class AcceptanceEnergies:
       else:
         energy_fn = lambda x, y: self._minibatch_body(  # noqa: E731
             x, y, [s.value for s in sampler.start_position])[::-1]
-      self._test_function = sampler.test_function(energy_fn, after,
-                                                  jit_compile=self._jit)
+      self._test_function = sampler.test_function(
+          energy_fn, after, jit_compile=self._jit,
+          gradient_fn=self.gradient_body if exact else None)
       self._test_for = (sampler, health.version)
     if exact:
       args = () if self._exact_body is not None else (

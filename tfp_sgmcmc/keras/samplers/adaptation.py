@@ -21,6 +21,7 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc.chains import warmup as warmup_lib
+from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.keras.samplers.window_adaptation import WARMUP_ACCEPT_PROB
 
 __all__ = ["OuterStepProbe", "OuterStepResults", "build_adaptation",
@@ -92,18 +93,33 @@ class WarmupAdaptation:
   in which AMAGOLD estimates its diagonal mass, the dual averaging
   restarting after the first window and after every new mass."""
 
-  def __init__(self, num_steps, adapt_mass):
+  def __init__(self, num_steps, adapt_mass, mass_estimate="draws"):
     self.num_steps = num_steps
     self.adapt_mass = adapt_mass
+    self.mass_estimate = mass_estimate
     self.windows = (warmup_lib.warmup_windows(num_steps) if adapt_mass
                     else None)
 
 
 def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
-                      adapt_mass=None):
-  """`SamplingCallback(warmup=n, adapt_mass=...)` as the
+                      adapt_mass=None, mass_estimate=None,
+                      exact_gradients=False):
+  """`SamplingCallback(warmup=n, adapt_mass=..., mass_estimate=...)` as the
   `step_size_adaptation` it stands for: a `WarmupAdaptation` over the first
-  n M-H tests (mass windows unless `adapt_mass` is False), then frozen."""
+  n M-H tests (mass windows unless `adapt_mass` is False), then frozen.
+  `mass_estimate` None is "draws"; "gradients" needs the exact gradient
+  (`exact_gradients`: the exact test over arrays)."""
+  if mass_estimate not in (None,) + MASS_ESTIMATES:
+    raise ValueError(f"`mass_estimate` must be one of {MASS_ESTIMATES} or "
+                     f"None; got {mass_estimate!r}.")
+  if mass_estimate == "gradients" and not exact_gradients:
+    raise ValueError(
+        "`mass_estimate='gradients'` takes the exact gradient of U at each "
+        "draw over `energy_data`, which needs the exact test "
+        "(acceptance_energy='exact') over (x, y) arrays; give energy_data "
+        "as arrays, or mass_estimate='draws'.")
+  if mass_estimate is None:
+    mass_estimate = "draws"
   if adapt_mass is not None and not isinstance(adapt_mass, bool):
     raise TypeError(f"`adapt_mass` must be True, False or None; got "
                     f"{adapt_mass!r}.")
@@ -135,4 +151,4 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
         f"`warmup={warmup}` with the mass adapted: Stan's windows (a fast, "
         "a slow and a final window) need warmup >= 20 M-H tests; give more "
         "tests, or adapt_mass=False for the step size alone.")
-  return WarmupAdaptation(warmup, adapt_mass)
+  return WarmupAdaptation(warmup, adapt_mass, mass_estimate)

@@ -332,26 +332,30 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
           f"steps but {self.leapfrog_step} steps ran: steps_per_execution "
           "or a partial execution skipped the test.")
 
-  def test_function(self, energy_fn, after_fn, jit_compile=False):
+  def test_function(self, energy_fn, after_fn, jit_compile=False,
+                    gradient_fn=None):
     """`metropolis_hastings` and what goes with it as one compiled call.
 
     Returns a `tf.function` f(*args) -> (is_accepted, after_fn()):
     `energy_fn(*args)` gives (U(theta*), U~(theta) or None for the cached
     exact U(theta)) at the current state, the test runs on them, then
     `after_fn()` (e.g. a health check) sees the state after the test. Call
-    `check_test_due()` first.
+    `check_test_due()` first. `gradient_fn(weights)`, grad U at a list
+    of weights, is what `SamplingCallback(mass_estimate="gradients")`'s
+    warm-up evaluates at each draw.
     """
     def run(*args):
       proposed, current = energy_fn(*args)
       proposed = tf.cast(proposed, tf.float64)
       current = (base.read(self._energy) if current is None
                  else tf.cast(current, tf.float64))
-      accepted, _ = self._metropolis_hastings(proposed, current)
+      accepted, _ = self._metropolis_hastings(proposed, current, gradient_fn)
       return accepted, after_fn()
     return tf.function(run, autograph=False, jit_compile=jit_compile,
                        reduce_retracing=True)
 
-  def _metropolis_hastings(self, proposed_energy, current_energy):
+  def _metropolis_hastings(self, proposed_energy, current_energy,
+                           gradient_fn=None):
     variables = self._trainable_variables
     dtype = base.read(variables[0]).dtype
     count = base.read(self._num_tests)
@@ -379,7 +383,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     self._update_moments(variables, outcome.state)
     if self._warmup is not None:
       self._warmup.after_test(count + 1, outcome.state, log_accept_ratio,
-                              self._learning_rate)
+                              self._learning_rate, gradient_fn)
     elif self._adaptation is not None:
       self._adapt(log_accept_ratio)
     self._start_trajectory(variables)

@@ -48,6 +48,7 @@ class WarmupWindows:
     self._ends = ends
     position = [base.read(v) for v in variables]
     adapt_mass = inverse_mass is not None and bool(warmup.windows)
+    self._from_gradients = adapt_mass and warmup.mass_estimate == "gradients"
     initial = adaptation.init(
         position, step_size, batch_ndims=0,
         inverse_mass=([base.read(m) for m in inverse_mass]
@@ -70,7 +71,15 @@ class WarmupWindows:
     self._variables = adaptation.WindowAdaptationState(
         dual_averaging, window,
         list(inverse_mass) if inverse_mass is not None else [])
+    if self._from_gradients:  # The windows sum gradients, from zero.
+      initial = initial._replace(window=self._begin(position))
     self._write(initial)
+
+  def _begin(self, state):
+    """A window begun at the chain's `state` (on zeros for gradients)."""
+    return adaptation.begin_window(
+        [tf.zeros_like(p) for p in state] if self._from_gradients else state,
+        batch_ndims=0)
 
   def state(self):
     """The adaptation's state nest, read from the variables."""
@@ -89,7 +98,8 @@ class WarmupWindows:
             any_of([tf.equal(number, e) for _, e in self._ends
                     if e < self._num_steps]))
 
-  def after_test(self, number, state, log_accept_ratio, step_size):
+  def after_test(self, number, state, log_accept_ratio, step_size,
+                 gradient_fn=None):
     """After test `number` (1-based) with the chain at `state`: the
     adaptation's update, and the step size of the next test written to the
     variable `step_size` (left as it is once the warm-up is over).
@@ -99,17 +109,36 @@ class WarmupWindows:
       state: the chain's position after the test, one tensor per weight.
       log_accept_ratio: the test's log acceptance ratio.
       step_size: the sampler's step-size variable.
+      gradient_fn: grad U at a list of weights (exact), for
+        `mass_estimate="gradients"`: evaluated at `state` while adapting.
     """
     old = self.state()
+    gradients = None
+    if self._from_gradients:
+      if gradient_fn is None:
+        raise ValueError(
+            "`mass_estimate='gradients'` needs the exact gradient at each "
+            "draw, which SamplingCallback's test over (x, y) energy_data "
+            "gives; this test came without it (use mass_estimate='draws').")
+      exact = tf.cond(
+          number <= self._num_steps,
+          lambda: [tf.cast(g, s.dtype) for g, s in zip(
+              gradient_fn(list(state)), state)],
+          lambda: [tf.zeros_like(s) for s in state])
+      gradients = (exact, exact)
     new, _ = adaptation.update(old, state, log_accept_ratio,
-                               WARMUP_ACCEPT_PROB, batch_ndims=0)
+                               WARMUP_ACCEPT_PROB, batch_ndims=0,
+                               gradients=gradients)
     slow_end, window_end = self._flags(number)
     if new.window:
-      new = adaptation.end_window(new, adaptation.window_variance(new.window),
-                                  set_mass=slow_end, restart=window_end)
+      variance = (adaptation.gradient_variance(new.window)
+                  if self._from_gradients else
+                  adaptation.window_variance(new.window))
+      new = adaptation.end_window(new, variance, set_mass=slow_end,
+                                  restart=window_end)
       new = new._replace(window=tf.nest.map_structure(
           lambda a, b: tf.where(window_end, a, b),
-          adaptation.begin_window(state, batch_ndims=0), new.window))
+          self._begin(state), new.window))
     else:
       new = adaptation.end_window(new, None, set_mass=False,
                                   restart=window_end)

@@ -1,0 +1,146 @@
+"""The mass `warm_up(mass_estimate="gradients")` estimates: 1 / the mean of
+two independent gradient estimates' product at the window's draws
+(`window_adaptation.gradient_variance`), the posterior variances from
+1e-8 to 1e4 in one state, with exact and with minibatch gradients; and
+AMAGOLD with that mass frozen is exact.
+
+Factors: for a Gaussian posterior (d_i U)^2 / P_ii is chi^2_1 (mean 1, sd
+sqrt 2), and a product of two estimates with independent noise of
+variance s^2 has mean P_ii and variance 2 P_ii^2 + 2 P_ii s^2 + s^4; the
+estimate over n_eff draws is off by a relative sd of that sd / sqrt(n_eff),
+and each test allows 4 of them.
+"""
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from support import eight_schools
+from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
+from tfp_sgmcmc.chains import window_adaptation as adaptation
+
+tfd = tfp.distributions
+
+# One coordinate per two decades of posterior variance, 1e-8 to 1e4.
+VARIANCES = 10. ** np.arange(-8., 5., 2.)
+
+
+def _estimate(first, second):
+  """gradient_variance of one window holding the products first * second
+  (draws on axis 0, float64)."""
+  window = adaptation.begin_window([tf.zeros_like(first)], batch_ndims=1)
+  window = adaptation.gradient_window_update(
+      window, [tf.constant(first)], [tf.constant(second)], batch_ndims=1)
+  return adaptation.gradient_variance(window)[0].numpy()
+
+
+def test_gradient_variance_is_the_variance_from_independent_draws():
+  # 2,000 independent posterior draws: exact gradients x / V give a
+  # relative sd of sqrt(2 / 2000) = 0.032 (4 sd: 13%); two minibatch
+  # estimates with independent noise of variance 4 P (N / n = 4) give
+  # sqrt(26 / 2000) = 0.11 (4 sd: 1.58x). The square of one noisy gradient
+  # (the RMSprop statistic) is 1 / (5 P): 5x too small.
+  n = 2000
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(n, len(VARIANCES))) * np.sqrt(VARIANCES)
+  exact = x / VARIANCES
+  relative = _estimate(exact, exact) / VARIANCES
+  assert np.all(np.abs(np.log(relative)) < 4. * np.sqrt(2. / n)), relative
+  noise_sd = np.sqrt(4. / VARIANCES)
+  first = exact + noise_sd * rng.normal(size=x.shape)
+  second = exact + noise_sd * rng.normal(size=x.shape)
+  relative = _estimate(first, second) / VARIANCES
+  bound = 4. * np.sqrt(26. / n)
+  assert np.all(np.abs(np.log(relative)) < bound), relative
+  squared = _estimate(first, first) / VARIANCES
+  assert np.all(np.abs(np.log(squared)) > bound), squared
+
+
+def test_warm_up_gradient_mass_tracks_variances_from_1e_8_to_1e4():
+  # Exact gradients (a full-batch target), from the identity mass. The last
+  # slow window holds 500 tests x 4 chains; the estimate allows 1.25x
+  # (4 sd for n_eff >= 640 of its 2,000 draws). Measured over seeds [0, 7]
+  # and [1, 7]: 0.95-1.05x.
+  posterior = tfd.MultivariateNormalDiag(
+      tf.zeros(len(VARIANCES)), tf.constant(np.sqrt(VARIANCES), tf.float32))
+  kernel = sg.AMAGOLD(sg.LogProbFnTarget(posterior.log_prob),
+                      step_size=1e-3, num_leapfrog_steps=10, friction=0.5)
+  warm = sg.warm_up(kernel, tf.zeros([4, len(VARIANCES)]), num_steps=1000,
+                    seed=[0, 7], mass_estimate="gradients",
+                    adapt_num_leapfrog_steps=False)
+  relative = warm.report.variance[0] / VARIANCES
+  assert np.all(np.abs(np.log(relative)) < np.log(1.25)), relative
+  assert abs(warm.report.acceptance - 0.75) < 0.1, warm.report.acceptance
+  # One gradient more per test (exact: one evaluation serves as both).
+  assert warm.report.num_gradients == 1000 * 11
+
+
+def minibatch_gaussian(num_examples=400, batch_size=100):
+  """x_i ~ N(mu, s^2) with s^2 = V N, a flat prior: the posterior of the
+  mean is N(x-bar, V) exactly; the minibatch gradient's noise variance
+  is (N^2 / n) / s^2 = (N / n) / V (with replacement)."""
+  rng = np.random.default_rng(4)
+  scale = np.sqrt(VARIANCES * num_examples)
+  data = (rng.normal(size=(num_examples, len(VARIANCES))) * scale).astype(
+      np.float32)
+
+  def log_likelihood(w, batch):
+    return tf.reduce_sum(tfd.Normal(w[..., None, :], scale.astype(
+        np.float32)).log_prob(batch), -1)
+  return sg.InMemoryTarget(log_likelihood, data, batch_size=batch_size)
+
+
+def test_warm_up_gradient_mass_with_minibatches_removes_their_noise():
+  # N / n = 4: the noise variance is 4 P_ii, so the products' relative sd
+  # is sqrt(26 / n_eff), 0.11 for the last window's 2,000 products were
+  # they independent; over seeds [2, 7], [3, 7], [4, 7] the log ratios
+  # spread with sd 0.21 (the draws are autocorrelated; n_eff about 600),
+  # ending 0.73-1.46x. Within 2x: 3.3 of those sds. The square of one
+  # minibatch gradient (both on one seed, a scratch copy) ended at
+  # 0.18-0.23x on the same seeds, 1 / (1 + N / n) as predicted.
+  kernel = sg.AMAGOLD(minibatch_gaussian(), step_size=1e-3,
+                      num_leapfrog_steps=10, friction=0.5)
+  warm = sg.warm_up(kernel, tf.zeros([4, len(VARIANCES)]), num_steps=1000,
+                    seed=[2, 7], mass_estimate="gradients")
+  relative = warm.report.variance[0] / VARIANCES
+  assert np.all(np.abs(np.log(relative)) < np.log(2.)), relative
+  assert warm.report.num_gradients == 1000 * 12
+
+
+def test_amagold_with_the_frozen_gradient_mass_is_exact():
+  # As the draws' mass in test_warmup_exactness.py: eight schools
+  # (non-centred, minibatches of 4 of the 8 schools, a correlated
+  # non-Gaussian posterior), the mass from the gradients frozen after 300
+  # tests, then 3,000 draws within NUM_SE errors of the reference moments.
+  kernel = sg.AMAGOLD(eight_schools.target(batch_size=4), step_size=0.01,
+                      num_leapfrog_steps=10, friction=0.5)
+  warm = sg.warm_up(kernel, tf.zeros([8, eight_schools.DIM]), num_steps=300,
+                    seed=[4, 5], jit_compile=False, mass_estimate="gradients")
+  assert warm.kernel.is_calibrated
+  draws = eight_schools.to_gym(
+      sample(warm.kernel, warm.state, 3000, seed=[6, 7]))
+  ref_mean, ref_sd = eight_schools.reference()
+  mean, mean_se = mean_and_se(draws)
+  var, var_se = variance_and_se(draws)
+  assert np.all(np.abs(mean - ref_mean) < NUM_SE * mean_se), (
+      mean, ref_mean, mean_se)
+  assert np.all(np.abs(var - ref_sd ** 2) < NUM_SE * var_se), (
+      np.sqrt(var), ref_sd, var_se)
+
+
+def test_gradient_mass_options_are_refused_with_their_fix():
+  kernel = sg.AMAGOLD(minibatch_gaussian(), step_size=1e-3,
+                      num_leapfrog_steps=10, friction=0.5)
+  state = tf.zeros([4, len(VARIANCES)])
+  for kwargs, match in [(dict(mass_estimate="fisher"), "must be one of"),
+                        (dict(mass_estimate="gradients", mass="dense"),
+                         "estimates a diagonal mass"),
+                        (dict(mass_estimate="gradients", adapt_mass=False),
+                         "estimates a diagonal mass")]:
+    try:
+      sg.warm_up(kernel, state, num_steps=40, **kwargs)
+    except ValueError as e:
+      assert match in str(e), e
+    else:
+      raise AssertionError(kwargs)
