@@ -391,13 +391,14 @@ def amagold_kernel(data, b, h, batches_per_epoch=BATCHES_PER_EPOCH):
 
 
 def warm_up(data, b, h, init_weights, seed, warmup_tests,
-            batches_per_epoch=BATCHES_PER_EPOCH):
+            batches_per_epoch=BATCHES_PER_EPOCH, target_accept_prob=0.75):
   """`tfp_sgmcmc.warm_up` (dual-averaged step size and a diagonal mass
   matrix, Stan's windows) of the AMAGOLD started at (h, b)."""
   kernel = amagold_kernel(data, b, h, batches_per_epoch)
   state = [tf.constant(w) for w in init_weights]
   return tfp_sgmcmc.warm_up(kernel, state, num_steps=warmup_tests,
-                            seed=tfp.random.sanitize_seed([seed, 29]))
+                            seed=tfp.random.sanitize_seed([seed, 29]),
+                            target_accept_prob=target_accept_prob)
 
 
 def sample_warmed_up(warm, num_tests, seed):
@@ -437,18 +438,23 @@ def sample_warmed_up(warm, num_tests, seed):
 
 def run_warmed_up(b, h, data, init_weights, sample_epochs, seed,
                   warmup_tests=WARMUP_TESTS,
-                  batches_per_epoch=BATCHES_PER_EPOCH):
+                  batches_per_epoch=BATCHES_PER_EPOCH,
+                  target_accept_prob=0.75):
   """AMAGOLD warmed up by `tfp_sgmcmc.warm_up` from (h, b) (the TFP kernel
   path: Keras `fit` tunes the step size only), then sampled with the step
   size and mass frozen (exact) for `sample_epochs`."""
   n = len(data["x_train"])
   start = time.perf_counter()
   warm = warm_up(data, b, h, init_weights, seed, warmup_tests,
-                 batches_per_epoch)
+                 batches_per_epoch, target_accept_prob)
   num_tests = sample_epochs * batches_per_epoch // NUM_LEAPFROG_STEPS
   samples, acceptance, jump = sample_warmed_up(warm, num_tests, seed)
   variance = flat_weights(warm.report.variance)
-  row = dict(method=f"AMAGOLD, warm_up({warmup_tests})", b=b, h=h,
+  # At another target acceptance the label says so: the identity mass's
+  # jump is compared at its own acceptance.
+  label = ("" if target_accept_prob == 0.75 else
+           f", target_accept_prob={target_accept_prob:g}")
+  row = dict(method=f"AMAGOLD, warm_up({warmup_tests}{label})", b=b, h=h,
              paper=None, diverged_at=None, message=None, seed=seed,
              seconds=time.perf_counter() - start, loss=[],
              warmup_tests=warmup_tests, acceptance=acceptance,
@@ -529,7 +535,7 @@ def burn_in_point(data, hidden, seed, burnin_steps=BURNIN["steps"]):
 
 def run(data, size, seed, verbose=0, configs=None, progress=print,
         batches_per_epoch=BATCHES_PER_EPOCH, burnin_steps=BURNIN["steps"],
-        methods=None, warmup_tests=WARMUP_TESTS):
+        methods=None, warmup_tests=WARMUP_TESTS, target_accept_prob=0.75):
   """Burn in once, then every (method, b, h) of `configs` (default: SGHMC
   and AMAGOLD at all four (b, h), and the two warmed-up AMAGOLDs from the
   paper's (b, h) = WARMUP_CELL). Returns (rows, {label: OOD probabilities},
@@ -550,7 +556,8 @@ def run(data, size, seed, verbose=0, configs=None, progress=print,
   for name, b, h in configs:
     if name == "AMAGOLD, warm_up":
       row, probs = run_warmed_up(b, h, data, init, sample_epochs, seed,
-                                 warmup_tests, batches_per_epoch)
+                                 warmup_tests, batches_per_epoch,
+                                 target_accept_prob)
     elif name in ("AMAGOLD, fit(warmup)", STEP_SIZE_ONLY):
       row, probs = run_chain("AMAGOLD", b, h, data, init, hidden,
                              sample_epochs, seed, verbose, batches_per_epoch,
@@ -732,6 +739,9 @@ def main(argv=None):
                       default=BATCHES_PER_EPOCH,
                       help="N / n of the sampling phase (the paper's 30)")
   parser.add_argument("--warmup-tests", type=int, default=WARMUP_TESTS)
+  parser.add_argument("--target-accept-prob", type=float, default=0.75,
+                      help="the acceptance `warm_up` tunes to (e.g. the "
+                      "identity mass's, to compare jumps at one acceptance)")
   parser.add_argument("--methods", default=None,
                       help="semicolon-separated subset of " +
                       "; ".join(METHODS) + " (default: all)")
@@ -764,7 +774,8 @@ def main(argv=None):
         data, size, seed, args.verbose,
         batches_per_epoch=args.batches_per_epoch,
         burnin_steps=args.burnin_steps, methods=methods,
-        warmup_tests=args.warmup_tests)
+        warmup_tests=args.warmup_tests,
+        target_accept_prob=args.target_accept_prob)
     rows += seed_rows
     burnins.append(burnin)
     ood_first = ood if ood_first is None else ood_first

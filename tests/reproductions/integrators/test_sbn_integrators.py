@@ -6,13 +6,21 @@ states (in place of the paper's AIS at 100 hidden units).
 """
 
 import itertools
+import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from support.helpers import load_example
 
 ex = load_example("papers/integrators/sbn_integrators")
+MNIST = "t10k-images-idx3-ubyte.gz"
+needs_data = pytest.mark.skipif(
+    not any(os.path.exists(os.path.join(ex.SHARED_DATA, *where, MNIST))
+            for where in ((), ("mnist",))),
+    reason=f"MNIST ({MNIST}) not found under {ex.SHARED_DATA}, where "
+    "the example reads it")
 
 
 def test_exact_marginal_matches_brute_force():
@@ -38,6 +46,7 @@ def test_exact_marginal_matches_brute_force():
       np.testing.assert_allclose(got[c, i], np.log(total), rtol=1e-4)
 
 
+@needs_data
 def test_euler_degrades_more_than_splitting_at_a_large_step():
   # The row's claim at CI size (4 hidden units, 2,000 images, 400 steps,
   # h = 0.1, D = 1 / sqrt(h)): Euler's test NLL is far above splitting's.
