@@ -54,6 +54,79 @@ FOLDER_MARKERS = {
     "benchmarks": "benchmarks",
 }
 
+# Tests CI leaves out to keep the suite within 15 minutes on 2 cores, by why;
+# `python -m pytest -m slow` runs them (each is a node id or its prefix).
+SLOW = {
+    'the benchmark scripts at their tiny sizes (each benchmark is run by hand for its table)': (
+        'benchmarks/test_gpu_report.py::test_quick_report_writes_every_row',
+        'benchmarks/test_posteriors_suite.py::test_posterior_suite_runs_at_its_quick_size',
+        'benchmarks/test_posteriors_suite.py::test_posterior_suite_has_a_sample_row',
+        'benchmarks/test_benchmark_scripts.py::test_benchmark_scripts_run_at_tiny_sizes',
+        'benchmarks/test_ksd_scripts.py::test_ksd_step_size_script_reports_every_scale',
+        'benchmarks/test_one_call.py::test_one_call_runs_at_a_tiny_size',
+    ),
+    "the paper notebooks (the quickstart and Keras notebooks stay; each paper's example has its own test)": (
+        'test_notebook_executes[paper_',
+    ),
+    'fresh-process, multi-worker and multi-device runs': (
+        'processes/test_resume_in_new_process.py',
+        'processes/test_constant_memory.py',
+        'processes/test_quiet_console.py',
+        'processes/test_sharded_devices.py',
+        'keras/test_multi_worker.py',
+        'keras/test_mirrored_strategy.py',
+    ),
+    'the guides beyond getting started (README and getting started stay)': (
+        'docs/test_guides.py::test_tfp_workflow_runs',
+        'docs/test_guides.py::test_scaling_out_runs',
+    ),
+    'the docstring examples that run a warm-up or a long chain': (
+        'test_docstring_example_runs[tfp_sgmcmc.warm_up[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.sample[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.JointDistributionTarget[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.SGNUTS[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.diagonal_momentum_distribution[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.summarize[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.kernel_stein_discrepancy[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.sample_chain_with_progress[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.PolynomialDecay[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.to_inference_data[0]]',
+        'test_docstring_example_runs[tfp_sgmcmc.chains.diagnostics.divergence_and_heating[0]]',
+    ),
+    'second parametrizations of one guarantee (one stays in CI)': (
+        'test_progress_runs_a_warmed_up_kernel[AMAGOLD mass-default_trace-eager]',
+        'test_progress_runs_a_warmed_up_kernel[AMAGOLD-default_trace-eager]',
+        'test_progress_runs_a_warmed_up_kernel[SGNHT mass-default_trace-eager]',
+        'test_progress_runs_a_warmed_up_kernel[SGHMC mass-default_trace-eager]',
+        'test_compute_energy_false_is_the_same_chain_with_nan_energies[sgbd_tempered]',
+        'test_compute_energy_false_is_the_same_chain_with_nan_energies[sghmc_fisher]',
+        'test_compute_energy_false_is_the_same_chain_with_nan_energies[sgnht]',
+        'test_a_kill_between_clean_up_and_save_hands_back_the_run[replace:never.npz.posterior]',
+        'test_fit_interrupted_by_an_exception_resumes_bit_identically[sghmc]',
+        'test_memory_stays_flat_over_repeated_fits[SGNHT]',
+        'test_memory_stays_flat_over_repeated_fits[SGLD]',
+        'test_memory_stays_flat_over_repeated_fits[PreconditionedSGLD]',
+        'test_diagonal_mass_matrix_adaptation_sets_the_mass_and_freezes_it[SGNHT]',
+        'test_diagonal_mass_matrix_adaptation_sets_the_mass_and_freezes_it[NaiveSGHMC]',
+        'test_frozen_mass_adaptation_of_a_kernel_without_a_mass_sets_it[NaiveSGHMC]',
+        'test_without_a_mass_the_identity_chain_is_unchanged_bit_for_bit[SGNHT]',
+    ),
+    'reproductions beyond the first for each paper (each paper keeps one in CI)': (
+        'reproductions/sgbd/test_sgbd_logistic.py::test_short_reference_is_converged',
+        'reproductions/demos/test_joint_distribution.py::test_eight_schools_amagold_matches_nuts_ci_size',
+        'reproductions/integrators/test_integrators_example.py::test_splitting_beats_euler_and_euler_explodes',
+        'reproductions/amagold/test_synthetic_2d.py::test_sghmc_is_biased_where_amagold_is_exact_at_large_step_size',
+        'reproductions/amagold/test_logistic_statlog.py::test_amagold_acceptance_drops_at_large_step_sizes',
+        'reproductions/sgbd/test_sgbd_mf_ica.py::test_ica_sgbd_is_robust_where_sgld_collapses',
+    ),
+    "Keras moments of samplers whose Keras chain is the kernel's chain bit for bit (tests/keras/test_same_chain_as_kernels.py), so the kernels' moment tests cover them": (
+        'keras/test_posterior_moments.py::test_keras_psgld_matches_its_predicted_moments',
+        'keras/test_posterior_moments.py::test_keras_euler_sghmc_matches_its_predicted_moments',
+        'keras/test_posterior_moments.py::test_keras_sgnht_matches_its_predicted_moments',
+        'keras/test_posterior_moments.py::test_keras_sgld_matches_its_predicted_moments',
+    ),
+}
+
 
 @pytest.hookimpl(tryfirst=True)  # Before -m deselects by marker.
 def pytest_collection_modifyitems(config, items):
@@ -63,6 +136,10 @@ def pytest_collection_modifyitems(config, items):
     marker = FOLDER_MARKERS.get(parts[0]) if len(parts) > 1 else None
     if marker is not None:
       item.add_marker(marker)
+    node = "/".join(parts[:-1] + [item.nodeid.split("/")[-1]])
+    if any(node.startswith(p) or p in node for group in SLOW.values()
+           for p in group):
+      item.add_marker("slow")
 
 
 @pytest.fixture
