@@ -1,5 +1,6 @@
 """The warmed-up AMAGOLD is exact: after `warm_up` (step size, and the mass
-where AMAGOLD takes one) the frozen kernel samples eight schools
+where AMAGOLD takes one, estimated from the draws or from the gradients)
+the frozen kernel samples eight schools
 (non-centred, minibatches of 4 of the 8 schools) with the Inference Gym's
 reference moments.
 
@@ -9,6 +10,7 @@ for variances); the reference's own errors are two orders below them.
 """
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
@@ -16,14 +18,16 @@ from support import eight_schools
 from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
 
 
-def test_warmed_up_amagold_matches_the_eight_schools_reference():
+@pytest.mark.parametrize("mass_estimate", ["draws", "gradients"])
+def test_warmed_up_amagold_matches_the_eight_schools_reference(mass_estimate):
   kernel = sg.AMAGOLD(eight_schools.target(batch_size=4), step_size=0.01,
                       num_leapfrog_steps=10, friction=0.5)
   # The warm-up in graph mode: the frozen kernel's exactness is the
   # subject, and a 300-step warm-up compiles under XLA at more cost than it
   # runs (the 3,000 draws run under XLA).
   warm = sg.warm_up(kernel, tf.zeros([8, eight_schools.DIM]), num_steps=300,
-                    seed=[4, 5], jit_compile=False)
+                    seed=[4, 5], jit_compile=False,
+                    mass_estimate=mass_estimate)
   assert warm.kernel.is_calibrated
   draws = eight_schools.to_gym(
       sample(warm.kernel, warm.state, 3000, seed=[6, 7]))

@@ -1,8 +1,9 @@
 """The mass `warm_up(mass_estimate="gradients")` estimates: 1 / the mean of
 two independent gradient estimates' product at the window's draws
 (`window_adaptation.gradient_variance`), the posterior variances from
-1e-8 to 1e4 in one state, with exact and with minibatch gradients; and
-AMAGOLD with that mass frozen is exact.
+1e-8 to 1e4 in one state, with exact and with minibatch gradients. That
+AMAGOLD with that mass frozen is exact is
+tests/statistical/test_warmup_exactness.py.
 
 Factors: for a Gaussian posterior (d_i U)^2 / P_ii is chi^2_1 (mean 1, sd
 sqrt 2), and a product of two estimates with independent noise of
@@ -16,8 +17,6 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from support import eight_schools
-from support.helpers import NUM_SE, mean_and_se, sample, variance_and_se
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 
 tfd = tfp.distributions
@@ -106,27 +105,6 @@ def test_warm_up_gradient_mass_with_minibatches_removes_their_noise():
   relative = warm.report.variance[0] / VARIANCES
   assert np.all(np.abs(np.log(relative)) < np.log(2.)), relative
   assert warm.report.num_gradients == 1000 * 12
-
-
-def test_amagold_with_the_frozen_gradient_mass_is_exact():
-  # As the draws' mass in test_warmup_exactness.py: eight schools
-  # (non-centred, minibatches of 4 of the 8 schools, a correlated
-  # non-Gaussian posterior), the mass from the gradients frozen after 300
-  # tests, then 3,000 draws within NUM_SE errors of the reference moments.
-  kernel = sg.AMAGOLD(eight_schools.target(batch_size=4), step_size=0.01,
-                      num_leapfrog_steps=10, friction=0.5)
-  warm = sg.warm_up(kernel, tf.zeros([8, eight_schools.DIM]), num_steps=300,
-                    seed=[4, 5], jit_compile=False, mass_estimate="gradients")
-  assert warm.kernel.is_calibrated
-  draws = eight_schools.to_gym(
-      sample(warm.kernel, warm.state, 3000, seed=[6, 7]))
-  ref_mean, ref_sd = eight_schools.reference()
-  mean, mean_se = mean_and_se(draws)
-  var, var_se = variance_and_se(draws)
-  assert np.all(np.abs(mean - ref_mean) < NUM_SE * mean_se), (
-      mean, ref_mean, mean_se)
-  assert np.all(np.abs(var - ref_sd ** 2) < NUM_SE * var_se), (
-      np.sqrt(var), ref_sd, var_se)
 
 
 def test_gradient_mass_options_are_refused_with_their_fix():
