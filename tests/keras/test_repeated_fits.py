@@ -96,11 +96,13 @@ def test_amagold_test_is_one_call_traced_once_over_fits(problem,
   traces = count_train_step_traces(model)
   test_function = sgk.AMAGOLD.test_function
 
-  def counting_test_function(self, energy_fn, after_fn, jit_compile=False):
+  def counting_test_function(self, energy_fn, after_fn, jit_compile=False,
+                             **kwargs):
     def counting_energy_fn(*args):
       traces.append("M-H test")  # Runs while tracing.
       return energy_fn(*args)
-    return test_function(self, counting_energy_fn, after_fn, jit_compile)
+    return test_function(self, counting_energy_fn, after_fn, jit_compile,
+                         **kwargs)
   monkeypatch.setattr(sgk.AMAGOLD, "test_function", counting_test_function)
   sampling = sgk.SamplingCallback(
       sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5, friction=1.,

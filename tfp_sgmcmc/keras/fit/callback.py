@@ -105,17 +105,10 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       averaging over the n tests, the mass left as given). See
       docs/warmup.md.
     mass_estimate: with `warmup`, what M^{-1} is estimated from: "draws"
-      (the default): the variance of the window's draws; or "gradients"
-      (the exact test over (x, y) arrays): 1 / the mean of (d_i U)^2 at
-      the window's draws, the exact gradient over `energy_data` after each
-      test (`tfp_sgmcmc.chains.window_adaptation.gradient_variance`; for a
-      Gaussian posterior E[(d_i U)^2] is its precision), one full-data
-      gradient more per warm-up test. "gradients" tracks a coordinate the
-      chain crosses too slowly for its draws' variance (docs/warmup.md);
-      it is not the default because on a ReLU network (the AMAGOLD paper's
-      MLP) the weights only the prior sees (units dead on the data) have
-      (d_i U)^2 = (w / s^2)^2 near w = 0, so their M^{-1} reached 1e8
-      (median 1e-5) and the tuned step size fell to 6e-9.
+      (the default: the window's variance) or "gradients" (with the exact
+      test over (x, y) arrays: 1 / the mean of (d_i U)^2 at the draws,
+      `chains.window_adaptation.gradient_variance`); not the default: on a
+      ReLU network it gave dead units' M^{-1} up to 1e8 (docs/warmup.md).
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the

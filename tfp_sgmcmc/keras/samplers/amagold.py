@@ -340,9 +340,8 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     `energy_fn(*args)` gives (U(theta*), U~(theta) or None for the cached
     exact U(theta)) at the current state, the test runs on them, then
     `after_fn()` (e.g. a health check) sees the state after the test. Call
-    `check_test_due()` first. `gradient_fn(weights)`, grad U at a list
-    of weights, is what `SamplingCallback(mass_estimate="gradients")`'s
-    warm-up evaluates at each draw.
+    `check_test_due()` first. `gradient_fn(weights)` (grad U) serves the
+    warm-up's `mass_estimate="gradients"`.
     """
     def run(*args):
       proposed, current = energy_fn(*args)
@@ -354,8 +353,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     return tf.function(run, autograph=False, jit_compile=jit_compile,
                        reduce_retracing=True)
 
-  def _metropolis_hastings(self, proposed_energy, current_energy,
-                           gradient_fn=None):
+  def _metropolis_hastings(self, proposed_energy, current_energy, grad_fn):
     variables = self._trainable_variables
     dtype = base.read(variables[0]).dtype
     count = base.read(self._num_tests)
@@ -383,7 +381,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     self._update_moments(variables, outcome.state)
     if self._warmup is not None:
       self._warmup.after_test(count + 1, outcome.state, log_accept_ratio,
-                              self._learning_rate, gradient_fn)
+                              self._learning_rate, grad_fn)
     elif self._adaptation is not None:
       self._adapt(log_accept_ratio)
     self._start_trajectory(variables)
@@ -412,10 +410,8 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     """Whether the step size is still being adapted (False without an
     adaptation, and after its `num_adaptation_steps` tests)."""
     adaptation = self._warmup or self._adaptation
-    if adaptation is None:
-      return False
-    return int(base.read(self._num_tests)) < int(
-        adaptation.num_adaptation_steps)
+    return adaptation is not None and int(base.read(
+        self._num_tests)) < int(adaptation.num_adaptation_steps)
 
   @property
   def acceptance_rate(self):
