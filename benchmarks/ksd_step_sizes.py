@@ -84,6 +84,17 @@ def true_errors(problem, draws):
           float(rms(mean_error) + rms(sd_error)))
 
 
+def mean_error_se(problem, draws):
+  """The Monte Carlo standard error of the mean errors (in reference sds),
+  the chains taken as independent batches: the largest over the
+  coordinates. Errors of two runs closer than about twice this are a tie
+  at this run length."""
+  x = problem.to_reference(draws.astype(np.float64))
+  chain_means = x.mean(0)                              # [chains, d]
+  return float(np.max(chain_means.std(0, ddof=1) / np.sqrt(
+      len(chain_means)) / problem.sd))
+
+
 def _matched(num_chains, dim, rng):
   """num_chains standard normal draws whose sample mean is exactly 0 and
   whose sample sds (all, when num_chains > dim, the whole sample covariance)
@@ -187,6 +198,7 @@ def grid_run(problem, kernel_name, num_steps, num_warmup, seed,
     error, error_rms = true_errors(problem, draws)
     rows.append(dict(step_size=float(h_w * factor), factor=factor,
                      error=error, error_rms=error_rms,
+                     mean_error_se=mean_error_se(problem, draws),
                      sampling_seconds=sampling))
   scales = {kind: stein.common_scale(runs, kind) for kind in SCALES[1:]}
   scales["unit"] = None
