@@ -4,17 +4,25 @@ For SGLD and SGHMC, kernels without a Metropolis-Hastings test, on the
 posterior suite's models (`benchmarks/posteriors.py`: eight schools, the
 ill-conditioned Gaussian, German credit full batch and with minibatches of
 64) and the quickstart's double well (gradient noise N(0, 1)): `warm_up`
-tunes a step size h_w and brings 4 chains to the posterior; from that state
+tunes a step size h_w and brings 4 chains to the posterior; from one start
 each step size of the grid h_w x (0.1, 0.3, 1, 3, 10) runs `--steps` steps
-(the last half kept). Per step size:
+(the last half kept). The start (`--start`): the warm-up's state (as a
+user runs a search), or draws spread as the reference posterior, with its
+means and sds exactly ("posterior": a run's error is then its step's bias,
+not how far it got from the warm-up state) or twice its sds
+("overdispersed"). Per step size:
 
 * true error: the largest error of a mean in reference sds plus the largest
-  relative error of an sd (in the reference's coordinates);
+  relative error of an sd (in the reference's coordinates), and the same
+  with the RMS over the coordinates instead of the largest; the Monte
+  Carlo standard error of the mean errors (the chains as batches);
 * KSD: `tfp_sgmcmc.ksd` of the kept draws, 4 chains pooled, thinned to
   1,000, with the exact full-data score, under three scales: the unit
   kernel, and the draws standardised by the sds ("diagonal") or the
   covariance ("dense") of the grid's median run (`stein.common_scale`, as
-  `step_size_by_ksd` does), one scale for the whole grid.
+  `step_size_by_ksd` does), one scale for the whole grid; and
+  standardised by the sds with the IMQ length scale c from the median
+  heuristic ("diagonal_median", one c for the grid).
 
 Per model, kernel and scale: Spearman's rank correlation of KSD and true
 error over the grid, and the true error of the KSD-chosen step over the
@@ -27,7 +35,7 @@ pairwise sum at its first call per model only).
     python benchmarks/ksd_step_sizes.py --quick    # seconds
     # the docs' table, seeds 0 and 1 (about 15 min each on 2 cores):
     python benchmarks/ksd_step_sizes.py --steps 16000 --chains 16 \
-        --max-draws 2000 [--seed 1]
+        --max-draws 2000 [--seed 1] [--start posterior]
 """
 
 import argparse
