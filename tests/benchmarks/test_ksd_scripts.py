@@ -7,22 +7,51 @@ import math
 import os
 import sys
 
+import numpy as np
+
 BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "benchmarks")
 
 
-def test_ksd_step_size_script_reports_every_scale(tmp_path):
+KERNELS = ("unit", "diagonal", "dense", "diagonal_median")
+
+
+def _script():
   sys.path.insert(0, BENCH)
   try:
     import ksd_step_sizes  # pylint: disable=import-outside-toplevel
   finally:
     sys.path.remove(BENCH)
-  results = ksd_step_sizes.main(quick=True, out=str(tmp_path), seed=3)
+  return ksd_step_sizes
+
+
+def test_ksd_step_size_script_reports_every_scale(tmp_path):
+  results = _script().main(quick=True, out=str(tmp_path), seed=3,
+                           start="posterior")
   assert [r["kernel"] for r in results] == ["SGLD", "SGHMC"]
   for result in results:
-    assert set(result["by_scale"]) == {"unit", "diagonal", "dense"}
+    assert set(result["by_scale"]) == set(KERNELS)
+    assert result["start"] == "posterior"
     for row in result["rows"]:
-      assert all(row[f"ksd_{k}"] > 0 for k in ("unit", "diagonal", "dense"))
-    assert math.isfinite(result["by_scale"]["diagonal"]["spearman"])
-  saved = json.load(open(tmp_path / "ksd_step_sizes_quick.json"))
+      assert all(row[f"ksd_{k}"] > 0 for k in KERNELS)
+      assert row["error_rms"] <= row["error"] and row["mean_error_se"] >= 0
+    for measure in ("spearman", "spearman_rms"):
+      assert math.isfinite(result["by_scale"]["diagonal"][measure])
+  saved = json.load(open(tmp_path / "ksd_step_sizes_posterior_quick.json"))
   assert saved["seed"] == 3 and len(saved["results"]) == 2
+
+
+def test_posterior_start_has_the_reference_means_and_sds():
+  # The start the grid's runs leave from: its own errors are zero, so a
+  # run's error is what the step size did to it (2x: overdispersed).
+  script = _script()
+  problem = script._start_info(script.double_well_problem())  # pylint: disable=protected-access
+  for spread in (1., 2.):
+    start = script.posterior_start(problem, 16, spread,
+                                   np.random.default_rng(0))
+    assert start.shape == (16, 1)
+    np.testing.assert_allclose(start.mean(), problem.mean[0], atol=1e-5)
+    np.testing.assert_allclose(start.std(), spread * problem.sd[0],
+                               rtol=1e-5)
+  # The two modes start with their weights (14 of 16 in the deeper one).
+  assert np.sum(start < 0.) == 14
