@@ -63,6 +63,7 @@ SLOW = {
         'benchmarks/test_posteriors_suite.py::test_posterior_suite_has_a_sample_row',
         'benchmarks/test_benchmark_scripts.py::test_benchmark_scripts_run_at_tiny_sizes',
         'benchmarks/test_ksd_scripts.py::test_ksd_step_size_script_reports_every_scale',
+        'benchmarks/test_ksd_scripts.py::test_posterior_start_has_the_reference_means_and_sds',
         'benchmarks/test_one_call.py::test_one_call_runs_at_a_tiny_size',
     ),
     "the paper notebooks (the quickstart and Keras notebooks stay; each paper's example has its own test)": (
