@@ -114,6 +114,9 @@ SLOW = {
         'test_diagonal_mass_matrix_adaptation_sets_the_mass_and_freezes_it[NaiveSGHMC]',
         'test_frozen_mass_adaptation_of_a_kernel_without_a_mass_sets_it[NaiveSGHMC]',
         'test_without_a_mass_the_identity_chain_is_unchanged_bit_for_bit[SGNHT]',
+        'test_warmed_up_amagold_matches_the_eight_schools_reference[gradients]',
+        'test_adapted_step_size_reaches_target_acceptance_and_stays_exact[simple]',
+        'test_fit_interrupted_by_an_exception_resumes_bit_identically[amagold_minibatch]',
     ),
     'reproductions beyond the first for each paper (each paper keeps one in CI)': (
         'reproductions/sgbd/test_sgbd_logistic.py::test_short_reference_is_converged',
@@ -130,6 +133,7 @@ SLOW = {
         'keras/test_posterior_moments.py::test_keras_psgld_matches_its_predicted_moments',
         'keras/test_posterior_moments.py::test_keras_euler_sghmc_matches_its_predicted_moments',
         'keras/test_posterior_moments.py::test_keras_sgnht_matches_its_predicted_moments',
+        'keras/test_posterior_moments.py::test_keras_skew_reversible_amagold_samples_the_posterior',
         'keras/test_posterior_moments.py::test_keras_sgld_matches_its_predicted_moments',
     ),
 }
