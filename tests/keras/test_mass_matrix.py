@@ -139,9 +139,10 @@ def warmed_up():
 
 def test_warmup_mass_from_gradients_is_their_last_window_rule():
   # mass_estimate="gradients": M^{-1} is
-  # regularized_variance(1 / mean over the last slow window's draws of
-  # (d_i U)^2, n), with grad U = X^T (X w - y) / s^2 + w / s_prior^2 exact
-  # at each kept sample. Computed here independently in float64.
+  # regularized_variance(1 / (m + 2 s / sqrt(n)), n), m and s the mean and
+  # sd over the last slow window's n draws of (d_i U)^2, with
+  # grad U = X^T (X w - y) / s^2 + w / s_prior^2 exact at each kept
+  # sample. Computed here independently in float64.
   problem = scaled_problem((0.045, 4.5))
   callback, _ = amagold_fit(problem, sgk.AMAGOLD(
       step_size=2e-3, num_leapfrog_steps=5, friction=1., seed=30),
@@ -154,8 +155,11 @@ def test_warmup_mass_from_gradients_is_their_last_window_rule():
   x, y = (a.astype(np.float64) for a in problem.data)
   grad = ((draws @ x.T - y) @ x / problem.noise_scale ** 2 +
           draws / problem.prior_scale ** 2)
+  squares = grad ** 2
+  bound = (squares.mean(0) +
+           2. * squares.std(0) / np.sqrt(len(draws)))
   expected = sg.chains.warmup.regularized_variance(
-      1. / np.mean(grad ** 2, axis=0), float(len(draws)))
+      1. / bound, float(len(draws)))
   np.testing.assert_allclose(callback.sampler.inverse_mass[0].ravel(),
                              expected, rtol=1e-3)
 

@@ -56,6 +56,29 @@ def test_gradient_variance_is_the_variance_from_independent_draws():
   assert np.all(np.abs(np.log(squared)) > bound), squared
 
 
+def test_unresolved_products_give_their_bound_not_the_noise():
+  # Draws at the mode (grad U = 0) with minibatch noise of sd sigma: the
+  # products' mean m is 0 within its standard error, about
+  # sigma^2 / sqrt(n), so 1 / m is the noise's: <= 0 (undefined) for about
+  # half the coordinates, anything up to infinity for the rest. Read as
+  # max(m, 0) + 2 standard errors, every coordinate gets
+  # sqrt(n) / sigma^2 times 1 / (max(z, 0) + 2), z = m / se: at most 0.5,
+  # and above 0.2 while z < 3 (all 60 here); the products' sd estimates
+  # sigma^2 with a relative sd of about 0.1 at n = 200 (their kurtosis is
+  # 9), so the top is 0.5 / (1 - 3 x 0.1) = 0.71 (seen: 0.22-0.63).
+  # Without the bound (1 / m) 23 of these 60 were <= 0 and 25 above 1 (up
+  # to 7.9).
+  n, sigma = 200, 3.
+  rng = np.random.default_rng(5)
+  first = sigma * rng.normal(size=(n, 60))
+  second = sigma * rng.normal(size=(n, 60))
+  v = _estimate(first, second) * sigma ** 2 / np.sqrt(n)
+  assert np.all((v > 0.2) & (v < 0.71)), np.sort(v)
+  # A coordinate no gradient reaches (every product 0) is not estimated:
+  # 0, which keeps the previous M^{-1} in `regularized_variance`.
+  assert _estimate(np.zeros((n, 1)), np.zeros((n, 1)))[0] == 0.
+
+
 def test_warm_up_gradient_mass_tracks_variances_from_1e_8_to_1e4():
   # Exact gradients (a full-batch target), from the identity mass. The last
   # slow window holds 500 tests x 4 chains; the estimate allows 1.25x
