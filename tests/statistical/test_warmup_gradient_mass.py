@@ -82,8 +82,9 @@ def test_unresolved_products_give_their_bound_not_the_noise():
 def test_warm_up_gradient_mass_tracks_variances_from_1e_8_to_1e4():
   # Exact gradients (a full-batch target), from the identity mass. The last
   # slow window holds 500 tests x 4 chains; the estimate allows 1.25x
-  # (4 sd for n_eff >= 640 of its 2,000 draws). Measured over seeds [0, 7]
-  # and [1, 7]: 0.95-1.05x.
+  # (4 sd for n_eff >= 640 of its 2,000 draws; the confidence bound of
+  # `gradient_variance` costs about 0.94x). Measured over seeds [0, 7] and
+  # [1, 7]: 0.88-0.99x.
   posterior = tfd.MultivariateNormalDiag(
       tf.zeros(len(VARIANCES)), tf.constant(np.sqrt(VARIANCES), tf.float32))
   kernel = sg.AMAGOLD(sg.LogProbFnTarget(posterior.log_prob),
@@ -118,7 +119,8 @@ def test_warm_up_gradient_mass_with_minibatches_removes_their_noise():
   # is sqrt(26 / n_eff), 0.11 for the last window's 2,000 products were
   # they independent; over seeds [2, 7], [3, 7], [4, 7] the log ratios
   # spread with sd 0.21 (the draws are autocorrelated; n_eff about 600),
-  # ending 0.73-1.46x. Within 2x: 3.3 of those sds. The square of one
+  # ending 0.63-1.15x with the confidence bound (1 + 2 x 0.11 = 1.23x lower
+  # at 2,000 products; 0.73-1.46x without it). Within 2x: 3.3 of those sds. The square of one
   # minibatch gradient (both on one seed, a scratch copy) ended at
   # 0.18-0.23x on the same seeds, 1 / (1 + N / n) as predicted.
   kernel = sg.AMAGOLD(minibatch_gaussian(), step_size=1e-3,
