@@ -378,78 +378,47 @@ def gradient_window_update(window, gradients, other_gradients,
       window.count + chains)
 
 
-# How many standard errors above their mean the window's products are read
-# (`gradient_variance`): a one-sided bound that the mean squared gradient
-# stays below with probability 0.977 (normal approximation).
+# `gradient_variance`'s one-sided bound: standard errors above the mean.
 GRADIENT_BOUND_SDS = 2.
 
 
 def gradient_variance(window):
-  """Each coordinate's posterior variance estimated from the gradients at
-  the window's n draws (`gradient_window_update`'s sums), not from how far
-  the draws moved:
+  """Per state part, each coordinate's posterior variance (before the
+  window's regularisation) from the gradients at the window's n draws, not
+  from how far the draws moved: v_i = 1 / (max(m_i, 0) + 2 s_i / sqrt(n)),
+  m_i and s_i the mean and sd over the window of p_k = g_{a,k,i} g_{b,k,i},
+  g_a and g_b two independent unbiased estimates of grad U at draw k.
 
-      v_i = 1 / (max(m_i, 0) + 2 s_i / sqrt(n)),
+  Why the mean: integrating by parts, E_pi[(d_i U)^2] = E_pi[d_i^2 U], for
+  a Gaussian posterior of precision P exactly P_ii, so 1 / E[(d_i U)^2] is
+  the variance of theta_i given the other coordinates (the marginal one
+  where the posterior is uncorrelated, below it otherwise). Independent
+  noises give E[g_a g_b | theta] = (d_i U)^2 with no noise term; one
+  minibatch gradient squared (RMSprop's statistic) would add its variance,
+  about N / n times the data's precision near the mode.
 
-  m_i and s_i the mean and sd over the window of the products
-  p_k = g_{a,k,i} g_{b,k,i}, g_a, g_b two independent unbiased estimates of
-  grad U at draw k: one over an upper confidence bound of E[(d_i U)^2]
-  (`GRADIENT_BOUND_SDS` standard errors above the mean, which is clipped
-  at 0 first: E[g_a g_b] = (d_i U)^2 >= 0, so a negative mean is noise).
-
-  Why the mean: for pi(theta) proportional to exp(-U), integrating by
-  parts, E_pi[(d_i U)^2] = E_pi[d_i^2 U], the posterior's mean curvature;
-  for a Gaussian posterior of precision P it is P_ii exactly, so
-  1 / E[(d_i U)^2] is 1 / P_ii, the variance of theta_i given the other
-  coordinates: the marginal variance where the posterior is uncorrelated,
-  below it otherwise (a diagonal M^{-1} that never exceeds the narrowest
-  direction through the coordinate). Independent noises of mean zero give
-  E[g_a g_b | theta] = (d_i U(theta))^2 with no term from the noise; the
-  square of one minibatch gradient would add its variance,
-  (N^2 / n) Var_j[grad u_j] (n examples with replacement), which near the
-  mode is about N / n times the data's part of the precision: the RMSprop
-  statistic of preconditioned SGLD understates the variance by about
-  1 + N / n. With exact gradients (a full-batch target) g_a = g_b.
-
-  Why the bound: where the window's draws sit near a mode (a warm-up
-  started from an optimiser's point), d_i U is small there and the
-  minibatch noise decides the products' sign and size: their mean is then
-  0 within its standard error, and 1 / mean would be as large as the noise
-  lets it be, or <= 0 (undefined). On the AMAGOLD paper's MLP from its SGD
-  point (minibatches of N / 30), 100 warm-up tests left about half the
-  weights at M^{-1} = 1 (their sum <= 0) and the others up to 4e10, where
-  the draws' variance was 1.6e-5 (median), and a step size 6,000x below
-  the draws' mass's. The bound reads an unresolved mean as at most 2 standard errors:
-  such a coordinate gets between sqrt(n) / (4 s) and sqrt(n) / (2 s) (its
-  mean within 2 standard errors of 0), a variance the noise has not ruled
-  out, instead of a guess; where the mean is resolved the bound
-  costs a factor 1 + 2 (s / m) / sqrt(n) (0.94x for exact gradients of a
-  Gaussian over 2,000 independent draws, where s / m = sqrt 2). The bound
-  treats the draws as independent; the chain's draws are autocorrelated,
-  so the true standard error is larger and the bound less conservative
-  than its nominal level.
-
-  Error: with exact gradients on a Gaussian, (d_i U)^2 / P_ii is chi^2_1,
-  so over n_eff independent draws v_i is off by a factor with relative
-  sd sqrt(2 / n_eff) (0.1 at 200 draws), whatever the coordinate's scale
-  and however slowly the chain crosses it; minibatch noise adds the
-  products' spread. A coordinate whose products are all 0 (no gradient
-  reaches it) gets 0, which `regularized_variance`
-  reads as "not estimated" and keeps the previous M^{-1}.
-
-  Returns:
-    Per state part, v (before the window's regularisation).
+  Why the bound: at draws near a mode (a warm-up from an optimiser's
+  point) d_i U is small and minibatch noise decides the products' mean;
+  1 / mean was <= 0 or as large as the noise made it (the AMAGOLD paper's
+  MLP: half the weights kept M^{-1} = 1, the rest up to 4e10). As
+  E[g_a g_b] >= 0 the mean is clipped at 0, then read 2 standard errors
+  up: an unresolved coordinate gets sqrt(n) / (4 s) to sqrt(n) / (2 s), a
+  variance the noise has not ruled out; a resolved one loses a factor
+  1 + 2 (s / m) / sqrt(n) (0.94x at 2,000 independent exact draws of a
+  Gaussian). Autocorrelated draws make it less conservative than nominal.
+  It cannot mark a small *exact* gradient as unresolved. With exact
+  gradients on a Gaussian v_i is off by a factor of relative sd
+  sqrt(2 / n_eff). Products all 0 give 0: "not estimated", the previous
+  M^{-1} kept (`regularized_variance`).
   """
   n = window.count
-  out = []
-  for s1, s2 in zip(window.sum, window.sum_of_squares):
+
+  def variance(s1, s2):
     mean = s1 / n
     sd = tf.sqrt(tf.maximum(s2 / n - tf.square(mean), 0.))
     bound = tf.maximum(mean, 0.) + GRADIENT_BOUND_SDS * sd / tf.sqrt(n)
-    out.append(tf.where(bound > 0., 1. / tf.where(bound > 0., bound,
-                                                  tf.ones_like(bound)),
-                        tf.zeros_like(bound)))
-  return out
+    return tf.math.divide_no_nan(tf.ones_like(bound), bound)
+  return [variance(a, b) for a, b in zip(window.sum, window.sum_of_squares)]
 
 
 def init(state_parts, step_size, batch_ndims, inverse_mass=None,
