@@ -56,11 +56,35 @@ def test_gradient_variance_is_the_variance_from_independent_draws():
   assert np.all(np.abs(np.log(squared)) > bound), squared
 
 
+def test_unresolved_products_give_their_bound_not_the_noise():
+  # Draws at the mode (grad U = 0) with minibatch noise of sd sigma: the
+  # products' mean m is 0 within its standard error, about
+  # sigma^2 / sqrt(n), so 1 / m is the noise's: <= 0 (undefined) for about
+  # half the coordinates, anything up to infinity for the rest. Read as
+  # max(m, 0) + 2 standard errors, every coordinate gets
+  # sqrt(n) / sigma^2 times 1 / (max(z, 0) + 2), z = m / se: at most 0.5,
+  # and above 0.2 while z < 3 (all 60 here); the products' sd estimates
+  # sigma^2 with a relative sd of about 0.1 at n = 200 (their kurtosis is
+  # 9), so the top is 0.5 / (1 - 3 x 0.1) = 0.71 (seen: 0.22-0.63).
+  # Without the bound (1 / m) 23 of these 60 were <= 0 and 25 above 1 (up
+  # to 7.9).
+  n, sigma = 200, 3.
+  rng = np.random.default_rng(5)
+  first = sigma * rng.normal(size=(n, 60))
+  second = sigma * rng.normal(size=(n, 60))
+  v = _estimate(first, second) * sigma ** 2 / np.sqrt(n)
+  assert np.all((v > 0.2) & (v < 0.71)), np.sort(v)
+  # A coordinate no gradient reaches (every product 0) is not estimated:
+  # 0, which keeps the previous M^{-1} in `regularized_variance`.
+  assert _estimate(np.zeros((n, 1)), np.zeros((n, 1)))[0] == 0.
+
+
 def test_warm_up_gradient_mass_tracks_variances_from_1e_8_to_1e4():
   # Exact gradients (a full-batch target), from the identity mass. The last
   # slow window holds 500 tests x 4 chains; the estimate allows 1.25x
-  # (4 sd for n_eff >= 640 of its 2,000 draws). Measured over seeds [0, 7]
-  # and [1, 7]: 0.95-1.05x.
+  # (4 sd for n_eff >= 640 of its 2,000 draws; the confidence bound of
+  # `gradient_variance` costs about 0.94x). Measured over seeds [0, 7] and
+  # [1, 7]: 0.88-0.99x.
   posterior = tfd.MultivariateNormalDiag(
       tf.zeros(len(VARIANCES)), tf.constant(np.sqrt(VARIANCES), tf.float32))
   kernel = sg.AMAGOLD(sg.LogProbFnTarget(posterior.log_prob),
@@ -95,7 +119,8 @@ def test_warm_up_gradient_mass_with_minibatches_removes_their_noise():
   # is sqrt(26 / n_eff), 0.11 for the last window's 2,000 products were
   # they independent; over seeds [2, 7], [3, 7], [4, 7] the log ratios
   # spread with sd 0.21 (the draws are autocorrelated; n_eff about 600),
-  # ending 0.73-1.46x. Within 2x: 3.3 of those sds. The square of one
+  # ending 0.63-1.15x with the confidence bound (1 + 2 x 0.11 = 1.23x lower
+  # at 2,000 products; 0.73-1.46x without it). Within 2x: 3.3 of those sds. The square of one
   # minibatch gradient (both on one seed, a scratch copy) ended at
   # 0.18-0.23x on the same seeds, 1 / (1 + N / n) as predicted.
   kernel = sg.AMAGOLD(minibatch_gaussian(), step_size=1e-3,

@@ -259,7 +259,7 @@ class JumpTracker(keras.callbacks.Callback):
 
 def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
               verbose=0, batches_per_epoch=BATCHES_PER_EPOCH, callbacks=(),
-              warmup=None, adapt_mass=True):
+              warmup=None, adapt_mass=True, mass_estimate=None):
   """One sampler from the burnt-in weights through `SamplingCallback` in
   `fit`; a dict of results (`loss`: the training loss Keras reports per
   epoch). With `warmup=n` (AMAGOLD), `SamplingCallback(warmup=n,
@@ -281,6 +281,8 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
                   energy_batch_size=2000, warmup=warmup)
     if warmup:
       kwargs["adapt_mass"] = adapt_mass
+      if mass_estimate is not None:
+        kwargs["mass_estimate"] = mass_estimate
   sampling = sgk.SamplingCallback(
       make_sampler(name, b, h, n, seed), num_examples=n, prior=PRIOR_SCALE,
       thinning=thinning, max_samples=NUM_SAMPLES, **kwargs)
@@ -289,7 +291,8 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
   start = time.perf_counter()
   method = name if not warmup else (
       f"{name}, fit(warmup={warmup}"
-      f"{'' if adapt_mass else ', adapt_mass=False'})")
+      f"{'' if adapt_mass else ', adapt_mass=False'}"
+      f"{'' if mass_estimate is None else ', ' + mass_estimate})")
   row = dict(method=method, b=b, h=h, paper=PAPER.get((name, b, h)),
              diverged_at=None, message=None, seed=seed,
              warmup_tests=warmup or 0)
@@ -391,14 +394,17 @@ def amagold_kernel(data, b, h, batches_per_epoch=BATCHES_PER_EPOCH):
 
 
 def warm_up(data, b, h, init_weights, seed, warmup_tests,
-            batches_per_epoch=BATCHES_PER_EPOCH, target_accept_prob=0.75):
+            batches_per_epoch=BATCHES_PER_EPOCH, target_accept_prob=0.75,
+            mass_estimate=None):
   """`tfp_sgmcmc.warm_up` (dual-averaged step size and a diagonal mass
   matrix, Stan's windows) of the AMAGOLD started at (h, b)."""
   kernel = amagold_kernel(data, b, h, batches_per_epoch)
   state = [tf.constant(w) for w in init_weights]
   return tfp_sgmcmc.warm_up(kernel, state, num_steps=warmup_tests,
                             seed=tfp.random.sanitize_seed([seed, 29]),
-                            target_accept_prob=target_accept_prob)
+                            target_accept_prob=target_accept_prob,
+                            **({} if mass_estimate is None else
+                               dict(mass_estimate=mass_estimate)))
 
 
 def sample_warmed_up(warm, num_tests, seed):
@@ -439,14 +445,14 @@ def sample_warmed_up(warm, num_tests, seed):
 def run_warmed_up(b, h, data, init_weights, sample_epochs, seed,
                   warmup_tests=WARMUP_TESTS,
                   batches_per_epoch=BATCHES_PER_EPOCH,
-                  target_accept_prob=0.75):
+                  target_accept_prob=0.75, mass_estimate=None):
   """AMAGOLD warmed up by `tfp_sgmcmc.warm_up` from (h, b) (the TFP kernel
   path: Keras `fit` tunes the step size only), then sampled with the step
   size and mass frozen (exact) for `sample_epochs`."""
   n = len(data["x_train"])
   start = time.perf_counter()
   warm = warm_up(data, b, h, init_weights, seed, warmup_tests,
-                 batches_per_epoch, target_accept_prob)
+                 batches_per_epoch, target_accept_prob, mass_estimate)
   num_tests = sample_epochs * batches_per_epoch // NUM_LEAPFROG_STEPS
   samples, acceptance, jump = sample_warmed_up(warm, num_tests, seed)
   variance = flat_weights(warm.report.variance)
@@ -454,6 +460,7 @@ def run_warmed_up(b, h, data, init_weights, sample_epochs, seed,
   # jump is compared at its own acceptance.
   label = ("" if target_accept_prob == 0.75 else
            f", target_accept_prob={target_accept_prob:g}")
+  label += "" if mass_estimate is None else f", {mass_estimate}"
   row = dict(method=f"AMAGOLD, warm_up({warmup_tests}{label})", b=b, h=h,
              paper=None, diverged_at=None, message=None, seed=seed,
              seconds=time.perf_counter() - start, loss=[],
@@ -535,7 +542,8 @@ def burn_in_point(data, hidden, seed, burnin_steps=BURNIN["steps"]):
 
 def run(data, size, seed, verbose=0, configs=None, progress=print,
         batches_per_epoch=BATCHES_PER_EPOCH, burnin_steps=BURNIN["steps"],
-        methods=None, warmup_tests=WARMUP_TESTS, target_accept_prob=0.75):
+        methods=None, warmup_tests=WARMUP_TESTS, target_accept_prob=0.75,
+        mass_estimate=None):
   """Burn in once, then every (method, b, h) of `configs` (default: SGHMC
   and AMAGOLD at all four (b, h), and the two warmed-up AMAGOLDs from the
   paper's (b, h) = WARMUP_CELL). Returns (rows, {label: OOD probabilities},
@@ -557,12 +565,13 @@ def run(data, size, seed, verbose=0, configs=None, progress=print,
     if name == "AMAGOLD, warm_up":
       row, probs = run_warmed_up(b, h, data, init, sample_epochs, seed,
                                  warmup_tests, batches_per_epoch,
-                                 target_accept_prob)
+                                 target_accept_prob, mass_estimate)
     elif name in ("AMAGOLD, fit(warmup)", STEP_SIZE_ONLY):
       row, probs = run_chain("AMAGOLD", b, h, data, init, hidden,
                              sample_epochs, seed, verbose, batches_per_epoch,
                              warmup=warmup_tests,
-                             adapt_mass=name != STEP_SIZE_ONLY)
+                             adapt_mass=name != STEP_SIZE_ONLY,
+                             mass_estimate=mass_estimate)
     else:
       row, probs = run_chain(name, b, h, data, init, hidden, sample_epochs,
                              seed, verbose, batches_per_epoch)
@@ -742,6 +751,10 @@ def main(argv=None):
   parser.add_argument("--target-accept-prob", type=float, default=0.75,
                       help="the acceptance `warm_up` tunes to (e.g. the "
                       "identity mass's, to compare jumps at one acceptance)")
+  parser.add_argument("--mass-estimate", default=None,
+                      choices=("draws", "gradients"),
+                      help="what the warm-ups' diagonal M^-1 is estimated "
+                      "from (default: each warm-up's own default)")
   parser.add_argument("--methods", default=None,
                       help="semicolon-separated subset of " +
                       "; ".join(METHODS) + " (default: all)")
@@ -775,7 +788,8 @@ def main(argv=None):
         batches_per_epoch=args.batches_per_epoch,
         burnin_steps=args.burnin_steps, methods=methods,
         warmup_tests=args.warmup_tests,
-        target_accept_prob=args.target_accept_prob)
+        target_accept_prob=args.target_accept_prob,
+        mass_estimate=args.mass_estimate)
     rows += seed_rows
     burnins.append(burnin)
     ood_first = ood if ood_first is None else ood_first
