@@ -107,9 +107,8 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     mass_estimate: with `warmup`, what M^{-1} is estimated from: "draws"
       (the default: the window's variance) or "gradients" (with the exact
       test over (x, y) arrays: 1 / the mean of (d_i U)^2 at the draws,
-      `chains.window_adaptation.gradient_variance`); not the default: from
-      a ReLU network's SGD point the exact gradient is small at the first
-      draws and the chain diverged (docs/warmup.md).
+      `chains.window_adaptation.gradient_variance`); not the default: from a
+      ReLU network's SGD point the chain diverged (docs/warmup.md).
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the
