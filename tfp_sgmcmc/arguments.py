@@ -12,7 +12,7 @@ import numpy as np
 import tensorflow as tf
 
 __all__ = ["static_value", "current_value", "check_noise_within_friction",
-           "check_fits_state",
+           "check_fits_state", "check_integer", "check_bool",
            "describe", "check_positive", "check_number",
            "parameter_property", "is_schedule", "is_per_part",
            "check_step_size", "check_step_size_matches", "scale_step",
@@ -186,6 +186,32 @@ def check_positive(name, value, allow_zero=False):
       np.isfinite(v)):
     raise ValueError(f"`{name}` must be {want} and finite; got "
                      f"{describe(value)}.")
+
+
+def check_integer(name, value, minimum=1, maximum=None, hint=""):
+  """`value` as a Python int, where it is an integer (Python, numpy, or an
+  integer tensor of known value; not a bool) in [minimum, maximum]; else a
+  `TypeError` (not an integer) or `ValueError` (out of range) naming `name`,
+  the value seen and the range, then `hint` (the fix, or what it counts)."""
+  v = (tf.get_static_value(value) if tf.is_tensor(value) and
+       value.dtype.is_integer else value)
+  v = v.item() if isinstance(v, (np.ndarray, np.generic)) and not np.ndim(
+      v) else v
+  span = f">= {minimum}" if maximum is None else f"in [{minimum}, {maximum}]"
+  message = f"`{name}` must be an integer {span}; got {value!r}.{hint}"
+  if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+    raise TypeError(message)
+  if v < minimum or maximum is not None and v > maximum:
+    raise ValueError(message)
+  return int(v)
+
+
+def check_bool(name, value, hint=""):
+  """A Python (or numpy) bool; else a `TypeError` naming `name`, the value
+  seen and `hint` (what each choice does)."""
+  if not isinstance(value, (bool, np.bool_)):
+    raise TypeError(f"`{name}` must be True or False; got {value!r} of type "
+                    f"{type(value).__name__}.{hint}")
 
 
 def check_number(name, value, allow_zero=False):

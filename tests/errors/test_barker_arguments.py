@@ -37,8 +37,8 @@ def test_other_bad_arguments():
     sg.SGBD(target, 0.1, variant="corrected", initial_noise_std=-1.)
   with pytest.raises(TypeError, match="`target` must be a tfp_sgmcmc target"):
     sg.SGBD(gaussian_energy, 0.1)
-  with pytest.raises(ValueError, match=r"`num_steps` \(T\) must be >= 1; "
-                     "got 0"):
+  with pytest.raises(ValueError, match=r"`num_steps` must be an integer >= 1;"
+                     r" got 0\. It is T"):
     sg.AmortizedBarker(target, 0.1, num_steps=0)
-  with pytest.raises(TypeError, match=r"`num_steps` \(T\).*got 2.5"):
+  with pytest.raises(TypeError, match=r"`num_steps` must be an .*got 2.5"):
     sg.AmortizedBarker(target, 0.1, num_steps=2.5)

@@ -26,8 +26,8 @@ def data_target(batch_size=4, n=10):
 
 @pytest.mark.parametrize("batch_size", [0, -3, 11])
 def test_batch_size_out_of_range(batch_size):
-  with pytest.raises(ValueError, match=r"`batch_size` must be between 1 and "
-                     rf"N = 10.*got {batch_size}"):
+  with pytest.raises(ValueError, match=r"`batch_size` must be an integer in "
+                     rf"\[1, 10\]; got {batch_size}\. N = 10 is the number"):
     data_target(batch_size=batch_size)
 
 
@@ -139,13 +139,13 @@ OUTCOMES = [
     clear("text data", lambda: mem(data=(X, np.array(["a"] * 40))), "data",
           r"dtype string"),
     clear("fractional batch size", lambda: mem(batch_size=2.5),
-          "batch_size", r"integer; got 2.5"),
+          "batch_size", r"integer in \[1, 40\]; got 2.5"),
     clear("boolean batch size", lambda: mem(batch_size=True), "batch_size",
-          r"integer; got True"),
+          r"integer in \[1, 40\]; got True"),
     clear("string batch size", lambda: mem(batch_size="8"), "batch_size",
           r"got '8'"),
     clear("batch size above N", lambda: mem(batch_size=41), "batch_size",
-          r"N = 40.*got 41"),
+          r"got 41\. N = 40"),
     clear("independent_minibatches as a string", lambda: mem(
         independent_minibatches="yes"), "independent_minibatches",
           r"got 'yes'"),

@@ -43,11 +43,10 @@ are not independent, and R-hat and cross-chain ESS are optimistic), or
 ArviZ is an optional dependency: `pip install -e ".[arviz]"`.
 """
 
-import numbers
-
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.chains import diagnostics
 
 __all__ = ["to_inference_data", "sample_stats_from_results"]
@@ -183,13 +182,9 @@ def _paths(structure, prefix="x"):
 def _check_chain_axis(chain_axis):
   if chain_axis is None:
     return None
-  if (isinstance(chain_axis, bool) or
-      not isinstance(chain_axis, numbers.Integral) or chain_axis < 1):
-    raise ValueError(
-        f"`chain_axis` must be the axis of the chains in TFP's layout "
-        f"[draws, chains, ...] (an integer >= 1, default 1), or None for a "
-        f"single chain; got {chain_axis!r}.")
-  return int(chain_axis)
+  return arguments.check_integer(
+      "chain_axis", chain_axis, hint=" It is the axis of the chains in TFP's "
+      "layout [draws, chains, ...] (default 1), or None for a single chain.")
 
 
 def _to_arviz_layout(name, array, chain_axis, what):

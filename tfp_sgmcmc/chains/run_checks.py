@@ -2,27 +2,18 @@
 `sample_chain_with_progress` share: counts of steps and reports, and a
 finite start (checked once before a compiled run, which cannot report)."""
 
-import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.chains import diagnostics
+from tfp_sgmcmc.targets.checks import check_finite_state
 
 __all__ = ["count", "check_start", "non_finite_data_of"]
 
 
 def count(name, value, minimum=0):
   """A Python integer >= minimum (number of steps, reports, ...)."""
-  if (isinstance(value, (bool, np.bool_)) or not isinstance(
-      value, (int, np.integer)) and not (
-          tf.is_tensor(value) and value.dtype.is_integer and
-          tf.get_static_value(value) is not None)):
-    raise TypeError(f"`{name}` must be an integer >= {minimum}; got "
-                    f"{value!r}.")
-  v = int(tf.get_static_value(value)) if tf.is_tensor(value) else int(value)
-  if v < minimum:
-    raise ValueError(f"`{name}` must be an integer >= {minimum}; got "
-                     f"{value!r}.")
-  return v
+  return arguments.check_integer(name, value, minimum)
 
 
 def check_start(state, previous_kernel_results):
@@ -30,11 +21,7 @@ def check_start(state, previous_kernel_results):
   here, before it starts: a finite initial state and finite results."""
   if not tf.executing_eagerly():
     return
-  for i, part in enumerate(tf.nest.flatten(state)):
-    if part.dtype.is_floating and not bool(
-        tf.reduce_all(tf.math.is_finite(part))):
-      raise ValueError(f"`current_state` part {i} has non-finite values; "
-                       "start the chain from a finite state.")
+  check_finite_state(state)
   if previous_kernel_results is not None:
     diverged = diagnostics.find_field(previous_kernel_results, "diverged")
     if diverged is not None and bool(tf.reduce_all(diverged)):

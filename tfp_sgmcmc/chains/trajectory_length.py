@@ -42,6 +42,8 @@ import numpy as np
 import tensorflow as tf
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
+from tfp_sgmcmc import arguments
+
 __all__ = ["TrajectoryLengthState", "halton", "chees", "chees_gradient",
            "init", "jittered_num_leapfrog_steps", "update",
            "tuned_num_leapfrog_steps", "check_options",
@@ -223,20 +225,15 @@ def check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
   that is a Python integer >= 1, and (when adapting) a kernel of `kind`
   whose test is its own trajectory (`has_length`) under the acceptance
   criterion."""
-  if not isinstance(adapt_num_leapfrog_steps, (bool, np.bool_)):
-    raise TypeError(
-        f"`adapt_num_leapfrog_steps` must be True or False; got "
-        f"{adapt_num_leapfrog_steps!r}. Pass True to tune AMAGOLD's T "
-        "(or None to let the warm-up pick).")
+  arguments.check_bool("adapt_num_leapfrog_steps", adapt_num_leapfrog_steps,
+                       " Pass True to tune AMAGOLD's T (or None to let the "
+                       "warm-up pick).")
   if not adapt_num_leapfrog_steps:
     return
-  if (isinstance(max_num_leapfrog_steps, (bool, np.bool_)) or not isinstance(
-      max_num_leapfrog_steps, (int, np.integer))
-      or max_num_leapfrog_steps < 1):
-    raise ValueError(
-        f"`max_num_leapfrog_steps` must be a Python integer >= 1 (the most "
-        f"gradients one test may take); got {max_num_leapfrog_steps!r}. "
-        "Pass e.g. max_num_leapfrog_steps=256.")
+  arguments.check_integer(
+      "max_num_leapfrog_steps", max_num_leapfrog_steps, hint=(
+          " It is the most gradients one test may take. Pass e.g. "
+          "max_num_leapfrog_steps=256."))
   if not has_length:
     raise ValueError(
         f"`adapt_num_leapfrog_steps=True` but this {kind} has no trajectory "

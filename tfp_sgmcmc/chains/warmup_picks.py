@@ -28,6 +28,7 @@ shows a user.
 
 import collections
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 
@@ -164,9 +165,8 @@ def resolve_mass(kernel, parts, batch_ndims, num_steps, mass, dense_mass,
   if mass == "low_rank":
     size = parts[0].shape[-1]
     mass_rank = min(size, 10) if mass_rank is None else mass_rank
-    if not (isinstance(mass_rank, int) and 1 <= mass_rank <= size):
-      raise ValueError(f"`mass_rank` must be an integer in [1, {size}] (the "
-                       f"state's dimension); got {mass_rank!r}.")
+    arguments.check_integer("mass_rank", mass_rank, 1, size,
+                            hint=" (The most is the state's dimension.)")
   if mass_estimate not in MASS_ESTIMATES:
     raise ValueError(f"`mass_estimate` must be one of "
                      f"{MASS_ESTIMATES}; got {mass_estimate!r}.")

@@ -29,7 +29,6 @@ increment with K(r) = r^T M^{-1} r / 2 (`energy_accumulator_increment`).
 """
 
 import math
-import numbers
 
 import numpy as np
 import tensorflow as tf
@@ -207,9 +206,8 @@ def check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
         "both set the mass matrix (sigma^2 I, or the distribution's M). "
         "Leave momentum_std at 1 and scale the distribution (M = sigma^2 "
         "M0 is N(0, M) with sigma times the scale).")
-  if not isinstance(resample_momentum, bool):
-    raise TypeError(f"`resample_momentum` must be True (reversible AMAGOLD) "
-                    f"or False (skew-reversible); got {resample_momentum!r}.")
+  arguments.check_bool("resample_momentum", resample_momentum,
+                       " True: reversible AMAGOLD; False: skew-reversible.")
 
 
 def proposal_start(position, momentum, step_size, momentum_std,
@@ -342,14 +340,8 @@ def check_num_leapfrog_steps(num_leapfrog_steps):
   tfp_sgmcmc.dynamics.amagold.check_num_leapfrog_steps(10)  # passes
   ```
   """
-  if (tf.is_tensor(num_leapfrog_steps) and num_leapfrog_steps.dtype.is_integer
-      and num_leapfrog_steps.shape.rank == 0):
-    return
-  if (isinstance(num_leapfrog_steps, bool) or
-      not isinstance(num_leapfrog_steps, (numbers.Integral, np.integer))):
-    raise TypeError(f"`num_leapfrog_steps` (T) must be a Python integer "
-                    f">= 1 (or a scalar integer tensor); got "
-                    f"{num_leapfrog_steps!r}.")
-  if num_leapfrog_steps < 1:
-    raise ValueError(f"`num_leapfrog_steps` (T) must be >= 1; got "
-                     f"{num_leapfrog_steps}.")
+  if not (tf.is_tensor(num_leapfrog_steps) and num_leapfrog_steps.dtype
+          .is_integer and num_leapfrog_steps.shape.rank == 0):
+    arguments.check_integer("num_leapfrog_steps", num_leapfrog_steps, hint=(
+        " It is T, the leapfrog steps of each proposal (a scalar integer "
+        "tensor is also taken)."))

@@ -405,9 +405,7 @@ def check_sghmc_parameters(friction, noise_estimate, integrator,
     for value in tf.nest.flatten(noise_estimate):
       arguments.check_positive("noise_estimate", value, allow_zero=True)
       arguments.check_noise_within_friction(friction, value, temperature)
-  period = momentum_resampling_period
-  if period is not None and (
-      isinstance(period, bool) or not isinstance(period, (int, np.integer))
-      or period < 1):
-    raise ValueError("`momentum_resampling_period` must be None or an "
-                     f"integer >= 1; got {period!r}.")
+  if momentum_resampling_period is not None:
+    arguments.check_integer("momentum_resampling_period",
+                            momentum_resampling_period,
+                            hint=" (Or None: never resampled.)")

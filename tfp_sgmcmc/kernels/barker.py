@@ -1,7 +1,6 @@
 """The multi-step Barker proposal and its amortized M-H correction."""
 
 import collections
-import numbers
 
 import numpy as np
 import tensorflow as tf
@@ -49,12 +48,8 @@ class UncalibratedBarkerResults(
 
 
 def _check_num_steps(num_steps):
-  if (isinstance(num_steps, bool) or
-      not isinstance(num_steps, (numbers.Integral, np.integer))):
-    raise TypeError(f"`num_steps` (T) must be a Python integer >= 1; got "
-                    f"{num_steps!r}.")
-  if num_steps < 1:
-    raise ValueError(f"`num_steps` (T) must be >= 1; got {num_steps}.")
+  arguments.check_integer("num_steps", num_steps,
+                          hint=" It is T, the steps of each proposal.")
 
 
 def _check_seed_chosen_minibatches(target, reverse_minibatch):

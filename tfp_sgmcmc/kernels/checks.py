@@ -106,13 +106,10 @@ def _check_chains(state, results):
 
 def check_compute_energy(compute_energy):
   """`compute_energy` is a Python bool."""
-  if not isinstance(compute_energy, bool):
-    raise TypeError(
-        f"`compute_energy` must be a Python bool (True or False); got "
-        f"{compute_energy!r} of type {type(compute_energy).__name__}. Pass "
-        "compute_energy=False to skip the per-step minibatch energy (the "
-        "results' `energy` and `target_log_prob` then hold NaN), or True "
-        "(the default) to report it.")
+  arguments.check_bool(
+      "compute_energy", compute_energy, " Pass compute_energy=False to skip "
+      "the per-step minibatch energy (the results' `energy` and "
+      "`target_log_prob` then hold NaN), or True (the default) to report it.")
 
 
 def check_compute_energy_for_log_density(compute_energy, target):

@@ -170,9 +170,7 @@ class SGNUTS(base.StochasticGradientKernel):
     # C T >= B-hat, as SGHMC's (the injected variance is 2 (C T - B-hat) h).
     hamiltonian.check_sghmc_parameters(friction, noise_estimate, "euler",
                                        None, temperature)
-    if not isinstance(max_tree_depth, int) or not 1 <= max_tree_depth <= 12:
-      raise ValueError("`max_tree_depth` must be an integer in [1, 12]; got "
-                       f"{max_tree_depth!r}.")
+    arguments.check_integer("max_tree_depth", max_tree_depth, 1, 12)
     if weighting not in WEIGHTINGS:
       raise ValueError(f"`weighting` must be one of {WEIGHTINGS}; got "
                        f"{weighting!r}.")

@@ -7,7 +7,8 @@ import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc._structure import describe_structure
-from tfp_sgmcmc.arguments import assert_in_graph, in_xla_context
+from tfp_sgmcmc.arguments import (assert_in_graph, check_integer,
+                                  in_xla_context)
 
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
            "check_batch_shape", "checked_log_prior",
@@ -16,7 +17,7 @@ __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
            "check_log_likelihood_output", "check_finite_data",
            "non_finite_examples",
            "check_batch_size", "in_xla_context", "refuse_under_xla",
-           "check_initial_state"]
+           "check_initial_state", "check_finite_state"]
 
 
 def check_float_state(state):
@@ -235,19 +236,8 @@ def non_finite_examples(data, name):
 
 
 def check_batch_size(batch_size, num_examples):
-  if isinstance(batch_size, (bool, np.bool_, str, bytes)):
-    raise TypeError(f"`batch_size` must be an integer; got {batch_size!r}.")
-  try:
-    value = int(batch_size)
-  except (TypeError, ValueError):
-    raise TypeError(f"`batch_size` must be an integer; got "
-                    f"{batch_size!r}.") from None
-  if value != batch_size:
-    raise TypeError(f"`batch_size` must be an integer; got {batch_size!r}.")
-  if value < 1 or value > num_examples:
-    raise ValueError(f"`batch_size` must be between 1 and N = {num_examples} "
-                     f"(the number of examples); got {value}.")
-  return value
+  return check_integer("batch_size", batch_size, 1, num_examples,
+                       hint=f" N = {num_examples} is the number of examples.")
 
 
 def refuse_under_xla(what):
@@ -277,7 +267,15 @@ def check_initial_state(state, target):
   """
   target.check_state(state)
   target.check_functions(state)
+  check_finite_state(state)
+
+
+def check_finite_state(state):
+  """Raises eagerly (asserts in a graph, nothing under XLA) unless every
+  floating part of `state` is finite."""
   for i, part in enumerate(tf.nest.flatten(state)):
+    if not part.dtype.is_floating:
+      continue
     finite = tf.reduce_all(tf.math.is_finite(part))
     message = (f"`current_state` part {i} has non-finite values; start the "
                "chain from a finite state.")

@@ -4,9 +4,9 @@ reproducible and compiles under XLA."""
 
 import copy
 
-import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import describe_structure, pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
@@ -164,9 +164,7 @@ class InMemoryTarget(DataLikelihoodTarget):
     if num_examples < 1:
       raise ValueError("`data` is empty (N = 0): expected at least one "
                        "example.")
-    if not isinstance(full_batch, (bool, np.bool_)):
-      raise TypeError(f"`full_batch` must be True or False; got "
-                      f"{full_batch!r}.")
+    arguments.check_bool("full_batch", full_batch)
     if full_batch:
       if batch_size is not None and batch_size != num_examples:
         raise ValueError(
@@ -185,9 +183,7 @@ class InMemoryTarget(DataLikelihoodTarget):
     check_finite_data(data)
     batch_size = check_batch_size(batch_size, num_examples)
     self._full_batch = bool(full_batch)
-    if not isinstance(independent_minibatches, (bool, np.bool_)):
-      raise TypeError(f"`independent_minibatches` must be True or False; "
-                      f"got {independent_minibatches!r}.")
+    arguments.check_bool("independent_minibatches", independent_minibatches)
     super().__init__(log_likelihood_fn, num_examples, log_prior_fn,
                      parameter_shapes)
     if independent_minibatches and self.parameter_shapes is None:

@@ -39,6 +39,7 @@ import struct
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
 from tfp_sgmcmc.targets.checks import check_finite_data
 from tfp_sgmcmc.targets.dataset import DatasetTarget
@@ -287,12 +288,9 @@ class TFRecordTarget(DatasetTarget):
     self._record_bytes = int(spec["record_bytes"])
     self._records_per_shard = [int(c) for c in spec["records_per_shard"]]
     self._num_records = sum(self._records_per_shard)
-    k = int(records_per_batch)
-    if k != records_per_batch or not 1 <= k <= self._num_records:
-      raise ValueError(f"`records_per_batch` must be an integer between 1 "
-                       f"and the number of records ({self._num_records}); "
-                       f"got {records_per_batch!r}.")
-    self._records_per_batch = k
+    self._records_per_batch = arguments.check_integer(
+        "records_per_batch", records_per_batch, 1, self._num_records,
+        hint=" (The most is the number of records.)")
     chunk = energy_chunk_records or max(1, 4096 // self._record_size)
     # Files in order, decoded in parallel (deterministic order, so the
     # energy's float rounding is the same on every pass), one chunk ahead.

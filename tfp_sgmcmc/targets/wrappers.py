@@ -304,10 +304,7 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
   """
   check_target(target)
   arguments.check_positive("learning_rate", learning_rate)
-  if (isinstance(num_steps, bool) or not isinstance(num_steps, (
-      int, np.integer)) or num_steps < 1):
-    raise ValueError(f"`num_steps` must be an integer >= 1; got "
-                     f"{num_steps!r}.")
+  arguments.check_integer("num_steps", num_steps)
   if full_batch is None:
     full_batch = target.has_exact_energy
   elif full_batch and not target.has_exact_energy:

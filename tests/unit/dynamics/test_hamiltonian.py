@@ -636,9 +636,9 @@ def test_check_sghmc_parameters_accepts_valid_arguments(changes):
      "momentum_resampling_period"),
     (dict(momentum_resampling_period=-2), ValueError,
      "momentum_resampling_period"),
-    (dict(momentum_resampling_period=2.), ValueError,
+    (dict(momentum_resampling_period=2.), TypeError,
      "momentum_resampling_period"),
-    (dict(momentum_resampling_period=True), ValueError,
+    (dict(momentum_resampling_period=True), TypeError,
      "momentum_resampling_period"),
 ])
 def test_check_sghmc_parameters_rejects_each_bad_argument(changes, error,

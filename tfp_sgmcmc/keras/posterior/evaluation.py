@@ -19,6 +19,8 @@ averaged probabilities (`Posterior.predict` of a model compiled with
 
 import numpy as np
 
+from tfp_sgmcmc import arguments
+
 __all__ = ["predictive_entropy", "negative_log_likelihood",
            "expected_calibration_error", "accuracy"]
 
@@ -164,9 +166,7 @@ def expected_calibration_error(probs, labels, num_bins=15):
   # (0.1 + 0.8 + 0.3) / 3 = 0.4
   ```
   """
-  if isinstance(num_bins, bool) or int(num_bins) != num_bins or num_bins < 1:
-    raise ValueError(f"`num_bins` must be an integer >= 1; got "
-                     f"{num_bins!r}.")
+  arguments.check_integer("num_bins", num_bins)
   p = _as_probabilities(probs)
   y = _as_labels(labels, p.shape[1], p.shape[0])
   confidence = p.max(axis=1)

@@ -20,6 +20,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.chains import warmup as warmup_lib
 from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.keras.samplers.window_adaptation import WARMUP_ACCEPT_PROB
@@ -130,10 +131,8 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
           "estimated during the warm-up; give warmup=n (M-H tests), or a "
           "fixed mass with the sampler's inverse_mass=.")
     return step_size_adaptation
-  if (isinstance(warmup, bool) or not isinstance(warmup, int) or
-      warmup < 1):
-    raise ValueError(f"`warmup` must be a number of M-H tests >= 1 (or "
-                     f"None); got {warmup!r}.")
+  arguments.check_integer("warmup", warmup,
+                          hint=" (The number of M-H tests, or None.)")
   if step_size_adaptation is not None:
     raise ValueError("`warmup` and `step_size_adaptation` both set the step "
                      "size's adaptation; give one (warmup=n is dual "

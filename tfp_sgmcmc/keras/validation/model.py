@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.keras.samplers import adaptation as adaptation_lib
 from tfp_sgmcmc.keras.samplers import base
 from tfp_sgmcmc.keras import losses as losses_lib
@@ -17,14 +18,8 @@ __all__ = ["check_callback_arguments", "check_count", "check_model",
            "check_steps_per_execution"]
 
 def check_count(name, value, minimum, allow_none=False):
-  if value is None and allow_none:
-    return
-  if isinstance(value, bool) or not isinstance(value, (numbers.Integral,
-                                                       np.integer)):
-    raise TypeError(f"`{name}` must be an integer >= {minimum}; got "
-                    f"{value!r}.")
-  if value < minimum:
-    raise ValueError(f"`{name}` must be >= {minimum}; got {value!r}.")
+  if not (value is None and allow_none):
+    arguments.check_integer(name, value, minimum)
 
 
 def check_model(model):
