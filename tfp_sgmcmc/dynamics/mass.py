@@ -39,7 +39,7 @@ from tfp_sgmcmc.dynamics.momentum_distributions import (
     diagonal_momentum_distribution, low_rank_momentum_distribution)
 
 __all__ = ["Mass", "ScaledIdentity", "DiagonalMass", "LowRankMass",
-           "DistributionMass", "as_mass", "drift", "sample_momentum",
+           "DenseMass", "DistributionMass", "as_mass", "drift", "sample_momentum",
            "velocity", "kinetic_energy", "batch_momentum_distribution",
            "diagonal_momentum_distribution", "dense_momentum_distribution",
            "low_rank_momentum_distribution", "check_momentum_distribution"]
@@ -182,6 +182,31 @@ class LowRankMass(Mass):
         for r, (s, v, lam) in zip(tf.nest.flatten(momentum), self.parts)])
 
 
+class DenseMass(Mass):
+  """M^{-1} = C per state part, a [d, d] matrix over the part's last axis,
+  with its Cholesky factor L (L L^T = C), as `dense_momentum_distribution`
+  builds it: a draw is L^{-T} z (covariance (L L^T)^{-1} = M), z the
+  engine's N(0, I), as `DiagonalMass`; the velocity is C r, one product
+  (where the distribution's own draw and the autodiff of its log density
+  trace TFP's joint, broadcast and precision-form machinery at every
+  step)."""
+
+  def __init__(self, parts):
+    self.parts = [tuple(p) for p in parts]
+
+  def sample(self, like, seed):
+    z = tf.nest.flatten(random.standard_normal_like(like, seed))
+    return tf.nest.pack_sequence_as(like, [
+        tf.linalg.LinearOperatorLowerTriangular(
+            tf.cast(factor, x.dtype)).solvevec(x, adjoint=True)
+        for x, (factor, _) in zip(z, self.parts)])
+
+  def velocity(self, momentum):
+    return tf.nest.pack_sequence_as(momentum, [
+        tf.linalg.matvec(tf.cast(c, r.dtype), r)
+        for r, (_, c) in zip(tf.nest.flatten(momentum), self.parts)])
+
+
 class DistributionMass(Mass):
   """M of any Gaussian `momentum_distribution` N(0, M): its own draws, and
   M^{-1} r = -grad log N(r; 0, M) by autodiff."""
@@ -233,11 +258,22 @@ def _read_mass(momentum_distribution):
   model = getattr(momentum_distribution, "model", None)
   if not isinstance(model, (list, tuple)):
     model = [momentum_distribution]
-  diagonal, low_rank = [], []
+  diagonal, low_rank, dense = [], [], []
   for part in model:
     normal = _precision_normal(part)
     if normal is None:
       return None
+    if isinstance(normal.precision_factor,
+                  tf.linalg.LinearOperatorLowerTriangular):
+      # dense_momentum_distribution's form, over the part's last axis (a
+      # reshaped part is left to the distribution's own draws).
+      unreshaped = (part.distribution if isinstance(
+          part, tfd.BatchBroadcast) else part) is normal
+      if not unreshaped:
+        return None
+      dense.append((normal.precision_factor.to_dense(),
+                    normal.precision.to_dense()))
+      continue
     if isinstance(normal.precision, tf.linalg.LinearOperatorDiag):
       reshaped = part.distribution if isinstance(
           part, tfd.BatchBroadcast) else part
@@ -258,6 +294,8 @@ def _read_mass(momentum_distribution):
     return DiagonalMass(diagonal)
   if len(low_rank) == len(model):
     return LowRankMass(low_rank)
+  if len(dense) == len(model):
+    return DenseMass(dense)
   return None
 
 

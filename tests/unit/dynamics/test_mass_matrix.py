@@ -402,3 +402,24 @@ def test_the_low_rank_form_is_read_without_a_gradient_and_agrees_with_it():
   check(generic, inverse_times(mass, r), tf.float64)
   check(hamiltonian.velocity(const(r), dist), inverse_times(mass, r),
         tf.float64)
+
+
+def test_the_dense_form_is_read_and_draws_n_0_m_from_the_engines_normals():
+  # dense_momentum_distribution(C) is N(0, M) with M^{-1} = C = L L^T: read
+  # as a DenseMass, a draw is L^{-T} z from the engine's z (covariance
+  # (L L^T)^{-1} = M) and the velocity C r equals the distribution's own
+  # gradient of -log N(r; 0, M).
+  c = DENSE[0]
+  dist = hamiltonian.batch_momentum_distribution(
+      dynamics.mass.dense_momentum_distribution(tf.constant(c)), [CHAINS])
+  mass = dynamics.mass.as_mass(dist)
+  assert isinstance(mass, dynamics.mass.DenseMass)
+  like = tf.zeros([CHAINS, 4], tf.float64)
+  z = dynamics.standard_normal_like(like, SEED).numpy()
+  expected = np.linalg.solve(np.linalg.cholesky(c).T, z.T).T
+  np.testing.assert_allclose(mass.sample(like, SEED), expected, rtol=1e-10)
+  r = const(draws(3, 2.))[0]
+  np.testing.assert_allclose(
+      mass.velocity(r), dynamics.mass.DistributionMass(dist).velocity(r),
+      rtol=1e-10)
+  np.testing.assert_allclose(mass.velocity(r), r.numpy() @ c.T, rtol=1e-10)
