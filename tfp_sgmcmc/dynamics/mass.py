@@ -39,10 +39,11 @@ from tfp_sgmcmc.dynamics.momentum_distributions import (
     diagonal_momentum_distribution, low_rank_momentum_distribution)
 
 __all__ = ["Mass", "ScaledIdentity", "DiagonalMass", "LowRankMass",
-           "DenseMass", "DistributionMass", "as_mass", "drift", "sample_momentum",
-           "velocity", "kinetic_energy", "batch_momentum_distribution",
-           "diagonal_momentum_distribution", "dense_momentum_distribution",
-           "low_rank_momentum_distribution", "check_momentum_distribution"]
+           "DenseMass", "DistributionMass", "as_mass", "drift",
+           "sample_momentum", "velocity", "kinetic_energy",
+           "batch_momentum_distribution", "diagonal_momentum_distribution",
+           "dense_momentum_distribution", "low_rank_momentum_distribution",
+           "check_momentum_distribution"]
 
 tfd = tfp.distributions
 
