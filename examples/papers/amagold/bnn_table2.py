@@ -72,6 +72,12 @@ script.
         # the docs table: 150 sampling epochs, seeds 0, 1, 2
     python examples/papers/amagold/bnn_table2.py --small --seeds 0
         # 784-100-10, 30 epochs, one seed
+    python examples/papers/amagold/bnn_table2.py --methods "AMAGOLD, warm_up" \
+        --no-starts --temperature 0.1
+        # the warmed-up chain on the tempered posterior p(theta | D)^(1/T)
+    python examples/papers/amagold/bnn_table2.py --sgd-path 90,180,360,720
+        # the burn-in's SGD run for those step counts: where the burn-in
+        # point sits on SGD's own path (test NLL and error)
 
 The data directory defaults to ../shared/data (or $TFP_SGMCMC_DATA).
 Writes `table2.md`, `table2.json` and `fig5_entropy_cdf.png` (seed 0's
@@ -369,20 +375,24 @@ def mlp_logits(params, x):
   return tf.matmul(a, params[-2]) + params[-1]
 
 
-def amagold_kernel(data, b, h, batches_per_epoch=BATCHES_PER_EPOCH):
+def amagold_kernel(data, b, h, batches_per_epoch=BATCHES_PER_EPOCH,
+                   temperature=1.):
   """`tfp_sgmcmc.AMAGOLD` on an `InMemoryTarget` holding the training set,
   the same model, prior, (h, b) units and minibatch size as the Keras rows
-  (minibatches drawn with replacement)."""
+  (minibatches drawn with replacement). With `temperature` T != 1 the
+  target is the tempered posterior p(theta | D)^(1/T) (likelihood and
+  prior both scaled by 1/T, as Wenzel et al. 2020 temper it)."""
   x, y = data["x_train"], data["y_train"]
   n = len(x)
+  inverse_t = 1. / temperature
 
   def log_likelihood(params, batch):
     xb, yb = batch
-    return -tf.nn.sparse_softmax_cross_entropy_with_logits(
+    return -inverse_t * tf.nn.sparse_softmax_cross_entropy_with_logits(
         yb, mlp_logits(params, xb))
 
   def log_prior(params):
-    return -0.5 * WEIGHT_DECAY * tf.add_n(
+    return -0.5 * inverse_t * WEIGHT_DECAY * tf.add_n(
         [tf.reduce_sum(tf.square(w)) for w in params])
 
   target = tfp_sgmcmc.InMemoryTarget(
@@ -395,10 +405,10 @@ def amagold_kernel(data, b, h, batches_per_epoch=BATCHES_PER_EPOCH):
 
 def warm_up(data, b, h, init_weights, seed, warmup_tests,
             batches_per_epoch=BATCHES_PER_EPOCH, target_accept_prob=0.75,
-            mass_estimate=None):
+            mass_estimate=None, temperature=1.):
   """`tfp_sgmcmc.warm_up` (dual-averaged step size and a diagonal mass
   matrix, Stan's windows) of the AMAGOLD started at (h, b)."""
-  kernel = amagold_kernel(data, b, h, batches_per_epoch)
+  kernel = amagold_kernel(data, b, h, batches_per_epoch, temperature)
   state = [tf.constant(w) for w in init_weights]
   return tfp_sgmcmc.warm_up(kernel, state, num_steps=warmup_tests,
                             seed=tfp.random.sanitize_seed([seed, 29]),
@@ -445,14 +455,16 @@ def sample_warmed_up(warm, num_tests, seed):
 def run_warmed_up(b, h, data, init_weights, sample_epochs, seed,
                   warmup_tests=WARMUP_TESTS,
                   batches_per_epoch=BATCHES_PER_EPOCH,
-                  target_accept_prob=0.75, mass_estimate=None):
+                  target_accept_prob=0.75, mass_estimate=None,
+                  temperature=1.):
   """AMAGOLD warmed up by `tfp_sgmcmc.warm_up` from (h, b) (the TFP kernel
   path: Keras `fit` tunes the step size only), then sampled with the step
   size and mass frozen (exact) for `sample_epochs`."""
   n = len(data["x_train"])
   start = time.perf_counter()
   warm = warm_up(data, b, h, init_weights, seed, warmup_tests,
-                 batches_per_epoch, target_accept_prob, mass_estimate)
+                 batches_per_epoch, target_accept_prob, mass_estimate,
+                 temperature)
   num_tests = sample_epochs * batches_per_epoch // NUM_LEAPFROG_STEPS
   samples, acceptance, jump = sample_warmed_up(warm, num_tests, seed)
   variance = flat_weights(warm.report.variance)
@@ -461,6 +473,7 @@ def run_warmed_up(b, h, data, init_weights, sample_epochs, seed,
   label = ("" if target_accept_prob == 0.75 else
            f", target_accept_prob={target_accept_prob:g}")
   label += "" if mass_estimate is None else f", {mass_estimate}"
+  label += "" if temperature == 1. else f", T={temperature:g}"
   row = dict(method=f"AMAGOLD, warm_up({warmup_tests}{label})", b=b, h=h,
              paper=None, diverged_at=None, message=None, seed=seed,
              seconds=time.perf_counter() - start, loss=[],
@@ -521,6 +534,8 @@ def _score(row, probs, ood, labels):
     return error, nll
   error, nll = scores(probs)
   half_error, half_nll = scores(probs[len(probs) // 2:])
+  p = np.clip(probs.mean(0), 1e-12, 1.)
+  row["_log_p"] = np.log(p[np.arange(len(labels)), labels])  # not saved
   row.update(error=error,
              error_se=math.sqrt(error * (1. - error) / len(labels)),
              nll=nll, error_last_half=half_error, nll_last_half=half_nll,
@@ -534,16 +549,36 @@ def burn_in_point(data, hidden, seed, burnin_steps=BURNIN["steps"]):
   model.set_weights(init)
   p = softmax(model.predict(data["x_test"], batch_size=1000, verbose=0))
   labels = data["y_test"]
-  return init, dict(
-      error=float(np.mean(p.argmax(1) != labels)),
-      nll=float(-np.mean(np.log(np.clip(
-          p[np.arange(len(labels)), labels], 1e-12, 1.)))))
+  log_p = np.log(np.clip(p[np.arange(len(labels)), labels], 1e-12, 1.))
+  return init, dict(error=float(np.mean(p.argmax(1) != labels)),
+                    nll=float(-np.mean(log_p)), _log_p=log_p)
+
+
+def sgd_path(data, hidden, seed, steps_list):
+  """Where the burn-in point sits on SGD's own path: the burn-in's SGD (same
+  seed, data order and optimizer) run for each number of steps in
+  `steps_list`, with the training and test error and NLL of its weights."""
+  rows = []
+  for steps in steps_list:
+    keras.utils.set_random_seed(seed)
+    model = make_model(hidden, seed)
+    model.set_weights(burn_in(data, hidden, seed, steps=steps))
+    row = dict(seed=seed, steps=steps)
+    for split in ("train", "test"):
+      labels = data[f"y_{split}"]
+      p = softmax(model.predict(data[f"x_{split}"], batch_size=1000,
+                                verbose=0))
+      row[f"{split}_error"] = float(np.mean(p.argmax(1) != labels))
+      row[f"{split}_nll"] = float(-np.mean(np.log(np.clip(
+          p[np.arange(len(labels)), labels], 1e-12, 1.))))
+    rows.append(row)
+  return rows
 
 
 def run(data, size, seed, verbose=0, configs=None, progress=print,
         batches_per_epoch=BATCHES_PER_EPOCH, burnin_steps=BURNIN["steps"],
         methods=None, warmup_tests=WARMUP_TESTS, target_accept_prob=0.75,
-        mass_estimate=None):
+        mass_estimate=None, temperature=1.):
   """Burn in once, then every (method, b, h) of `configs` (default: SGHMC
   and AMAGOLD at all four (b, h), and the two warmed-up AMAGOLDs from the
   paper's (b, h) = WARMUP_CELL). Returns (rows, {label: OOD probabilities},
@@ -565,7 +600,8 @@ def run(data, size, seed, verbose=0, configs=None, progress=print,
     if name == "AMAGOLD, warm_up":
       row, probs = run_warmed_up(b, h, data, init, sample_epochs, seed,
                                  warmup_tests, batches_per_epoch,
-                                 target_accept_prob, mass_estimate)
+                                 target_accept_prob, mass_estimate,
+                                 temperature)
     elif name in ("AMAGOLD, fit(warmup)", STEP_SIZE_ONLY):
       row, probs = run_chain("AMAGOLD", b, h, data, init, hidden,
                              sample_epochs, seed, verbose, batches_per_epoch,
@@ -576,6 +612,12 @@ def run(data, size, seed, verbose=0, configs=None, progress=print,
       row, probs = run_chain(name, b, h, data, init, hidden, sample_epochs,
                              seed, verbose, batches_per_epoch)
     row["burnin_error"], row["burnin_nll"] = burnin["error"], burnin["nll"]
+    if "_log_p" in row:
+      # Paired over the test images: the chain's NLL minus the burn-in's.
+      gap = burnin["_log_p"] - row.pop("_log_p")
+      row["nll_minus_burnin"] = float(gap.mean())
+      row["nll_minus_burnin_se"] = float(gap.std(ddof=1) / math.sqrt(
+          len(gap)))
     rows.append(row)
     if probs is not None:
       ood[f"{row['method']}, b={b:g}, h={h:g}"] = probs
@@ -596,10 +638,11 @@ def table(rows, header):
   """One line per chain (seed)."""
   lines = [header, "",
            "| method | b | h | seed | test error ± s.e. | last half | "
-           "test NLL (last half) | M-H acceptance | mean squared jump per "
+           "test NLL (last half) | NLL minus burn-in's ± paired s.e. | "
+           "M-H acceptance | mean squared jump per "
            "test | distance from burn-in | tuned h, b | last sample's error "
            "| training loss, last epoch | OOD entropy, median | seconds |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
   for r in rows:
     def fmt(key, f="{:.3f}", scale=1.):
       v = r.get(key)
@@ -612,6 +655,8 @@ def table(rows, header):
         f"| {r['method']} | {r['b']:g} | {r['h']:g} | {r.get('seed', '')} | "
         f"{cell(r)} | {fmt('error_last_half', '{:.2f}%', 100)} | "
         f"{fmt('nll')} ({fmt('nll_last_half')}) | "
+        f"{fmt('nll_minus_burnin', '{:+.4f}')}"
+        f"{fmt('nll_minus_burnin_se', ' ± {:.4f}')} | "
         f"{fmt('acceptance', '{:.1f}%', 100)} | "
         f"{fmt('mean_squared_jump', '{:.3g}')} | {fmt('distance', '{:.3g}')} "
         f"| {tuned} | {fmt('last_sample_error', '{:.2f}%', 100)} | "
@@ -755,6 +800,10 @@ def main(argv=None):
                       choices=("draws", "gradients"),
                       help="what the warm-ups' diagonal M^-1 is estimated "
                       "from (default: each warm-up's own default)")
+  parser.add_argument("--temperature", type=float, default=1.,
+                      help="warm_up rows only: sample the tempered "
+                      "posterior p(theta | D)^(1/T) (T < 1: a cold "
+                      "posterior)")
   parser.add_argument("--methods", default=None,
                       help="semicolon-separated subset of " +
                       "; ".join(METHODS) + " (default: all)")
@@ -764,6 +813,11 @@ def main(argv=None):
   parser.add_argument("--render", nargs="+", default=None, metavar="JSON",
                       help="run nothing: merge these table2.json files "
                       "into --out/table2.md")
+  parser.add_argument("--sgd-path", default=None, metavar="STEPS",
+                      help="run nothing else: comma-separated SGD step "
+                      "counts; writes sgd_path.json with the burn-in's "
+                      "SGD run that long, per seed (train and test error "
+                      "and NLL)")
   parser.add_argument("--verbose", type=int, default=0)
   args = parser.parse_args(argv)
   if args.render:
@@ -772,12 +826,26 @@ def main(argv=None):
     return None
   methods = (tuple(m.strip() for m in args.methods.split(";"))
              if args.methods else METHODS)
+  if args.temperature != 1. and set(methods) != {"AMAGOLD, warm_up"}:
+    parser.error("--temperature tempers the warm_up rows only: pass "
+                 "--methods 'AMAGOLD, warm_up' with it")
   size = dict(SIZES["small" if args.small else "paper"])
   if args.sample_epochs:
     size["sample_epochs"] = args.sample_epochs
   seeds = [int(s) for s in args.seeds.split(",")]
   os.makedirs(args.out, exist_ok=True)
   data = load(args.data_dir, 0, size["num_train"])
+  if args.sgd_path:
+    path = [r for seed in seeds for r in sgd_path(
+        data, size["hidden"], seed, [int(k) for k in
+                                     args.sgd_path.split(",")])]
+    for r in path:
+      print(f"seed {r['seed']}, {r['steps']} SGD steps: train error "
+            f"{100 * r['train_error']:.2f}%, NLL {r['train_nll']:.4f}; test "
+            f"error {100 * r['test_error']:.2f}%, NLL {r['test_nll']:.4f}")
+    with open(os.path.join(args.out, "sgd_path.json"), "w") as f:
+      json.dump(dict(rows=path, split=data["split"]), f, indent=1)
+    return path
   start = time.perf_counter()
   rows, burnins, starts, ood_first = [], [], [], None
   n = len(data["x_train"])
@@ -789,9 +857,9 @@ def main(argv=None):
         burnin_steps=args.burnin_steps, methods=methods,
         warmup_tests=args.warmup_tests,
         target_accept_prob=args.target_accept_prob,
-        mass_estimate=args.mass_estimate)
+        mass_estimate=args.mass_estimate, temperature=args.temperature)
     rows += seed_rows
-    burnins.append(burnin)
+    burnins.append({k: v for k, v in burnin.items() if k != "_log_p"})
     ood_first = ood if ood_first is None else ood_first
     for r in seed_rows:
       if "_variance" in r:
