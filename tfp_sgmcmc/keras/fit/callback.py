@@ -105,10 +105,9 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       averaging over the n tests, the mass left as given). See
       docs/warmup.md.
     mass_estimate: with `warmup`, what M^{-1} is estimated from: "draws"
-      (the default: the window's variance) or "gradients" (with the exact
-      test over (x, y) arrays: 1 / the mean of (d_i U)^2 at the draws,
-      `chains.window_adaptation.gradient_variance`); not the default: from a
-      ReLU network's SGD point the chain diverged (docs/warmup.md).
+      (the default: the window's variance) or "gradients" (the exact test
+      over (x, y) arrays: g_a g_b of two minibatch gradients at each draw,
+      as `warm_up` takes them; `window_adaptation.gradient_variance`).
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the

@@ -57,7 +57,8 @@ class AcceptanceEnergies:
     self._minibatch_function = None
     self._exact_body = None
     self._minibatch_body = None
-    # grad U at given weights over arrays (`mass_estimate="gradients"`).
+    # Two independent minibatch estimates of grad U at given weights, over
+    # arrays (`mass_estimate="gradients"`).
     self.gradient_body = None
     self._jit = False
     # The compiled test (`run_test`) and what it was built for.
@@ -106,6 +107,7 @@ class AcceptanceEnergies:
 
       def chunk(a, start, length):
         return tf.nest.map_structure(lambda t: t[start:start + length], a)
+      all_x, all_y = x, y
       unroll = exact and num_batches <= MAX_UNROLLED_BATCHES
       if unroll:
         # The batches as separate tensors (not slices taken in the compiled
@@ -128,26 +130,30 @@ class AcceptanceEnergies:
         return total - current_log_prior()
       self._exact_body = lambda: (full_energy(x, y), None)
 
-      def full_gradient(weights):
-        # grad U at `weights` (the model's variables untouched), the same
-        # sum over the same batches.
+      def minibatch_gradients(weights, seed):
+        # Two unbiased estimates of grad U at `weights` (the model's
+        # variables untouched), as `warm_up` takes on a minibatch target:
+        # each N times the mean NLL gradient over `batch` examples drawn
+        # with replacement (as an InMemoryTarget draws) from a seed derived
+        # from the test's step `seed`, minus the log prior's. Independent
+        # batches, so that `gradient_variance` sees their noise.
         non_trainable = [v.value for v in model.non_trainable_variables]
-        with tf.GradientTape() as tape:
-          tape.watch(weights)
-
-          def chunk_sum(start, length):
-            xs, ys = (parts[start // batch] if unroll else
-                      (chunk(x, start, length), chunk(y, start, length)))
+        estimates = []
+        for seed in random.derive_seeds(seed, 2):
+          idx = minibatch_indices(seed, min(batch, size), size)
+          xs = tf.nest.map_structure(lambda a: tf.gather(a, idx), all_x)
+          with tf.GradientTape() as tape:
+            tape.watch(weights)
             out, _ = model.stateless_call(weights, non_trainable, xs,
                                           training=False)
-            return tf.cast(likelihood.batch_nll(ys, out), tf.float64)
-          total = energy_lib.sum_over_chunks(chunk_sum, size, batch,
-                                             unroll=unroll) - tf.cast(
-                                                 log_prior(weights),
-                                                 tf.float64)
-        return tape.gradient(total, weights,
-                             unconnected_gradients="zero")
-      self.gradient_body = full_gradient
+            energy = energy_lib.minibatch_energy(
+                tf.cast(likelihood.batch_nll(tf.gather(all_y, idx), out),
+                        tf.float64) / tf.cast(tf.shape(idx)[0], tf.float64),
+                tf.cast(log_prior(weights), tf.float64), n)
+          estimates.append(tape.gradient(energy, weights,
+                                         unconnected_gradients="zero"))
+        return estimates
+      self.gradient_body = minibatch_gradients
       self._full_energy = tf.function(lambda: full_energy(x, y),
                                       autograph=False, jit_compile=self._jit)
     else:

@@ -108,15 +108,15 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
   """`SamplingCallback(warmup=n, adapt_mass=..., mass_estimate=...)` as the
   `step_size_adaptation` it stands for: a `WarmupAdaptation` over the first
   n M-H tests (mass windows unless `adapt_mass` is False), then frozen.
-  `mass_estimate` None is "draws"; "gradients" needs the exact gradient
-  (`exact_gradients`: the exact test over arrays)."""
+  `mass_estimate` None is "draws"; "gradients" needs minibatches of the
+  training arrays (`exact_gradients`: the exact test over arrays)."""
   if mass_estimate not in (None,) + MASS_ESTIMATES:
     raise ValueError(f"`mass_estimate` must be one of {MASS_ESTIMATES} or "
                      f"None; got {mass_estimate!r}.")
   if mass_estimate == "gradients" and not exact_gradients:
     raise ValueError(
-        "`mass_estimate='gradients'` takes the exact gradient of U at each "
-        "draw over `energy_data`, which needs the exact test "
+        "`mass_estimate='gradients'` takes gradients of U at each draw on "
+        "minibatches of `energy_data`, which needs the exact test "
         "(acceptance_energy='exact') over (x, y) arrays; give energy_data "
         "as arrays, or mass_estimate='draws'.")
   if mass_estimate is None:

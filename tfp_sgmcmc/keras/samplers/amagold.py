@@ -340,9 +340,8 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     `energy_fn(*args)` gives (U(theta*), U~(theta) or None for the cached
     exact U(theta)) at the current state, the test runs on them, then
     `after_fn()` (e.g. a health check) sees the state after the test. Call
-    `check_test_due()` first. `gradient_fn(weights)` (grad U) serves the
-    warm-up's `mass_estimate="gradients"`.
-    """
+    `check_test_due()` first. `gradient_fn(weights, seed)` (two estimates
+    of grad U) serves the warm-up's `mass_estimate="gradients"`."""
     def run(*args):
       proposed, current = energy_fn(*args)
       proposed = tf.cast(proposed, tf.float64)
@@ -381,7 +380,8 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     self._update_moments(variables, outcome.state)
     if self._warmup is not None:
       self._warmup.after_test(count + 1, outcome.state, log_accept_ratio,
-                              self._learning_rate, grad_fn)
+                              self._learning_rate, grad_fn,
+                              self.step_seed(count))
     elif self._adaptation is not None:
       self._adapt(log_accept_ratio)
     self._start_trajectory(variables)

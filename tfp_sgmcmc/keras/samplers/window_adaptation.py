@@ -99,7 +99,7 @@ class WarmupWindows:
                     if e < self._num_steps]))
 
   def after_test(self, number, state, log_accept_ratio, step_size,
-                 gradient_fn=None):
+                 gradient_fn=None, seed=None):
     """After test `number` (1-based) with the chain at `state`: the
     adaptation's update, and the step size of the next test written to the
     variable `step_size` (left as it is once the warm-up is over).
@@ -109,23 +109,25 @@ class WarmupWindows:
       state: the chain's position after the test, one tensor per weight.
       log_accept_ratio: the test's log acceptance ratio.
       step_size: the sampler's step-size variable.
-      gradient_fn: grad U at a list of weights (exact), for
+      gradient_fn: `gradient_fn(weights, seed)`, two independent unbiased
+        estimates of grad U at a list of weights, for
         `mass_estimate="gradients"`: evaluated at `state` while adapting.
+      seed: the test's step seed, from which `gradient_fn` draws.
     """
     old = self.state()
     gradients = None
     if self._from_gradients:
       if gradient_fn is None:
         raise ValueError(
-            "`mass_estimate='gradients'` needs the exact gradient at each "
-            "draw, which SamplingCallback's test over (x, y) energy_data "
-            "gives; this test came without it (use mass_estimate='draws').")
-      exact = tf.cond(
+            "`mass_estimate='gradients'` needs two gradient estimates at "
+            "each draw, which SamplingCallback's test over (x, y) "
+            "energy_data gives; this test came without it (use "
+            "mass_estimate='draws').")
+      gradients = tf.cond(
           number <= self._num_steps,
-          lambda: [tf.cast(g, s.dtype) for g, s in zip(
-              gradient_fn(list(state)), state)],
-          lambda: [tf.zeros_like(s) for s in state])
-      gradients = (exact, exact)
+          lambda: [[tf.cast(g, s.dtype) for g, s in zip(estimate, state)]
+                   for estimate in gradient_fn(list(state), seed)],
+          lambda: [[tf.zeros_like(s) for s in state]] * 2)
     new, _ = adaptation.update(old, state, log_accept_ratio,
                                WARMUP_ACCEPT_PROB, batch_ndims=0,
                                gradients=gradients)
