@@ -184,10 +184,17 @@ def dataset(x, y, batch_size, seed):
 
 class DivergenceMonitor(keras.callbacks.Callback):
   """Stops `fit` at the first epoch whose loss, energy or weights are not
-  finite, and records that epoch (1-based, counting sampling epochs)."""
+  finite, and records that epoch (1-based, counting sampling epochs).
 
-  def __init__(self):
+  With `sampling` (AMAGOLD's callback) it checks the chain's state instead:
+  at an epoch's end the model's weights, the loss and the energy are those
+  of the trajectory in flight, which the M-H test rejects if it overflowed
+  (the adapter checks AMAGOLD's state after each test for the same
+  reason)."""
+
+  def __init__(self, sampling=None):
     super().__init__()
+    self.sampling = sampling
     self.diverged_at = None
     self.epoch = 0
     self.losses = []
@@ -198,10 +205,13 @@ class DivergenceMonitor(keras.callbacks.Callback):
   def on_epoch_end(self, epoch, logs=None):
     logs = logs or {}
     self.losses.append(float(logs.get("loss", float("nan"))))
-    bad = any(k in logs and not np.isfinite(logs[k])
-              for k in ("loss", "energy"))
-    bad = bad or not all(np.all(np.isfinite(w))
-                         for w in self.model.get_weights())
+    if self.sampling is not None:
+      bad = not all(np.all(np.isfinite(np.asarray(w)))
+                    for w in self.sampling.sampler.chain_state())
+    else:
+      bad = any(k in logs and not np.isfinite(logs[k])
+                for k in ("loss", "energy")) or not all(
+                    np.all(np.isfinite(w)) for w in self.model.get_weights())
     if bad and self.diverged_at is None:
       self.diverged_at = epoch + 1
       self.model.stop_training = True
@@ -292,7 +302,7 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
   sampling = sgk.SamplingCallback(
       make_sampler(name, b, h, n, seed), num_examples=n, prior=PRIOR_SCALE,
       thinning=thinning, max_samples=NUM_SAMPLES, **kwargs)
-  monitor = DivergenceMonitor()
+  monitor = DivergenceMonitor(sampling if name == "AMAGOLD" else None)
   extra = [JumpTracker(sampling, init_weights)] if name == "AMAGOLD" else []
   start = time.perf_counter()
   method = name if not warmup else (

@@ -325,3 +325,32 @@ def test_no_tempered_chain_beats_the_burn_in_point_sgds_best_nll():
   worse = [dict(r, test_nll=0.) if r["steps"] == 720 else r for r in path]
   with pytest.raises(AssertionError):
     check_burn_in_nll_verdict(worse, tempered, text)
+
+
+def test_amagolds_monitor_reads_the_chain_not_the_trajectory_in_flight():
+  # At an epoch's end AMAGOLD's model weights, loss and energy are those of
+  # the trajectory under way, which the M-H test rejects if it overflowed:
+  # the script's monitor must stop on a non-finite chain state only. Other
+  # samplers' weights are their chain: a NaN loss stops them.
+  class Sampling:  # What the monitor reads of a SamplingCallback.
+    class sampler:  # pylint: disable=invalid-name
+      state = [np.zeros(3)]
+
+      @classmethod
+      def chain_state(cls):
+        return cls.state
+
+  model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+  model.set_weights([np.full((2, 1), np.nan), np.zeros(1)])
+  in_flight = dict(loss=float("nan"), energy=float("inf"))
+  amagold = bnn_table2.DivergenceMonitor(Sampling)
+  amagold.set_model(model)
+  amagold.on_epoch_end(0, dict(in_flight))
+  assert amagold.diverged_at is None
+  Sampling.sampler.state = [np.array([0., np.nan, 0.])]
+  amagold.on_epoch_end(1, dict(in_flight))
+  assert amagold.diverged_at == 2
+  other = bnn_table2.DivergenceMonitor()
+  other.set_model(model)
+  other.on_epoch_end(0, dict(loss=1., energy=1.))
+  assert other.diverged_at == 1  # Its weights are NaN.
