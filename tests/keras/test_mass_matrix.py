@@ -385,3 +385,60 @@ def test_mass_estimate_is_refused_with_its_fix():
   with pytest.raises(ValueError, match="give energy_data as arrays"):
     sgk.SamplingCallback(amagold, num_examples=10, prior=1., warmup=100,
                          mass_estimate="gradients")
+
+
+class CarriedMomentum(keras.callbacks.Callback):
+  """After each batch (listed after SamplingCallback, so after any test):
+  the sampler's M^{-1} and the momentum the next trajectory starts from."""
+
+  def __init__(self, sampling):
+    super().__init__()
+    self.sampling = sampling
+    self.seen = []
+
+  def on_train_batch_end(self, batch, logs=None):
+    sampler = self.sampling[0].sampler
+    self.seen.append((
+        np.concatenate([m.ravel() for m in sampler.inverse_mass]),
+        np.concatenate([np.ravel(r.numpy()) for r in
+                        sampler._start_momentum])))  # pylint: disable=protected-access
+
+
+def test_a_new_mass_carries_the_momentum_over_rescaled():
+  # Skew-reversible AMAGOLD (resample_momentum=False) carries r from test
+  # to test, r ~ N(0, M). Started at M^{-1} = 1e-6 x the posterior
+  # variances, the first new mass (from the gradients, which see the
+  # posterior's curvature wherever the draws are) is about 1e6 x lighter:
+  # an r kept as it was would hold a kinetic energy 0.5 r^T M_new^{-1} r of
+  # about 1e6 nats (the AMAGOLD paper's MLP jumped to 52.6% test error from
+  # it). Rescaled, r sqrt(M_new / M_old), it keeps r / sqrt(M): a kinetic
+  # energy of a 0.5 chi^2_2 draw (below 10 with probability 0.99995).
+  problem = scaled_problem((0.045, 4.5))
+  variance = np.diag(problem.posterior_cov)
+  sampling = []
+  carried = CarriedMomentum(sampling)
+  original = sgk.SamplingCallback.__init__
+
+  def keep(self, *args, **kw):
+    original(self, *args, **kw)
+    sampling.append(self)
+  sgk.SamplingCallback.__init__ = keep
+  try:
+    keras_fits.fit(
+        problem, sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=5,
+                             friction=1., resample_momentum=False,
+                             inverse_mass=[1e-6 * variance[:, None]],
+                             seed=30),
+        keras_fits.batch_indices(problem, 5 * 200, 100, 250),
+        steps_per_execution=5, epochs=2, jit_compile=True,
+        energy_data=problem.data, energy_batch_size=500, warmup=200,
+        mass_estimate="gradients", after=[carried])
+  finally:
+    sgk.SamplingCallback.__init__ = original
+  changed = [i for i in range(1, len(carried.seen)) if not np.array_equal(
+      carried.seen[i][0], carried.seen[i - 1][0])]
+  assert changed, "the warm-up set no new mass"
+  inverse_mass, momentum = carried.seen[changed[0]]
+  assert np.all(inverse_mass > 1e3 * carried.seen[0][0]), inverse_mass
+  kinetic = 0.5 * np.sum(inverse_mass * momentum ** 2)
+  assert kinetic < 10., kinetic

@@ -381,7 +381,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     if self._warmup is not None:
       self._warmup.after_test(count + 1, outcome.state, log_accept_ratio,
                               self._learning_rate, grad_fn,
-                              self.step_seed(count))
+                              self.step_seed(count), self._start_momentum)
     elif self._adaptation is not None:
       self._adapt(log_accept_ratio)
     self._start_trajectory(variables)

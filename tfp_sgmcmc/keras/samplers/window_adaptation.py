@@ -99,7 +99,7 @@ class WarmupWindows:
                     if e < self._num_steps]))
 
   def after_test(self, number, state, log_accept_ratio, step_size,
-                 gradient_fn=None, seed=None):
+                 gradient_fn=None, seed=None, momentum=()):
     """After test `number` (1-based) with the chain at `state`: the
     adaptation's update, and the step size of the next test written to the
     variable `step_size` (left as it is once the warm-up is over).
@@ -113,6 +113,11 @@ class WarmupWindows:
         estimates of grad U at a list of weights, for
         `mass_estimate="gradients"`: evaluated at `state` while adapting.
       seed: the test's step seed, from which `gradient_fn` draws.
+      momentum: the momentum variables the next trajectory carries (one
+        per weight), rescaled to a new mass: r sqrt(M_new / M_old) keeps
+        r / sqrt(M) as it was, where an r drawn under the old mass would
+        carry a kinetic energy of the new mass's scale into the next
+        trajectory.
     """
     old = self.state()
     gradients = None
@@ -145,8 +150,13 @@ class WarmupWindows:
       new = adaptation.end_window(new, None, set_mass=False,
                                   restart=window_end)
     adapting = number <= self._num_steps
-    self._write(tf.nest.map_structure(
-        lambda a, b: tf.where(adapting, a, b), new, old))
+    new = tf.nest.map_structure(lambda a, b: tf.where(adapting, a, b), new,
+                                old)
+    for r, before, after in zip(momentum, old.inverse_mass,
+                                new.inverse_mass):
+      base.write(r, base.read(r) * tf.cast(
+          tf.sqrt(before / after), base.read(r).dtype))
+    self._write(new)
     final_step, _ = adaptation.final(new)
     current = base.read(step_size)
     base.write(step_size, tf.where(
