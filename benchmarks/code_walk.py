@@ -19,8 +19,7 @@ Each function entered is classified by this rule, in this order:
   function whose name starts with `check`, `_check`, `refuse`, `_refuse`,
   `_checked`; and the helpers that exist only for a refusal
   (`interop._stripped_by_metropolis_hastings`,
-  `interop.exactness_vouched_for`) or to build a check's message
-  (`amortized_mh._innermost_target`).
+  `interop.without_strip_mark`).
 * math: any other function of `dynamics/` (the update, the mass, the
   accept/reject test), the kernels' `_transition`, `_one_step`, and the
   amortized test's `_energies` and `_choose_results`.
@@ -60,8 +59,7 @@ NOT_CHECKS_IN_ARGUMENTS = ("parameter_property", "is_schedule", "is_per_part",
 CHECK_PREFIXES = ("check", "_check", "refuse", "_refuse")
 CHECK_HELPERS = {
     ("kernels/interop.py", "_stripped_by_metropolis_hastings"),
-    ("kernels/interop.py", "exactness_vouched_for"),
-    ("kernels/amortized_mh.py", "_innermost_target"),
+    ("kernels/interop.py", "without_strip_mark"),
 }
 MATH_METHODS = ("_transition", "_one_step", "_energies", "_choose_results")
 

@@ -125,10 +125,15 @@ def test_metropolis_hastings_refuses_minibatch_targets_at_its_first_step():
     with pytest.raises(ValueError, match="minibatch energies"):
       tf.function(lambda k=kernel, r=results: k.one_step(
           state, r, seed=[1, 2]))()
-  # AMAGOLD's own test is exact: TFP's test around it is not refused.
+  # AMAGOLD's own test is exact: TFP's test around it is not refused, at
+  # its first step or later ones, whose results TFP has marked (their
+  # seeds `[]`, its proposal's too).
   amagold = tfp.mcmc.MetropolisHastings(
       sg.AMAGOLD(target, 1e-3, num_leapfrog_steps=2, friction=1.))
-  amagold.one_step(state, amagold.bootstrap_results(state), seed=[1, 2])
+  results = amagold.bootstrap_results(state)
+  for seed in ([1, 2], [3, 4]):
+    _, results = amagold.one_step(state, results, seed=seed)
+  assert results.accepted_results.accepted_results.seed == []
 
 
 def test_a_minibatch_log_prob_fn_is_not_a_density():

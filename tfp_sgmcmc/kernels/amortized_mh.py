@@ -205,8 +205,8 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
       # A TFP wrapper (e.g. TransformedTransitionKernel) rebuilt this kernel
       # with its function: the proposal must move in the same space.
       inner_kernel = inner_kernel.copy(target_log_prob_fn=target_log_prob_fn)
-    self._calibration_note = check_acceptance_energy(acceptance_energy,
-                                                     sampled)
+    check_acceptance_energy(acceptance_energy, sampled)
+    self._calibration_note = calibration_note(acceptance_energy, sampled)
     self._target = sampled
     self._parameters = dict(inner_kernel=inner_kernel, target=target,
                             acceptance_energy=acceptance_energy, name=name,
@@ -272,17 +272,18 @@ class AmortizedMetropolisHastings(tfp.mcmc.TransitionKernel):
                               AmortizedMetropolisHastingsResults)
     interop.refuse_metropolis_hastings_around_inexact(
         self, previous_kernel_results)
-    # Exact or not refused: the proposal's minibatch `target_log_prob` is
-    # compared by this kernel's own test, not by TFP's.
-    with interop.exactness_vouched_for():
-      return self._one_step(current_state, previous_kernel_results, seed)
+    return self._one_step(current_state, previous_kernel_results, seed)
 
   def _one_step(self, current_state, previous_kernel_results, seed):
     with tf.name_scope(self.name or "amortized_mh_one_step"):
       proposal_seed, energy_seed, accept_seed = test_seeds(seed)
       prev = previous_kernel_results
+      # Exact or not refused above: the proposal's minibatch
+      # `target_log_prob` is compared by this kernel's own test, not by
+      # TFP's, so the proposal must not read TFP's mark as meant for it.
       proposed_state, proposed_results = self.inner_kernel.one_step(
-          current_state, prev.accepted_results, seed=proposal_seed)
+          current_state, interop.without_strip_mark(
+              prev.accepted_results, proposal_seed), seed=proposal_seed)
       proposed_state = tf.nest.pack_sequence_as(
           current_state, tf.nest.flatten(proposed_state))
 
@@ -356,18 +357,22 @@ def _innermost_target(target):
 
 
 def check_acceptance_energy(acceptance_energy, target):
-  """`acceptance_energy` is known, and one `target` can give. Returns why
-  the chain is not exact, or "" when it is (the `calibration_note`)."""
+  """`acceptance_energy` is known, and one `target` can give."""
   acceptance.check_acceptance_energy(acceptance_energy)
-  if acceptance_energy != "exact":
-    return ("acceptance_energy='minibatch': the test uses minibatch "
-            "energies, so the chain is approximate.")
-  if not target.has_exact_energy:
+  if acceptance_energy == "exact" and not target.has_exact_energy:
     raise TargetCapabilityError(
         f"`acceptance_energy='exact'` needs the full-data energy U(theta), "
         f"but `target` ({type(target).__name__}) has none "
         "(has_exact_energy=False; for a DatasetTarget pass `full_dataset`). "
         "Use acceptance_energy='minibatch' for an approximate test.")
+
+
+def calibration_note(acceptance_energy, target):
+  """Why a chain tested with `acceptance_energy` on `target` is not exact,
+  or "" when it is (the kernel's `calibration_note`)."""
+  if acceptance_energy != "exact":
+    return ("acceptance_energy='minibatch': the test uses minibatch "
+            "energies, so the chain is approximate.")
   if target.minibatches_from_seed:
     return ""
   return (

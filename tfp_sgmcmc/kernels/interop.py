@@ -17,10 +17,8 @@
   minibatch `target_log_prob_fn` refuses to be evaluated as a density.
 """
 
-import contextlib
-import threading
-
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.targets.base import check_target
@@ -28,7 +26,7 @@ from tfp_sgmcmc.targets.base import check_target
 __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "initial_step_count", "reports_exact_log_prob", "target_log_prob",
            "refuse_metropolis_hastings_around_inexact",
-           "exactness_vouched_for", "refuse_inexact"]
+           "without_strip_mark", "refuse_inexact"]
 
 
 def resolve_target(target, target_log_prob_fn):
@@ -121,21 +119,22 @@ def target_log_prob(target, state, energy_seen):
 # --- TFP's exact wrappers ----------------------------------------------------
 
 
-_EXACTNESS = threading.local()
-
-
-@contextlib.contextmanager
-def exactness_vouched_for():
-  """Inside it, the inner kernels of an exact `tfp_sgmcmc` wrapper (AMAGOLD
-  around its minibatch proposal) are not refused by
-  `refuse_metropolis_hastings_around_inexact`: the wrapper's own
-  `target_log_prob` is the one TFP's test compares."""
-  depth = getattr(_EXACTNESS, "depth", 0)
-  _EXACTNESS.depth = depth + 1
-  try:
-    yield
-  finally:
-    _EXACTNESS.depth = depth
+def without_strip_mark(results, seed):
+  """`results` with `seed` in each seed field that holds TFP's mark `[]`
+  (see `refuse_metropolis_hastings_around_inexact`), through nested
+  results: for an exact wrapper of ours (AMAGOLD around its minibatch
+  proposal) to hand its proposal, whose `target_log_prob` only the
+  wrapper's own test compares. A results' `seed` is a report; no step
+  reads it."""
+  if not hasattr(results, "_fields"):
+    return results
+  fields = {}
+  for name in results._fields:
+    value = getattr(results, name)
+    fields[name] = (tfp.random.sanitize_seed(seed) if name == "seed" and
+                    isinstance(value, list) and not value else
+                    without_strip_mark(value, seed))
+  return results._replace(**fields)
 
 
 def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
@@ -151,8 +150,8 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
   hands those back to the inner kernel at the next step. Our kernels always
   report a seed, so `[]` only ever comes from there."""
   seed = getattr(previous_results, "seed", None)
-  if (not (isinstance(seed, list) and not seed) or
-      kernel.reports_exact_log_prob or getattr(_EXACTNESS, "depth", 0)):
+  if not (isinstance(seed, list) and not seed) or (
+      kernel.reports_exact_log_prob):
     return
   refuse_inexact(kernel, "MetropolisHastings")
 
