@@ -106,7 +106,7 @@ def test_amagold_rejects_divergent_trajectories_instead_of_stopping():
   assert all(np.all(np.isfinite(w)) for s in sampling.samples for w in s)
 
 
-def _linear_fit(sampler, epochs=8):
+def _linear_fit(sampler, epochs=8, with_energy_data=False):
   """3 epochs of Adam, then the sampler, on a Bayesian linear regression
   (N = 1000, 4 features and a bias, Gaussian noise 1, prior N(0, 1)):
   posterior precision about N along each feature."""
@@ -121,8 +121,9 @@ def _linear_fit(sampler, epochs=8):
   model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
   model.compile(optimizer=keras.optimizers.Adam(0.02),
                 loss=sgk.GaussianNegativeLogLikelihood(1.))
-  sampling = sgk.SamplingCallback(sampler, num_examples=1000, prior=1.,
-                                  burnin_epochs=3)
+  sampling = sgk.SamplingCallback(
+      sampler, num_examples=1000, prior=1., burnin_epochs=3,
+      energy_data=(x, y) if with_energy_data else None)
   with warnings.catch_warnings(record=True) as seen:
     warnings.simplefilter("always")
     model.fit(x, y, batch_size=50, epochs=epochs, verbose=0,
@@ -150,6 +151,23 @@ def test_a_heating_chain_warns_before_anything_overflows():
   # warned (docs/long_runs.md), so any seed passes.
   sampling, warned = _linear_fit(sgk.SGLD(step_size=1e-4, seed=0))
   assert not warned and sampling.heating < 4., (warned, sampling.heating)
+
+
+def test_amagolds_heating_warning_names_its_trajectories_not_its_chain():
+  # AMAGOLD at 3.5x the step size whose 10-step trajectories stay bounded
+  # on this regression: every trajectory's energy explodes and the exact
+  # test rejects them all. The epoch energy (the loss where each gradient
+  # was taken) is the trajectories', so the warning says that, with the
+  # acceptance; the chain itself stays exact (and stuck).
+  sampling, warned = _linear_fit(
+      sgk.AMAGOLD(step_size=0.07, num_leapfrog_steps=10, friction=0.5,
+                  seed=0), with_energy_data=True)
+  assert sampling.num_tests > 0 and sampling.num_accepted == 0
+  assert len(warned) == 1, warned
+  assert "AMAGOLD: the trajectories are heating up" in warned[0]
+  assert "accepted 0% of this epoch's trajectories" in warned[0]
+  assert "not the chain's" in warned[0]
+  assert "The samples are not the posterior's" not in warned[0]
 
 
 def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():

@@ -274,8 +274,13 @@ class HeatingMonitor:
     return num_examples * math.sqrt(var / sizes.sum())
 
   def epoch_end(self, energy, sampled_whole_epoch, burnin_whole_epoch,
-                num_parameters, num_examples):
-    """Records an epoch's energy; returns a warning message or None."""
+                num_parameters, num_examples, accept_rate=None):
+    """Records an epoch's energy; returns a warning message or None.
+
+    `accept_rate`: the epoch's M-H acceptance for a sampler with a test
+    (AMAGOLD), else None. Its epoch energy is the trajectories' (the loss
+    where each gradient was taken), not the chain's, so its message says
+    what a rise means there: rejected proposals, not a biased chain."""
     se = self._epoch_se(num_examples)
     if energy is None or not math.isfinite(energy) or not math.isfinite(se):
       return None
@@ -299,15 +304,25 @@ class HeatingMonitor:
     start = ("the burn-in's last epoch" if self.reference is not None
              else "the first sampling epoch")
     first = self.reference if self.reference is not None else means[0, 0]
-    return (
-        f"the chain is heating up: the epoch energy rose from {first:.6g} "
-        f"({start}) to {energy:.6g}, far beyond the d/2 = "
-        f"{0.5 * num_parameters:g} that sampling {num_parameters} "
-        f"parameters explains (heating statistic {self.heating:.3g} > "
-        f"{diagnostics.HEATING_THRESHOLD:g}; docs/keras.md). The samples are"
-        " not the posterior's: the step size is probably too large for the "
-        "integrator (or the friction too small). Nothing is stopped; "
-        "`SamplingCallback.heating` holds the statistic.")
+    rise = (
+        f"the epoch energy rose from {first:.6g} ({start}) to {energy:.6g}, "
+        f"far beyond the d/2 = {0.5 * num_parameters:g} that sampling "
+        f"{num_parameters} parameters explains (heating statistic "
+        f"{self.heating:.3g} > {diagnostics.HEATING_THRESHOLD:g}; "
+        "docs/keras.md)")
+    fix = ("the step size is probably too large for the integrator (or the "
+           "friction too small). Nothing is stopped; "
+           "`SamplingCallback.heating` holds the statistic.")
+    if accept_rate is not None and math.isfinite(accept_rate):
+      return (
+          f"the trajectories are heating up: {rise}, and the M-H test "
+          f"accepted {accept_rate:.0%} of this epoch's trajectories. This "
+          "energy is the trajectories' (the loss where each gradient was "
+          "taken), not the chain's (`exact_energy` in the logs, where "
+          "computed): the test keeps the chain exact, but it moves only by "
+          f"the trajectories it accepts, so it mixes slowly: {fix}")
+    return (f"the chain is heating up: {rise}. The samples are not the "
+            f"posterior's: {fix}")
 
   def fit_end(self, num_parameters):
     """At the end of a fit: a warning message if the sampling epochs'

@@ -84,7 +84,8 @@ class ChainOutcome:
         self._sampling and self._sampled_from_epoch_begin,
         not self._sampling,
         sum(int(np.prod(v.shape)) for v in self.model.trainable_variables),
-        self.num_examples)
+        self.num_examples, (logs or {}).get("accept_rate")
+        if self._amagold else None)
     if message:
       warnings.warn(f"{type(self.sampler).__name__}: {message}",
                     health_lib.diagnostics.UnhealthyChainWarning,
