@@ -163,11 +163,30 @@ def test_amagolds_heating_warning_names_its_trajectories_not_its_chain():
       sgk.AMAGOLD(step_size=0.07, num_leapfrog_steps=10, friction=0.5,
                   seed=0), with_energy_data=True)
   assert sampling.num_tests > 0 and sampling.num_accepted == 0
+  heating = [w for w in warned if "heating" in w]
+  assert len(heating) == 1, warned
+  assert "AMAGOLD: the trajectories are heating up" in heating[0]
+  assert "accepted 0% of this epoch's trajectories" in heating[0]
+  assert "not the chain's" in heating[0]
+  assert "The samples are not the posterior's" not in heating[0]
+
+
+def test_kept_samples_that_are_one_point_are_warned_at_the_fit_end():
+  # AMAGOLD whose every trajectory is rejected while their energy stays
+  # below the heating threshold: no other check fires, and every kept
+  # sample is the burn-in's point. At a step size it accepts half of its
+  # trajectories: its samples differ, no warning.
+  sampling, warned = _linear_fit(
+      sgk.AMAGOLD(step_size=0.02, num_leapfrog_steps=10, friction=0.5,
+                  seed=0), with_energy_data=True)
+  assert sampling.num_accepted == 0 and len(sampling.samples) == 10
   assert len(warned) == 1, warned
-  assert "AMAGOLD: the trajectories are heating up" in warned[0]
-  assert "accepted 0% of this epoch's trajectories" in warned[0]
-  assert "not the chain's" in warned[0]
-  assert "The samples are not the posterior's" not in warned[0]
+  assert "AMAGOLD: all 10 kept samples are the same point" in warned[0]
+  assert "accepted 0 of 10 trajectories" in warned[0]
+  sampling, warned = _linear_fit(
+      sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=10, friction=0.5,
+                  seed=0), with_energy_data=True)
+  assert sampling.num_accepted > 0 and not warned, warned
 
 
 def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():

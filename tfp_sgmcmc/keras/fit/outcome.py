@@ -100,6 +100,25 @@ class ChainOutcome:
                     health_lib.diagnostics.UnhealthyChainWarning,
                     stacklevel=2)
 
+  def _check_samples_moved(self):
+    """Warns when every kept sample (two or more) is one point: an exact
+    test that rejected every trajectory between them leaves a `Posterior`
+    of one point, whose average is a point estimate."""
+    samples = list(self._samples)
+    if len(samples) < 2 or any(
+        not np.array_equal(a, b) for s in samples[1:]
+        for a, b in zip(s, samples[0])):
+      return
+    warnings.warn(
+        f"{type(self.sampler).__name__}: all {len(samples)} kept samples "
+        "are the same point: the chain did not move between them (its M-H "
+        f"test accepted {self.num_accepted} of {self.num_tests} "
+        "trajectories in this callback's fits), so `predict` and "
+        "`posterior` average one point, not the posterior. The step size "
+        "is probably too large for the trajectories to be accepted: lower "
+        "it, or let the warm-up tune it (`warmup=`).",
+        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=2)
+
   def _check_rejected_data(self, epoch, logs):
     """AMAGOLD's test rejects a trajectory through a batch whose loss is
     not finite and the chain goes on, so non-finite data shows only as the
