@@ -21,6 +21,7 @@ within a fraction of its sd. Checks (docs/performance.md):
     python benchmarks/one_call.py --kernel sghmc    # another kernel
     python benchmarks/one_call.py --seed 1          # other data, seeds
     python benchmarks/one_call.py --tiny            # seconds (tests)
+    python benchmarks/one_call.py --dim 300 --shared-factor  # correlated
 """
 
 import argparse
@@ -42,10 +43,18 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MEAN_TOLERANCE, SD_TOLERANCE, MAX_RHAT = 0.2, 0.1, 1.01
 
 
-def logistic_data(num_examples, dim, seed=0):
+def logistic_data(num_examples, dim, seed=0, shared_factor=False):
+  """Standard normal features and N(0, 1) weights; with `shared_factor`,
+  features 0.6 z_j + 0.4 a_j z_0 (a_j ~ N(0, 1): every feature loads on
+  one common factor, so the posterior is correlated along one direction)
+  and N(0, 0.2^2) weights."""
   rng = np.random.default_rng(seed)
-  x = rng.normal(size=(num_examples, dim)).astype(np.float32)
-  w = rng.normal(size=dim).astype(np.float32)
+  x = rng.normal(size=(num_examples, dim))
+  if shared_factor:
+    x = 0.6 * x + 0.4 * x[:, :1] * rng.normal(size=dim)
+  x = x.astype(np.float32)
+  w = (rng.normal(size=dim) * (0.2 if shared_factor else 1.)).astype(
+      np.float32)
   y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
       np.float32)
   return x, y
@@ -91,8 +100,9 @@ def _rank_rhat(draws):
 
 
 def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
-        num_chains=4, kernel=None, seed=0, progress=True, **sample_kwargs):
-  x, y = logistic_data(num_examples, dim, seed)
+        num_chains=4, kernel=None, seed=0, progress=True,
+        shared_factor=False, **sample_kwargs):
+  x, y = logistic_data(num_examples, dim, seed, shared_factor)
   mode, laplace_sd = laplace(x, y)
   target = target_for(x, y, batch_size)
   load = os.getloadavg()[0]
@@ -108,6 +118,7 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
   row = dict(
       kernel=fit.report.kernel, num_examples=num_examples, dim=dim,
       batch_size=batch_size, num_chains=num_chains, num_results=num_results,
+      shared_factor=shared_factor,
       max_mean_error_sd=float(mean_error.max()),
       sd_ratio_min=float(sd_ratio.min()), sd_ratio_max=float(sd_ratio.max()),
       max_rhat=float(fit.report.max_rhat),
@@ -137,6 +148,10 @@ def main():
   parser.add_argument("--num-results", type=int, default=1000)
   parser.add_argument("--seed", type=int, default=0,
                       help="the data's and the call's seed")
+  parser.add_argument("--dim", type=int, default=20)
+  parser.add_argument("--shared-factor", action="store_true",
+                      help="features that share one factor (a posterior "
+                      "correlated along one direction)")
   parser.add_argument("--tiny", action="store_true",
                       help="N = 20,000, d = 3, short runs (seconds)")
   parser.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -149,7 +164,8 @@ def main():
               num_mode_steps=200, mode_learning_rate=0.05, jit_compile=False)
   else:
     row = run(kernel=args.kernel, num_results=args.num_results,
-              seed=args.seed)
+              seed=args.seed, dim=args.dim,
+              shared_factor=args.shared_factor)
   print(f"| {row['kernel']} | N = {row['num_examples']:,}, d = {row['dim']}, "
         f"n = {row['batch_size']}, {row['num_chains']} chains x "
         f"{row['num_results']} | max mean error "
@@ -163,6 +179,9 @@ def main():
   os.makedirs(args.out, exist_ok=True)
   name = ("one_call_tiny.json" if args.tiny else
           "one_call.json" if not args.seed else f"one_call_seed{args.seed}.json")
+  if not args.tiny and (args.dim != 20 or args.shared_factor):
+    name = name.replace(".json", f"_d{args.dim}" + (
+        "_shared_factor" if args.shared_factor else "") + ".json")
   with open(os.path.join(args.out, name), "w") as f:
     json.dump(row, f, indent=1)
 

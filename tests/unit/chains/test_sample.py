@@ -127,3 +127,32 @@ def test_dense_mass_refused_where_it_cannot_apply():
     sg.sample(model, observed={"y": y}, batch_size=20, dense_mass=True,
               **FAST)
 
+
+
+def _gaussian_target(precision):
+  p = tf.constant(precision, tf.float64)
+  return sg.LogProbFnTarget(
+      lambda w: -0.5 * tf.einsum("...i,ij,...j->...", w, p, w))
+
+
+def test_laplace_sds_beyond_the_full_hessian_never_start_wider_than_it():
+  # Past FULL_HESSIAN_MAX coordinates the sds come from Rademacher probes.
+  # On a precision with one strong shared direction (as features sharing a
+  # factor give a regression), the unbiased probe estimate of H_ii was
+  # non-positive for some coordinates (taken as sd 1, here 10x the
+  # conditional sd) or far above it: the chains started far outside the
+  # posterior. (H^2)_ii^(-1/4) is at most the conditional sd, up to the
+  # probes' noise, and close to it.
+  d = start_lib.FULL_HESSIAN_MAX + 50
+  a = np.random.default_rng(0).normal(size=d)
+  precision = 100. * (0.36 * np.eye(d) + 0.16 * np.outer(a, a))
+  conditional = 1. / np.sqrt(np.diag(precision))
+  sd = start_lib.laplace_scale(_gaussian_target(precision),
+                               tf.zeros([d], tf.float64), [1, 2]).numpy()
+  assert np.all(sd <= 1.1 * conditional), (sd / conditional).max()
+  assert np.all(sd >= 0.2 * conditional), (sd / conditional).min()
+  # Where H is diagonal every probe gives (H s)_i^2 = H_ii^2: exact.
+  diagonal = np.linspace(1., 1e4, d)
+  sd = start_lib.laplace_scale(_gaussian_target(np.diag(diagonal)),
+                               tf.zeros([d], tf.float64), [1, 2]).numpy()
+  np.testing.assert_allclose(sd, 1. / np.sqrt(diagonal), rtol=1e-6)
