@@ -6,8 +6,8 @@ the chains' starting states.
   (`find_mode`), each chain at mode + s * z, z ~ N(0, I), s the Laplace sds
   (the inverse Hessian's diagonal where the state has at most
   `FULL_HESSIAN_MAX` coordinates, else a lower bound of 1 / sqrt of the
-  Hessian's diagonal from Rademacher probes: `laplace_scale`). Elsewhere as Stan does: uniform(-2, 2)
-  in the unconstrained space.
+  Hessian's diagonal from Rademacher probes: `laplace_scale`). Elsewhere
+  as Stan does: uniform(-2, 2) in the unconstrained space.
 * **Full batch on a small data set.** An `InMemoryTarget` with minibatches
   (or a `ControlVariateTarget` on one) of at most `FULL_BATCH_MAX_EXAMPLES`
   examples is sampled with full-batch gradients (`with_full_batch`): there
