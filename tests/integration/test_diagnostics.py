@@ -250,3 +250,20 @@ def test_the_library_drivers_do_not_repeat_tfps_calibration_warning():
       3, state, k, seed=[0, 1], progress=False, jit_compile=False))
   assert not calibration_warnings(lambda k: sg.sample_moments(
       k, state, num_steps=3, seed=[0, 1], jit_compile=False))
+
+
+def test_a_low_ess_says_how_many_draws_would_reach_the_threshold():
+  # AR(1) chains with rho = 0.95: ESS about n (1 - rho) / (1 + rho) per
+  # chain. The problem names the run length that the run's own ESS per
+  # draw scales to, so a user knows what "longer" means.
+  rng = np.random.default_rng(3)
+  draws = np.zeros((400, 4, 2))
+  for t in range(1, 400):
+    draws[t] = 0.95 * draws[t - 1] + np.sqrt(1 - 0.95**2) * rng.normal(
+        size=(4, 2))
+  health = sg.summarize(draws, print_report=False, warn=False,
+                        min_ess=1000.)
+  problem = next(p for p in health.problems if p.startswith("min ESS"))
+  needed = int(np.ceil(400 * 1000. / health.min_ess))
+  assert f"about {needed:,} draws per chain would reach it" in problem
+  assert health.min_ess < 100. and needed > 4000

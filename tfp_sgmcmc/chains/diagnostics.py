@@ -350,7 +350,13 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   if worst_rhat > max_rhat:
     problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: chains disagree")
   if worst_ess < min_ess:
-    problems.append(f"min ESS {worst_ess:.0f} < {min_ess:.0f}")
+    # What a user can act on: the run length that this run's ESS per draw
+    # (a lower bound while the chains have not mixed) scales to.
+    needed = ("" if not worst_ess > 0 else
+              f" (at this run's ESS per draw, about "
+              f"{int(np.ceil(num_draws * min_ess / worst_ess)):,} draws per "
+              "chain would reach it)")
+    problems.append(f"min ESS {worst_ess:.0f} < {min_ess:.0f}{needed}")
   if acceptance is not None and np.any(acceptance < 0.1):
     problems.append("acceptance below 10% in some chain: step size too "
                     "large?")
