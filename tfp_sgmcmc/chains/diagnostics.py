@@ -351,7 +351,8 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: chains disagree")
   if worst_ess < min_ess:
     # What a user can act on: the run length that this run's ESS per draw
-    # (a lower bound while the chains have not mixed) scales to.
+    # scales to (fewer than needed while the chains have not mixed, whose
+    # ESS per draw is then too high).
     needed = ("" if not worst_ess > 0 else
               f" (at this run's ESS per draw, about "
               f"{int(np.ceil(num_draws * min_ess / worst_ess)):,} draws per "
