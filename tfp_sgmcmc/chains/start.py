@@ -180,34 +180,129 @@ def _flat_energy(target, structure):
   return energy
 
 
-def laplace_scale(target, mode, seed, num_probes=16):
-  """Per coordinate of `mode` (one chain's state), the Laplace sd: sqrt of
-  the inverse Hessian's diagonal (<= `FULL_HESSIAN_MAX` coordinates), else
-  (H^2)_ii^(-1/4) from Rademacher probes s, E[(H s)_i^2] = (H^2)_ii: at
-  most the conditional sd 1 / sqrt(H_ii), itself below the marginal one,
-  so the chains are never started wider than the posterior; equal to it
-  where H is diagonal. Zero curvature gives sd 1."""
+def _hessian_vector_product(target, mode):
+  """(x, hvp, gradient, energy): `mode` flattened to one vector x, and the
+  exact energy's Hessian-vector product, gradient and value at a vector
+  like x (each one pass over the data)."""
   parts = tf.nest.flatten(mode)
-  dtype = parts[0].dtype
   x = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
   energy = _flat_energy(target, mode)
-  dim = int(x.shape[0])
 
   @tf.function(autograph=False)
-  def hvp(v):
+  def hvp(point, v):
     with tf.GradientTape() as outer:
-      outer.watch(x)
+      outer.watch(point)
       with tf.GradientTape() as inner:
-        inner.watch(x)
-        u = energy(x)
-      g = inner.gradient(u, x)
+        inner.watch(point)
+        u = energy(point)
+      g = inner.gradient(u, point)
       gv = tf.reduce_sum(g * v)
-    return outer.gradient(gv, x)
+    return outer.gradient(gv, point)
 
+  @tf.function(autograph=False)
+  def energy_and_gradient(point):
+    with tf.GradientTape() as tape:
+      tape.watch(point)
+      u = energy(point)
+    return u, tape.gradient(u, point)
+  return x, hvp, energy_and_gradient
+
+
+def _full_hessian(hvp, x):
+  """The Hessian at x (float64, symmetrised), one product per coordinate."""
+  dim = int(x.shape[0])
+  hessian = np.stack([hvp(x, tf.one_hot(i, dim, dtype=x.dtype)).numpy()
+                      for i in range(dim)]).astype(np.float64)
+  return 0.5 * (hessian + hessian.T)
+
+
+def _unflatten(vector, mode):
+  parts = tf.nest.flatten(mode)
+  sizes = [int(np.prod(p.shape)) for p in parts]
+  pieces = np.split(np.asarray(vector), np.cumsum(sizes)[:-1])
+  return tf.nest.pack_sequence_as(mode, [
+      tf.constant(v.reshape(p.shape), p.dtype) for v, p in zip(pieces, parts)])
+
+
+def _solve(factor, v):
+  """H^-1 v from the Cholesky factor L of H = L L'."""
+  return np.linalg.solve(factor.T, np.linalg.solve(factor, v))
+
+
+def newton_mode(target, mode, max_hessians=4, max_steps=25,
+                tolerance=1e-4):
+  """(mode, Hessian, Newton steps taken): `mode` (one chain's state, at
+  most `FULL_HESSIAN_MAX` coordinates) refined by Newton steps on the exact
+  energy, x <- x - t H^-1 g, with t halved until the energy falls.
+
+  Adam moves each coordinate by at most its learning rate per step, so
+  `find_mode`'s 2,000 steps at 0.01 cannot reach a coefficient of 100 (a
+  feature in small units); Newton's step is scale-free, exact on a Gaussian
+  posterior and quadratic near a log-concave one's mode. A Hessian (one
+  product per coordinate, each a pass over the data) is kept while its
+  steps lower the energy, each step then costing a gradient, and computed
+  anew when a step fails, at most `max_hessians` times. It stops when the
+  Newton decrement g' H^-1 g, the step's squared length in posterior sds,
+  is below `tolerance`, and at once where the Hessian is not positive
+  definite. The Hessian returned is recomputed at the mode only where the
+  gradients seen along the steps show it changed by more than 10% (None
+  where it is not positive definite)."""
+  x, hvp, energy_and_gradient = _hessian_vector_product(target, mode)
+
+  def value_and_gradient(point):
+    u, g = energy_and_gradient(point)
+    return float(u), np.asarray(g, np.float64)
+
+  steps = 0
+  for _ in range(max_hessians):
+    hessian, at = _full_hessian(hvp, x), x.numpy().astype(np.float64)
+    try:
+      factor = np.linalg.cholesky(hessian)
+    except np.linalg.LinAlgError:
+      return _unflatten(x, mode), None, steps
+    u, g = value_and_gradient(x)
+    g_at, moved = g, False
+    for _ in range(max_steps):
+      delta = _solve(factor, g)
+      if g @ delta < tolerance:
+        break
+      for t in 0.5 ** np.arange(12):
+        trial = tf.constant(x.numpy() - t * delta, x.dtype)
+        u_trial, g_trial = value_and_gradient(trial)
+        if u_trial < u:
+          x, u, g, steps, moved = trial, u_trial, g_trial, steps + 1, True
+          break
+      else:
+        break  # No step along the Newton direction lowers the energy.
+    if not moved or g @ _solve(factor, g) < tolerance:
+      break
+  # The secant check: along the steps the gradient changed by H (x - at)
+  # if H held; a residual above 10% of it (in the H^-1 norm) means the
+  # curvature changed, and the Laplace sds need the Hessian at the mode.
+  shift = x.numpy().astype(np.float64) - at
+  residual = g - g_at - hessian @ shift
+  if residual @ _solve(factor, residual) > 0.01 * (shift @ hessian @ shift):
+    hessian = _full_hessian(hvp, x)
+    try:
+      np.linalg.cholesky(hessian)
+    except np.linalg.LinAlgError:
+      hessian = None
+  return _unflatten(x, mode), hessian, steps
+
+
+def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
+  """Per coordinate of `mode` (one chain's state), the Laplace sd: sqrt of
+  the inverse Hessian's diagonal (<= `FULL_HESSIAN_MAX` coordinates; the
+  one `newton_mode` returns when given), else (H^2)_ii^(-1/4) from
+  Rademacher probes s, E[(H s)_i^2] = (H^2)_ii: at most the conditional sd
+  1 / sqrt(H_ii), itself below the marginal one, so the chains are never
+  started wider than the posterior; equal to it where H is diagonal. Zero
+  curvature gives sd 1."""
+  x, hvp, _ = _hessian_vector_product(target, mode)
+  dtype = x.dtype
+  dim = int(x.shape[0])
   if dim <= FULL_HESSIAN_MAX:
-    hessian = np.stack([hvp(tf.one_hot(i, dim, dtype=dtype)).numpy()
-                        for i in range(dim)]).astype(np.float64)
-    hessian = 0.5 * (hessian + hessian.T)
+    hessian = _full_hessian(hvp, x) if hessian is None else hessian
     try:
       np.linalg.cholesky(hessian)
       variance = np.diag(np.linalg.inv(hessian))
@@ -223,15 +318,11 @@ def laplace_scale(target, mode, seed, num_probes=16):
     # conditional sd, and chains started 100 sds out did not arrive.
     signs = tfp.random.rademacher([num_probes, dim], dtype=dtype,
                                   seed=tfp.random.sanitize_seed(seed))
-    squares = np.mean([hvp(s).numpy().astype(np.float64)**2 for s in signs],
-                      0)
+    squares = np.mean([hvp(x, s).numpy().astype(np.float64)**2
+                       for s in signs], 0)
     variance = np.where(squares > 0, 1. / np.sqrt(
         np.where(squares > 0, squares, 1.)), 1.)
-  sd = np.sqrt(variance).astype(dtype.as_numpy_dtype)
-  sizes = [int(np.prod(p.shape)) for p in parts]
-  pieces = np.split(sd, np.cumsum(sizes)[:-1])
-  return tf.nest.pack_sequence_as(
-      mode, [tf.constant(s.reshape(p.shape)) for s, p in zip(pieces, parts)])
+  return _unflatten(np.sqrt(variance).astype(dtype.as_numpy_dtype), mode)
 
 
 def initial_states(target, template, num_chains, seed, num_mode_steps,
@@ -243,14 +334,19 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
   if is_minibatch(target) and target.has_exact_energy:
     mode = find_mode(target, template, num_steps=num_mode_steps,
                      learning_rate=learning_rate, seed=mode_seed)
-    scale = laplace_scale(target, mode, scale_seed)
+    hessian, newton = None, ""
+    if sum(int(np.prod(p.shape)) for p in parts) <= FULL_HESSIAN_MAX:
+      mode, hessian, steps = newton_mode(target, mode)
+      newton = (f" and {steps} Newton step{'s' * (steps > 1)}" if steps
+                else "")
+    scale = laplace_scale(target, mode, scale_seed, hessian=hessian)
     seeds = tfp.random.split_seed(draw_seed, len(parts))
     states = [m[None] + s[None] * tf.random.stateless_normal(
         [num_chains] + m.shape.as_list(), sd, dtype=m.dtype)
               for m, s, sd in zip(tf.nest.flatten(mode),
                                   tf.nest.flatten(scale), seeds)]
-    how = (f"around the mode (find_mode, {num_mode_steps} Adam steps), "
-           "dispersed by the Laplace sds")
+    how = (f"around the mode (find_mode, {num_mode_steps} Adam steps"
+           f"{newton}), dispersed by the Laplace sds")
     return tf.nest.pack_sequence_as(template, states), mode, scale, how
   seeds = tfp.random.split_seed(draw_seed, len(parts))
   states = [tf.random.stateless_uniform(

@@ -156,3 +156,40 @@ def test_laplace_sds_beyond_the_full_hessian_never_start_wider_than_it():
   sd = start_lib.laplace_scale(_gaussian_target(np.diag(diagonal)),
                                tf.zeros([d], tf.float64), [1, 2]).numpy()
   np.testing.assert_allclose(sd, 1. / np.sqrt(diagonal), rtol=1e-6)
+
+
+def _newton_reference(x, y, prior_sd):
+  """The logistic regression's mode by Newton's method in float64, and the
+  Hessian there."""
+  w = np.zeros(x.shape[1])
+  for _ in range(100):
+    p = 1. / (1. + np.exp(-x @ w))
+    hessian = x.T @ (x * (p * (1. - p))[:, None]) + np.eye(
+        x.shape[1]) / prior_sd**2
+    w = w - np.linalg.solve(hessian, x.T @ (p - y) + w / prior_sd**2)
+  return w, hessian
+
+
+def test_the_start_reaches_a_mode_that_adam_cannot():
+  # A feature in small units (sd 0.01) has a coefficient of about 60; Adam
+  # moves a coordinate at most its learning rate per step, so find_mode's
+  # steps stop far short of it. The Newton steps after it reach the mode,
+  # and the Laplace sds are those of the Hessian there.
+  rng = np.random.default_rng(3)
+  n, prior_sd = 4000, 100.
+  x = rng.normal(size=(n, 3)) * [1., 1., 0.01]
+  y = (rng.uniform(size=n) < 1. / (1. + np.exp(
+      -x @ [1., -0.5, 60.]))).astype(np.float64)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Bernoulli(logits=tf.linalg.matvec(b[0], w)).log_prob(
+          b[1]), (x, y), batch_size=100, parameter_shapes=[3],
+      log_prior_fn=lambda w: tf.reduce_sum(
+          tfd.Normal(tf.constant(0., tf.float64), prior_sd).log_prob(w), -1))
+  mode, hessian = _newton_reference(x, y, prior_sd)
+  sd = np.sqrt(np.diag(np.linalg.inv(hessian)))
+  _, found, scale, how = start_lib.initial_states(
+      target, tf.zeros([3], tf.float64), 4, [1, 2], num_mode_steps=300,
+      learning_rate=0.01)
+  assert "Newton step" in how
+  np.testing.assert_array_less(np.abs(found.numpy() - mode) / sd, 0.01)
+  np.testing.assert_allclose(scale.numpy(), sd, rtol=1e-3)
