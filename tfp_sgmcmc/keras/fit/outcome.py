@@ -100,6 +100,12 @@ class ChainOutcome:
                     health_lib.diagnostics.UnhealthyChainWarning,
                     stacklevel=2)
 
+  def _count_test(self, accepted, adapted):
+    """Counts an M-H test (`adapted`: its step size was being tuned)."""
+    self.num_tests += 1
+    self.num_accepted += int(accepted)
+    self._logs.count_test(accepted, adapted)
+
   def _check_samples_moved(self):
     """Warns when every kept sample (two or more) is one point: an exact
     test that rejected every trajectory between them leaves a `Posterior`
