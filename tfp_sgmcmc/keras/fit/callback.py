@@ -330,7 +330,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     self._traps.train_end(self)
     if self._sampling and self.divergence is None:
       self._check_heating_trend()
-      self._check_samples_moved()
+      self._check_mixing()
     if self.backup_dir is not None:
       # Before BackupAndRestore (listed after us) deletes backup_dir. A
       # chain stopped by a divergence keeps its last backup (before the
