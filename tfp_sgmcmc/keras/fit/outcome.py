@@ -121,7 +121,9 @@ class ChainOutcome:
 
   def _check_mixing(self):
     """At the end of a fit: warns when the kept samples are one point, or
-    else when the M-H test accepted few trajectories (the weaker case)."""
+    else when the M-H test accepted few trajectories (the weaker case).
+    Both warn with stacklevel 3, naming `on_train_end`, as the other
+    checks' warnings name their callers."""
     if not self._check_samples_moved():
       self._check_acceptance()
 
@@ -143,7 +145,7 @@ class ChainOutcome:
         "`posterior` average one point, not the posterior. The step size "
         "is probably too large for the trajectories to be accepted: lower "
         "it, or let the warm-up tune it (`warmup=`).",
-        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=2)
+        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=3)
     return True
 
   def _check_acceptance(self):
@@ -176,7 +178,7 @@ class ChainOutcome:
         "or let the warm-up tune it to "
         f"{window_adaptation.WARMUP_ACCEPT_PROB:.0%} acceptance "
         "(`SamplingCallback(warmup=n)`; a longer n if one ran).",
-        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=2)
+        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=3)
 
   def _check_rejected_data(self, epoch, logs):
     """AMAGOLD's test rejects a trajectory through a batch whose loss is
