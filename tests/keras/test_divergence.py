@@ -2,7 +2,9 @@
 epoch, the step and what went non-finite, and keeps its finite samples; it
 can raise instead, a weight bound catches growth early, and AMAGOLD rejects
 divergent trajectories rather than stopping. A chain that heats up while
-staying finite is warned about (once), and a correct chain is not.
+staying finite is warned about (once), and a correct chain is not; an
+AMAGOLD chain whose test accepts few trajectories is warned about at the
+end of `fit`.
 """
 
 import re
@@ -187,6 +189,40 @@ def test_kept_samples_that_are_one_point_are_warned_at_the_fit_end():
       sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=10, friction=0.5,
                   seed=0), with_energy_data=True)
   assert sampling.num_accepted > 0 and not warned, warned
+
+
+def test_a_chain_accepting_few_trajectories_is_warned_at_the_fit_end():
+  # AMAGOLD with 2-step trajectories (50 M-H tests over the 5 sampling
+  # epochs) at a step size its exact test accepts 2 of them (4%): the
+  # chain moves, so the one-point warning is silent, but its 50 kept
+  # samples are 3 points. Warned once, with the count and the fix.
+  def fit(step_size, num_leapfrog_steps=2):
+    return _linear_fit(
+        sgk.AMAGOLD(step_size=step_size,
+                    num_leapfrog_steps=num_leapfrog_steps, friction=0.5,
+                    seed=0), with_energy_data=True)
+  sampling, warned = fit(0.03)
+  assert sampling.num_tests == 50 and 0 < sampling.num_accepted < 5
+  assert len(warned) == 1, warned
+  match = re.search(r"AMAGOLD: the M-H test accepted (\d) of 50 "
+                    r"trajectories \(\d%\) in this fit: the chain is exact "
+                    r"but barely moves, and its 50 kept samples hold (\d) "
+                    "distinct points", warned[0])
+  assert match, warned[0]
+  assert int(match.group(1)) == sampling.num_accepted
+  # Each accepted trajectory adds at most one point to the start's.
+  assert 1 < int(match.group(2)) <= sampling.num_accepted + 1
+  assert "a smaller step_size (now 0.03)" in warned[0]
+  assert "(`SamplingCallback(warmup=n)`" in warned[0]
+  # A step size its test accepts 84% of (42 of 50): no warning.
+  sampling, warned = fit(5e-4)
+  assert sampling.num_accepted > 0.5 * sampling.num_tests and not warned, (
+      sampling.num_accepted, warned)
+  # None of 25 accepted (enough tests to judge): the kept samples are one
+  # point, and that stronger warning comes alone.
+  sampling, warned = fit(0.02, num_leapfrog_steps=4)
+  assert sampling.num_tests == 25 and sampling.num_accepted == 0
+  assert len(warned) == 1 and "same point" in warned[0], warned
 
 
 def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():

@@ -225,7 +225,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     self._strategy = model.distribute_strategy
     self._phases.begin_fit(model, self.sampler)
     self._spe = int(model.steps_per_execution)
-    self._logs.build(model, self._strategy)
+    self._logs.begin_fit(model, self._strategy)
     if backup_lib.restore_backup(self):
       return
     self._traps.check_thinning(self)
@@ -330,7 +330,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     self._traps.train_end(self)
     if self._sampling and self.divergence is None:
       self._check_heating_trend()
-      self._check_samples_moved()
+      self._check_mixing()
     if self.backup_dir is not None:
       # Before BackupAndRestore (listed after us) deletes backup_dir. A
       # chain stopped by a divergence keeps its last backup (before the
@@ -388,14 +388,13 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
 
   def _metropolis_hastings(self, batch=None):
     self._trajectory_steps = 0
+    adapted = self.sampler.adapting  # Read before the test counts itself.
     start = time.perf_counter()
     with self._strategy.scope():
       accepted, health = self._energies.run_test(
           self.sampler, self.model, self._likelihood, self._health)
     self.mh_seconds += time.perf_counter() - start
-    self.num_tests += 1
-    self.num_accepted += int(accepted)
-    self._logs.count_test(accepted)
+    self._count_test(accepted, adapted)
     self._transitions += 1
     if self._check_health(batch, None, full=True, values=health):
       return

@@ -28,7 +28,8 @@ from tfp_sgmcmc.targets import energy as energy_lib
 __all__ = ["EpochLogs"]
 
 class EpochLogs:
-  """The epoch-end log values, and the M-H tests counted in the epoch.
+  """The epoch-end log values, and the M-H tests counted in the epoch and
+  in the fit.
 
   Args:
     sampler: the sampler (its `log_keys`).
@@ -43,6 +44,13 @@ class EpochLogs:
     self._log_prior_function = None
     self.tests = 0
     self.accepted = 0
+    # This fit's tests (from its start, or from where a backup resumed it)
+    # at a frozen step size, and those run while an adaptation (the
+    # warm-up) tuned it: the chain's own acceptance is the former's, which
+    # `outcome.ChainOutcome._check_acceptance` reads.
+    self.fit_tests = 0
+    self.fit_accepted = 0
+    self.fit_adapted = 0
     self.added = False  # Whether this epoch's values are in its logs.
 
   @property
@@ -51,8 +59,10 @@ class EpochLogs:
     sampler with a test, while sampling)."""
     return list(self._keys)
 
-  def build(self, model, strategy):
-    """Compiles log p(theta) of the model's weights, once."""
+  def begin_fit(self, model, strategy):
+    """At the start of a fit: no test counted yet; compiles log p(theta)
+    of the model's weights (once)."""
+    self.fit_tests = self.fit_accepted = self.fit_adapted = 0
     if self._log_prior_function is not None:
       return
     with strategy.scope():
@@ -66,9 +76,16 @@ class EpochLogs:
     self.accepted = 0
     self.added = False
 
-  def count_test(self, accepted):
+  def count_test(self, accepted, adapted=False):
+    """One M-H test; `adapted`: its trajectory ran at a step size the
+    adaptation was still tuning."""
     self.tests += 1
     self.accepted += int(accepted)
+    if adapted:
+      self.fit_adapted += 1
+    else:
+      self.fit_tests += 1
+      self.fit_accepted += int(accepted)
 
   def add(self, logs, strategy, sampler=None, kept_samples=0):
     """Adds the values to `logs`; `sampler` None during burn-in."""

@@ -1,6 +1,7 @@
 """What a fit's chain produces: its kept samples, its health (divergence,
-heating) and the `Posterior` of its samples. `SamplingCallback` mixes in
-`ChainOutcome`; its attributes are created in `SamplingCallback.__init__`."""
+heating, a chain that barely moves) and the `Posterior` of its samples.
+`SamplingCallback` mixes in `ChainOutcome`; its attributes are created in
+`SamplingCallback.__init__`."""
 
 import math
 import warnings
@@ -11,11 +12,23 @@ from tfp_sgmcmc.keras.fit import backup as backup_lib
 from tfp_sgmcmc.keras.fit import health as health_lib
 from tfp_sgmcmc.keras.posterior import io as posterior_io
 from tfp_sgmcmc.keras.posterior import posterior as posterior_lib
+from tfp_sgmcmc.keras.samplers import window_adaptation
 from tfp_sgmcmc.keras.validation import finite_data
 from tfp_sgmcmc.keras.validation import fit_arguments
 from tfp_sgmcmc.keras.validation import probabilities as probabilities_lib
 
 __all__ = ["ChainOutcome", "posterior_of"]
+
+# Below this acceptance of the M-H test a fit warns: the step sizes TFP
+# and Stan tune to accept 65-80% of the trajectories, and one accepting
+# under 10% leaves the chain where it was for ten trajectories or more on
+# average, so its kept samples are a few points repeated.
+LOW_ACCEPTANCE = 0.1
+# Fewer tests than this say too little to warn: at 10 tests "under 10%"
+# means none accepted, which a chain accepting 30% shows 3% of the time
+# (0.7^10); at 20 it takes at most one, under 1% of the time (and one
+# accepting none is then usually the one-point warning's).
+MIN_TESTS_FOR_ACCEPTANCE = 20
 
 
 class ChainOutcome:
@@ -100,15 +113,30 @@ class ChainOutcome:
                     health_lib.diagnostics.UnhealthyChainWarning,
                     stacklevel=2)
 
+  def _count_test(self, accepted, adapted):
+    """Counts an M-H test (`adapted`: its step size was being tuned)."""
+    self.num_tests += 1
+    self.num_accepted += int(accepted)
+    self._logs.count_test(accepted, adapted)
+
+  def _check_mixing(self):
+    """At the end of a fit: warns when the kept samples are one point, or
+    else when the M-H test accepted few trajectories (the weaker case).
+    Both warn with stacklevel 3, naming `on_train_end`, as the other
+    checks' warnings name their callers."""
+    if not self._check_samples_moved():
+      self._check_acceptance()
+
   def _check_samples_moved(self):
     """Warns when every kept sample (two or more) is one point: an exact
     test that rejected every trajectory between them leaves a `Posterior`
-    of one point, whose average is a point estimate."""
+    of one point, whose average is a point estimate. Returns whether it
+    warned."""
     samples = list(self._samples)
     if len(samples) < 2 or any(
         not np.array_equal(a, b) for s in samples[1:]
         for a, b in zip(s, samples[0])):
-      return
+      return False
     warnings.warn(
         f"{type(self.sampler).__name__}: all {len(samples)} kept samples "
         "are the same point: the chain did not move between them (its M-H "
@@ -117,7 +145,40 @@ class ChainOutcome:
         "`posterior` average one point, not the posterior. The step size "
         "is probably too large for the trajectories to be accepted: lower "
         "it, or let the warm-up tune it (`warmup=`).",
-        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=2)
+        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=3)
+    return True
+
+  def _check_acceptance(self):
+    """Warns when the M-H test accepted under `LOW_ACCEPTANCE` of this
+    fit's trajectories run at a frozen step size (after any warm-up): the
+    chain is exact but barely moves, and `predict` averages a few points
+    (see `LOW_ACCEPTANCE` and `MIN_TESTS_FOR_ACCEPTANCE`)."""
+    tests, accepted = self._logs.fit_tests, self._logs.fit_accepted
+    if (tests < MIN_TESTS_FOR_ACCEPTANCE or
+        accepted / tests >= LOW_ACCEPTANCE):
+      return
+    samples = list(self._samples)
+    # A rejected trajectory leaves the chain where it was and an accepted
+    # one moves it to a new point, so the distinct kept samples are the
+    # first and those that differ from the one before.
+    distinct = min(len(samples), 1) + sum(
+        any(not np.array_equal(a, b) for a, b in zip(s, before))
+        for before, s in zip(samples, samples[1:]))
+    adapted = self._logs.fit_adapted
+    warnings.warn(
+        f"{type(self.sampler).__name__}: the M-H test accepted {accepted} "
+        f"of {tests} trajectories ({accepted / tests:.0%}) in this fit"
+        + (f", after the {adapted} that tuned the step size" if adapted
+           else "")
+        + ": the chain is exact but barely moves, and its "
+        f"{len(samples)} kept samples hold {distinct} distinct "
+        f"point{'s' if distinct != 1 else ''}, which `predict` and "
+        "`posterior` average. The step size is probably too large for the "
+        f"trajectories (tuned ones accept 65-80%): {_smaller_step(self)}, "
+        "or let the warm-up tune it to "
+        f"{window_adaptation.WARMUP_ACCEPT_PROB:.0%} acceptance "
+        "(`SamplingCallback(warmup=n)`; a longer n if one ran).",
+        health_lib.diagnostics.UnhealthyChainWarning, stacklevel=3)
 
   def _check_rejected_data(self, epoch, logs):
     """AMAGOLD's test rejects a trajectory through a batch whose loss is
@@ -160,6 +221,20 @@ class ChainOutcome:
         for v, x in zip(self.model.trainable_variables, self._samples[-1]):
           v.assign(x)
     self._use_burnin_optimizer()
+
+
+def _smaller_step(callback):
+  """The step size to lower, in the units the sampler was built in."""
+  # pylint: disable=protected-access
+  built, sgd = getattr(callback._spec, "_sgd_arguments", None) or (None,
+                                                                   None)
+  with callback._strategy.scope():
+    step = callback.sampler.log_diagnostics()["step_size"]
+  if sgd is not None and "learning_rate" in sgd:
+    return (f"a smaller learning_rate (you passed learning_rate="
+            f"{sgd['learning_rate']!r} to {type(callback._spec).__name__}."
+            f"{built}; the step size is now {step:.3g})")
+  return f"a smaller step_size (now {step:.3g})"
 
 
 def posterior_of(callback):
