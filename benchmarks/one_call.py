@@ -22,6 +22,7 @@ within a fraction of its sd. Checks (docs/performance.md):
     python benchmarks/one_call.py --seed 1          # other data, seeds
     python benchmarks/one_call.py --tiny            # seconds (tests)
     python benchmarks/one_call.py --dim 300 --shared-factor  # correlated
+    python benchmarks/one_call.py --small-units     # a coefficient of 50
 """
 
 import argparse
@@ -43,11 +44,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MEAN_TOLERANCE, SD_TOLERANCE, MAX_RHAT = 0.2, 0.1, 1.01
 
 
-def logistic_data(num_examples, dim, seed=0, shared_factor=False):
+def logistic_data(num_examples, dim, seed=0, shared_factor=False,
+                  small_units=False):
   """Standard normal features and N(0, 1) weights; with `shared_factor`,
   features 0.6 z_j + 0.4 a_j z_0 (a_j ~ N(0, 1): every feature loads on
   one common factor, so the posterior is correlated along one direction)
-  and N(0, 0.2^2) weights."""
+  and N(0, 0.2^2) weights; with `small_units`, the last feature in units
+  100x too large (sd 0.01) and its weight 50, beyond what 2,000 Adam steps
+  of 0.01 can reach."""
   rng = np.random.default_rng(seed)
   x = rng.normal(size=(num_examples, dim))
   if shared_factor:
@@ -55,19 +59,23 @@ def logistic_data(num_examples, dim, seed=0, shared_factor=False):
   x = x.astype(np.float32)
   w = (rng.normal(size=dim) * (0.2 if shared_factor else 1.)).astype(
       np.float32)
+  if small_units:
+    x[:, -1] *= 0.01
+    w[-1] = 50.
   y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-x @ w))).astype(
       np.float32)
   return x, y
 
 
-def laplace(x, y, num_newton_steps=50):
+def laplace(x, y, num_newton_steps=50, prior_sd=1.):
   """(mode, sds) of the posterior's Laplace approximation, in float64."""
   x = x.astype(np.float64)
   w = np.zeros(x.shape[1])
   for _ in range(num_newton_steps):
     p = 1 / (1 + np.exp(-x @ w))
-    gradient = x.T @ (p - y) + w
-    hessian = (x * (p * (1 - p))[:, None]).T @ x + np.eye(x.shape[1])
+    gradient = x.T @ (p - y) + w / prior_sd**2
+    hessian = (x * (p * (1 - p))[:, None]).T @ x + np.eye(
+        x.shape[1]) / prior_sd**2
     step = np.linalg.solve(hessian, gradient)
     w -= step
     if np.max(np.abs(step)) < 1e-12:
@@ -75,15 +83,15 @@ def laplace(x, y, num_newton_steps=50):
   return w, np.sqrt(np.diag(np.linalg.inv(hessian)))
 
 
-def target_for(x, y, batch_size):
+def target_for(x, y, batch_size, prior_sd=1.):
   def log_likelihood(w, batch):
     xb, yb = batch
     return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
   return sg.InMemoryTarget(
       log_likelihood, (x, y), batch_size=batch_size,
       parameter_shapes=[x.shape[1]],
-      log_prior_fn=lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w),
-                                           -1))
+      log_prior_fn=lambda w: tf.reduce_sum(
+          tfd.Normal(0., prior_sd).log_prob(w), -1))
 
 
 def _rank_rhat(draws):
@@ -101,10 +109,12 @@ def _rank_rhat(draws):
 
 def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
         num_chains=4, kernel=None, seed=0, progress=True,
-        shared_factor=False, **sample_kwargs):
-  x, y = logistic_data(num_examples, dim, seed, shared_factor)
-  mode, laplace_sd = laplace(x, y)
-  target = target_for(x, y, batch_size)
+        shared_factor=False, small_units=False, **sample_kwargs):
+  x, y = logistic_data(num_examples, dim, seed, shared_factor, small_units)
+  # A N(0, 1) prior would hold a weight of 50 near 0: a wide one.
+  prior_sd = 100. if small_units else 1.
+  mode, laplace_sd = laplace(x, y, prior_sd=prior_sd)
+  target = target_for(x, y, batch_size, prior_sd)
   load = os.getloadavg()[0]
   start, cpu_start = time.perf_counter(), time.process_time()
   fit = sg.sample(target, num_results=num_results, num_chains=num_chains,
@@ -118,7 +128,7 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
   row = dict(
       kernel=fit.report.kernel, num_examples=num_examples, dim=dim,
       batch_size=batch_size, num_chains=num_chains, num_results=num_results,
-      shared_factor=shared_factor,
+      shared_factor=shared_factor, small_units=small_units,
       max_mean_error_sd=float(mean_error.max()),
       sd_ratio_min=float(sd_ratio.min()), sd_ratio_max=float(sd_ratio.max()),
       max_rhat=float(fit.report.max_rhat),
@@ -152,6 +162,9 @@ def main():
   parser.add_argument("--shared-factor", action="store_true",
                       help="features that share one factor (a posterior "
                       "correlated along one direction)")
+  parser.add_argument("--small-units", action="store_true",
+                      help="the last feature in units 100x too large, its "
+                      "weight 50, and a N(0, 100^2) prior")
   parser.add_argument("--tiny", action="store_true",
                       help="N = 20,000, d = 3, short runs (seconds)")
   parser.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -165,7 +178,8 @@ def main():
   else:
     row = run(kernel=args.kernel, num_results=args.num_results,
               seed=args.seed, dim=args.dim,
-              shared_factor=args.shared_factor)
+              shared_factor=args.shared_factor,
+              small_units=args.small_units)
   print(f"| {row['kernel']} | N = {row['num_examples']:,}, d = {row['dim']}, "
         f"n = {row['batch_size']}, {row['num_chains']} chains x "
         f"{row['num_results']} | max mean error "
@@ -182,6 +196,8 @@ def main():
   if not args.tiny and (args.dim != 20 or args.shared_factor):
     name = name.replace(".json", f"_d{args.dim}" + (
         "_shared_factor" if args.shared_factor else "") + ".json")
+  if not args.tiny and args.small_units:
+    name = name.replace(".json", "_small_units.json")
   with open(os.path.join(args.out, name), "w") as f:
     json.dump(row, f, indent=1)
 

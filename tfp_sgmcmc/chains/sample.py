@@ -274,10 +274,12 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   about what a minibatch one does, while the minibatch noise cuts the step
   size about tenfold, so minibatches pay only at large N (docs/warmup.md
   gives the measurements); a minibatch target with an exact energy starts
-  around its mode (`find_mode`, dispersed by the Laplace sds) and, when
-  the minibatch is at most a tenth of the data, is sampled through control
-  variates around the mode (`ControlVariateTarget`); other targets start
-  uniform(-2, 2) in the unconstrained space, as Stan. `warm_up` tunes the
+  around its mode (`find_mode`, refined by Newton steps where the state
+  has at most `chains.start.FULL_HESSIAN_MAX` coordinates; dispersed by
+  the Laplace sds) and, when the minibatch is at most a tenth of the data,
+  is sampled through control variates around the mode
+  (`ControlVariateTarget`); other targets start uniform(-2, 2) in the
+  unconstrained space, as Stan. `warm_up` tunes the
   step size and mass (dense for a vector of at most `DENSE_MASS_MAX`
   coordinates, else diagonal) and, on exact (full-batch) gradients,
   AMAGOLD's trajectory length (ChEES); a warm-up that has not arrived at

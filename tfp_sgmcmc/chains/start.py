@@ -3,7 +3,8 @@ target, each chain's own minibatches, control variates where they pay, and
 the chains' starting states.
 
 * **Start.** A minibatch target with an exact energy: around the mode
-  (`find_mode`), each chain at mode + s * z, z ~ N(0, I), s the Laplace sds
+  (`find_mode`, then up to `FULL_HESSIAN_MAX` coordinates Newton steps:
+  `newton_mode`), each chain at mode + s * z, z ~ N(0, I), s the Laplace sds
   (the inverse Hessian's diagonal where the state has at most
   `FULL_HESSIAN_MAX` coordinates, else a lower bound of 1 / sqrt of the
   Hessian's diagonal from Rademacher probes: `laplace_scale`). Elsewhere
@@ -36,7 +37,7 @@ from tfp_sgmcmc.targets.log_prob import LogProbFnTarget
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget, find_mode
 
 __all__ = ["as_target", "independent", "use_control_variates", "full_batch",
-           "laplace_scale", "initial_states", "is_minibatch",
+           "laplace_scale", "newton_mode", "initial_states", "is_minibatch",
            "CONTROL_VARIATE_MIN_RATIO", "FULL_HESSIAN_MAX",
            "FULL_BATCH_MAX_EXAMPLES"]
 
