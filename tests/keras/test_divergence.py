@@ -233,7 +233,7 @@ def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():
   # sampling epochs sits far above the middle third: warned at the end.
   from tfp_sgmcmc.keras.fit.health import HeatingMonitor  # pylint: disable=g-import-not-at-top
 
-  def run(energies, d=4000, n=1000):
+  def run(energies, d=4000, n=1000, tested=False):
     monitor = HeatingMonitor()
     rng = np.random.default_rng(0)
     messages = []
@@ -244,13 +244,20 @@ def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():
       for b in range(20):
         monitor.batch_end(b + 1, losses[:b + 1].mean())
       messages.append(monitor.epoch_end(energy, epoch > 0, epoch == 0, d, n))
-    return monitor, [m for m in messages if m], monitor.fit_end(d)
+    return monitor, [m for m in messages if m], monitor.fit_end(d, tested)
   rising = [6694., 6900., 7150., 7400., 7650., 7931.]
   monitor, during, end = run(rising)
   assert not during and monitor.heating < 8.
   assert monitor.trend > 8. and end is not None
   assert "the energy was still rising when sampling ended" in end
   assert "6694 to 7931 over the 6 sampling epochs" in end
+  assert "has not settled at the posterior" in end
+  # A sampler with a test (AMAGOLD): the epoch energy is its trajectories',
+  # not its exact chain's, so the warning names them, not the chain.
+  _, _, end = run(rising, tested=True)
+  assert end.startswith("the trajectories' energy was still rising"), end
+  assert "6694 to 7931 over the 6 sampling epochs" in end
+  assert "has not settled" not in end and "exact_energy" in end
   # Settled: the same rise within the first epoch, then flat with noise.
   flat = [7900., 7931., 7910., 7925., 7905., 7920.]
   monitor, during, end = run(flat)

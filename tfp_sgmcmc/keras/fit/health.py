@@ -324,10 +324,11 @@ class HeatingMonitor:
     return (f"the chain is heating up: {rise}. The samples are not the "
             f"posterior's: {fix}")
 
-  def fit_end(self, num_parameters):
+  def fit_end(self, num_parameters, tested=False):
     """At the end of a fit: a warning message if the sampling epochs'
     energy was still rising at the end (and the level test has not warned),
-    else None."""
+    else None. `tested`: the sampler has an M-H test (AMAGOLD), whose epoch
+    energy is its trajectories', not its chain's (see `epoch_end`)."""
     if len(self.energies) < 3 or self.warned:
       return None
     means = np.asarray(self.energies, np.float64)[:, np.newaxis]
@@ -337,15 +338,27 @@ class HeatingMonitor:
       return None
     self.warned = True
     thirds = np.array_split(means[:, 0], 3)
-    return (
-        f"the energy was still rising when sampling ended: the epoch energy "
-        f"went from {means[0, 0]:.6g} to {means[-1, 0]:.6g} over the "
+    rise = (
+        f"the epoch energy went from {means[0, 0]:.6g} to {means[-1, 0]:.6g} over the "
         f"{len(means)} sampling epochs, the last third's mean "
         f"{thirds[2].mean():.6g} above the middle third's "
         f"{thirds[1].mean():.6g} by {self.trend:.3g} x (sqrt(d/2) + noise) "
         f"for d = {num_parameters} (> {diagnostics.HEATING_THRESHOLD:g}; "
-        "docs/keras.md). The chain has not settled at the posterior: it is "
-        "still relaxing from where sampling began (sample for more epochs, "
-        "or a larger step size if it moves too slowly) or it heats up "
-        "slowly (a smaller step size or more friction). Nothing is stopped; "
-        "`SamplingCallback.heating_trend` holds the statistic.")
+        "docs/keras.md)")
+    statistic = ("Nothing is stopped; `SamplingCallback.heating_trend` "
+                 "holds the statistic.")
+    if tested:
+      return (
+          "the trajectories' energy was still rising when sampling ended: "
+          f"{rise}. This energy is the trajectories' (the loss where each "
+          "gradient was taken), not the chain's (`exact_energy` in the "
+          "logs, where computed): the M-H test keeps the chain exact, but "
+          "trajectories that heat up are rejected more and more, so the "
+          "chain moves less and less (a smaller step size or more "
+          f"friction). {statistic}")
+    return (
+        f"the energy was still rising when sampling ended: {rise}. The "
+        "chain has not settled at the posterior: it is still relaxing from "
+        "where sampling began (sample for more epochs, or a larger step "
+        "size if it moves too slowly) or it heats up slowly (a smaller step "
+        f"size or more friction). {statistic}")

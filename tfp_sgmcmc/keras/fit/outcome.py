@@ -107,7 +107,8 @@ class ChainOutcome:
   def _check_heating_trend(self):
     """Warns (once) when the energy was still rising as sampling ended."""
     message = self._heating.fit_end(
-        sum(int(np.prod(v.shape)) for v in self.model.trainable_variables))
+        sum(int(np.prod(v.shape)) for v in self.model.trainable_variables),
+        tested=self._amagold)
     if message:
       warnings.warn(f"{type(self.sampler).__name__}: {message}",
                     health_lib.diagnostics.UnhealthyChainWarning,
