@@ -339,7 +339,8 @@ class HeatingMonitor:
     self.warned = True
     thirds = np.array_split(means[:, 0], 3)
     rise = (
-        f"the epoch energy went from {means[0, 0]:.6g} to {means[-1, 0]:.6g} over the "
+        f"the epoch energy went from {means[0, 0]:.6g} to "
+        f"{means[-1, 0]:.6g} over the "
         f"{len(means)} sampling epochs, the last third's mean "
         f"{thirds[2].mean():.6g} above the middle third's "
         f"{thirds[1].mean():.6g} by {self.trend:.3g} x (sqrt(d/2) + noise) "
