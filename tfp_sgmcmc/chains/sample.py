@@ -274,9 +274,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   about what a minibatch one does, while the minibatch noise cuts the step
   size about tenfold, so minibatches pay only at large N (docs/warmup.md
   gives the measurements); a minibatch target with an exact energy starts
-  around its mode (`find_mode`, refined by Newton steps where the state
-  has at most `chains.start.FULL_HESSIAN_MAX` coordinates; dispersed by
-  the Laplace sds) and, when the minibatch is at most a tenth of the data,
+  around its mode (Newton's method where the state has at most
+  `chains.start.FULL_HESSIAN_MAX` coordinates, else `find_mode`'s Adam;
+  dispersed by the Laplace sds) and, when the minibatch is at most a tenth of the data,
   is sampled through control variates around the mode
   (`ControlVariateTarget`); other targets start uniform(-2, 2) in the
   unconstrained space, as Stan. `warm_up` tunes the
@@ -325,7 +325,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       kernel takes a mass and `num_adaptation_steps` >= `DENSE_MIN_STEPS`,
       else the diagonal one (`warm_up`'s own pick); True (dense; an error
       where the kernel or the state cannot take it) or False (diagonal).
-    num_mode_steps, mode_learning_rate: `find_mode`'s Adam.
+    num_mode_steps, mode_learning_rate: `find_mode`'s Adam, run where
+      Newton's method from the start does not converge (an energy that
+      is not log-concave there) or the state has more than
+      `chains.start.FULL_HESSIAN_MAX` coordinates.
     progress: as `sample_chain_with_progress` takes it.
     jit_compile: compile with XLA.
     print_report: print the report.

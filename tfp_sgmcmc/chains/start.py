@@ -3,8 +3,9 @@ target, each chain's own minibatches, control variates where they pay, and
 the chains' starting states.
 
 * **Start.** A minibatch target with an exact energy: around the mode
-  (`find_mode`, then up to `FULL_HESSIAN_MAX` coordinates Newton steps:
-  `newton_mode`), each chain at mode + s * z, z ~ N(0, I), s the Laplace sds
+  (Newton's method, `newton_mode`, up to `FULL_HESSIAN_MAX` coordinates;
+  `find_mode`'s Adam beyond, or where Newton's method meets negative
+  curvature), each chain at mode + s * z, z ~ N(0, I), s the Laplace sds
   (the inverse Hessian's diagonal where the state has at most
   `FULL_HESSIAN_MAX` coordinates, else a lower bound of 1 / sqrt of the
   Hessian's diagonal from Rademacher probes: `laplace_scale`). Elsewhere
@@ -181,15 +182,22 @@ def _flat_energy(target, structure):
   return energy
 
 
+# Hessian-vector products computed together in one pass over the data
+# (`tf.vectorized_map`): a pass's cost is mostly reading the data, so a
+# block of products costs a few single ones, while the memory of a pass
+# grows with the block.
+PRODUCTS_PER_PASS = 32
+
+
 def _hessian_vector_product(target, mode):
-  """(x, hvp, gradient, energy): `mode` flattened to one vector x, and the
-  exact energy's Hessian-vector product, gradient and value at a vector
-  like x (each one pass over the data)."""
+  """(x, hvps, energy_and_gradient): `mode` flattened to one vector x; the
+  exact energy's Hessian-vector products at a vector like x with each row
+  of a matrix [k, dim] (one pass over the data, vectorised over the rows);
+  and its value and gradient there (one pass)."""
   parts = tf.nest.flatten(mode)
   x = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
   energy = _flat_energy(target, mode)
 
-  @tf.function(autograph=False)
   def hvp(point, v):
     with tf.GradientTape() as outer:
       outer.watch(point)
@@ -201,19 +209,27 @@ def _hessian_vector_product(target, mode):
     return outer.gradient(gv, point)
 
   @tf.function(autograph=False)
+  def hvps(point, vectors):
+    return tf.vectorized_map(lambda v: hvp(point, v), vectors)
+
+  @tf.function(autograph=False)
   def energy_and_gradient(point):
     with tf.GradientTape() as tape:
       tape.watch(point)
       u = energy(point)
     return u, tape.gradient(u, point)
-  return x, hvp, energy_and_gradient
+  return x, hvps, energy_and_gradient
 
 
-def _full_hessian(hvp, x):
-  """The Hessian at x (float64, symmetrised), one product per coordinate."""
+def _full_hessian(hvps, x):
+  """The Hessian at x (float64, symmetrised), `PRODUCTS_PER_PASS` rows of
+  the identity at a time (the last block padded, so one trace serves)."""
   dim = int(x.shape[0])
-  hessian = np.stack([hvp(x, tf.one_hot(i, dim, dtype=x.dtype)).numpy()
-                      for i in range(dim)]).astype(np.float64)
+  blocks = -(-dim // PRODUCTS_PER_PASS)
+  basis = tf.eye(blocks * PRODUCTS_PER_PASS, dim, dtype=x.dtype)
+  hessian = np.concatenate([
+      hvps(x, basis[i * PRODUCTS_PER_PASS:(i + 1) * PRODUCTS_PER_PASS])
+      .numpy() for i in range(blocks)])[:dim].astype(np.float64)
   return 0.5 * (hessian + hessian.T)
 
 
@@ -230,65 +246,52 @@ def _solve(factor, v):
   return np.linalg.solve(factor.T, np.linalg.solve(factor, v))
 
 
-def newton_mode(target, mode, max_hessians=4, max_steps=25,
-                tolerance=1e-4):
-  """(mode, Hessian, Newton steps taken): `mode` (one chain's state, at
-  most `FULL_HESSIAN_MAX` coordinates) refined by Newton steps on the exact
-  energy, x <- x - t H^-1 g, with t halved until the energy falls.
+def newton_mode(target, start, max_steps=30, tolerance=1e-4):
+  """(mode, Hessian, Newton steps taken, converged): the mode of `target`'s
+  exact energy by Newton's method from `start` (one chain's state, at most
+  `FULL_HESSIAN_MAX` coordinates): x <- x - t H^-1 g, t halved until the
+  energy falls (or, where float rounding hides a fall, while the energy
+  still descends along the step).
 
-  Adam moves each coordinate by at most its learning rate per step, so
-  `find_mode`'s 2,000 steps at 0.01 cannot reach a coefficient of 100 (a
-  feature in small units); Newton's step is scale-free, exact on a Gaussian
-  posterior and quadratic near a log-concave one's mode. A Hessian (one
-  product per coordinate, each a pass over the data) is kept while its
-  steps lower the energy, each step then costing a gradient, and computed
-  anew when a step fails, at most `max_hessians` times. It stops when the
-  Newton decrement g' H^-1 g, the step's squared length in posterior sds,
-  is below `tolerance`, and at once where the Hessian is not positive
-  definite. The Hessian returned is recomputed at the mode only where the
-  gradients seen along the steps show it changed by more than 10% (None
-  where it is not positive definite)."""
-  x, hvp, energy_and_gradient = _hessian_vector_product(target, mode)
+  Newton's step is scale-free, exact on a Gaussian posterior and quadratic
+  near a log-concave one's mode, where Adam moves each coordinate by at
+  most its learning rate per step. It has converged when the Newton
+  decrement g' H^-1 g, the step's squared length in posterior sds, is
+  below `tolerance`; it stops unconverged where the Hessian is not positive
+  definite (the Hessian returned is then None) or no step lowers the
+  energy. The Hessian returned is the one at the mode."""
+  x, hvps, energy_and_gradient = _hessian_vector_product(target, start)
+  # Energy differences below this are float rounding of a sum over N.
+  rounding = 16. * np.finfo(x.dtype.as_numpy_dtype).eps
 
   def value_and_gradient(point):
     u, g = energy_and_gradient(point)
     return float(u), np.asarray(g, np.float64)
 
-  steps = 0
-  for _ in range(max_hessians):
-    hessian, at = _full_hessian(hvp, x), x.numpy().astype(np.float64)
+  u, g = value_and_gradient(x)
+  for steps in range(max_steps + 1):
+    hessian = _full_hessian(hvps, x)
     try:
       factor = np.linalg.cholesky(hessian)
     except np.linalg.LinAlgError:
-      return _unflatten(x, mode), None, steps
-    u, g = value_and_gradient(x)
-    g_at, moved = g, False
-    for _ in range(max_steps):
-      delta = _solve(factor, g)
-      if g @ delta < tolerance:
-        break
-      for t in 0.5 ** np.arange(12):
-        trial = tf.constant(x.numpy() - t * delta, x.dtype)
-        u_trial, g_trial = value_and_gradient(trial)
-        if u_trial < u:
-          x, u, g, steps, moved = trial, u_trial, g_trial, steps + 1, True
-          break
-      else:
-        break  # No step along the Newton direction lowers the energy.
-    if not moved or g @ _solve(factor, g) < tolerance:
+      return _unflatten(x, start), None, steps, False
+    if not np.all(np.isfinite(factor)) or not np.all(np.isfinite(g)):
+      return _unflatten(x, start), None, steps, False
+    delta = _solve(factor, g)
+    if g @ delta < tolerance:
+      return _unflatten(x, start), hessian, steps, True
+    if steps == max_steps:
       break
-  # The secant check: along the steps the gradient changed by H (x - at)
-  # if H held; a residual above 10% of it (in the H^-1 norm) means the
-  # curvature changed, and the Laplace sds need the Hessian at the mode.
-  shift = x.numpy().astype(np.float64) - at
-  residual = g - g_at - hessian @ shift
-  if residual @ _solve(factor, residual) > 0.01 * (shift @ hessian @ shift):
-    hessian = _full_hessian(hvp, x)
-    try:
-      np.linalg.cholesky(hessian)
-    except np.linalg.LinAlgError:
-      hessian = None
-  return _unflatten(x, mode), hessian, steps
+    for t in 0.5 ** np.arange(20):
+      trial = tf.constant(x.numpy() - t * delta, x.dtype)
+      u_trial, g_trial = value_and_gradient(trial)
+      if u_trial < u or (u_trial <= u + rounding * abs(u) and
+                         g_trial @ delta > 0):
+        x, u, g = trial, u_trial, g_trial
+        break
+    else:
+      break  # No step along the Newton direction lowers the energy.
+  return _unflatten(x, start), hessian, steps, False
 
 
 def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
@@ -299,11 +302,11 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
   1 / sqrt(H_ii), itself below the marginal one, so the chains are never
   started wider than the posterior; equal to it where H is diagonal. Zero
   curvature gives sd 1."""
-  x, hvp, _ = _hessian_vector_product(target, mode)
+  x, hvps, _ = _hessian_vector_product(target, mode)
   dtype = x.dtype
   dim = int(x.shape[0])
   if dim <= FULL_HESSIAN_MAX:
-    hessian = _full_hessian(hvp, x) if hessian is None else hessian
+    hessian = _full_hessian(hvps, x) if hessian is None else hessian
     try:
       np.linalg.cholesky(hessian)
       variance = np.diag(np.linalg.inv(hessian))
@@ -319,11 +322,38 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
     # conditional sd, and chains started 100 sds out did not arrive.
     signs = tfp.random.rademacher([num_probes, dim], dtype=dtype,
                                   seed=tfp.random.sanitize_seed(seed))
-    squares = np.mean([hvp(x, s).numpy().astype(np.float64)**2
-                       for s in signs], 0)
+    squares = np.mean(hvps(x, signs).numpy().astype(np.float64)**2, 0)
     variance = np.where(squares > 0, 1. / np.sqrt(
         np.where(squares > 0, squares, 1.)), 1.)
   return _unflatten(np.sqrt(variance).astype(dtype.as_numpy_dtype), mode)
+
+
+def _mode(target, start, num_mode_steps, learning_rate, seed):
+  """(mode, Hessian there or None, how it was found). Up to
+  `FULL_HESSIAN_MAX` coordinates Newton's method from `start`, whose
+  Hessians the Laplace sds need anyway and which converges in a few steps
+  where Adam takes thousands (docs/warmup.md). Where it does not converge
+  (a Hessian that is not positive definite on the way: an energy that is
+  not log-concave there), and beyond `FULL_HESSIAN_MAX`, `find_mode`'s
+  Adam, then Newton's method from Adam's point up to `FULL_HESSIAN_MAX`."""
+  small = sum(int(np.prod(p.shape)) for p in tf.nest.flatten(start)) <= (
+      FULL_HESSIAN_MAX)
+  if small:
+    mode, hessian, steps, converged = newton_mode(target, start)
+    if converged:
+      return mode, hessian, f"Newton's method, {_steps(steps)}"
+    start = mode  # Lower than the start, where Newton's method stopped.
+  mode = find_mode(target, start, num_steps=num_mode_steps,
+                   learning_rate=learning_rate, seed=seed)
+  found = f"find_mode, {num_mode_steps} Adam steps"
+  if not small:
+    return mode, None, found
+  mode, hessian, steps, _ = newton_mode(target, mode)
+  return mode, hessian, f"{found}, then Newton's method, {_steps(steps)}"
+
+
+def _steps(count):
+  return f"{count} step{'' if count == 1 else 's'}"
 
 
 def initial_states(target, template, num_chains, seed, num_mode_steps,
@@ -333,21 +363,15 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
   mode_seed, scale_seed, draw_seed = tfp.random.split_seed(seed, 3)
   parts = tf.nest.flatten(template)
   if is_minibatch(target) and target.has_exact_energy:
-    mode = find_mode(target, template, num_steps=num_mode_steps,
-                     learning_rate=learning_rate, seed=mode_seed)
-    hessian, newton = None, ""
-    if sum(int(np.prod(p.shape)) for p in parts) <= FULL_HESSIAN_MAX:
-      mode, hessian, steps = newton_mode(target, mode)
-      newton = (f" and {steps} Newton step{'s' * (steps > 1)}" if steps
-                else "")
+    mode, hessian, found = _mode(target, template, num_mode_steps,
+                                 learning_rate, mode_seed)
     scale = laplace_scale(target, mode, scale_seed, hessian=hessian)
     seeds = tfp.random.split_seed(draw_seed, len(parts))
     states = [m[None] + s[None] * tf.random.stateless_normal(
         [num_chains] + m.shape.as_list(), sd, dtype=m.dtype)
               for m, s, sd in zip(tf.nest.flatten(mode),
                                   tf.nest.flatten(scale), seeds)]
-    how = (f"around the mode (find_mode, {num_mode_steps} Adam steps"
-           f"{newton}), dispersed by the Laplace sds")
+    how = f"around the mode ({found}), dispersed by the Laplace sds"
     return tf.nest.pack_sequence_as(template, states), mode, scale, how
   seeds = tfp.random.split_seed(draw_seed, len(parts))
   states = [tf.random.stateless_uniform(

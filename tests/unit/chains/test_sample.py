@@ -173,8 +173,8 @@ def _newton_reference(x, y, prior_sd):
 def test_the_start_reaches_a_mode_that_adam_cannot():
   # A feature in small units (sd 0.01) has a coefficient of about 60; Adam
   # moves a coordinate at most its learning rate per step, so find_mode's
-  # steps stop far short of it. The Newton steps after it reach the mode,
-  # and the Laplace sds are those of the Hessian there.
+  # steps stopped far short of it. Newton's method reaches the mode, and
+  # the Laplace sds are those of the Hessian there.
   rng = np.random.default_rng(3)
   n, prior_sd = 4000, 100.
   x = rng.normal(size=(n, 3)) * [1., 1., 0.01]
@@ -190,6 +190,23 @@ def test_the_start_reaches_a_mode_that_adam_cannot():
   _, found, scale, how = start_lib.initial_states(
       target, tf.zeros([3], tf.float64), 4, [1, 2], num_mode_steps=300,
       learning_rate=0.01)
-  assert "Newton step" in how
+  assert "Newton" in how, how
   np.testing.assert_array_less(np.abs(found.numpy() - mode) / sd, 0.01)
   np.testing.assert_allclose(scale.numpy(), sd, rtol=1e-3)
+
+
+def test_where_newtons_method_meets_negative_curvature_adam_finds_the_mode():
+  # A double well in w0, U = N (w0^2 - 1)^2 + N w1^2 / 2: from w0 = 0.1 the
+  # Hessian is not positive definite (12 w0^2 - 4 < 0), so Newton's method
+  # stops at once; Adam descends into a well and Newton's steps finish.
+  n = 2000
+  target = sg.InMemoryTarget(
+      lambda w, b: (-(w[..., :1]**2 - 1.)**2 - 0.5 * w[..., 1:]**2 +
+                    0. * b[:, 0]),
+      np.zeros((n, 1)), batch_size=100, parameter_shapes=[2])
+  _, found, _, how = start_lib.initial_states(
+      target, tf.constant([0.1, 0.5], tf.float64), 4, [1, 2],
+      num_mode_steps=300, learning_rate=0.01)
+  assert how.startswith("around the mode (find_mode, 300 Adam steps, then "
+                         "Newton's method"), how
+  np.testing.assert_allclose(found.numpy(), [1., 0.], atol=1e-6)
