@@ -98,6 +98,30 @@ def test_joint_distribution_states_are_named_by_their_nodes(model):
   assert idata.posterior["scale"].shape == (3, 5)
 
 
+
+def test_a_dict_state_is_named_by_its_keys_whatever_the_models_order():
+  # A JointDistributionNamed orders its nodes by their dependencies (here
+  # tau, mu, theta, sigma) while a dict state flattens in key order: the
+  # names were once paired with the parts by position, so `sigma` held
+  # theta's draws, with no error.
+  y = np.zeros(8, np.float32)
+  jd = tfd.JointDistributionNamed(dict(
+      mu=tfd.Normal(0., 5.), tau=tfd.HalfNormal(1.), sigma=tfd.HalfNormal(2.),
+      theta=lambda mu, tau: tfd.Independent(tfd.Normal(
+          mu[..., None] * tf.ones(4), tau[..., None] * tf.ones(4)), 1),
+      y=lambda theta, sigma: tfd.Independent(tfd.Normal(tf.gather(
+          theta, np.arange(8) % 4, axis=-1), sigma[..., None]), 1)))
+  target = sg.JointDistributionTarget(jd, {"y": y})
+  assert target.latent_names != sorted(target.latent_names)
+  draws = {"mu": np.zeros((5, 2)), "tau": np.ones((5, 2)),
+           "sigma": np.full((5, 2), 2.), "theta": np.full((5, 2, 4), 3.)}
+  idata = sg.to_inference_data(draws, var_names=target)
+  for name, value in draws.items():
+    np.testing.assert_array_equal(idata.posterior[name],
+                                  np.swapaxes(value, 0, 1))
+  with pytest.raises(ValueError, match="are not the keys of `samples`"):
+    sg.to_inference_data(draws, var_names=["a", "b", "c", "d"])
+
 def kernels():
   target = gaussian()
   mvn = tfd.MultivariateNormalDiag(tf.zeros(3), SCALES)

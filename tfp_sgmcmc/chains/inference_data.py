@@ -145,6 +145,17 @@ def _leaves(samples, var_names):
           f"`var_names` = {list(var_names)!r} must be {len(parts)} strings, "
           f"one per part of the state (which has {len(parts)}).")
     names = list(var_names)
+    keys = ([str(k) for k in sorted(samples)]
+            if isinstance(samples, dict) else None)
+    if keys is not None and names != keys:
+      # A dict's keys name its parts, which flatten in key order; a
+      # JointDistribution's node order is another.
+      if sorted(names) != keys:
+        raise ValueError(
+            f"`var_names` = {names!r} are not the keys of `samples`, a "
+            f"dict whose keys {keys!r} name its parts: pass var_names=None "
+            "(the keys name them) or the same names.")
+      names = keys
   elif isinstance(samples, dict):
     names = [str(k) for k in sorted(samples)] if len(samples) == len(
         parts) else None
