@@ -57,7 +57,11 @@ CONTROL_VARIATE_MIN_RATIO = 10.
 # faster for a model dearer per example than this one, where the fixed
 # cost of a step weighs less.
 FULL_BATCH_MAX_EXAMPLES = 10_000
-FULL_HESSIAN_MAX = 200
+# The largest state (coordinates) whose full Hessian the start computes:
+# Newton's mode and exact Laplace sds. It costs dim / PRODUCTS_PER_PASS
+# passes over the data per Hessian, a few Hessians in all, where Adam's
+# 2,000 steps cost 2,000 passes; beyond it, probes bound the sds.
+FULL_HESSIAN_MAX = 1000
 
 
 def as_target(model, target_log_prob_fn, observed, covariates, batch_size):
