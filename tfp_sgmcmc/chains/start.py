@@ -250,20 +250,25 @@ def _solve(factor, v):
   return np.linalg.solve(factor.T, np.linalg.solve(factor, v))
 
 
-def newton_mode(target, start, max_steps=30, tolerance=1e-4):
+def newton_mode(target, start, max_steps=50, tolerance=1e-4):
   """(mode, Hessian, Newton steps taken, converged): the mode of `target`'s
   exact energy by Newton's method from `start` (one chain's state, at most
-  `FULL_HESSIAN_MAX` coordinates): x <- x - t H^-1 g, t halved until the
-  energy falls (or, where float rounding hides a fall, while the energy
-  still descends along the step).
+  `FULL_HESSIAN_MAX` coordinates): x <- x - t (H + lambda D)^-1 g, t halved
+  until the energy falls (or, where float rounding hides a fall, while the
+  energy still descends along the step).
 
   Newton's step is scale-free, exact on a Gaussian posterior and quadratic
   near a log-concave one's mode, where Adam moves each coordinate by at
-  most its learning rate per step. It has converged when the Newton
-  decrement g' H^-1 g, the step's squared length in posterior sds, is
-  below `tolerance`; it stops unconverged where the Hessian is not positive
-  definite (the Hessian returned is then None) or no step lowers the
-  energy. The Hessian returned is the one at the mode."""
+  most its learning rate per step. Where H is not positive definite (an
+  energy that is not log-concave there, e.g. a regression's noise scale
+  far from its residuals) the step is Levenberg-Marquardt's: lambda D
+  added, D = diag |H|, lambda raised tenfold until the sum is positive
+  definite. It has converged when H itself is positive definite and the
+  Newton decrement g' H^-1 g, the step's squared length in posterior sds,
+  is below `tolerance`; it stops unconverged when no step lowers the
+  energy or the values are not finite (the Hessian returned is then None
+  unless positive definite). The Hessian returned is the one at the
+  mode."""
   x, hvps, energy_and_gradient = _hessian_vector_product(target, start)
   # Energy differences below this are float rounding of a sum over N.
   rounding = 16. * np.finfo(x.dtype.as_numpy_dtype).eps
@@ -273,16 +278,17 @@ def newton_mode(target, start, max_steps=30, tolerance=1e-4):
     return float(u), np.asarray(g, np.float64)
 
   u, g = value_and_gradient(x)
+  positive = None
   for steps in range(max_steps + 1):
     hessian = _full_hessian(hvps, x)
-    try:
-      factor = np.linalg.cholesky(hessian)
-    except np.linalg.LinAlgError:
+    if not (np.all(np.isfinite(hessian)) and np.all(np.isfinite(g))):
       return _unflatten(x, start), None, steps, False
-    if not np.all(np.isfinite(factor)) or not np.all(np.isfinite(g)):
+    factor, damping = _damped_cholesky(hessian)
+    if factor is None:
       return _unflatten(x, start), None, steps, False
+    positive = hessian if damping == 0. else None
     delta = _solve(factor, g)
-    if g @ delta < tolerance:
+    if positive is not None and g @ delta < tolerance:
       return _unflatten(x, start), hessian, steps, True
     if steps == max_steps:
       break
@@ -294,8 +300,23 @@ def newton_mode(target, start, max_steps=30, tolerance=1e-4):
         x, u, g = trial, u_trial, g_trial
         break
     else:
-      break  # No step along the Newton direction lowers the energy.
-  return _unflatten(x, start), hessian, steps, False
+      break  # No step along this direction lowers the energy.
+  return _unflatten(x, start), positive, steps, False
+
+
+def _damped_cholesky(hessian):
+  """(Cholesky factor of H + lambda D, lambda): lambda = 0 where H is
+  positive definite, else the first of 1e-3, 1e-2, ..., 1e12 that makes it
+  so, with D = diag |H| (1 where H_ii = 0): a damping in each coordinate's
+  own units. (None, None) where none does."""
+  scale = np.abs(np.diag(hessian))
+  scale = np.diag(np.where(scale > 0, scale, 1.))
+  for damping in [0.] + [10.**k for k in range(-3, 13)]:
+    try:
+      return np.linalg.cholesky(hessian + damping * scale), damping
+    except np.linalg.LinAlgError:
+      continue
+  return None, None
 
 
 def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
@@ -316,7 +337,8 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
       variance = np.diag(np.linalg.inv(hessian))
     except np.linalg.LinAlgError:
       diag = np.diag(hessian)
-      variance = np.where(diag > 0, 1. / np.where(diag > 0, diag, 1.), 1.)
+      usable = np.isfinite(diag) & (diag > 0)
+      variance = np.where(usable, 1. / np.where(usable, diag, 1.), 1.)
   else:
     # E[(H s)_i^2] = (H^2)_ii >= H_ii^2 for Rademacher s: 1 / sqrt of its
     # root is at most the conditional sd 1 / sqrt(H_ii), never above the
@@ -329,6 +351,8 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
     squares = np.mean(hvps(x, signs).numpy().astype(np.float64)**2, 0)
     variance = np.where(squares > 0, 1. / np.sqrt(
         np.where(squares > 0, squares, 1.)), 1.)
+  # A Hessian with non-finite entries (an overflowing energy) gives no sd.
+  variance = np.where(np.isfinite(variance) & (variance > 0), variance, 1.)
   return _unflatten(np.sqrt(variance).astype(dtype.as_numpy_dtype), mode)
 
 
@@ -337,9 +361,9 @@ def _mode(target, start, num_mode_steps, learning_rate, seed):
   `FULL_HESSIAN_MAX` coordinates Newton's method from `start`, whose
   Hessians the Laplace sds need anyway and which converges in a few steps
   where Adam takes thousands (docs/warmup.md). Where it does not converge
-  (a Hessian that is not positive definite on the way: an energy that is
-  not log-concave there), and beyond `FULL_HESSIAN_MAX`, `find_mode`'s
-  Adam, then Newton's method from Adam's point up to `FULL_HESSIAN_MAX`."""
+  (no step lowers the energy, or not within its steps), and beyond
+  `FULL_HESSIAN_MAX`, `find_mode`'s Adam, then Newton's method from Adam's
+  point up to `FULL_HESSIAN_MAX`."""
   small = sum(int(np.prod(p.shape)) for p in tf.nest.flatten(start)) <= (
       FULL_HESSIAN_MAX)
   if small:
