@@ -30,7 +30,8 @@ import tensorflow as tf
 
 __all__ = ["WarmupNotConvergedWarning", "Arrival", "check_arrival",
            "final_gradients", "check_warm_up", "warn_if_not_arrived",
-           "MAX_DISTANCE", "MAX_AGREEMENT", "MAX_AGREEMENT_ALONE"]
+           "MAX_DISTANCE", "MAX_AGREEMENT", "MAX_AGREEMENT_ALONE",
+           "MAX_CHAIN_DISTANCE"]
 
 # Thresholds. At stationarity the distance is about N(0, VIF / C) and the
 # agreement a t with C - 1 degrees of freedom; a cold start on a large-N
@@ -43,6 +44,12 @@ MAX_AGREEMENT = 8.
 # probability about 3e-6 (at 30, 3 alarms in 2,000 simulated 20-coordinate
 # warm-ups at the posterior).
 MAX_AGREEMENT_ALONE = 100.
+# One chain stranded far from the others leaves the chains' mean gradient
+# and its t statistic small (with one chain of four off, t is exactly 1).
+# Each chain's own |g_ci| sd_i is about N(0, VIF_i) at the posterior, so
+# beyond this a single chain is off unless a coordinate's variance
+# inflation exceeds 4e6 (its marginal sd 2,000 times its conditional one).
+MAX_CHAIN_DISTANCE = 1e4
 
 
 class WarmupNotConvergedWarning(UserWarning):
@@ -123,10 +130,27 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
                    np.where(mean != 0, np.inf, 0.))
     agreement = float(np.max(t))
     far &= t > max_agreement
-  coordinates = np.flatnonzero(far)
+  # With a variance estimate, a chain stranded on its own (see
+  # MAX_CHAIN_DISTANCE).
+  own = np.abs(flat_g) * sd if max_distance > 0 else np.zeros_like(flat_g)
+  stranded = own > MAX_CHAIN_DISTANCE
+  coordinates = np.flatnonzero(far if far.any() else stranded.any(axis=0))
   worst = float(np.max(distance)) if distance.size else 0.
   cause = ""
-  if coordinates.size:
+  if stranded.any() and not far.any():
+    chains = np.flatnonzero(stranded.any(axis=1))
+    worst = float(np.max(own))
+    cause = (
+        f"the chains have not arrived: chain{'s' * (chains.size > 1)} "
+        f"{', '.join(str(c) for c in chains)} (of {num_chains}, in "
+        f"{coordinates.size} of {distance.size} coordinates) ended where the "
+        f"gradient of the energy is {worst:.3g} posterior sds from vanishing "
+        "(at the posterior about 1), stranded away from the others, whose "
+        "tuned step size does not move it. The draws are not the "
+        "posterior's. Fix: start the chains nearer the posterior (e.g. "
+        "around the mode, tfp_sgmcmc.find_mode), or run more warm-up "
+        "steps.")
+  elif coordinates.size:
     cause = (
         f"the chains have not arrived: in {coordinates.size} of "
         f"{distance.size} coordinates the gradient of the energy where the "

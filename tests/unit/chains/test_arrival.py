@@ -64,6 +64,26 @@ def test_chains_that_disagree_on_the_slope_are_not_flagged():
   assert arrival.check_arrival(g, [np.ones(1)], 4).arrived
 
 
+
+def test_one_stranded_chain_is_flagged():
+  # Three chains at the posterior and one far from it (as a chain started
+  # at a tiny noise scale, where the step size tuned for the others does
+  # not move it): the chains' mean gradient is a quarter of the stranded
+  # one's and its t statistic exactly 1, so neither test sees it.
+  rng, mean, cov, precision = _gaussian(20, 0.8, 2)
+  theta = mean + rng.normal(size=(4, 20)) @ np.linalg.cholesky(cov).T
+  direction = rng.normal(size=20)
+  theta[2] += 5e4 * direction / np.linalg.norm(direction)
+  result = arrival.check_arrival([_gradients(theta, mean, precision)],
+                                 [np.diag(cov)], 4)
+  assert not result.arrived
+  assert result.distance > arrival.MAX_CHAIN_DISTANCE
+  assert "chain 2 (of 4," in result.cause and "stranded" in result.cause
+  # A coordinate whose variance inflation is 1e6 (marginal sd 1,000 times
+  # the conditional one), at the posterior: not flagged.
+  g = rng.normal(size=(4, 1)) * 1e3
+  assert arrival.check_arrival(g, [np.ones(1)], 4).arrived
+
 def test_list_state_and_part_count_check():
   g = [np.full((4, 2), 30.) + np.arange(4)[:, None], np.zeros((4, 3))]
   result = arrival.check_arrival(g, [np.ones(2), np.ones(3)], 4)
