@@ -95,25 +95,45 @@ def cold_fit():
   """SGHMC by name on a log density 1,000 sds from the Stan-like start,
   with 30 warm-up steps (and 30 more): one call read by two tests."""
   far = tfd.MultivariateNormalDiag([1000., -1000.], [1., 1.])
-  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
-    return sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
-                     parameter_shapes=[2], kernel="sghmc",
-                     **dict(FAST, num_adaptation_steps=30, num_results=10))
+  return sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
+                   parameter_shapes=[2], kernel="sghmc",
+                   **dict(FAST, num_adaptation_steps=30, num_results=10))
 
 
 def test_target_log_prob_fn_starts_as_stan(cold_fit):
   fit = cold_fit
   assert fit.draws.shape == (10, 4, 2)
-  assert "uniform(-2, 2)" in fit.report.start
+  assert fit.report.start.startswith("uniform(-2, 2)")
   assert not fit.report.control_variates
   assert fit.report.minibatches.startswith("exact gradients")
   assert isinstance(fit.kernel, sg.SGHMC)
 
 
-def test_cold_start_is_reported(cold_fit):
-  # 30 warm-up steps (and 30 more) from 1,000 sds away: the warm-up has not
-  # arrived, and says so (the fixture checks the warning).
+def test_a_cold_start_that_does_not_arrive_starts_again_at_the_mode(
+    cold_fit):
+  # 30 warm-up steps (and 30 more) from 1,000 sds away do not arrive; the
+  # warm-up runs again from around the mode (Newton's method: one step on
+  # a Gaussian), and arrives. A uniform start once stranded chains this way
+  # (a regression's noise scale started tiny) and was only reported.
   fit = cold_fit
+  assert fit.report.start.startswith(
+      "uniform(-2, 2) in the unconstrained space (as Stan), which did not "
+      "arrive; then around the mode (Newton's method"), fit.report.start
+  assert fit.report.arrived and fit.report.extended
+
+
+def test_a_warm_up_that_never_arrives_is_reported():
+  # Beyond FULL_HESSIAN_MAX coordinates the mode is Adam's, whose 200 steps
+  # of 0.05 move 10 of the 1,000 sds: the warm-up has not arrived from
+  # either start, and says so.
+  d = start_lib.FULL_HESSIAN_MAX + 1
+  far = tfd.MultivariateNormalDiag(tf.fill([d], 1000.), tf.ones([d]))
+  with pytest.warns(sg.WarmupNotConvergedWarning, match="find_mode"):
+    fit = sg.sample(target_log_prob_fn=far.log_prob, seed=[0, 1],
+                    parameter_shapes=[d], kernel="sghmc",
+                    **dict(FAST, num_adaptation_steps=30, num_results=10))
+  assert "then around the mode (find_mode, 200 Adam steps)" in (
+      fit.report.start)
   assert not fit.report.arrived and fit.report.extended
   assert fit.report.problems[0] == "warm-up did not arrive"
   assert "NOT ARRIVED" in str(fit.report)

@@ -276,14 +276,15 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   gives the measurements); a minibatch target with an exact energy starts
   around its mode (Newton's method where the state has at most
   `chains.start.FULL_HESSIAN_MAX` coordinates, else `find_mode`'s Adam;
-  dispersed by the Laplace sds) and, when the minibatch is at most a tenth of the data,
-  is sampled through control variates around the mode
+  dispersed by the Laplace sds) and, when the minibatch is at most a
+  tenth of the data, is sampled through control variates around the mode
   (`ControlVariateTarget`); other targets start uniform(-2, 2) in the
-  unconstrained space, as Stan. `warm_up` tunes the
-  step size and mass (dense for a vector of at most `DENSE_MASS_MAX`
-  coordinates, else diagonal) and, on exact (full-batch) gradients,
-  AMAGOLD's trajectory length (ChEES); a warm-up that has not arrived at
-  the posterior (`tfp_sgmcmc.chains.arrival`) is run once more, then
+  unconstrained space, as Stan. `warm_up` tunes the step size and mass
+  (dense for a vector of at most `DENSE_MASS_MAX` coordinates, else
+  diagonal) and, on exact (full-batch) gradients, AMAGOLD's trajectory
+  length (ChEES); a warm-up that has not arrived at the posterior
+  (`tfp_sgmcmc.chains.arrival`) is run once more, from where it ended,
+  and from a uniform start also once more from around the mode, then
   reported with a `WarmupNotConvergedWarning`. The chains run under XLA
   with a progress bar; one report is printed (`print_report`), and an
   `UnhealthyChainWarning` names any problem.
@@ -383,10 +384,23 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       [np.ravel(s) for s in tf.nest.flatten(scale)]))))
   noisy = start_lib.is_minibatch(sampled) and not isinstance(
       sampled, ControlVariateTarget)
-  kernel = _build_kernel(kernel, sampled, step_size, noisy)
+  choice, kernel = kernel, _build_kernel(kernel, sampled, step_size, noisy)
   _dense_applies(kernel, states, dense_mass, num_adaptation_steps)  # Refusal.
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                   warm_seed, scale, jit_compile, dense_mass)
+  if not arrived.arrived and mode is None and sampled.has_exact_energy:
+    # A uniform start can strand a chain (e.g. at a tiny noise scale, where
+    # the step size tuned for the others does not move it): once more, from
+    # around the mode, as a minibatch target starts.
+    states, mode, scale, again = start_lib.initial_states(
+        sampled, template, num_chains, start_seed, num_mode_steps,
+        mode_learning_rate, around_mode=True)
+    how = f"{how}, which did not arrive; then {again}"
+    kernel = _build_kernel(choice, sampled, float(np.median(np.concatenate(
+        [np.ravel(s) for s in tf.nest.flatten(scale)]))), noisy)
+    warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
+                                    warm_seed, scale, jit_compile, dense_mass)
+    extended = True
   t_warm = time.perf_counter()
   if not arrived.arrived:
     warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,

@@ -385,12 +385,15 @@ def _steps(count):
 
 
 def initial_states(target, template, num_chains, seed, num_mode_steps,
-                   learning_rate):
+                   learning_rate, around_mode=None):
   """(states with a leading chain axis, mode or None, Laplace sd or None,
-  how the start was chosen)."""
+  how the start was chosen). `around_mode` None: around the mode for a
+  minibatch target with an exact energy, else uniform."""
   mode_seed, scale_seed, draw_seed = tfp.random.split_seed(seed, 3)
   parts = tf.nest.flatten(template)
-  if is_minibatch(target) and target.has_exact_energy:
+  if around_mode is None:
+    around_mode = is_minibatch(target) and target.has_exact_energy
+  if around_mode:
     mode, hessian, found = _mode(target, template, num_mode_steps,
                                  learning_rate, mode_seed)
     scale = laplace_scale(target, mode, scale_seed, hessian=hessian)
