@@ -23,6 +23,7 @@ within a fraction of its sd. Checks (docs/performance.md):
     python benchmarks/one_call.py --tiny            # seconds (tests)
     python benchmarks/one_call.py --dim 300 --shared-factor  # correlated
     python benchmarks/one_call.py --small-units     # a coefficient of 50
+    python benchmarks/one_call.py --dim 200 --batch-size 5000
 """
 
 import argparse
@@ -159,6 +160,7 @@ def main():
   parser.add_argument("--seed", type=int, default=0,
                       help="the data's and the call's seed")
   parser.add_argument("--dim", type=int, default=20)
+  parser.add_argument("--batch-size", type=int, default=1000)
   parser.add_argument("--shared-factor", action="store_true",
                       help="features that share one factor (a posterior "
                       "correlated along one direction)")
@@ -179,7 +181,7 @@ def main():
     row = run(kernel=args.kernel, num_results=args.num_results,
               seed=args.seed, dim=args.dim,
               shared_factor=args.shared_factor,
-              small_units=args.small_units)
+              small_units=args.small_units, batch_size=args.batch_size)
   print(f"| {row['kernel']} | N = {row['num_examples']:,}, d = {row['dim']}, "
         f"n = {row['batch_size']}, {row['num_chains']} chains x "
         f"{row['num_results']} | max mean error "
@@ -198,6 +200,8 @@ def main():
         "_shared_factor" if args.shared_factor else "") + ".json")
   if not args.tiny and args.small_units:
     name = name.replace(".json", "_small_units.json")
+  if not args.tiny and args.batch_size != 1000:
+    name = name.replace(".json", f"_n{args.batch_size}.json")
   with open(os.path.join(args.out, name), "w") as f:
     json.dump(row, f, indent=1)
 
