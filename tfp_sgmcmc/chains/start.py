@@ -4,8 +4,8 @@ the chains' starting states.
 
 * **Start.** A minibatch target with an exact energy: around the mode
   (Newton's method, `newton_mode`, up to `FULL_HESSIAN_MAX` coordinates;
-  `find_mode`'s Adam beyond, or where Newton's method meets negative
-  curvature), each chain at mode + s * z, z ~ N(0, I), s the Laplace sds
+  `find_mode`'s Adam beyond, or where Newton's method stops short), each
+  chain at mode + s * z, z ~ N(0, I), s the Laplace sds
   (the inverse Hessian's diagonal where the state has at most
   `FULL_HESSIAN_MAX` coordinates, else a lower bound of 1 / sqrt of the
   Hessian's diagonal from Rademacher probes: `laplace_scale`). Elsewhere
@@ -193,14 +193,18 @@ def _flat_energy(target, structure):
 PRODUCTS_PER_PASS = 32
 
 
-def _hessian_vector_product(target, mode):
-  """(x, hvps, energy_and_gradient): `mode` flattened to one vector x; the
-  exact energy's Hessian-vector products at a vector like x with each row
-  of a matrix [k, dim] (one pass over the data, vectorised over the rows);
-  and its value and gradient there (one pass)."""
-  parts = tf.nest.flatten(mode)
-  x = tf.concat([tf.reshape(p, [-1]) for p in parts], 0)
-  energy = _flat_energy(target, mode)
+def _flat(state):
+  """One chain's state as one vector."""
+  return tf.concat([tf.reshape(p, [-1]) for p in tf.nest.flatten(state)], 0)
+
+
+def _products(target, structure):
+  """(hvps, energy_and_gradient) of `target`'s exact energy at a vector
+  like `_flat(structure)`: the Hessian-vector products with each row of a
+  matrix [k, dim] (one pass over the data, vectorised over the rows), and
+  the energy's value and gradient (one pass). Built once per start and
+  shared, so that each is traced once."""
+  energy = _flat_energy(target, structure)
 
   def hvp(point, v):
     with tf.GradientTape() as outer:
@@ -222,7 +226,7 @@ def _hessian_vector_product(target, mode):
       tape.watch(point)
       u = energy(point)
     return u, tape.gradient(u, point)
-  return x, hvps, energy_and_gradient
+  return hvps, energy_and_gradient
 
 
 def _full_hessian(hvps, x):
@@ -250,7 +254,8 @@ def _solve(factor, v):
   return np.linalg.solve(factor.T, np.linalg.solve(factor, v))
 
 
-def newton_mode(target, start, max_steps=50, tolerance=1e-4):
+def newton_mode(target, start, max_steps=25, tolerance=1e-4,
+                products=None):
   """(mode, Hessian, Newton steps taken, converged): the mode of `target`'s
   exact energy by Newton's method from `start` (one chain's state, at most
   `FULL_HESSIAN_MAX` coordinates): x <- x - t (H + lambda D)^-1 g, t halved
@@ -269,7 +274,8 @@ def newton_mode(target, start, max_steps=50, tolerance=1e-4):
   energy or the values are not finite (the Hessian returned is then None
   unless positive definite). The Hessian returned is the one at the
   mode."""
-  x, hvps, energy_and_gradient = _hessian_vector_product(target, start)
+  hvps, energy_and_gradient = products or _products(target, start)
+  x = _flat(start)
   # Energy differences below this are float rounding of a sum over N.
   rounding = 16. * np.finfo(x.dtype.as_numpy_dtype).eps
 
@@ -319,7 +325,8 @@ def _damped_cholesky(hessian):
   return None, None
 
 
-def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
+def laplace_scale(target, mode, seed, num_probes=16, hessian=None,
+                  products=None):
   """Per coordinate of `mode` (one chain's state), the Laplace sd: sqrt of
   the inverse Hessian's diagonal (<= `FULL_HESSIAN_MAX` coordinates; the
   one `newton_mode` returns when given), else (H^2)_ii^(-1/4) from
@@ -327,9 +334,11 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
   1 / sqrt(H_ii), itself below the marginal one, so the chains are never
   started wider than the posterior; equal to it where H is diagonal. Zero
   curvature gives sd 1."""
-  x, hvps, _ = _hessian_vector_product(target, mode)
+  x = _flat(mode)
   dtype = x.dtype
   dim = int(x.shape[0])
+  if hessian is None or dim > FULL_HESSIAN_MAX:
+    hvps = (products or _products(target, mode))[0]
   if dim <= FULL_HESSIAN_MAX:
     hessian = _full_hessian(hvps, x) if hessian is None else hessian
     try:
@@ -356,7 +365,7 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None):
   return _unflatten(np.sqrt(variance).astype(dtype.as_numpy_dtype), mode)
 
 
-def _mode(target, start, num_mode_steps, learning_rate, seed):
+def _mode(target, start, num_mode_steps, learning_rate, seed, products):
   """(mode, Hessian there or None, how it was found). Up to
   `FULL_HESSIAN_MAX` coordinates Newton's method from `start`, whose
   Hessians the Laplace sds need anyway and which converges in a few steps
@@ -364,10 +373,15 @@ def _mode(target, start, num_mode_steps, learning_rate, seed):
   (no step lowers the energy, or not within its steps), and beyond
   `FULL_HESSIAN_MAX`, `find_mode`'s Adam, then Newton's method from Adam's
   point up to `FULL_HESSIAN_MAX`."""
-  small = sum(int(np.prod(p.shape)) for p in tf.nest.flatten(start)) <= (
-      FULL_HESSIAN_MAX)
+  dim = sum(int(np.prod(p.shape)) for p in tf.nest.flatten(start))
+  small = dim <= FULL_HESSIAN_MAX
+  # A Newton step costs a Hessian, about `dim` gradients where the model is
+  # compute-bound (an MLP; a memory-bound GLM costs far less): capped so
+  # that the steps cost at most about Adam's `num_mode_steps` gradients.
+  max_steps = int(min(25, max(5, num_mode_steps // max(dim, 1))))
   if small:
-    mode, hessian, steps, converged = newton_mode(target, start)
+    mode, hessian, steps, converged = newton_mode(
+        target, start, max_steps=max_steps, products=products)
     if converged:
       return mode, hessian, f"Newton's method, {_steps(steps)}"
     start = mode  # Lower than the start, where Newton's method stopped.
@@ -376,7 +390,8 @@ def _mode(target, start, num_mode_steps, learning_rate, seed):
   found = f"find_mode, {num_mode_steps} Adam steps"
   if not small:
     return mode, None, found
-  mode, hessian, steps, _ = newton_mode(target, mode)
+  mode, hessian, steps, _ = newton_mode(target, mode, max_steps=max_steps,
+                                        products=products)
   return mode, hessian, f"{found}, then Newton's method, {_steps(steps)}"
 
 
@@ -394,9 +409,12 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
   if around_mode is None:
     around_mode = is_minibatch(target) and target.has_exact_energy
   if around_mode:
+    # One set of traced products serves every Newton step and the sds.
+    products = _products(target, template)
     mode, hessian, found = _mode(target, template, num_mode_steps,
-                                 learning_rate, mode_seed)
-    scale = laplace_scale(target, mode, scale_seed, hessian=hessian)
+                                 learning_rate, mode_seed, products)
+    scale = laplace_scale(target, mode, scale_seed, hessian=hessian,
+                          products=products)
     seeds = tfp.random.split_seed(draw_seed, len(parts))
     states = [m[None] + s[None] * tf.random.stateless_normal(
         [num_chains] + m.shape.as_list(), sd, dtype=m.dtype)
