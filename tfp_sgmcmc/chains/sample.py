@@ -168,6 +168,15 @@ def _trace_fn(kernel, state):
   return trace_fn
 
 
+def _step_size_guess(scale):
+  """The warm-up's first step size: the median Laplace sd, or 0.01 without
+  one (a uniform start)."""
+  if scale is None:
+    return 0.01
+  return float(np.median(np.concatenate(
+      [np.ravel(s) for s in tf.nest.flatten(scale)])))
+
+
 def _build_kernel(kernel, target, step_size, noisy):
   if not target.has_exact_energy:
     raise TargetCapabilityError(
@@ -380,8 +389,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       raise ValueError("`control_variates=True` needs a minibatch target "
                        "with an exact energy (to find the mode).")
     sampled = ControlVariateTarget(sampled, mode)
-  step_size = (0.01 if scale is None else float(np.median(np.concatenate(
-      [np.ravel(s) for s in tf.nest.flatten(scale)]))))
+  step_size = _step_size_guess(scale)
   noisy = start_lib.is_minibatch(sampled) and not isinstance(
       sampled, ControlVariateTarget)
   choice, kernel = kernel, _build_kernel(kernel, sampled, step_size, noisy)
@@ -396,8 +404,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
         sampled, template, num_chains, start_seed, num_mode_steps,
         mode_learning_rate, around_mode=True)
     how = f"{how}, which did not arrive; then {again}"
-    kernel = _build_kernel(choice, sampled, float(np.median(np.concatenate(
-        [np.ravel(s) for s in tf.nest.flatten(scale)]))), noisy)
+    kernel = _build_kernel(choice, sampled, _step_size_guess(scale), noisy)
     warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                     warm_seed, scale, jit_compile, dense_mass)
     extended = True
