@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["static_value", "current_value", "check_noise_within_friction",
+__all__ = ["static_value", "check_noise_within_friction",
            "check_fits_state", "check_integer", "check_bool",
            "describe", "check_positive", "check_number",
            "parameter_property", "is_schedule", "is_per_part",
@@ -19,9 +19,14 @@ __all__ = ["static_value", "current_value", "check_noise_within_friction",
            "in_xla_context", "assert_in_graph"]
 
 
-def static_value(value):
-  """The value of a Python number, array or constant tensor, else None."""
-  if tf.is_tensor(value) and not isinstance(value, tf.Variable):
+def static_value(value, read_variable=False):
+  """The value of a Python number, array or constant tensor (as a float64
+  array), else None; with `read_variable`, eagerly also the current value
+  of a `tf.Variable` (a value that may change: for checks made now)."""
+  if isinstance(value, tf.Variable):
+    value = (value.numpy() if read_variable and tf.executing_eagerly() else
+             None)
+  elif tf.is_tensor(value):
     value = tf.get_static_value(value)
   elif not isinstance(value, (numbers.Number, np.ndarray, np.generic, list,
                               tuple)):
@@ -54,14 +59,6 @@ def assert_in_graph(condition, data):
   return tf.debugging.Assert(condition, data)
 
 
-def current_value(value):
-  """`static_value`, or eagerly the current value of a `tf.Variable`."""
-  v = static_value(value)
-  if v is None and isinstance(value, tf.Variable) and tf.executing_eagerly():
-    v = np.asarray(value.numpy(), dtype=np.float64)
-  return v
-
-
 def check_noise_within_friction(friction, noise_estimate, temperature,
                                 dtype=None):
   """The rule C T >= B-hat: the injected noise has variance
@@ -81,9 +78,10 @@ def check_noise_within_friction(friction, noise_estimate, temperature,
   assertions run).
   """
   if dtype is None:
-    c, t = current_value(friction), current_value(temperature)
+    c, t = (static_value(friction, read_variable=True),
+            static_value(temperature, read_variable=True))
     for value in tf.nest.flatten(noise_estimate):
-      b = current_value(value)
+      b = static_value(value, read_variable=True)
       if b is not None and c is not None and t is not None and (
           b > c * t).any():
         raise ValueError(
@@ -168,7 +166,7 @@ def check_positive(name, value, allow_zero=False):
   want = ">= 0" if allow_zero else "> 0"
   tensor = tf.is_tensor(value) or isinstance(value, tf.Variable)
   real = not tensor or value.dtype.is_floating or value.dtype.is_integer
-  v = current_value(value) if real else None
+  v = static_value(value, read_variable=True) if real else None
   if isinstance(value, (bool, np.bool_)) or not real or (
       v is None and not tensor):
     raise TypeError(f"`{name}` must be a real number (or a float tensor) "

@@ -120,21 +120,16 @@ def target_log_prob(target, state, energy_seen):
 
 
 def without_strip_mark(results, seed):
-  """`results` with `seed` in each seed field that holds TFP's mark `[]`
-  (see `refuse_metropolis_hastings_around_inexact`), through nested
-  results: for an exact wrapper of ours (AMAGOLD around its minibatch
-  proposal) to hand its proposal, whose `target_log_prob` only the
-  wrapper's own test compares. A results' `seed` is a report; no step
-  reads it."""
-  if not hasattr(results, "_fields"):
-    return results
-  fields = {}
-  for name in results._fields:
-    value = getattr(results, name)
-    fields[name] = (tfp.random.sanitize_seed(seed) if name == "seed" and
-                    isinstance(value, list) and not value else
-                    without_strip_mark(value, seed))
-  return results._replace(**fields)
+  """`results` with `seed` in its `seed` field where that holds TFP's mark
+  `[]` (see `refuse_metropolis_hastings_around_inexact`): for an exact
+  wrapper of ours (AMAGOLD around its minibatch proposal) to hand its
+  proposal, whose `target_log_prob` only the wrapper's own test compares.
+  Our proposals' results are flat (no inner results), so their own `seed`
+  is the one TFP marks. A results' `seed` is a report; no step reads
+  it."""
+  marked = getattr(results, "seed", None)
+  return (results._replace(seed=tfp.random.sanitize_seed(seed))
+          if isinstance(marked, list) and not marked else results)
 
 
 def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
