@@ -229,15 +229,35 @@ def _products(target, structure):
   return hvps, energy_and_gradient
 
 
-def _full_hessian(hvps, x):
+def _full_hessian(hvps, x, energy_and_gradient=None):
   """The Hessian at x (float64, symmetrised), `PRODUCTS_PER_PASS` rows of
-  the identity at a time (the last block padded, so one trace serves)."""
+  the identity at a time (the last block padded, so one trace serves).
+
+  Rows with a non-finite entry, where the gradient is finite, are central
+  differences of the gradient (given `energy_and_gradient`): autodiff's
+  second derivative can overflow where the energy's is finite (that of
+  TFP's `Softplus`, the default bijector of a positive parameter, is NaN
+  past 88 in float32), and Newton's method would stop there."""
   dim = int(x.shape[0])
   blocks = -(-dim // PRODUCTS_PER_PASS)
   basis = tf.eye(blocks * PRODUCTS_PER_PASS, dim, dtype=x.dtype)
   hessian = np.concatenate([
       hvps(x, basis[i * PRODUCTS_PER_PASS:(i + 1) * PRODUCTS_PER_PASS])
       .numpy() for i in range(blocks)])[:dim].astype(np.float64)
+  bad = np.flatnonzero(~np.all(np.isfinite(hessian), axis=1))
+  if bad.size and energy_and_gradient is not None:
+    point = x.numpy()
+    # The step that balances rounding (eps / h) against truncation (h^2).
+    relative = np.cbrt(np.finfo(point.dtype).eps)
+    for i in bad:
+      h = relative * max(1., abs(float(point[i])))
+      rows = [energy_and_gradient(tf.constant(point + sign * h * np.eye(
+          1, dim, i, dtype=point.dtype)[0]))[1].numpy().astype(np.float64)
+              for sign in (1., -1.)]
+      hessian[i] = (rows[0] - rows[1]) / (2. * h)
+    # A difference fills the row; its column's entries in the other rows
+    # are the same second derivatives.
+    hessian[:, bad] = hessian[bad].T
   return 0.5 * (hessian + hessian.T)
 
 
@@ -286,7 +306,7 @@ def newton_mode(target, start, max_steps=25, tolerance=1e-4,
   u, g = value_and_gradient(x)
   positive = None
   for steps in range(max_steps + 1):
-    hessian = _full_hessian(hvps, x)
+    hessian = _full_hessian(hvps, x, energy_and_gradient)
     if not (np.all(np.isfinite(hessian)) and np.all(np.isfinite(g))):
       return _unflatten(x, start), None, steps, False
     factor, damping = _damped_cholesky(hessian)
@@ -338,9 +358,10 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None,
   dtype = x.dtype
   dim = int(x.shape[0])
   if hessian is None or dim > FULL_HESSIAN_MAX:
-    hvps = (products or _products(target, mode))[0]
+    hvps, energy_and_gradient = products or _products(target, mode)
   if dim <= FULL_HESSIAN_MAX:
-    hessian = _full_hessian(hvps, x) if hessian is None else hessian
+    hessian = (_full_hessian(hvps, x, energy_and_gradient) if hessian is None
+               else hessian)
     try:
       np.linalg.cholesky(hessian)
       variance = np.diag(np.linalg.inv(hessian))

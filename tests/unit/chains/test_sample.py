@@ -15,6 +15,7 @@ from tfp_sgmcmc.chains import start as start_lib
 from support.sample_problems import FAST, logistic, normal_model
 
 tfd = tfp.distributions
+tfb = tfp.bijectors
 
 
 def test_a_target_that_cannot_be_rebuilt_says_so():
@@ -193,6 +194,30 @@ def test_the_start_reaches_a_mode_that_adam_cannot():
   assert "Newton" in how, how
   np.testing.assert_array_less(np.abs(found.numpy() - mode) / sd, 0.01)
   np.testing.assert_allclose(scale.numpy(), sd, rtol=1e-3)
+
+
+def test_newtons_method_passes_where_autodiff_second_derivatives_overflow():
+  # Outcomes with a noise sd of 500, its scale in softplus coordinates (TFP's
+  # default bijector for a positive parameter): the second derivative of
+  # TFP's softplus is NaN past 88 in float32, where Newton's method once
+  # stopped short (and Adam, 0.01 a step, could not go on). Those Hessian
+  # entries are now central differences of the gradient.
+  y = (3. + 500. * np.random.default_rng(0).normal(size=400)).astype(
+      np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Normal(w[..., :1], tfb.Softplus().forward(
+          w[..., 1:])).log_prob(b), y, batch_size=50,
+      parameter_shapes=[2])
+  found, hessian, steps, converged = start_lib.newton_mode(
+      target, tf.constant([0., 1.]), max_steps=60)
+  # The flat-prior mode: the sample mean and the maximum-likelihood sd
+  # (softplus(z) = z to float32 precision here).
+  mean, scale = y.mean(dtype=np.float64), y.std(dtype=np.float64)
+  assert converged and hessian is not None and steps > 20
+  sd = np.array([scale, scale / np.sqrt(2.)]) / np.sqrt(len(y))
+  np.testing.assert_array_less(
+      np.abs(found.numpy() - [mean, scale]) / sd, 0.01)
+  np.testing.assert_allclose(np.diag(hessian), 1. / sd**2, rtol=0.02)
 
 
 def test_newtons_method_crosses_negative_curvature_to_the_mode():
