@@ -13,7 +13,7 @@ tensor or a structure of tensors whose leading axes are chains.
 
 import tensorflow as tf
 
-from tfp_sgmcmc._structure import pack_like
+from tfp_sgmcmc._structure import pack_like, state_dtype
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
                                        check_batch_shape, check_float_state,
@@ -235,10 +235,11 @@ class DataLikelihoodTarget(MinibatchTarget):
 
   def _energy_from_total(self, state, total):
     """U = -`total` (the log-likelihood summed over all N examples, per
-    chain) - log p(theta)."""
-    return -total - tf.cast(checked_log_prior(
+    chain, in float64: `energy.sum_of_examples`) - log p(theta), in the
+    state's dtype."""
+    return tf.cast(-total - tf.cast(checked_log_prior(
         self._log_prior_fn, state, total.shape, self.parameter_shapes),
-                            total.dtype)
+                                    total.dtype), state_dtype(state))
 
   def _energy_from_batch(self, state, batch, n):
     ll = self._log_likelihood(state, batch, n)

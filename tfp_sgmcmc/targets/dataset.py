@@ -4,6 +4,7 @@
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import non_finite_examples, refuse_under_xla
 
@@ -169,10 +170,11 @@ class DatasetTarget(DataLikelihoodTarget):
     refuse_under_xla("DatasetTarget computes the exact energy from its "
                       "`full_dataset`")
     first = self._full_dataset.take(1).get_single_element()
-    init = tf.reduce_sum(self._log_likelihood(state, first, None), axis=-1)
+    init = energy_lib.sum_of_examples(
+        self._log_likelihood(state, first, None))
     total = self._full_dataset.skip(1).reduce(
-        init, lambda acc, batch: acc + tf.reduce_sum(
-            self._log_likelihood(state, batch, None), axis=-1))
+        init, lambda acc, batch: acc + energy_lib.sum_of_examples(
+            self._log_likelihood(state, batch, None)))
     return self._energy_from_total(state, total)
 
 

@@ -18,7 +18,7 @@ once; the in-memory targets and the Keras AMAGOLD test use it.
 import tensorflow as tf
 
 __all__ = ["minibatch_energy", "minibatch_energy_gradient", "sum_over_chunks",
-           "default_energy_chunk_size"]
+           "default_energy_chunk_size", "sum_of_examples"]
 
 # Default data budget of one chunk of the exact-energy pass (see
 # `InMemoryTarget`'s `energy_chunk_size`).
@@ -59,6 +59,16 @@ def minibatch_energy_gradient(mean_nll_gradient, log_prior_gradient,
   return tf.nest.map_structure(
       lambda g, p: minibatch_energy(g, p, num_examples), mean_nll_gradient,
       log_prior_gradient)
+
+
+def sum_of_examples(log_likelihoods):
+  """The sum over the examples (the last axis) of per-example
+  log-likelihoods, accumulated in float64: in float32 the rounding of a sum
+  over N examples grows with N and with the terms' size, and under XLA it
+  reached a fraction of a nat in differences U(theta') - U(theta) at large
+  N, which the exact M-H test compares (a float32 chain then accepted only
+  tiny steps). The energy is cast back to the state's dtype at the end."""
+  return tf.reduce_sum(tf.cast(log_likelihoods, tf.float64), axis=-1)
 
 
 def sum_over_chunks(chunk_sum, num_examples, chunk_size, unroll=False):

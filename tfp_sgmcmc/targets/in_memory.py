@@ -487,7 +487,8 @@ class InMemoryTarget(DataLikelihoodTarget):
       # on the CPU a gather of a range beat tf.slice in this loop).
       batch = (self._data if size == n else
                self._gather(start + tf.range(size)))
-      return tf.reduce_sum(self._log_likelihood(state, batch, size), axis=-1)
+      return energy_lib.sum_of_examples(
+          self._log_likelihood(state, batch, size))
 
     total = energy_lib.sum_over_chunks(chunk_sum, n, self._chunk)
     return self._energy_from_total(state, total)

@@ -52,7 +52,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from tfp_sgmcmc import random
-from tfp_sgmcmc._structure import pack_like
+from tfp_sgmcmc._structure import pack_like, state_dtype
+from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import MinibatchTarget, TargetCapabilityError
 from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
                                        check_batch_shape, check_batch_size,
@@ -239,24 +240,19 @@ class ShardedTarget(MinibatchTarget):
     return tf.cast(scale, ll.dtype) * tf.reduce_sum(ll, axis=-1)
 
   def _local_full_log_likelihood(self, state, shard, replica_id):
-    """Sum of log p(x_i | theta) over this replica's whole shard, in chunks."""
+    """Sum of log p(x_i | theta) over this replica's whole shard, in chunks,
+    accumulated in float64 (`energy.sum_of_examples`) and returned in the
+    state's dtype for the all-reduce."""
     size = self._shard_sizes[replica_id]
-    c = min(size, int(self._chunk or 4096))
-    num_full, rem = divmod(size, c)
 
     def chunk_sum(start, n):
       batch = tf.nest.map_structure(lambda d: d[start:start + n], shard)
-      return tf.reduce_sum(self._call_log_likelihood(state, batch, n), -1)
+      return energy_lib.sum_of_examples(
+          self._call_log_likelihood(state, batch, n))
 
-    total = chunk_sum(0, c)
-    if num_full > 1:
-      _, total = tf.while_loop(
-          lambda i, acc: i < num_full,
-          lambda i, acc: (i + 1, acc + chunk_sum(i * c, c)),
-          (tf.constant(1), total))
-    if rem:
-      total = total + chunk_sum(num_full * c, rem)
-    return total
+    total = energy_lib.sum_over_chunks(
+        chunk_sum, size, min(size, int(self._chunk or 4096)))
+    return tf.cast(total, state_dtype(state))
 
   def _call_log_likelihood(self, state, batch, n):
     values = call_with_clear_errors(
