@@ -69,6 +69,7 @@ SLOW = {
         'benchmarks/test_ksd_scripts.py::test_ksd_step_size_script_reports_every_scale',
         'benchmarks/test_ksd_scripts.py::test_posterior_start_has_the_reference_means_and_sds',
         'benchmarks/test_one_call.py::test_one_call_runs_at_a_tiny_size',
+        'benchmarks/test_one_call.py::test_unstandardised_regression_runs_at_a_tiny_size',
     ),
     "the paper notebooks (the quickstart and Keras notebooks stay; each paper's example has its own test)": (
         'test_notebook_executes[paper_',
