@@ -139,6 +139,26 @@ def test_a_warm_up_that_never_arrives_is_reported():
   assert "NOT ARRIVED" in str(fit.report)
 
 
+def test_a_rough_float32_energy_is_named_as_the_cause():
+  # Counts near 4e5 in float32: each y log(rate) - rate is rounded by about
+  # 0.1 nat, so the exact energy is rough by several nats between nearby
+  # points and AMAGOLD's exact test sticks. The report names that, and the
+  # fix, beside the R-hat it explains.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(500, 2)).astype(np.float32)
+  y = rng.poisson(np.exp(13. + x @ [0.3, -0.2])).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Poisson(log_rate=w[..., :1] + tf.einsum(
+          "nd,...d->...n", b[0], w[..., 1:])).log_prob(b[1]),
+      (x, y), batch_size=50, parameter_shapes=[3])
+  with pytest.warns(sg.UnhealthyChainWarning, match="float64"):
+    fit = sg.sample(target, seed=[0, 1],
+                    **dict(FAST, num_adaptation_steps=30, num_results=20))
+  rough = [p for p in fit.report.problems if "rough" in p]
+  assert len(rough) == 1 and "build the model in float64" in rough[0]
+  assert fit.report.max_rhat > 1.05
+
+
 def test_joint_distribution_draws_are_constrained():
   # SGLD by name: the structure and the constraint are the claims, not the
   # kernel.

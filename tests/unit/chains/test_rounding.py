@@ -1,0 +1,63 @@
+"""`chains.rounding`: the float rounding of an exact energy near the draws,
+which `sample`'s report names when a run went wrong."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_probability as tfp
+
+import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import rounding
+
+tfd = tfp.distributions
+
+
+def _poisson(dtype, num_examples, intercept, seed=0):
+  """A Poisson regression target and draws around its mode (sd from the
+  Fisher information of the intercept, N exp(b))."""
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_examples, 3)).astype(dtype)
+  weights = np.array([0.3, -0.2, 0.1])
+  y = rng.poisson(np.exp(intercept + x @ weights)).astype(dtype)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Poisson(log_rate=w[..., :1] + tf.einsum(
+          "nd,...d->...n", b[0], w[..., 1:])).log_prob(b[1]),
+      (x, y), batch_size=100, parameter_shapes=[4])
+  sd = 1. / np.sqrt(num_examples * np.exp(intercept))
+  draws = np.r_[intercept, weights] + sd * rng.normal(size=(50, 4, 4))
+  return target, tf.constant(draws.astype(dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_float32_likelihood_of_large_cancelling_terms_is_rough(dtype):
+  # Counts near 1e5: y log(rate) - rate is about 1e6 per example, rounded
+  # in float32 by about 0.03; over 2,000 examples U is rough by about
+  # sqrt(2000) 0.03 = 1.5 nats, far above the limit. The same model in
+  # float64 is smooth to 1e-6 nats.
+  target, draws = _poisson(dtype, 2000, 11.5)
+  measured = rounding.energy_rounding(target, draws)
+  problem = rounding.rounding_problem(target, draws)
+  if dtype == np.float32:
+    assert 0.5 < measured < 5. and "float64" in problem
+  else:
+    assert measured < 1e-6 and problem is None
+
+
+def test_a_float32_likelihood_of_small_terms_is_not_flagged():
+  # Counts near 1 (log-likelihoods of order 1): no cancellation; the
+  # float64 sum of 20,000 of them is cast once, and the parabola fits it.
+  target, draws = _poisson(np.float32, 20_000, 0.)
+  assert rounding.energy_rounding(target, draws) < 0.05
+  assert rounding.rounding_problem(target, draws) is None
+
+
+def test_a_smooth_energy_fits_its_parabola_whatever_its_curvature():
+  # The measure is the departure from a parabola, not the energy's change:
+  # a Gaussian posterior 1e4 sds from the draws' mean (an energy that
+  # changes by thousands of nats along the line) has no rounding.
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Normal(w[..., :1], 1.).log_prob(b), np.zeros(100),
+      batch_size=10, parameter_shapes=[1])
+  draws = tf.constant(100. + np.random.default_rng(1).normal(
+      size=(20, 4, 1)))
+  assert rounding.energy_rounding(target, draws) < 1e-6

@@ -1,0 +1,57 @@
+"""How much float rounding there is in a target's exact energy near the
+posterior: a cause that `sample`'s report names when a run went wrong.
+
+An exact M-H test compares energies U(theta') - U(theta) of nearby points.
+The energy is summed in float64 (`targets.energy.sum_of_examples`), but each
+per-example log-likelihood is computed in the model's dtype: in float32,
+terms that are large and cancel (a Poisson log-likelihood at counts in the
+thousands: y log(rate) - rate, each about 1e5) are rounded by about 1e-3
+each, and over N examples U is rough by about sqrt(N) 1e-3 nats from one
+point to the next, where the posterior changes it by far less. The test
+then cannot tell nearby points apart and the chains stick, a failure that
+R-hat shows but does not explain.
+
+`energy_rounding` measures it: U at k points along a line through the
+draws' mean, each coordinate moved by up to `span` of its sd, where U is a
+parabola to far better than float precision; the residuals' sd from the
+fitted parabola is the rounding.
+"""
+
+import numpy as np
+import tensorflow as tf
+
+__all__ = ["energy_rounding", "rounding_problem", "ROUNDING_LIMIT"]
+
+# Rounding (nats) beyond which the report names it. A float32 energy of
+# 1e6 nats, summed in float64 and cast once, is rounded by its ulp, 0.06.
+ROUNDING_LIMIT = 0.3
+
+
+def energy_rounding(target, draws, num_points=9, span=0.1):
+  """The sd, in nats, of `target.energy` about the parabola through it along
+  the line mean + t sd, |t| <= `span`, of `draws` (a state with leading
+  draw and chain axes): the float rounding of the exact energy there. One
+  call of the energy, on the points as a batch of chains."""
+  parts = [np.asarray(p) for p in tf.nest.flatten(draws)]
+  t = np.linspace(-span, span, num_points)
+  points = [
+      (p.mean((0, 1)) + t.reshape((-1,) + (1,) * (p.ndim - 2)) *
+       p.std((0, 1))).astype(p.dtype) for p in parts]
+  energy = np.asarray(target.energy(tf.nest.pack_sequence_as(
+      draws, [tf.constant(p) for p in points])), np.float64)
+  residual = energy - np.polyval(np.polyfit(t, energy, 2), t)
+  return float(np.sqrt(np.sum(residual**2) / (num_points - 3)))
+
+
+def rounding_problem(target, draws):
+  """The report's problem when the exact energy near `draws` is rounded by
+  more than `ROUNDING_LIMIT` nats, else None."""
+  rounding = energy_rounding(target, draws)
+  if not rounding > ROUNDING_LIMIT:
+    return None
+  dtype = tf.nest.flatten(draws)[0].dtype
+  return (f"the exact energy is rough: rounded by {rounding:.2g} nats "
+          f"between points a tenth of a posterior sd apart ({dtype} "
+          "per-example log-likelihoods), which the M-H test cannot tell "
+          "apart: build the model in float64 (its data, parameters and "
+          "constants)")
