@@ -48,6 +48,36 @@ def test_summary_reports_divergence_acceptance_and_unbounded_energy():
     sg.summarize(draws, trace, print_report=False)
 
 
+def test_divergent_transitions_are_counted_and_named():
+  # An M-H kernel rejects a proposal with a non-finite energy and its chain
+  # stays finite (nothing is flagged `diverged`): Stan's divergent
+  # transition. Where they gather, the chains miss part of the posterior
+  # (the centred eight schools' funnel neck, with R-hat 1.005 and "no
+  # problems found" before they were counted). Here a half-normal written
+  # on the whole line, -inf below 0: HMC's proposals across 0 are rejected.
+  def log_prob(x):
+    return tf.reduce_sum(tf.where(x > 0., -0.5 * x**2, -np.inf), -1)
+  kernel = tfp.mcmc.HamiltonianMonteCarlo(log_prob, 0.5, 4)
+  draws, trace = tfp.mcmc.sample_chain(
+      100, tf.fill([4, 1], 1.), kernel=kernel, seed=[7, 8],
+      trace_fn=lambda _, r: r)
+  rejected = np.sum(~np.isfinite(trace.log_accept_ratio.numpy()), 0)
+  assert np.all(np.isfinite(draws)) and rejected.sum() > 5
+  with pytest.warns(sg.UnhealthyChainWarning, match="divergent transitions"):
+    health = sg.summarize(draws, trace, print_report=False)
+  np.testing.assert_array_equal(health.divergences, rejected)
+  assert any(f"{rejected.sum()} divergent transitions in 4 of 4 chains" in p
+             for p in health.problems)
+  # Written on the half line the sampler has no such proposals.
+  kernel = tfp.mcmc.HamiltonianMonteCarlo(
+      lambda x: tf.reduce_sum(-0.5 * x**2, -1), 0.5, 4)
+  draws, trace = tfp.mcmc.sample_chain(
+      100, tf.fill([4, 1], 1.), kernel=kernel, seed=[7, 8],
+      trace_fn=lambda _, r: r)
+  assert not sg.summarize(draws, trace, print_report=False,
+                          warn=False).divergences.any()
+
+
 # The heating statistic's threshold (8) was calibrated on correct chains:
 # SGLD, SGHMC and AMAGOLD at sound step sizes on a Gaussian (linear
 # regression) and a logistic regression posterior, 4 seeds x 32 chains each

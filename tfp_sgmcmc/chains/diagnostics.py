@@ -48,8 +48,10 @@ ChainHealth.__doc__ = """What `summarize` returns.
 Attributes:
   num_draws: the number of draws per chain.
   num_chains: the number of chains.
-  divergences: per chain, the number of traced steps flagged `diverged`
-    (zeros without a trace).
+  divergences: per chain, the number of traced steps flagged `diverged`,
+    plus the divergent transitions: traced steps whose `log_accept_ratio`
+    is not finite (a proposal rejected for a non-finite energy); zeros
+    without a trace.
   acceptance_rate: per chain, the mean of the traced `is_accepted`, or None.
   step_size: the last traced `step_size`, or None.
   heating: per chain, the `heating` statistic of the traced `energy`, or
@@ -112,8 +114,9 @@ RunVerdict = collections.namedtuple(
 RunVerdict.__doc__ = """What `divergence_and_heating` returns.
 
 Attributes:
-  divergences: per chain, the number of traced steps flagged `diverged`
-    (zeros without the field).
+  divergences: per chain, the number of traced steps flagged `diverged`,
+    plus those whose `log_accept_ratio` is not finite (zeros without
+    either field).
   heating: per chain, the `heating` statistic of the traced `energy`, or
     None (no energy traced, or fewer than 8 draws).
   problems: sentences for what went wrong (non-finite draws, diverged
@@ -173,6 +176,14 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
   diverged = find_field(trace, "diverged")
   divergences = (np.zeros(num_chains, int) if diverged is None else
                  np.asarray(diverged).reshape(num_draws, -1).sum(axis=0))
+  # A proposal with a non-finite energy (log accept ratio -inf) is rejected
+  # and its chain stays finite: Stan's divergent transition. Where they
+  # gather the chains do not enter (a funnel's neck), and the draws miss it
+  # with R-hat and ESS none the wiser.
+  ratio = find_field(trace, "log_accept_ratio")
+  rejected = (np.zeros(num_chains, int) if ratio is None else np.sum(
+      ~np.isfinite(np.asarray(ratio, np.float64).reshape(num_draws, -1)),
+      axis=0))
   energy = find_field(trace, "energy")
   windows = (None if energy is None else energy_windows(
       np.asarray(energy, np.float64).reshape(num_draws, -1)))
@@ -184,6 +195,15 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
   if divergences.sum():
     broken.append(f"{int((divergences > 0).sum())} of {num_chains} chains "
                   "diverged (non-finite energy or state)")
+  if rejected.sum():
+    broken.append(
+        f"{int(rejected.sum())} divergent transitions in "
+        f"{int((rejected > 0).sum())} of {num_chains} chains (proposals "
+        "with a non-finite energy, rejected): the chains may not enter a "
+        "region of the posterior (e.g. a funnel's neck), whose draws are "
+        "then missing; reparameterise it (e.g. non-centred) or lower the "
+        "step size")
+  divergences = divergences + rejected
   if heat is not None and np.any(heat > heating_threshold):
     chains = np.flatnonzero(heat > heating_threshold)
     hot.append(
@@ -335,7 +355,10 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   acceptance = (None if accepted is None else np.asarray(
       accepted, np.float64).reshape(num_draws, -1).mean(axis=0))
   step = find_field(trace, "step_size")
-  step_size = None if step is None else np.asarray(step)[-1]
+  # TFP's HMC keeps `step_size` in its results only when told to (an
+  # empty list otherwise).
+  step_size = (None if step is None or not np.size(step) else
+               np.asarray(step)[-1])
 
   if finite:
     ess = effective_sample_size(flat).sum(axis=0)
