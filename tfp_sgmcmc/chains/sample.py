@@ -204,11 +204,12 @@ def _build_kernel(kernel, target, step_size, noisy):
 
 
 def _template(target, initial_state, parameter_shapes, seed):
-  """One chain's state (no chain axis), to search from and to shape by."""
+  """One chain's state (no chain axis), to search from and to shape by: a
+  numpy float part keeps its dtype, a number or list is float32."""
   if initial_state is not None:
-    return tf.nest.map_structure(
-        lambda p: tf.convert_to_tensor(p, tf.float32)
-        if not tf.is_tensor(p) else p, initial_state)
+    return tf.nest.map_structure(lambda p: p if tf.is_tensor(p) else (
+        tf.constant(p) if np.dtype(getattr(p, "dtype", "i1")).kind == "f"
+        else tf.convert_to_tensor(p, tf.float32)), initial_state)
   if isinstance(target, JointDistributionTarget):
     return tf.nest.map_structure(tf.zeros_like,
                                  target.initial_state(seed=seed))

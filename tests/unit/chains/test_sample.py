@@ -237,3 +237,15 @@ def test_newtons_method_crosses_negative_curvature_to_the_mode():
   sd = 1. / np.sqrt([8. * n, n])
   np.testing.assert_array_less(np.abs(found.numpy() - [1., 0.]) / sd, 0.01)
   np.testing.assert_allclose(hessian, np.diag([8. * n, n]), rtol=1e-3)
+
+
+def test_a_numpy_initial_state_keeps_its_float_dtype():
+  # A float64 model started from a numpy float64 state was cast to float32
+  # and refused ("give the target data and state of one float dtype"),
+  # which the user had done. A Python number stays float32, as in TF.
+  template = sample_lib._template(  # pylint: disable=protected-access
+      None, {"w": np.zeros(3), "b": np.float64(0.), "c": 1.5,
+             "d": np.zeros(2, np.int32), "e": tf.zeros([2], tf.float64)},
+      None, None)
+  assert {k: v.dtype for k, v in template.items()} == dict(
+      w=tf.float64, b=tf.float64, c=tf.float32, d=tf.float32, e=tf.float64)
