@@ -483,7 +483,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
 def _shape_spec(template):
   """`parameter_shapes` of one chain's state."""
   shapes = [p.shape.as_list() for p in tf.nest.flatten(template)]
-  if isinstance(template, (list, tuple)) or len(shapes) > 1:
+  if tf.nest.is_nested(template):
     return shapes
   return shapes[0]
 

@@ -250,10 +250,16 @@ class JointDistributionTarget(InMemoryTarget):
             ((), observed))
     self._prior_data = tf.nest.map_structure(first, data)
     full = batch_size is None
+    # Each node's unconstrained event shape, so that the checks know the
+    # chain axes (a lone scalar node's state has no parameter axis).
+    shapes = self._bijector.inverse_event_shape(pinned.event_shape)
+    flat = [list(shape) for shape in tf.nest.flatten(shapes)]
     super().__init__(self._log_likelihood_of, data,
                      batch_size=None if full else batch_size,
                      log_prior_fn=self._log_prior_of,
-                     energy_chunk_size=energy_chunk_size, full_batch=full)
+                     energy_chunk_size=energy_chunk_size, full_batch=full,
+                     parameter_shapes=(flat if tf.nest.is_nested(shapes)
+                                       else flat[0]))
 
   # --- the model's pieces -------------------------------------------------
 
