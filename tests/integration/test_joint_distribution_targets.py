@@ -195,3 +195,27 @@ def test_a_model_with_one_scalar_latent_node_takes_chains(batch_size):
                                seed=[1, 2])
   assert results.energy.shape == [4]
   assert sample_lib._shape_spec({"m": tf.zeros([])}) == [[]]  # pylint: disable=protected-access
+
+
+def test_an_auto_batched_model_has_its_own_log_density():
+  # JointDistributionCoroutineAutoBatched writes a vector node without
+  # tfd.Independent: its log_prob has the vector in its batch shape, which
+  # the model's own log_prob sums. The prior was summed node by node and
+  # refused ("Incompatible shapes: [4,3] vs. [4]").
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 3)).astype(np.float32)
+  y = (x @ [1., -1., .5] + rng.normal(size=200)).astype(np.float32)
+
+  def model(x):
+    @tfd.JointDistributionCoroutineAutoBatched
+    def m():
+      w = yield tfd.Normal(tf.zeros(3), 1., name="w")
+      yield tfd.Normal(tf.linalg.matvec(x, w), 1., name="y")
+    return m
+  target = sg.JointDistributionTarget(model, observed={"y": y},
+                                      covariates=x, batch_size=None)
+  w = tf.constant(rng.normal(size=(4, 3)).astype(np.float32))
+  state = target.initial_state(seed=[1, 2])
+  state = type(state)(w=w) if hasattr(state, "_fields") else [w]
+  expected = [-float(model(x).log_prob(w=w[i], y=y)) for i in range(4)]
+  np.testing.assert_allclose(target.energy(state), expected, rtol=1e-5)

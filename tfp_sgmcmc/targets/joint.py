@@ -317,9 +317,15 @@ class JointDistributionTarget(InMemoryTarget):
 
   def _log_prior_of(self, state):
     _, values, dists = self._distributions(state, self._prior_data)
+    ranks = self._latent_dict(self._event_ranks)
     total = 0.
     for name in self._latent_names:
-      total = total + dists[name].log_prob(values[name])
+      lp = dists[name].log_prob(values[name])
+      # An auto-batched model's node keeps axes of its event in its batch
+      # shape (the model's own log_prob sums them): summed here too.
+      extra = ranks[name] - tensorshape_rank(dists[name].event_shape)
+      total = total + (tf.reduce_sum(lp, list(range(-extra, 0))) if extra
+                       else lp)
     log_det = self._bijector.forward_log_det_jacobian(
         _uncached(state), event_ndims=self._event_ranks)
     return total + log_det
