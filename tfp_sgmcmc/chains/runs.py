@@ -15,6 +15,8 @@ is defined in `progress` and importable from here.
 """
 
 import collections
+import functools
+import re
 import warnings
 
 import numpy as np
@@ -266,3 +268,25 @@ def _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
   per_kernel[key] = tf.function(run, jit_compile=jit_compile,
                                 autograph=False)
   return per_kernel[key]
+
+
+def explain_xla_errors(fn):
+  """`fn`, with XLA's failure to compile an operation it has no kernel for
+  (a 40-line TensorFlow traceback) re-raised as a `ValueError` that names
+  the operations and the fix."""
+  @functools.wraps(fn)
+  def wrapped(*args, **kwargs):
+    try:
+      return fn(*args, **kwargs)
+    except tf.errors.InvalidArgumentError as e:
+      if "Detected unsupported operations" not in str(e):
+        raise
+      ops = sorted(set(re.findall(r"(\w+) \(No registered", str(e))))
+      raise ValueError(
+          f"XLA cannot compile the chains: it has no kernel for {ops} on "
+          "this device. A JointDistribution model draws from each of its "
+          "nodes when TFP builds their distributions, even where every "
+          "value is given, so a node whose sampler XLA lacks (e.g. a "
+          "NegativeBinomial's gamma draws) stops it. Pass "
+          "jit_compile=False (the same run without XLA, slower).") from e
+  return wrapped

@@ -2,13 +2,12 @@
 
 Built from the package's public parts, in the order docs/warmup.md gives
 for a large data set: the model as a target with one minibatch per chain
-(or its full batch, on a small data set);
-`find_mode` and a start around it (chains/start.py); control variates
-around the mode where they pay; `warm_up` (step size, mass and, on exact
-gradients, trajectory length: the warm-up picks them), checked
-for arrival (chains/arrival.py) and extended once if it has not arrived;
-`sample_chain_with_progress` under XLA; `summarize` and
-`to_inference_data`; one report.
+(or its full batch, on a small data set); `find_mode` and a start around
+it (chains/start.py); control variates around the mode where they pay;
+`warm_up` (step size, mass and, on exact gradients, trajectory length:
+the warm-up picks them), checked for arrival (chains/arrival.py) and
+extended once if it has not arrived; `sample_chain_with_progress` under
+XLA; `summarize` and `to_inference_data`; one report.
 """
 
 import collections
@@ -22,13 +21,13 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import rounding
+from tfp_sgmcmc.chains import runs
 from tfp_sgmcmc.chains import start as start_lib
 from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains import warmup_picks as picks
 from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
                                            find_field, summarize)
 from tfp_sgmcmc.chains.inference_data import to_inference_data
-from tfp_sgmcmc.chains.runs import sample_chain_with_progress
 from tfp_sgmcmc.chains.warmup import warm_up
 from tfp_sgmcmc.kernels import AMAGOLD, SGHMC, SGLD, SGNHT
 from tfp_sgmcmc.targets.base import TargetCapabilityError
@@ -268,6 +267,7 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
   return warm, arrived, extended
 
 
+@runs.explain_xla_errors
 def sample(target=None, num_results=1000, num_chains=4, kernel=None,
            seed=None, num_adaptation_steps=1000, num_burnin_steps=0, *,
            target_log_prob_fn=None, observed=None, covariates=None,
@@ -418,7 +418,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                   stacklevel=2)
   with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=_CALIBRATION)
-    run = sample_chain_with_progress(
+    run = runs.sample_chain_with_progress(
         num_results, warm.state, warm.kernel, seed=run_seed,
         num_burnin_steps=num_burnin_steps,
         trace_fn=_trace_fn(warm.kernel, warm.state), progress=progress,

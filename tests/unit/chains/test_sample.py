@@ -249,3 +249,21 @@ def test_a_numpy_initial_state_keeps_its_float_dtype():
       None, None)
   assert {k: v.dtype for k, v in template.items()} == dict(
       w=tf.float64, b=tf.float64, c=tf.float32, d=tf.float32, e=tf.float64)
+
+
+def test_an_operation_xla_cannot_compile_is_named_with_the_fix():
+  # A JointDistribution draws from every node when TFP builds its
+  # distributions; a NegativeBinomial's gamma draws have no XLA kernel, and
+  # `sample` (jit_compile=True by default) ended in a 40-line traceback.
+  @tf.function(jit_compile=True)
+  def draws():
+    return tf.random.stateless_gamma([3], seed=[1, 2], alpha=2.)
+
+  run = sg.chains.runs.explain_xla_errors(draws)
+  with pytest.raises(ValueError, match=r"StatelessRandomGamma.*"
+                     r"jit_compile=False"):
+    run()
+  # Other errors pass as they are.
+  with pytest.raises(tf.errors.InvalidArgumentError):
+    sg.chains.runs.explain_xla_errors(
+        lambda: tf.debugging.assert_equal(1, 2))()
