@@ -332,3 +332,19 @@ def test_attrs_record_whether_the_chains_shared_their_minibatches(
   hmc = tfp.mcmc.HamiltonianMonteCarlo(lambda x: -tf.reduce_sum(x ** 2, -1),
                                        0.1, 3)
   assert "minibatches" not in sg.to_inference_data(draws, kernel=hmc).attrs
+
+
+def test_rejected_divergent_transitions_are_diverging():
+  # A proposal with a non-finite energy is rejected and the chain stays
+  # finite; ArviZ's `diverging` (its pair plots' marks of a funnel) shows
+  # it, as `summarize` counts it. A half-normal written on the whole line
+  # under TFP's HMC: the proposals across 0 are such transitions.
+  def log_prob(x):
+    return tf.reduce_sum(tf.where(x > 0., -0.5 * x**2, -np.inf), -1)
+  draws, trace = tfp.mcmc.sample_chain(
+      100, tf.fill([4, 1], 1.), kernel=tfp.mcmc.HamiltonianMonteCarlo(
+          log_prob, 0.5, 4), seed=[7, 8], trace_fn=lambda _, r: r)
+  stats = sg.to_inference_data(draws, trace).sample_stats
+  rejected = ~np.isfinite(trace.log_accept_ratio.numpy())
+  assert rejected.sum() > 5
+  np.testing.assert_array_equal(stats["diverging"], rejected.T)

@@ -17,7 +17,9 @@ to ArviZ (`az.summary`, `az.plot_trace`, `az.rhat`, `az.ess`, rank plots):
 
   | ArviZ            | from the results                                    |
   |------------------|-----------------------------------------------------|
-  | `diverging`      | `diverged` (or TFP NUTS's `has_divergence`)         |
+  | `diverging`      | `diverged` (or TFP NUTS's `has_divergence`), or a   |
+  |                  | non-finite `log_accept_ratio` (a rejected divergent |
+  |                  | transition)                                         |
   | `acceptance_rate`| min(1, exp(`log_accept_ratio`)), the outermost test |
   | `step_size`      | the innermost `step_size` (the one each step used)  |
   | `lp`             | the outermost `target_log_prob`                     |
@@ -111,8 +113,12 @@ def sample_stats_from_results(results):
     stats["diverging"] = np.asarray(diverged, bool)
   log_accept_ratio = _find(levels, "log_accept_ratio")
   if log_accept_ratio is not None:
-    stats["acceptance_rate"] = np.exp(np.minimum(
-        np.asarray(log_accept_ratio, np.float64), 0.))
+    log_accept_ratio = np.asarray(log_accept_ratio, np.float64)
+    stats["acceptance_rate"] = np.exp(np.minimum(log_accept_ratio, 0.))
+    # A proposal rejected for a non-finite energy is a divergent transition
+    # (Stan's, and `summarize`'s), though its chain stays finite.
+    stats["diverging"] = stats.get("diverging", False) | ~np.isfinite(
+        log_accept_ratio)
   for name, field, innermost in (("step_size", "step_size", True),
                                  ("lp", "target_log_prob", False),
                                  ("tree_depth", "tree_depth", True),
