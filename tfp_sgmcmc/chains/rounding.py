@@ -45,8 +45,12 @@ def energy_rounding(target, draws, num_points=9, span=0.1):
 
 def rounding_problem(target, draws):
   """The report's problem when the exact energy near `draws` is rounded by
-  more than `ROUNDING_LIMIT` nats, else None."""
-  rounding = energy_rounding(target, draws)
+  more than `ROUNDING_LIMIT` nats, else None (also when the energy cannot
+  be evaluated at the points)."""
+  try:
+    rounding = energy_rounding(target, draws)
+  except (ValueError, TypeError, tf.errors.OpError):
+    return None  # A diagnostic of a run that went wrong never fails it.
   if not rounding > ROUNDING_LIMIT:
     return None
   dtype = tf.nest.flatten(draws)[0].dtype

@@ -61,3 +61,9 @@ def test_a_smooth_energy_fits_its_parabola_whatever_its_curvature():
   draws = tf.constant(100. + np.random.default_rng(1).normal(
       size=(20, 4, 1)))
   assert rounding.energy_rounding(target, draws) < 1e-6
+
+
+def test_an_energy_that_cannot_be_evaluated_gives_no_problem():
+  # The measure runs after a run that went wrong; it must not fail the call.
+  target, draws = _poisson(np.float32, 2000, 11.5)
+  assert rounding.rounding_problem(target, [draws, draws]) is None
