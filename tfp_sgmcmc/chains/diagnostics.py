@@ -28,7 +28,8 @@ from tfp_sgmcmc.chains.minibatch_sharing import (FULL_BATCH, INDEPENDENT,
                                                  SHARED, minibatch_sharing)
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
-           "find_field", "heating", "energy_windows", "HEATING_THRESHOLD",
+           "find_field", "divergent_transitions",
+           "heating", "energy_windows", "HEATING_THRESHOLD",
            "minibatch_sharing", "effective_sample_size", "RunVerdict",
            "energy_trend",
            "divergence_and_heating", "SHARED", "INDEPENDENT", "FULL_BATCH"]
@@ -176,14 +177,9 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
   diverged = find_field(trace, "diverged")
   divergences = (np.zeros(num_chains, int) if diverged is None else
                  np.asarray(diverged).reshape(num_draws, -1).sum(axis=0))
-  # A proposal with a non-finite energy (log accept ratio -inf) is rejected
-  # and its chain stays finite: Stan's divergent transition. Where they
-  # gather the chains do not enter (a funnel's neck), and the draws miss it
-  # with R-hat and ESS none the wiser.
   ratio = find_field(trace, "log_accept_ratio")
   rejected = (np.zeros(num_chains, int) if ratio is None else np.sum(
-      ~np.isfinite(np.asarray(ratio, np.float64).reshape(num_draws, -1)),
-      axis=0))
+      divergent_transitions(ratio).reshape(num_draws, -1), axis=0))
   energy = find_field(trace, "energy")
   windows = (None if energy is None else energy_windows(
       np.asarray(energy, np.float64).reshape(num_draws, -1)))
@@ -212,6 +208,16 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
         f"{heating_threshold:g}, chains {_short(chains)}): the chain heats "
         "up (step size too large or friction too small)")
   return divergences, heat, broken, hot
+
+
+def divergent_transitions(log_accept_ratio):
+  """Where a traced `log_accept_ratio` marks a divergent transition: not
+  finite, a proposal rejected for a non-finite energy while its chain
+  stays finite (Stan's divergent transition). Where they gather, the
+  chains do not enter a region (a funnel's neck), and the draws miss it
+  with R-hat and ESS none the wiser. `summarize` counts them, and
+  `to_inference_data` marks them in ArviZ's `diverging`."""
+  return ~np.isfinite(np.asarray(log_accept_ratio, np.float64))
 
 
 def find_field(results, name):

@@ -115,10 +115,8 @@ def sample_stats_from_results(results):
   if log_accept_ratio is not None:
     log_accept_ratio = np.asarray(log_accept_ratio, np.float64)
     stats["acceptance_rate"] = np.exp(np.minimum(log_accept_ratio, 0.))
-    # A proposal rejected for a non-finite energy is a divergent transition
-    # (Stan's, and `summarize`'s), though its chain stays finite.
-    stats["diverging"] = stats.get("diverging", False) | ~np.isfinite(
-        log_accept_ratio)
+    stats["diverging"] = stats.get("diverging", False) | (
+        diagnostics.divergent_transitions(log_accept_ratio))
   for name, field, innermost in (("step_size", "step_size", True),
                                  ("lp", "target_log_prob", False),
                                  ("tree_depth", "tree_depth", True),
