@@ -122,6 +122,32 @@ def test_a_cold_start_that_does_not_arrive_starts_again_at_the_mode(
   assert fit.report.arrived and fit.report.extended
 
 
+def test_a_chain_stranded_by_a_uniform_start_is_started_again():
+  # One latent mean of N = 5,000 unit-noise examples (posterior sd 0.014),
+  # full batch, so started uniform(-2, 2): one chain of four stays where it
+  # started, 72 sds away, while the warm-up's variance pooled over the four
+  # inflates its own distance below MAX_CHAIN_DISTANCE. Its gradient, 67
+  # times the others', flags it; the warm-up runs again from around the
+  # mode. Before, the report said "arrived" with R-hat 1,784.
+  n = 5000
+  y = np.random.default_rng(0).normal(1., 1., n).astype(np.float32)
+  model = tfd.JointDistributionNamed(dict(
+      m=tfd.Normal(0., 10.),
+      y=lambda m: tfd.Independent(tfd.Normal(
+          m[..., None] * tf.ones([n]), 1.), 1)))
+  fit = sg.sample(model, observed={"y": y}, num_results=100,
+                  num_adaptation_steps=200, seed=[0, 1], progress=False,
+                  print_report=False)
+  assert "which did not arrive; then around the mode" in fit.report.start
+  assert fit.report.arrived
+  # Posterior N(sum y / (n + 0.01), 1 / (n + 0.01)). Each chain's mean of
+  # 100 draws has an ESS of at least 25, so a Monte Carlo sd of at most 0.2
+  # posterior sds: 2 sds is 10 of those (the stranded chain was 72 off).
+  exact, sd = y.sum() / (n + 0.01), (n + 0.01)**-0.5
+  chain_means = np.mean(fit.draws["m"], axis=0)
+  assert np.all(np.abs(chain_means - exact) < 2. * sd), chain_means
+
+
 def test_a_warm_up_that_never_arrives_is_reported():
   # Beyond FULL_HESSIAN_MAX coordinates the mode is Adam's, whose 200 steps
   # of 0.05 move 10 of the 1,000 sds: the warm-up has not arrived from

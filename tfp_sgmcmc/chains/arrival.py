@@ -23,15 +23,18 @@ alone with one chain). `check_arrival` is pure (arrays in, verdict out);
 """
 
 import collections
+import functools
 import warnings
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 __all__ = ["WarmupNotConvergedWarning", "Arrival", "check_arrival",
            "final_gradients", "check_warm_up", "warn_if_not_arrived",
            "MAX_DISTANCE", "MAX_AGREEMENT", "MAX_AGREEMENT_ALONE",
-           "MAX_CHAIN_DISTANCE"]
+           "MAX_CHAIN_DISTANCE", "STRANDED_FALSE_ALARM",
+           "STRANDED_MIN_RATIO"]
 
 # Thresholds. At stationarity the distance is about N(0, VIF / C) and the
 # agreement a t with C - 1 degrees of freedom; a cold start on a large-N
@@ -50,6 +53,16 @@ MAX_AGREEMENT_ALONE = 100.
 # beyond this a single chain is off unless a coordinate's variance
 # inflation exceeds 4e6 (its marginal sd 2,000 times its conditional one).
 MAX_CHAIN_DISTANCE = 1e4
+# The same stranded chain, judged against the other chains instead: at the
+# posterior a chain's gradient over the root mean square of the other C - 1
+# chains' (per coordinate) is |t| with C - 1 degrees of freedom. Beyond the
+# t quantile that C chains x D coordinates pass by chance with probability
+# STRANDED_FALSE_ALARM (Bonferroni), and never below STRANDED_MIN_RATIO
+# (gradients at a posterior that is not Gaussian have heavier tails), the
+# chain is off. It catches a chain stranded at a scale MAX_CHAIN_DISTANCE
+# cannot (a warm-up whose pooled variances the stranded chain inflated).
+STRANDED_FALSE_ALARM = 1e-3
+STRANDED_MIN_RATIO = 20.
 
 
 class WarmupNotConvergedWarning(UserWarning):
@@ -131,9 +144,12 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
     agreement = float(np.max(t))
     far &= t > max_agreement
   # With a variance estimate, a chain stranded on its own (see
-  # MAX_CHAIN_DISTANCE).
+  # MAX_CHAIN_DISTANCE and STRANDED_MIN_RATIO).
   own = np.abs(flat_g) * sd if max_distance > 0 else np.zeros_like(flat_g)
   stranded = own > MAX_CHAIN_DISTANCE
+  if num_chains > 1 and max_distance > 0:
+    stranded |= (own > max_distance) & (
+        _ratio_to_others(flat_g) > _stranded_ratio(num_chains, int(sd.size)))
   coordinates = np.flatnonzero(far if far.any() else stranded.any(axis=0))
   worst = float(np.max(distance)) if distance.size else 0.
   cause = ""
@@ -163,6 +179,27 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
         "tfp_sgmcmc.sample does the first two.")
   return Arrival(arrived=not coordinates.size, distance=worst,
                  agreement=agreement, coordinates=coordinates, cause=cause)
+
+
+def _ratio_to_others(flat_g):
+  """Each chain's |gradient| over the root mean square of the other
+  chains' gradients, per coordinate ([chains, coordinates])."""
+  squares = np.square(flat_g)
+  others = (squares.sum(axis=0) - squares) / (flat_g.shape[0] - 1)
+  with np.errstate(divide="ignore", invalid="ignore"):
+    return np.where(others > 0, np.abs(flat_g) / np.sqrt(others),
+                    np.where(flat_g != 0, np.inf, 0.))
+
+
+@functools.lru_cache(maxsize=64)
+def _stranded_ratio(num_chains, num_coordinates):
+  """The ratio `_ratio_to_others` exceeds by chance at the posterior with
+  probability STRANDED_FALSE_ALARM over every chain and coordinate (of a
+  Gaussian), at least STRANDED_MIN_RATIO."""
+  tail = STRANDED_FALSE_ALARM / (2. * num_chains * max(num_coordinates, 1))
+  t = tfp.distributions.StudentT(np.float64(num_chains - 1), np.float64(0.),
+                                 np.float64(1.))
+  return max(STRANDED_MIN_RATIO, -float(t.quantile(tail)))
 
 
 def final_gradients(target, state, seed, num_minibatches=16):

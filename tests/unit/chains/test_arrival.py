@@ -84,6 +84,42 @@ def test_one_stranded_chain_is_flagged():
   g = rng.normal(size=(4, 1)) * 1e3
   assert arrival.check_arrival(g, [np.ones(1)], 4).arrived
 
+def test_a_stranded_chain_is_flagged_against_the_other_chains():
+  # One coordinate of posterior sd s (the mean of N = 5,000 unit-noise
+  # examples), three chains at the posterior and one 72 sds away, and the
+  # warm-up's variance pooled over all four chains, so 31 times s: the
+  # stranded chain's own distance in that inflated sd (about 2,300) is
+  # under MAX_CHAIN_DISTANCE and the chains' t statistic is about 1, but
+  # its gradient is 67 times the root mean square of the others'.
+  s = 1. / np.sqrt(5000.)
+  theta = np.array([[0.5 * s], [-1. * s], [72. * s], [1.5 * s]])
+  pooled = np.var(theta)
+  result = arrival.check_arrival([theta / s**2], [np.array([pooled])], 4)
+  assert not result.arrived
+  assert "chain 2 (of 4," in result.cause and "stranded" in result.cause
+  assert result.distance < arrival.MAX_CHAIN_DISTANCE
+  # The same chain 10 sds away: it moves under the others' step size.
+  theta[2] = 10. * s
+  assert arrival.check_arrival([theta / s**2], [np.array([np.var(theta)])],
+                               4).arrived
+
+
+@pytest.mark.parametrize("chains,coordinates", [(4, 1), (4, 20), (8, 5)])
+def test_the_stranded_chain_rule_keeps_its_false_alarm_rate(chains,
+                                                          coordinates):
+  # At the posterior each chain's gradient over the others' root mean square
+  # is |t| with C - 1 degrees of freedom; the rule's threshold is passed by
+  # chance, somewhere among the C x D ratios, with probability at most
+  # STRANDED_FALSE_ALARM (1e-3): 20,000 simulated warm-ups, so at most 20
+  # expected; 35 is 3.4 sds of a Poisson(20) above that.
+  rng = np.random.default_rng(11)
+  limit = arrival._stranded_ratio(chains, coordinates)  # pylint: disable=protected-access
+  alarms = sum(
+      bool((arrival._ratio_to_others(rng.normal(size=(chains, coordinates)))  # pylint: disable=protected-access
+            > limit).any()) for _ in range(20000))
+  assert alarms <= 35
+
+
 def test_list_state_and_part_count_check():
   g = [np.full((4, 2), 30.) + np.arange(4)[:, None], np.zeros((4, 3))]
   result = arrival.check_arrival(g, [np.ones(2), np.ones(3)], 4)
