@@ -63,6 +63,8 @@ def test_target_gives_draws_idata_kernel_and_report(minibatch_fit):
   assert np.isfinite(report.max_rhat) and report.min_ess > 0
   assert set(report.seconds) == {"mode", "warmup", "sampling", "total"}
   assert report.ksd is None and "Stein" not in str(report)
+  # An exact kernel: nothing said about approximate draws.
+  assert report.approximate is None and "approximate" not in str(report)
   text = str(report)
   for word in ("warm-up", "arrived", "R-hat", "ESS", "divergences",
                "heating", "acceptance"):
@@ -107,6 +109,12 @@ def test_target_log_prob_fn_starts_as_stan(cold_fit):
   assert not fit.report.control_variates
   assert fit.report.minibatches.startswith("exact gradients")
   assert isinstance(fit.kernel, sg.SGHMC)
+  # A kernel with no exact test: the report says its draws are biased, and
+  # how to measure and avoid it (R-hat and ESS cannot show it).
+  assert "approximate draws: SGHMC has no exact Metropolis-Hastings test" in (
+      str(fit.report))
+  assert "`ksd=True` measures" in fit.report.approximate
+  assert "kernel='amagold' draws exactly." in fit.report.approximate
 
 
 def test_a_cold_start_that_does_not_arrive_starts_again_at_the_mode(
@@ -214,6 +222,10 @@ def test_kernel_by_instance_keeps_its_class_and_arguments():
   assert "ksd" in fit.report.seconds
   assert "kernel Stein discrepancy" in str(fit.report)
   assert isinstance(fit.kernel, sg.SGHMC)
+  # Approximate draws, whose KSD the report already gives: no advice to
+  # ask for it.
+  assert "SGHMC has no exact" in fit.report.approximate
+  assert "ksd=True" not in fit.report.approximate
   assert fit.kernel.friction == 2.
   assert fit.kernel.target is fit.target
   assert fit.target.is_full_batch and not target.is_full_batch

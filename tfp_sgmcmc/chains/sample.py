@@ -25,6 +25,7 @@ from tfp_sgmcmc.chains import runs
 from tfp_sgmcmc.chains import start as start_lib
 from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains import warmup_picks as picks
+from tfp_sgmcmc.chains.sample_report import SampleReport, SampleResult
 from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
                                            find_field, summarize)
 from tfp_sgmcmc.chains.inference_data import to_inference_data
@@ -66,94 +67,6 @@ _CALIBRATION = r"supplied `TransitionKernel` is not calibrated"
 # the measurements are), which `sample` leaves to it.
 DENSE_MASS_MAX = picks.DENSE_MASS_MAX
 DENSE_MIN_STEPS = picks.DENSE_MIN_STEPS
-
-
-class SampleReport(collections.namedtuple("SampleReport", [
-    "kernel", "start", "control_variates", "minibatches", "warmup",
-    "arrived", "arrival", "extended", "acceptance", "divergences", "heating",
-    "max_rhat", "min_ess", "problems", "seconds", "mass", "ksd"],
-    defaults=(None, None))):
-  """The one report of a `sample` call (printed by `str(report)`).
-
-  Attributes:
-    kernel: the kernel's class name.
-    start: how the chains' starting states were chosen.
-    control_variates: whether the kernel sampled a `ControlVariateTarget`.
-    minibatches: what the chains' gradients share ("independent
-      minibatches", "full batch: N = ... <= ...", or why they share them).
-    warmup: the `WarmupReport` of the (last) warm-up.
-    arrived: whether the warm-up ended at the posterior
-      (`tfp_sgmcmc.chains.arrival`).
-    arrival: the `Arrival` record behind `arrived`.
-    extended: whether the warm-up was run a second time because the first
-      had not arrived.
-    acceptance: per chain, the mean acceptance probability (or accepted
-      fraction) of the sampling phase, or None.
-    divergences: per chain, the diverged steps.
-    heating: per chain, `summarize`'s heating statistic, or None.
-    max_rhat, min_ess: split R-hat and ESS over coordinates (chains pooled).
-    problems: what went wrong (empty for a healthy run).
-    seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
-    mass: the mass matrix the draws were made with: "dense", "diagonal",
-      or "none" (a kernel without one); `warmup.choices` says why, and
-      `warmup.num_leapfrog_steps` gives AMAGOLD's T where it was tuned.
-    ksd: with `sample(ksd=True)`, the kernel Stein discrepancy of the draws
-      (chains pooled, `tfp_sgmcmc.ksd`; its cost is `seconds["ksd"]`), else
-      None.
-  """
-  __slots__ = ()
-
-  def __str__(self):
-    w = self.warmup
-    acc = ("-" if self.acceptance is None else
-           f"{np.min(self.acceptance):.2f}-{np.max(self.acceptance):.2f}")
-    heat = ("-" if self.heating is None else f"{np.max(self.heating):.1f}")
-    tuned_length = f"T = {w.num_leapfrog_steps} (tuned), "
-    lines = [
-        f"tfp_sgmcmc.sample: {self.kernel}, {len(self.divergences)} chains; "
-        f"start {self.start}; control variates "
-        f"{'on' if self.control_variates else 'off'}; {self.minibatches}.",
-        f"  warm-up: {w.num_steps} steps{' (extended)' if self.extended else ''}"
-        f", {self.mass or 'diagonal'} mass, "
-        f"{'' if w.num_leapfrog_steps is None else tuned_length}"
-        f"step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
-        f"{'arrived' if self.arrived else 'NOT ARRIVED'} (distance "
-        f"{self.arrival.distance:.1f} posterior sds).",
-        f"  sampling: acceptance {acc}, divergences "
-        f"{int(np.sum(self.divergences))}, heating {heat}, R-hat "
-        f"{self.max_rhat:.3f}, min ESS {self.min_ess:.0f}.",
-        *([] if self.ksd is None else [
-            f"  kernel Stein discrepancy {self.ksd:.3g} (chains pooled; "
-            "lower is closer to the posterior: compare runs of this model)."]),
-        "  time: " + ", ".join(f"{k} {v:.1f} s"
-                               for k, v in self.seconds.items()) + ".",
-        "  " + ("problems: " + "; ".join(self.problems) if self.problems
-                else "no problems found.")]
-    return "\n".join(lines)
-
-
-class SampleResult(collections.namedtuple("SampleResult", [
-    "draws", "inference_data", "kernel", "final_state",
-    "final_kernel_results", "states", "trace", "target", "report"])):
-  """What `sample` returns.
-
-  Attributes:
-    draws: the draws, [num_results, chains, ...] per part, in the model's
-      structure (a JointDistribution's constrained parameters).
-    inference_data: ArviZ `InferenceData` with `sample_stats` (None when
-      ArviZ is not installed).
-    kernel: the frozen kernel (tuned step size and mass) that drew them.
-    final_state: the chains' last state, as the kernel sees it (the
-      unconstrained state for a JointDistribution).
-    final_kernel_results: the last `StepSeededResults`: with
-      `StepSeeded(kernel, seed)` they continue the chain bit for bit, and
-      `save_chain(path, final_state, final_kernel_results, kernel)` saves it.
-    states: the draws as the kernel sees them (unconstrained).
-    trace: the traced fields (`diverged`, `log_accept_ratio`, ...).
-    target: the target the kernel sampled.
-    report: the `SampleReport`.
-  """
-  __slots__ = ()
 
 
 def _trace_fn(kernel, state):
@@ -465,7 +378,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                    sampling=t_run - t_warm,
                    **({"ksd": t_ksd} if ksd else {}),
                    total=time.perf_counter() - t_start),
-      ksd=discrepancy,
+      ksd=discrepancy, approximate=_approximate(warm.kernel, ksd),
       mass=warm.report.mass or "none")
   idata = _inference_data(draws, trace, var_names, warm.kernel)
   if print_report:
@@ -478,6 +391,22 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       draws=draws, inference_data=idata, kernel=warm.kernel,
       final_state=final_state, final_kernel_results=run.final_kernel_results,
       states=states_np, trace=trace, target=sampled, report=report)
+
+
+def _approximate(kernel, ksd):
+  """Why `kernel`'s draws are not exact, with how to measure or avoid it,
+  or None for a calibrated kernel."""
+  if getattr(kernel, "is_calibrated", True):
+    return None
+  note = getattr(kernel, "calibration_note", "") or (
+      f"{type(kernel).__name__} has no exact Metropolis-Hastings test, so "
+      "its draws are biased by its step size (and any gradient noise), "
+      "which R-hat and ESS do not show.")
+  measure = ("" if ksd else " `ksd=True` measures how far the draws are "
+             "from the posterior (compare step sizes);")
+  exact = ("" if isinstance(kernel, AMAGOLD) else
+           " kernel='amagold' draws exactly.")
+  return f"{note}{measure}{exact}".rstrip(";") + ("" if exact else ".")
 
 
 def _shape_spec(template):
