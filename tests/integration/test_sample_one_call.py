@@ -156,6 +156,34 @@ def test_a_chain_stranded_by_a_uniform_start_is_started_again():
   assert np.all(np.abs(chain_means - exact) < 2. * sd), chain_means
 
 
+def test_minibatch_noise_that_holds_the_step_down_switches_to_full_batch():
+  # N = 12,000 examples (above FULL_BATCH_MAX_EXAMPLES), d = 30, minibatches
+  # of 50: control variates, yet the gradient noise holds the warm-up's
+  # step size near 0.03. The warm-up runs again on full-data gradients, at
+  # AMAGOLD's exact-gradient friction; full_batch=False keeps the
+  # minibatches.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(12_000, 30)).astype(np.float32)
+  y = (rng.uniform(size=12_000) < 1 / (1 + np.exp(
+      -x @ rng.normal(size=30)))).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Bernoulli(logits=tf.linalg.matvec(b[0], w)).log_prob(
+          b[1]), (x, y), batch_size=50, parameter_shapes=[30],
+      log_prior_fn=lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w),
+                                           -1))
+  fit = sg.sample(target, seed=[0, 1], **FAST)
+  assert fit.report.minibatches.startswith(
+      "full batch: on minibatches the warm-up's step size was 0.0"), (
+          fit.report.minibatches)
+  assert fit.target.is_full_batch and not fit.report.control_variates
+  assert fit.kernel.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
+  assert fit.report.warmup.step_size > start_lib.MINIBATCH_MIN_STEP_SIZE
+  kept = sg.sample(target, seed=[0, 1], full_batch=False, **FAST)
+  assert kept.report.control_variates
+  assert kept.report.minibatches == "independent minibatches"
+  assert kept.report.warmup.step_size < start_lib.MINIBATCH_MIN_STEP_SIZE
+
+
 def test_a_warm_up_that_never_arrives_is_reported():
   # Beyond FULL_HESSIAN_MAX coordinates the mode is Adam's, whose 200 steps
   # of 0.05 move 10 of the 1,000 sds: the warm-up has not arrived from

@@ -206,7 +206,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   unconstrained space, as Stan. `warm_up` tunes the step size and mass
   (dense for a vector of at most `DENSE_MASS_MAX` coordinates, else
   diagonal) and, on exact (full-batch) gradients, AMAGOLD's trajectory
-  length (ChEES); a warm-up that has not arrived at the posterior
+  length (ChEES); where on minibatches it tunes AMAGOLD's step size below
+  `chains.start.MINIBATCH_MIN_STEP_SIZE` (the gradient noise, which grows
+  with the dimension, holds it down) and the data are in memory, the
+  warm-up runs again on full-batch gradients from where it ended (with
+  `full_batch=None`); a warm-up that has not arrived at the posterior
   (`tfp_sgmcmc.chains.arrival`) is run once more, from where it ended,
   and from a uniform start also once more from around the mode, then
   reported with a `WarmupNotConvergedWarning`. The chains run under XLA
@@ -325,6 +329,15 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                     warm_seed, scale, jit_compile, dense_mass)
     extended = True
+  whole = (start_lib.full_batch_for_noise(
+      sampled, full_batch, float(warm.report.step_size))
+           if isinstance(warm.kernel, AMAGOLD) else None)
+  if whole is not None:
+    # Exact gradients from where the minibatch warm-up ended.
+    (sampled, minibatches), use_cv = whole, False
+    kernel = _build_kernel(choice, sampled, warm.report.step_size, False)
+    warm, arrived, extended = _warm(kernel, warm.state, num_adaptation_steps,
+                                    warm_seed, scale, jit_compile, dense_mass)
   t_warm = time.perf_counter()
   if not arrived.arrived:
     warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,

@@ -40,7 +40,8 @@ from tfp_sgmcmc.targets.wrappers import ControlVariateTarget, find_mode
 __all__ = ["as_target", "independent", "use_control_variates", "full_batch",
            "laplace_scale", "newton_mode", "initial_states", "is_minibatch",
            "CONTROL_VARIATE_MIN_RATIO", "FULL_HESSIAN_MAX",
-           "FULL_BATCH_MAX_EXAMPLES"]
+           "FULL_BATCH_MAX_EXAMPLES", "MINIBATCH_MIN_STEP_SIZE",
+           "full_batch_for_noise"]
 
 tfd = tfp.distributions
 
@@ -57,6 +58,16 @@ CONTROL_VARIATE_MIN_RATIO = 10.
 # faster for a model dearer per example than this one, where the fixed
 # cost of a step weighs less.
 FULL_BATCH_MAX_EXAMPLES = 10_000
+# Beyond it, the minibatches are kept unless the warm-up on them tunes
+# AMAGOLD's step size (in the units its mass whitens) below this: the
+# exact test then sees the gradient noise, whose energy grows with the
+# dimension, and the chain barely moves. Logistic regression, N = 200,000,
+# minibatches of 1,000 with control variates (benchmarks/one_call.py):
+# d = 20 tuned 0.21-0.70 and mixed (R-hat <= 1.01); d = 200 tuned 0.023
+# (R-hat 11) and d = 300 0.014 (R-hat 10), where full-data gradients from
+# the same start tuned 0.37 and mixed (d = 200: R-hat 1.008, smallest ESS
+# 1,899 of 4,000).
+MINIBATCH_MIN_STEP_SIZE = 0.1
 # The largest state (coordinates) whose full Hessian the start computes:
 # Newton's mode and exact Laplace sds. It costs dim / PRODUCTS_PER_PASS
 # passes over the data per Hessian, a few Hessians in all, where Adam's
@@ -137,6 +148,21 @@ def full_batch(target, choice):
         "full-data gradient costs about a minibatch's (full_batch=False "
         "keeps the minibatches)")
   return target, None
+
+
+def full_batch_for_noise(target, choice, step_size):
+  """(full-batch target, note) where the warm-up on `target`'s minibatches
+  (`choice`, `sample`'s `full_batch`, None: the rule) tuned `step_size`
+  below `MINIBATCH_MIN_STEP_SIZE` and its data are in memory; else None."""
+  base = _in_memory_base(target)
+  if (choice is not None or base is None or base.is_full_batch or
+      step_size >= MINIBATCH_MIN_STEP_SIZE):
+    return None
+  return base.with_full_batch(), (
+      f"full batch: on minibatches the warm-up's step size was "
+      f"{step_size:.3g} < {MINIBATCH_MIN_STEP_SIZE:g}, held down by the "
+      f"gradient noise, so full-data gradients (N = {base.num_examples:,};"
+      " full_batch=False keeps the minibatches)")
 
 
 def independent(target, parameter_shapes):
