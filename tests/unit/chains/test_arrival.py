@@ -112,11 +112,12 @@ def test_the_stranded_chain_rule_keeps_its_false_alarm_rate(chains,
   # chance, somewhere among the C x D ratios, with probability at most
   # STRANDED_FALSE_ALARM (1e-3): 20,000 simulated warm-ups, so at most 20
   # expected; 35 is 3.4 sds of a Poisson(20) above that.
+  # pylint: disable=protected-access
   rng = np.random.default_rng(11)
-  limit = arrival._stranded_ratio(chains, coordinates)  # pylint: disable=protected-access
-  alarms = sum(
-      bool((arrival._ratio_to_others(rng.normal(size=(chains, coordinates)))  # pylint: disable=protected-access
-            > limit).any()) for _ in range(20000))
+  limit = arrival._stranded_ratio(chains, coordinates)
+  ratios = arrival._ratio_to_others
+  alarms = sum(bool((ratios(rng.normal(size=(chains, coordinates))) > limit)
+                    .any()) for _ in range(20000))
   assert alarms <= 35
 
 
