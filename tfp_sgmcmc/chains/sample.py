@@ -415,11 +415,11 @@ def _approximate(kernel, ksd):
       f"{type(kernel).__name__} has no exact Metropolis-Hastings test, so "
       "its draws are biased by its step size (and any gradient noise), "
       "which R-hat and ESS do not show.")
-  measure = ("" if ksd else " `ksd=True` measures how far the draws are "
-             "from the posterior (compare step sizes);")
-  exact = ("" if isinstance(kernel, AMAGOLD) else
-           " kernel='amagold' draws exactly.")
-  return f"{note}{measure}{exact}".rstrip(";") + ("" if exact else ".")
+  advice = [] if ksd else ["`ksd=True` measures how far the draws are "
+                            "from the posterior (compare step sizes)"]
+  if not isinstance(kernel, AMAGOLD):
+    advice.append("kernel='amagold' draws exactly")
+  return f"{note} {'; '.join(advice)}." if advice else note
 
 
 def _shape_spec(template):

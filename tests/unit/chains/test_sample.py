@@ -267,3 +267,24 @@ def test_an_operation_xla_cannot_compile_is_named_with_the_fix():
   with pytest.raises(tf.errors.InvalidArgumentError):
     sg.chains.runs.explain_xla_errors(
         lambda: tf.debugging.assert_equal(1, 2))()
+
+
+def test_the_approximate_draws_sentence_for_each_kernel_and_ksd_choice():
+  # pylint: disable=protected-access
+  target, _, _ = logistic()
+  sgld = sg.SGLD(target, step_size=1e-3)
+  text = sample_lib._approximate(sgld, ksd=False)
+  assert text.startswith("SGLD has no exact Metropolis-Hastings test")
+  assert text.endswith("(compare step sizes); kernel='amagold' draws "
+                       "exactly.")
+  assert sample_lib._approximate(sgld, ksd=True).endswith(
+      "do not show. kernel='amagold' draws exactly.")
+  # AMAGOLD with a minibatch test: its own note, no advice to switch to it,
+  # and one full stop where the KSD is already measured.
+  inexact = sg.AMAGOLD(target, 0.01, num_leapfrog_steps=3, friction=0.5,
+                       acceptance_energy="minibatch")
+  assert sample_lib._approximate(inexact, ksd=True) == (
+      inexact.calibration_note)
+  assert not sample_lib._approximate(inexact, ksd=False).endswith("..")
+  exact = sg.AMAGOLD(target, 0.01, num_leapfrog_steps=3, friction=0.5)
+  assert sample_lib._approximate(exact, ksd=False) is None
