@@ -292,3 +292,43 @@ def test_dense_mass_where_the_state_is_one_short_vector():
   assert isinstance(steps, int) and fit.kernel.num_leapfrog_steps == steps
   assert f"T = {steps} (tuned)" in str(fit.report)
   assert "tuned by ChEES" in fit.report.warmup.choices
+
+
+def test_beyond_a_dense_windows_reach_the_mass_is_the_laplace_covariance():
+  # d = 201 coordinates, one more than a warm-up's windows estimate a dense
+  # mass for, features sharing one factor (a direction 12x narrower than
+  # the marginal sds), N = 12,000: the start's Newton Hessian gives the
+  # mass. A linear-Gaussian posterior is the Laplace approximation itself,
+  # so its mean and covariance are exact: whitened by them, the draws'
+  # means and variances are checked against their Monte Carlo error.
+  d, n = sample_lib.DENSE_MASS_MAX + 1, 12_000
+  rng = np.random.default_rng(0)
+  x = 0.6 * rng.normal(size=(n, d)) + 0.4 * rng.normal(size=(n, 1)) * (
+      rng.uniform(0.5, 1.5, size=d))
+  y = x @ rng.normal(size=d) + rng.normal(size=n)
+  precision = x.T @ x + np.eye(d)
+  mean = np.linalg.solve(precision, x.T @ y)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Normal(tf.linalg.matvec(b[0], w), 1.).log_prob(b[1]),
+      (x.astype(np.float32), y.astype(np.float32)), batch_size=200,
+      parameter_shapes=[d], log_prior_fn=lambda w: tf.reduce_sum(
+          tfd.Normal(0., 1.).log_prob(w), -1))
+  fit = sg.sample(target, seed=[0, 1], **dict(
+      FAST, num_adaptation_steps=100, num_results=200))
+  assert fit.report.mass == "dense Laplace"
+  assert "dense Laplace mass" in str(fit.report)
+  kernel_covariance = fit.kernel.momentum_distribution.precision.to_dense()
+  np.testing.assert_allclose(kernel_covariance, np.linalg.inv(precision),
+                             rtol=0.02, atol=1e-6)
+  factor = np.linalg.cholesky(np.linalg.inv(precision))
+  white = np.linalg.solve(factor, (np.asarray(fit.draws, np.float64) -
+                                   mean).reshape(-1, d).T).T.reshape(
+                                       np.shape(fit.draws))
+  ess = tfp.mcmc.effective_sample_size(white, cross_chain_dims=1).numpy()
+  chi2 = np.sum(white.mean((0, 1))**2 * ess)   # ~ chi-square(d)
+  assert chi2 < d + 5 * np.sqrt(2 * d), (chi2, ess.min())
+  # Each whitened variance ~ 1, with sd sqrt(2 / ESS of the squares).
+  squares = tfp.mcmc.effective_sample_size(white**2, cross_chain_dims=1)
+  variance = white.reshape(-1, d).var(0)
+  assert abs(variance.mean() - 1) < 5 * np.sqrt(2 / squares.numpy()).mean(
+      ) / np.sqrt(d), variance.mean()

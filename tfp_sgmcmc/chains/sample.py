@@ -30,6 +30,8 @@ from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
                                            find_field, summarize)
 from tfp_sgmcmc.chains.inference_data import to_inference_data
 from tfp_sgmcmc.chains.warmup import warm_up
+from tfp_sgmcmc.dynamics.momentum_distributions import (
+    dense_momentum_distribution)
 from tfp_sgmcmc.kernels import AMAGOLD, SGHMC, SGLD, SGNHT
 from tfp_sgmcmc.targets.base import TargetCapabilityError
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
@@ -151,11 +153,39 @@ def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
   return pick.choice == "dense"
 
 
+def _laplace_mass(kernel, states, covariance, dense_mass, num_steps):
+  """N(0, M) with M^{-1} the Laplace covariance, where the start found it
+  (Newton's Hessian at the mode) and the warm-up would otherwise adapt a
+  diagonal mass to a vector of more than `DENSE_MASS_MAX` coordinates,
+  whose windows hold too few draws for a dense one: else None (the
+  warm-up's own mass). The kernel keeps it; the warm-up tunes the rest."""
+  parts = tf.nest.flatten(states)
+  if covariance is None or dense_mass is not None or (
+      parts[0].shape[-1] <= DENSE_MASS_MAX) or picks.pick_mass(
+          kernel, parts, 1, num_steps).choice != "diagonal":
+    return None
+  return dense_momentum_distribution(
+      tf.constant(covariance, parts[0].dtype))
+
+
+def _with_mass(choice, target, step_size, noisy, momentum_distribution):
+  """`_build_kernel`, with `momentum_distribution` where one is given (the
+  Laplace mass: then from step size d^(-1/4), HMC's scaling on a standard
+  normal in d coordinates, as the posterior is in that mass's units; the
+  trajectory length ChEES starts from is T times it)."""
+  if momentum_distribution is None:
+    return _build_kernel(choice, target, step_size, noisy)
+  size = momentum_distribution.event_shape[-1]
+  return _build_kernel(choice, target, size ** -0.25, noisy).copy(
+      momentum_distribution=momentum_distribution)
+
+
 def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
-          dense_mass):
+          dense_mass, fixed_mass=False):
   """warm_up, with its arrival checked (and the warm-up run once more from
   where it ended when it has not arrived). The warm-up picks the mass (with
-  `dense_mass` None) and the trajectory length."""
+  `dense_mass` None; none where `fixed_mass`, the kernel's own) and the
+  trajectory length."""
   extended = False
   seeds = tfp.random.split_seed(seed, 4)
   for attempt in range(2):
@@ -163,7 +193,8 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
       warnings.simplefilter("ignore", arrival_lib.WarmupNotConvergedWarning)
       warm = warm_up(kernel, state, num_steps=num_steps,
                      seed=seeds[2 * attempt], jit_compile=jit_compile,
-                     dense_mass=dense_mass)
+                     dense_mass=dense_mass,
+                     adapt_mass=False if fixed_mass else None)
     variance = warm.report.variance
     if variance is None:
       variance = (tf.nest.map_structure(tf.square, mode_scale)
@@ -204,7 +235,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   tenth of the data, is sampled through control variates around the mode
   (`ControlVariateTarget`); other targets start uniform(-2, 2) in the
   unconstrained space, as Stan. `warm_up` tunes the step size and mass
-  (dense for a vector of at most `DENSE_MASS_MAX` coordinates, else
+  (dense for a vector of at most `DENSE_MASS_MAX` coordinates; beyond, the
+  Laplace covariance from the start's Newton Hessian, fixed, where there
+  is one: the windows hold too few draws for a dense estimate; else
   diagonal) and, on exact (full-batch) gradients, AMAGOLD's trajectory
   length (ChEES); where on minibatches it tunes AMAGOLD's step size below
   `chains.start.MINIBATCH_MIN_STEP_SIZE` (the gradient noise, which grows
@@ -253,8 +286,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       keep the target's sharing (False).
     dense_mass: None (the default): `warm_up`'s dense mass matrix where
       the state is one vector of at most `DENSE_MASS_MAX` coordinates, the
-      kernel takes a mass and `num_adaptation_steps` >= `DENSE_MIN_STEPS`,
-      else the diagonal one (`warm_up`'s own pick); True (dense; an error
+      kernel takes a mass and `num_adaptation_steps` >= `DENSE_MIN_STEPS`;
+      a longer vector started by Newton's method keeps the Laplace
+      covariance as its mass (the report's "dense Laplace"); else the
+      diagonal one (`warm_up`'s own pick); True (dense; an error
       where the kernel or the state cannot take it) or False (diagonal).
     num_mode_steps, mode_learning_rate: `find_mode`'s Adam, run where
       Newton's method from the start does not converge (an energy that
@@ -300,7 +335,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
         model_target, _shape_spec(template))
   if batch_note is not None:
     minibatches = batch_note
-  states, mode, scale, how = start_lib.initial_states(
+  states, mode, scale, how, covariance = start_lib.initial_states(
       sampled, template, num_chains, start_seed, num_mode_steps,
       mode_learning_rate)
   t_mode = time.perf_counter()
@@ -315,19 +350,28 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       sampled, ControlVariateTarget)
   choice, kernel = kernel, _build_kernel(kernel, sampled, step_size, noisy)
   _dense_applies(kernel, states, dense_mass, num_adaptation_steps)  # Refusal.
+  laplace = _laplace_mass(kernel, states, covariance, dense_mass,
+                          num_adaptation_steps)
+  kernel = _with_mass(choice, sampled, step_size, noisy, laplace)
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
-                                  warm_seed, scale, jit_compile, dense_mass)
+                                  warm_seed, scale, jit_compile, dense_mass,
+                                  laplace is not None)
   if not arrived.arrived and mode is None and sampled.has_exact_energy:
     # A uniform start can strand a chain (e.g. at a tiny noise scale, where
     # the step size tuned for the others does not move it): once more, from
     # around the mode, as a minibatch target starts.
-    states, mode, scale, again = start_lib.initial_states(
+    states, mode, scale, again, covariance = start_lib.initial_states(
         sampled, template, num_chains, start_seed, num_mode_steps,
         mode_learning_rate, around_mode=True)
     how = f"{how}, which did not arrive; then {again}"
     kernel = _build_kernel(choice, sampled, _step_size_guess(scale), noisy)
+    laplace = _laplace_mass(kernel, states, covariance, dense_mass,
+                            num_adaptation_steps)
+    kernel = _with_mass(choice, sampled, _step_size_guess(scale), noisy,
+                        laplace)
     warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
-                                    warm_seed, scale, jit_compile, dense_mass)
+                                    warm_seed, scale, jit_compile, dense_mass,
+                                    laplace is not None)
     extended = True
   whole = (start_lib.full_batch_for_noise(
       sampled, full_batch, float(warm.report.step_size))
@@ -335,9 +379,12 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   if whole is not None:
     # Exact gradients from where the minibatch warm-up ended.
     (sampled, minibatches), use_cv = whole, False
-    kernel = _build_kernel(choice, sampled, warm.report.step_size, False)
-    warm, arrived, extended = _warm(kernel, warm.state, num_adaptation_steps,
-                                    warm_seed, scale, jit_compile, dense_mass)
+    kernel = _with_mass(choice, sampled, warm.report.step_size, False,
+                        laplace)
+    warm, arrived, again = _warm(kernel, warm.state, num_adaptation_steps,
+                                 warm_seed, scale, jit_compile, dense_mass,
+                                 laplace is not None)
+    extended = extended or again
   t_warm = time.perf_counter()
   if not arrived.arrived:
     warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,
@@ -392,7 +439,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                    **({"ksd": t_ksd} if ksd else {}),
                    total=time.perf_counter() - t_start),
       ksd=discrepancy, approximate=_approximate(warm.kernel, ksd),
-      mass=warm.report.mass or "none")
+      mass="dense Laplace" if laplace is not None else (
+          warm.report.mass or "none"))
   idata = _inference_data(draws, trace, var_names, warm.kernel)
   if print_report:
     print(report)

@@ -35,7 +35,10 @@ class SampleReport(collections.namedtuple("SampleReport", [
     problems: what went wrong (empty for a healthy run).
     seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
     mass: the mass matrix the draws were made with: "dense", "diagonal",
-      or "none" (a kernel without one); `warmup.choices` says why, and
+      "dense Laplace" (M^{-1} the Laplace covariance at the mode, fixed:
+      a vector of more than `DENSE_MASS_MAX` coordinates started by
+      Newton's method), or "none" (a kernel without one);
+      `warmup.choices` says why, and
       `warmup.num_leapfrog_steps` gives AMAGOLD's T where it was tuned.
     ksd: with `sample(ksd=True)`, the kernel Stein discrepancy of the draws
       (chains pooled, `tfp_sgmcmc.ksd`; its cost is `seconds["ksd"]`), else

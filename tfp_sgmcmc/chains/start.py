@@ -446,10 +446,26 @@ def _steps(count):
   return f"{count} step{'' if count == 1 else 's'}"
 
 
+def laplace_covariance(hessian, template):
+  """H^{-1}, the Laplace approximation's covariance (float64 [d, d]), for a
+  `template` of one vector whose Hessian at the mode is positive definite;
+  else None."""
+  if hessian is None or len(tf.nest.flatten(template)) != 1 or (
+      tf.nest.flatten(template)[0].shape.rank != 1):
+    return None
+  try:
+    factor = np.linalg.cholesky(hessian)
+  except np.linalg.LinAlgError:
+    return None
+  inverse_factor = np.linalg.inv(factor)
+  return inverse_factor.T @ inverse_factor
+
+
 def initial_states(target, template, num_chains, seed, num_mode_steps,
                    learning_rate, around_mode=None):
   """(states with a leading chain axis, mode or None, Laplace sd or None,
-  how the start was chosen). `around_mode` None: around the mode for a
+  how the start was chosen, Laplace covariance or None:
+  `laplace_covariance`). `around_mode` None: around the mode for a
   minibatch target with an exact energy, else uniform."""
   mode_seed, scale_seed, draw_seed = tfp.random.split_seed(seed, 3)
   parts = tf.nest.flatten(template)
@@ -468,10 +484,11 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
               for m, s, sd in zip(tf.nest.flatten(mode),
                                   tf.nest.flatten(scale), seeds)]
     how = f"around the mode ({found}), dispersed by the Laplace sds"
-    return tf.nest.pack_sequence_as(template, states), mode, scale, how
+    return (tf.nest.pack_sequence_as(template, states), mode, scale, how,
+            laplace_covariance(hessian, template))
   seeds = tfp.random.split_seed(draw_seed, len(parts))
   states = [tf.random.stateless_uniform(
       [num_chains] + p.shape.as_list(), sd, -2., 2., dtype=p.dtype)
             for p, sd in zip(parts, seeds)]
   return (tf.nest.pack_sequence_as(template, states), None, None,
-          "uniform(-2, 2) in the unconstrained space (as Stan)")
+          "uniform(-2, 2) in the unconstrained space (as Stan)", None)

@@ -129,6 +129,31 @@ def test_dense_mass_refused_where_it_cannot_apply():
               **FAST)
 
 
+def test_the_laplace_mass_only_beyond_a_dense_windows_reach():
+  # The start's Laplace covariance becomes AMAGOLD's fixed mass only where
+  # the warm-up would adapt a diagonal one for a vector too long for a
+  # dense one, and the user left the mass to `sample`.
+  def rule(d, covariance=True, dense_mass=None, kernel=None):
+    target = sg.LogProbFnTarget(lambda w: -0.5 * tf.reduce_sum(w**2, -1))
+    kernel = kernel or sg.AMAGOLD(target, 0.1, num_leapfrog_steps=10,
+                                   friction=0.1)
+    return sample_lib._laplace_mass(  # pylint: disable=protected-access
+        kernel, tf.zeros([4, d]), 0.25 * np.eye(d) if covariance else None,
+        dense_mass, 1000)
+  big = sample_lib.DENSE_MASS_MAX + 1
+  mass = rule(big)
+  np.testing.assert_allclose(mass.precision.to_dense(), 0.25 * np.eye(big))
+  assert rule(sample_lib.DENSE_MASS_MAX) is None   # the windows' dense one
+  assert rule(big, covariance=False) is None       # no Newton Hessian
+  assert rule(big, dense_mass=False) is None       # asked for diagonal
+  assert rule(big, kernel=sg.SGLD(sg.LogProbFnTarget(
+      lambda w: -0.5 * tf.reduce_sum(w**2, -1)), 0.1)) is None  # no mass
+  # Not positive definite, or not one vector: no covariance at all.
+  assert start_lib.laplace_covariance(-np.eye(3), tf.zeros([3])) is None
+  assert start_lib.laplace_covariance(np.eye(4), [tf.zeros([2]),
+                                                  tf.zeros([2])]) is None
+
+
 
 def _gaussian_target(precision):
   p = tf.constant(precision, tf.float64)
@@ -188,12 +213,13 @@ def test_the_start_reaches_a_mode_that_adam_cannot():
           tfd.Normal(tf.constant(0., tf.float64), prior_sd).log_prob(w), -1))
   mode, hessian = _newton_reference(x, y, prior_sd)
   sd = np.sqrt(np.diag(np.linalg.inv(hessian)))
-  _, found, scale, how = start_lib.initial_states(
+  _, found, scale, how, covariance = start_lib.initial_states(
       target, tf.zeros([3], tf.float64), 4, [1, 2], num_mode_steps=300,
       learning_rate=0.01)
   assert "Newton" in how, how
   np.testing.assert_array_less(np.abs(found.numpy() - mode) / sd, 0.01)
   np.testing.assert_allclose(scale.numpy(), sd, rtol=1e-3)
+  np.testing.assert_allclose(covariance, np.linalg.inv(hessian), rtol=1e-3)
 
 
 def test_newtons_method_passes_where_autodiff_second_derivatives_overflow():
