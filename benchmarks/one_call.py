@@ -25,6 +25,8 @@ says which (`reference`). Checks (docs/performance.md):
     python benchmarks/one_call.py --seed 1          # other data, seeds
     python benchmarks/one_call.py --tiny            # seconds (tests)
     python benchmarks/one_call.py --dim 300 --shared-factor  # correlated
+    python benchmarks/one_call.py --dim 300 --shared-factor \
+        --dense-mass true                          # the windows' dense mass
     python benchmarks/one_call.py --small-units     # a coefficient of 50
     python benchmarks/one_call.py --dim 200 --batch-size 5000
     python benchmarks/one_call.py --num-examples 20000 --dim 50 \
@@ -193,6 +195,9 @@ def main():
   parser.add_argument("--small-units", action="store_true",
                       help="the last feature in units 100x too large, its "
                       "weight 50, and a N(0, 100^2) prior")
+  parser.add_argument("--dense-mass", choices=("true", "false"),
+                      help="sample(..., dense_mass=True or False); unset: "
+                      "sample's own pick")
   parser.add_argument("--tiny", action="store_true",
                       help="N = 20,000, d = 3, short runs (seconds)")
   parser.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -208,7 +213,9 @@ def main():
               seed=args.seed, dim=args.dim, num_examples=args.num_examples,
               shared_factor=args.shared_factor,
               small_units=args.small_units, batch_size=args.batch_size,
-              **(dict(full_batch=False) if args.keep_minibatches else {}))
+              **(dict(full_batch=False) if args.keep_minibatches else {}),
+              **({} if args.dense_mass is None else dict(
+                  dense_mass=args.dense_mass == "true")))
   print(f"| {row['kernel']} | N = {row['num_examples']:,}, d = {row['dim']}, "
         f"n = {row['batch_size']}, {row['num_chains']} chains x "
         f"{row['num_results']} | max mean error "
@@ -233,6 +240,9 @@ def main():
     name = name.replace(".json", "_minibatches.json")
   if not args.tiny and args.batch_size != 1000:
     name = name.replace(".json", f"_n{args.batch_size}.json")
+  if not args.tiny and args.dense_mass is not None:
+    name = name.replace(".json", "_dense_mass.json" if args.dense_mass ==
+                        "true" else "_diagonal_mass.json")
   with open(os.path.join(args.out, name), "w") as f:
     json.dump(row, f, indent=1)
 
