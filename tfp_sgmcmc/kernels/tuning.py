@@ -55,6 +55,8 @@ def friction_test_kernel(kernel, friction, num_test_steps,
   density (an Euler step moves theta with the new momentum, so its
   momentum-flipped reverse move has no density)."""
   target = kernel.target
+  if momentum_distribution is None:  # The kernel's own mass, if any.
+    momentum_distribution = kernel.parameters.get("momentum_distribution")
   proposal = UncalibratedAMAGOLD(
       target, step_size=kernel.step_size, num_leapfrog_steps=num_test_steps,
       friction=0.5 * float(friction),

@@ -170,3 +170,22 @@ def test_regularized_low_rank_keeps_the_directions_farthest_from_one():
   true = np.linalg.eigvalsh(correlation)
   np.testing.assert_allclose(true, [0.0155, 0.0727, 0.287, 3.63], rtol=1e-2)
   np.testing.assert_allclose(sorted(lam.numpy()), true[:2], rtol=1e-6)
+
+
+@pytest.mark.parametrize("make", [
+    lambda t, m: sg.SGHMC(t, step_size=1e-3, friction=1.,
+                          momentum_distribution=m),
+    lambda t, m: sg.SGNHT(t, step_size=1e-3, momentum_distribution=m),
+    lambda t, m: sg.AMAGOLD(t, 1e-3, num_leapfrog_steps=5, friction=0.5,
+                            momentum_distribution=m)])
+def test_a_kernels_own_mass_is_the_one_its_step_size_is_tuned_with(make):
+  # sds 0.01: with M^{-1} = 1e-4 I the posterior is standard in the
+  # velocity's units, and the tuned step size is of order 1; tested with
+  # the identity mass instead, it would be of order 0.01.
+  target = sg.LogProbFnTarget(lambda w: -0.5e4 * tf.reduce_sum(w**2, -1))
+  mass = sg.dynamics.mass.dense_momentum_distribution(1e-4 * tf.eye(2))
+  kernel = make(target, mass)
+  warm = sg.warm_up(kernel, tf.zeros([4, 2]), num_steps=150, seed=[0, 1],
+                    adapt_mass=False, jit_compile=False)
+  assert warm.report.step_size > 0.2, warm.report.step_size
+  assert warm.kernel.momentum_distribution is mass
