@@ -176,8 +176,10 @@ def _with_mass(choice, target, step_size, noisy, momentum_distribution):
   if momentum_distribution is None:
     return _build_kernel(choice, target, step_size, noisy)
   size = momentum_distribution.event_shape[-1]
-  return _build_kernel(choice, target, size ** -0.25, noisy).copy(
-      momentum_distribution=momentum_distribution)
+  kernel = _build_kernel(choice, target, size ** -0.25, noisy)
+  # The mass replaces a scalar one (AMAGOLD's momentum_std), as in warm_up.
+  scalar = {"momentum_std": 1.} if "momentum_std" in kernel.parameters else {}
+  return kernel.copy(momentum_distribution=momentum_distribution, **scalar)
 
 
 def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,

@@ -146,6 +146,12 @@ def test_the_laplace_mass_only_beyond_a_dense_windows_reach():
   assert rule(sample_lib.DENSE_MASS_MAX) is None   # the windows' dense one
   assert rule(big, covariance=False) is None       # no Newton Hessian
   assert rule(big, dense_mass=False) is None       # asked for diagonal
+  # A kernel instance's scalar mass gives way to it.
+  amagold = sg.AMAGOLD(sg.LogProbFnTarget(lambda w: -0.5 * tf.reduce_sum(
+      w**2, -1)), 0.1, num_leapfrog_steps=10, friction=0.1, momentum_std=2.)
+  given = sample_lib._with_mass(  # pylint: disable=protected-access
+      amagold, amagold.target, 0.1, False, mass)
+  assert given.momentum_std == 1. and given.momentum_distribution is mass
   assert rule(big, kernel=sg.SGLD(sg.LogProbFnTarget(
       lambda w: -0.5 * tf.reduce_sum(w**2, -1)), 0.1)) is None  # no mass
   # Not positive definite, or not one vector: no covariance at all.
