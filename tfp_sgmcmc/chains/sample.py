@@ -168,6 +168,17 @@ def _laplace_mass(kernel, states, covariance, dense_mass, num_steps):
       tf.constant(covariance, parts[0].dtype))
 
 
+def _kernel_and_mass(choice, target, step_size, noisy, states, covariance,
+                     dense_mass, num_steps):
+  """(the kernel `sample` warms up, its fixed Laplace mass or None): the
+  mass rule (`_laplace_mass`) asked of the kernel built by name."""
+  kernel = _build_kernel(choice, target, step_size, noisy)
+  laplace = _laplace_mass(kernel, states, covariance, dense_mass, num_steps)
+  if laplace is None:
+    return kernel, None
+  return _with_mass(choice, target, step_size, noisy, laplace), laplace
+
+
 def _with_mass(choice, target, step_size, noisy, momentum_distribution):
   """`_build_kernel`, with `momentum_distribution` where one is given (the
   Laplace mass: then from step size d^(-1/4), HMC's scaling on a standard
@@ -350,11 +361,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   step_size = _step_size_guess(scale)
   noisy = start_lib.is_minibatch(sampled) and not isinstance(
       sampled, ControlVariateTarget)
-  choice, kernel = kernel, _build_kernel(kernel, sampled, step_size, noisy)
+  choice, (kernel, laplace) = kernel, _kernel_and_mass(
+      kernel, sampled, step_size, noisy, states, covariance, dense_mass,
+      num_adaptation_steps)
   _dense_applies(kernel, states, dense_mass, num_adaptation_steps)  # Refusal.
-  laplace = _laplace_mass(kernel, states, covariance, dense_mass,
-                          num_adaptation_steps)
-  kernel = _with_mass(choice, sampled, step_size, noisy, laplace)
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                   warm_seed, scale, jit_compile, dense_mass,
                                   laplace is not None)
@@ -366,11 +376,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
         sampled, template, num_chains, start_seed, num_mode_steps,
         mode_learning_rate, around_mode=True)
     how = f"{how}, which did not arrive; then {again}"
-    kernel = _build_kernel(choice, sampled, _step_size_guess(scale), noisy)
-    laplace = _laplace_mass(kernel, states, covariance, dense_mass,
-                            num_adaptation_steps)
-    kernel = _with_mass(choice, sampled, _step_size_guess(scale), noisy,
-                        laplace)
+    kernel, laplace = _kernel_and_mass(
+        choice, sampled, _step_size_guess(scale), noisy, states, covariance,
+        dense_mass, num_adaptation_steps)
     warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                     warm_seed, scale, jit_compile, dense_mass,
                                     laplace is not None)
