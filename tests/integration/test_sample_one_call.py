@@ -316,6 +316,9 @@ def test_beyond_a_dense_windows_reach_the_mass_is_the_laplace_covariance():
   fit = sg.sample(target, seed=[0, 1], **dict(
       FAST, num_adaptation_steps=100, num_results=200))
   assert fit.report.mass == "dense Laplace"
+  # The warm-up ran with adapt_mass=False, which the user did not pass: its
+  # report names the mass it kept.
+  assert fit.report.warmup.choices.startswith("dense Laplace mass, fixed")
   assert "dense Laplace mass" in str(fit.report)
   kernel_covariance = fit.kernel.momentum_distribution.precision.to_dense()
   np.testing.assert_allclose(kernel_covariance, np.linalg.inv(precision),

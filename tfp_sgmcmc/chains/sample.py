@@ -30,35 +30,15 @@ from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
                                            find_field, summarize)
 from tfp_sgmcmc.chains.inference_data import to_inference_data
 from tfp_sgmcmc.chains.warmup import warm_up
-from tfp_sgmcmc.dynamics.momentum_distributions import (
-    dense_momentum_distribution)
-from tfp_sgmcmc.kernels import AMAGOLD, SGHMC, SGLD, SGNHT
-from tfp_sgmcmc.targets.base import TargetCapabilityError
+from tfp_sgmcmc.chains.sample_kernels import (
+    AMAGOLD_EXACT_GRADIENT_FRICTION, KERNELS, LAPLACE_CHOICE, kernel_and_mass,
+    with_mass)
+from tfp_sgmcmc.kernels import AMAGOLD
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget
 
 __all__ = ["sample", "SampleResult", "SampleReport", "KERNELS"]
 
-# Kernels by name, with the starting guesses warm_up tunes from (the step
-# size is replaced by one from the Laplace sds where they are known).
-KERNELS = {
-    "amagold": lambda t, h, noisy=True: AMAGOLD(
-        t, step_size=h, num_leapfrog_steps=10,
-        friction=0.5 if noisy else AMAGOLD_EXACT_GRADIENT_FRICTION),
-    "sghmc": lambda t, h: SGHMC(t, step_size=h, friction=1.),
-    "sgnht": lambda t, h: SGNHT(t, step_size=h, diffusion=1.),
-    "sgld": lambda t, h: SGLD(t, step_size=h),
-}
-DEFAULT_KERNEL = "amagold"
-# AMAGOLD's friction where its gradients are exact or nearly so (control
-# variates around the mode, or a full-batch target): the friction is there
-# to dissipate the energy the gradient noise injects, and where there is
-# little, 0.5 only damps the momentum within a trajectory (by
-# (1 - eps beta)^2 / (1 + eps beta)^2 a step, a fifth of it over 10 steps
-# at eps = 0.2) and the chain moves by a random walk. Measured on the
-# N = 200,000 logistic regression (benchmarks/one_call.py, dense mass, one
-# seed): smallest ESS 1,729 of 4,000 at friction 0.5, 3,511 at 0.1.
-AMAGOLD_EXACT_GRADIENT_FRICTION = 0.1
 # The traced fields: what `summarize` and `to_inference_data` read.
 _TRACED = ("diverged", "log_accept_ratio", "is_accepted", "step_size",
            "target_log_prob", "energy")
@@ -90,31 +70,6 @@ def _step_size_guess(scale):
     return 0.01
   return float(np.median(np.concatenate(
       [np.ravel(s) for s in tf.nest.flatten(scale)])))
-
-
-def _build_kernel(kernel, target, step_size, noisy):
-  if not target.has_exact_energy:
-    raise TargetCapabilityError(
-        f"`sample` warms up on an exact Metropolis-Hastings test, which "
-        f"needs the full-data energy; this {type(target).__name__} has none "
-        "(has_exact_energy=False). Give the target its data for the energy "
-        "(DatasetTarget(..., full_dataset=...)), or tune with your own "
-        "step size and run sample_chain_with_progress.")
-  if kernel is None:
-    kernel = DEFAULT_KERNEL
-  if isinstance(kernel, str):
-    if kernel.lower() not in KERNELS:
-      raise ValueError(f"`kernel` = {kernel!r} is not a kernel `sample` "
-                       f"knows by name; use one of {sorted(KERNELS)} or "
-                       "pass a kernel instance.")
-    h = step_size if kernel.lower() != "sgld" else step_size ** 2
-    if kernel.lower() == "amagold":
-      return KERNELS["amagold"](target, h, noisy)
-    return KERNELS[kernel.lower()](target, h)
-  if isinstance(kernel, tfp.mcmc.TransitionKernel):
-    return kernel.copy(target=target, target_log_prob_fn=None)
-  raise TypeError(f"`kernel` must be a name ({sorted(KERNELS)}) or a "
-                  f"tfp_sgmcmc kernel instance; got {kernel!r:.100}.")
 
 
 def _template(target, initial_state, parameter_shapes, seed):
@@ -153,46 +108,6 @@ def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
   return pick.choice == "dense"
 
 
-def _laplace_mass(kernel, states, covariance, dense_mass, num_steps):
-  """N(0, M) with M^{-1} the Laplace covariance, where the start found it
-  (Newton's Hessian at the mode) and the warm-up would otherwise adapt a
-  diagonal mass to a vector of more than `DENSE_MASS_MAX` coordinates,
-  whose windows hold too few draws for a dense one: else None (the
-  warm-up's own mass). The kernel keeps it; the warm-up tunes the rest."""
-  parts = tf.nest.flatten(states)
-  if covariance is None or dense_mass is not None or (
-      parts[0].shape[-1] <= DENSE_MASS_MAX) or picks.pick_mass(
-          kernel, parts, 1, num_steps).choice != "diagonal":
-    return None
-  return dense_momentum_distribution(
-      tf.constant(covariance, parts[0].dtype))
-
-
-def _kernel_and_mass(choice, target, step_size, noisy, states, covariance,
-                     dense_mass, num_steps):
-  """(the kernel `sample` warms up, its fixed Laplace mass or None): the
-  mass rule (`_laplace_mass`) asked of the kernel built by name."""
-  kernel = _build_kernel(choice, target, step_size, noisy)
-  laplace = _laplace_mass(kernel, states, covariance, dense_mass, num_steps)
-  if laplace is None:
-    return kernel, None
-  return _with_mass(choice, target, step_size, noisy, laplace), laplace
-
-
-def _with_mass(choice, target, step_size, noisy, momentum_distribution):
-  """`_build_kernel`, with `momentum_distribution` where one is given (the
-  Laplace mass: then from step size d^(-1/4), HMC's scaling on a standard
-  normal in d coordinates, as the posterior is in that mass's units; the
-  trajectory length ChEES starts from is T times it)."""
-  if momentum_distribution is None:
-    return _build_kernel(choice, target, step_size, noisy)
-  size = momentum_distribution.event_shape[-1]
-  kernel = _build_kernel(choice, target, size ** -0.25, noisy)
-  # The mass replaces a scalar one (AMAGOLD's momentum_std), as in warm_up.
-  scalar = {"momentum_std": 1.} if "momentum_std" in kernel.parameters else {}
-  return kernel.copy(momentum_distribution=momentum_distribution, **scalar)
-
-
 def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
           dense_mass, fixed_mass=False):
   """warm_up, with its arrival checked (and the warm-up run once more from
@@ -208,6 +123,9 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
                      seed=seeds[2 * attempt], jit_compile=jit_compile,
                      dense_mass=dense_mass,
                      adapt_mass=False if fixed_mass else None)
+    if fixed_mass:  # Not the user's adapt_mass=False: say whose mass.
+      warm = warm._replace(report=warm.report._replace(
+          choices=LAPLACE_CHOICE + warm.report.choices.partition(";")[2]))
     variance = warm.report.variance
     if variance is None:
       variance = (tf.nest.map_structure(tf.square, mode_scale)
@@ -361,7 +279,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   step_size = _step_size_guess(scale)
   noisy = start_lib.is_minibatch(sampled) and not isinstance(
       sampled, ControlVariateTarget)
-  choice, (kernel, laplace) = kernel, _kernel_and_mass(
+  choice, (kernel, laplace) = kernel, kernel_and_mass(
       kernel, sampled, step_size, noisy, states, covariance, dense_mass,
       num_adaptation_steps)
   _dense_applies(kernel, states, dense_mass, num_adaptation_steps)  # Refusal.
@@ -376,7 +294,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
         sampled, template, num_chains, start_seed, num_mode_steps,
         mode_learning_rate, around_mode=True)
     how = f"{how}, which did not arrive; then {again}"
-    kernel, laplace = _kernel_and_mass(
+    kernel, laplace = kernel_and_mass(
         choice, sampled, _step_size_guess(scale), noisy, states, covariance,
         dense_mass, num_adaptation_steps)
     warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
@@ -389,7 +307,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   if whole is not None:
     # Exact gradients from where the minibatch warm-up ended.
     (sampled, minibatches), use_cv = whole, False
-    kernel = _with_mass(choice, sampled, warm.report.step_size, False,
+    kernel = with_mass(choice, sampled, warm.report.step_size, False,
                         laplace)
     warm, arrived, again = _warm(kernel, warm.state, num_adaptation_steps,
                                  warm_seed, scale, jit_compile, dense_mass,

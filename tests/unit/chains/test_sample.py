@@ -10,6 +10,7 @@ import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.chains import sample as sample_lib
+from tfp_sgmcmc.chains import sample_kernels
 from tfp_sgmcmc.chains import start as start_lib
 
 from support.sample_problems import FAST, logistic, normal_model
@@ -49,12 +50,12 @@ def test_kernel_by_name_and_its_dense_mass_follow_the_gradients():
   target, _, _ = logistic()
   # AMAGOLD: friction 0.5 on raw minibatch gradients, the low friction on
   # exact ones (control variates or a full batch).
-  noisy = sample_lib._build_kernel(None, target, 0.01, noisy=True)
-  exact = sample_lib._build_kernel("AMAGOLD", target, 0.01, noisy=False)
+  noisy = sample_kernels.build_kernel(None, target, 0.01, noisy=True)
+  exact = sample_kernels.build_kernel("AMAGOLD", target, 0.01, noisy=False)
   assert isinstance(noisy, sg.AMAGOLD) and noisy.friction == 0.5
   assert exact.friction == sample_lib.AMAGOLD_EXACT_GRADIENT_FRICTION
   # SGLD's step size is the square of the Hamiltonian kernels' one.
-  sgld = sample_lib._build_kernel("sgld", target, 0.1, noisy=True)
+  sgld = sample_kernels.build_kernel("sgld", target, 0.1, noisy=True)
   assert isinstance(sgld, sg.SGLD)
   np.testing.assert_allclose(float(sgld.step_size), 0.01, rtol=1e-6)
   # Dense where the warm-up is long enough for a covariance, and the
@@ -137,7 +138,7 @@ def test_the_laplace_mass_only_beyond_a_dense_windows_reach():
     target = sg.LogProbFnTarget(lambda w: -0.5 * tf.reduce_sum(w**2, -1))
     kernel = kernel or sg.AMAGOLD(target, 0.1, num_leapfrog_steps=10,
                                    friction=0.1)
-    return sample_lib._laplace_mass(  # pylint: disable=protected-access
+    return sample_kernels.laplace_mass(
         kernel, tf.zeros([4, d]), 0.25 * np.eye(d) if covariance else None,
         dense_mass, 1000)
   big = sample_lib.DENSE_MASS_MAX + 1
@@ -149,7 +150,7 @@ def test_the_laplace_mass_only_beyond_a_dense_windows_reach():
   # A kernel instance's scalar mass gives way to it.
   amagold = sg.AMAGOLD(sg.LogProbFnTarget(lambda w: -0.5 * tf.reduce_sum(
       w**2, -1)), 0.1, num_leapfrog_steps=10, friction=0.1, momentum_std=2.)
-  given = sample_lib._with_mass(  # pylint: disable=protected-access
+  given = sample_kernels.with_mass(
       amagold, amagold.target, 0.1, False, mass)
   assert given.momentum_std == 1. and given.momentum_distribution is mass
   assert rule(big, kernel=sg.SGLD(sg.LogProbFnTarget(
