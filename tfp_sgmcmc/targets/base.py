@@ -15,11 +15,11 @@ import tensorflow as tf
 
 from tfp_sgmcmc._structure import pack_like, state_dtype
 from tfp_sgmcmc.targets import energy as energy_lib
-from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
-                                       check_batch_shape, check_float_state,
+from tfp_sgmcmc.targets.checks import (check_float_state,
+                                       check_functions_callable,
+                                       checked_log_likelihood,
                                        checked_log_prior,
-                                       check_log_likelihood_output,
-                                       check_output, parse_parameter_shapes)
+                                       parse_parameter_shapes)
 
 __all__ = ["TargetCapabilityError", "MinibatchTarget",
            "DataLikelihoodTarget", "check_target"]
@@ -211,27 +211,15 @@ class DataLikelihoodTarget(MinibatchTarget):
 
   def __init__(self, log_likelihood_fn, num_examples, log_prior_fn,
                parameter_shapes=None):
-    if not callable(log_likelihood_fn):
-      raise TypeError("`log_likelihood_fn` must be callable "
-                      f"(params, batch) -> per-example log-likelihoods; got "
-                      f"{log_likelihood_fn!r}.")
-    if log_prior_fn is not None and not callable(log_prior_fn):
-      raise TypeError(f"`log_prior_fn` must be callable or None; got "
-                      f"{log_prior_fn!r}.")
+    check_functions_callable(log_likelihood_fn, log_prior_fn)
     super().__init__(num_examples, log_prior_fn, parameter_shapes)
     self._log_likelihood_fn = log_likelihood_fn
 
   def _log_likelihood(self, state, batch, n):
     if n is None:  # Streamed batches: their static length, where known.
       n = tf.nest.flatten(batch)[0].shape[0]
-    values = call_with_clear_errors("`log_likelihood_fn`",
-                                     self._log_likelihood_fn, state, batch)
-    values = check_output("log_likelihood_fn", values, state)
-    values = check_log_likelihood_output(values, n)
-    check_batch_shape("log_likelihood_fn", values.shape[:-1], state,
-                       self.parameter_shapes,
-                       "per-example values whose leading (chain) axes are")
-    return values
+    return checked_log_likelihood(self._log_likelihood_fn, state, batch, n,
+                                  self.parameter_shapes)
 
   def _energy_from_total(self, state, total):
     """U = -`total` (the log-likelihood summed over all N examples, per

@@ -14,7 +14,8 @@ __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
            "check_batch_shape", "checked_log_prior",
            "likelihood_ignores_chains", "check_keeps_chain_axes",
            "parse_parameter_shapes",
-           "check_log_likelihood_output", "check_finite_data",
+           "check_functions_callable", "checked_log_likelihood",
+           "check_finite_data",
            "non_finite_examples",
            "check_batch_size", "in_xla_context", "refuse_under_xla",
            "check_initial_state", "check_finite_state"]
@@ -180,15 +181,33 @@ def parse_parameter_shapes(shapes):
                    f" for a list state; got {shapes!r}.")
 
 
-def check_log_likelihood_output(values, n, name="log_likelihood_fn"):
+def check_functions_callable(log_likelihood_fn, log_prior_fn):
+  if not callable(log_likelihood_fn):
+    raise TypeError("`log_likelihood_fn` must be callable "
+                    f"(params, batch) -> per-example log-likelihoods; got "
+                    f"{log_likelihood_fn!r}.")
+  if log_prior_fn is not None and not callable(log_prior_fn):
+    raise TypeError(f"`log_prior_fn` must be callable or None; got "
+                    f"{log_prior_fn!r}.")
+
+
+def checked_log_likelihood(log_likelihood_fn, state, batch, n,
+                           parameter_shapes):
+  """`log_likelihood_fn(state, batch)`, checked (at trace time) to return
+  the state's dtype and one value per example of the `n` in `batch` (n None:
+  not known), in the last axis after the chain axes (`check_batch_shape`)."""
+  values = check_output("log_likelihood_fn", call_with_clear_errors(
+      "`log_likelihood_fn`", log_likelihood_fn, state, batch), state)
   shape = values.shape
   if shape.rank is not None and (shape.rank == 0 or shape[-1] not in (
       n, None) and n is not None):
     raise ValueError(
-        f"`{name}` must return one log-likelihood per example, with the "
-        f"examples in the last axis (shape batch_shape + [{n}] for a batch "
-        f"of {n}); it returned shape {shape}. Do not sum or average over "
-        "the batch inside it.")
+        "`log_likelihood_fn` must return one log-likelihood per example, "
+        f"with the examples in the last axis (shape batch_shape + [{n}] for a"
+        f" batch of {n}); it returned shape {shape}. Do not sum or average "
+        "over the batch inside it.")
+  check_batch_shape("log_likelihood_fn", shape[:-1], state, parameter_shapes,
+                    "per-example values whose leading (chain) axes are")
   return values
 
 

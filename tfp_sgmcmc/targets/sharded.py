@@ -54,12 +54,12 @@ import tensorflow_probability as tfp
 from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import pack_like, state_dtype
 from tfp_sgmcmc.targets import energy as energy_lib
-from tfp_sgmcmc.targets.base import MinibatchTarget, TargetCapabilityError
-from tfp_sgmcmc.targets.checks import (call_with_clear_errors,
-                                       check_batch_shape, check_batch_size,
-                                       check_finite_data, check_float_state,
-                                       check_log_likelihood_output,
-                                       check_output, checked_log_prior)
+from tfp_sgmcmc.targets.base import (DataLikelihoodTarget,
+                                     TargetCapabilityError)
+from tfp_sgmcmc.targets.checks import (check_batch_size, check_finite_data,
+                                       check_float_state,
+                                       check_functions_callable,
+                                       checked_log_prior)
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 
 __all__ = ["ShardedTarget", "MINIBATCH_SCHEMES"]
@@ -69,7 +69,7 @@ MINIBATCH_SCHEMES = ("per_shard", "global")
 _SUM = tf.distribute.ReduceOp.SUM
 
 
-class ShardedTarget(MinibatchTarget):
+class ShardedTarget(DataLikelihoodTarget):
   """A posterior over data split across the replicas of a strategy.
 
   Args:
@@ -107,13 +107,7 @@ class ShardedTarget(MinibatchTarget):
   def __init__(self, log_likelihood_fn, data, batch_size, strategy=None,
                log_prior_fn=None, energy_chunk_size=None,
                parameter_shapes=None, minibatch="per_shard"):
-    if not callable(log_likelihood_fn):
-      raise TypeError("`log_likelihood_fn` must be callable "
-                      f"(params, batch) -> per-example log-likelihoods; got "
-                      f"{log_likelihood_fn!r}.")
-    if log_prior_fn is not None and not callable(log_prior_fn):
-      raise TypeError(f"`log_prior_fn` must be callable or None; got "
-                      f"{log_prior_fn!r}.")
+    check_functions_callable(log_likelihood_fn, log_prior_fn)
     if minibatch not in MINIBATCH_SCHEMES:
       raise ValueError(f"`minibatch` must be one of {MINIBATCH_SCHEMES}; got "
                        f"{minibatch!r}.")
@@ -144,8 +138,8 @@ class ShardedTarget(MinibatchTarget):
           f"draws batch_size / {num_replicas} examples; `batch_size` = "
           f"{batch_size} is not a multiple of {num_replicas}. Use a multiple "
           "or minibatch='global'.")
-    super().__init__(num_examples, log_prior_fn, parameter_shapes)
-    self._log_likelihood_fn = log_likelihood_fn
+    super().__init__(log_likelihood_fn, num_examples, log_prior_fn,
+                     parameter_shapes)
     self._strategy = strategy
     self._batch_size = batch_size
     self._minibatch_scheme = minibatch
@@ -226,7 +220,7 @@ class ShardedTarget(MinibatchTarget):
     if self._minibatch_scheme == "per_shard":
       indices = self._shard_indices(seed, replica_id)
       batch = tf.nest.map_structure(lambda d: tf.gather(d, indices), shard)
-      ll = self._call_log_likelihood(state, batch, int(indices.shape[0]))
+      ll = self._log_likelihood(state, batch, int(indices.shape[0]))
       scale = self._shard_sizes[replica_id] / float(indices.shape[0])
       return tf.cast(scale, ll.dtype) * tf.reduce_sum(ll, axis=-1)
     local = self._global_indices(seed) - self._offsets[replica_id]
@@ -234,7 +228,7 @@ class ShardedTarget(MinibatchTarget):
     batch = tf.nest.map_structure(
         lambda d: tf.gather(d, tf.clip_by_value(
             local, 0, self._shard_sizes[replica_id] - 1)), shard)
-    ll = self._call_log_likelihood(state, batch, self._batch_size)
+    ll = self._log_likelihood(state, batch, self._batch_size)
     ll = tf.where(mine, ll, tf.zeros_like(ll))
     scale = self.num_examples / float(self._batch_size)
     return tf.cast(scale, ll.dtype) * tf.reduce_sum(ll, axis=-1)
@@ -248,21 +242,11 @@ class ShardedTarget(MinibatchTarget):
     def chunk_sum(start, n):
       batch = tf.nest.map_structure(lambda d: d[start:start + n], shard)
       return energy_lib.sum_of_examples(
-          self._call_log_likelihood(state, batch, n))
+          self._log_likelihood(state, batch, n))
 
     total = energy_lib.sum_over_chunks(
         chunk_sum, size, min(size, int(self._chunk or 4096)))
     return tf.cast(total, state_dtype(state))
-
-  def _call_log_likelihood(self, state, batch, n):
-    values = call_with_clear_errors(
-        "`log_likelihood_fn`", self._log_likelihood_fn, state, batch)
-    values = check_log_likelihood_output(
-        check_output("log_likelihood_fn", values, state), n)
-    check_batch_shape("log_likelihood_fn", values.shape[:-1], state,
-                      self.parameter_shapes,
-                      "per-example values whose leading (chain) axes are")
-    return values
 
   # --- all-reduce ---------------------------------------------------------
 
