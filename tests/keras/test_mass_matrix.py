@@ -6,10 +6,11 @@ non-identity M leaves the posterior's moments exact on a linear regression
 whose posterior scales differ about 100x; the warm-up from a step size 100x
 too small or too large ends at the same step size and mass, M^{-1} near the
 posterior variances, and each M^{-1} is the regularised variance of the
-draws of its window, or with mass_estimate="gradients" 1 / the mean
-squared exact gradient at them; posterior variances of 2.1e-3 and 2.0e-7
-both get an M^{-1} within 2x from the gradients (from the draws' variance
-the wide one does not); wrong arguments are refused with their fix.
+draws of its window, or with mass_estimate="gradients" (the default with
+arrays) 1 / the mean product of two gradient estimates at them; posterior
+variances of 2.1e-3 and 2.0e-7 both get an M^{-1} within 2x from the
+gradients (from the draws' variance the wide one does not); wrong
+arguments are refused with their fix.
 """
 
 import keras
@@ -321,8 +322,9 @@ def test_inverse_mass_survives_the_config_round_trip():
 def tiny_variances():
   """Warm-ups of 1,000 tests on posterior variances 2.1e-3 and 2.0e-7
   (sds 103x apart, the scale of a neural network's weights) from the
-  identity mass, seeds 30 and 31, M^{-1} from the exact gradients at the
-  draws (`mass_estimate="gradients"`): (variances, {seed: M^{-1}})."""
+  identity mass, seeds 30 and 31, with the default mass estimate (the
+  exact test over arrays: from the gradients at the draws):
+  (variances, {seed: M^{-1}})."""
   problem = scaled_problem((1., 100.))
   variance = np.diag(problem.posterior_cov)
   assert 2.0e-3 < variance[0] < 2.2e-3 and 1.9e-7 < variance[1] < 2.1e-7
@@ -335,7 +337,7 @@ def tiny_variances():
     callback, _ = amagold_fit(problem, sgk.AMAGOLD(
         step_size=0.01, num_leapfrog_steps=5, friction=1., seed=seed),
                               WARMUP, batch_size=250, seed=100, epochs=4,
-                              warmup=WARMUP, mass_estimate="gradients")
+                              warmup=WARMUP)
     masses[seed] = callback.sampler.inverse_mass[0].ravel()
   return variance, masses
 
@@ -375,6 +377,26 @@ def test_warmup_mass_from_the_draws_misses_the_wide_weight():
                             warmup=WARMUP, mass_estimate="draws")
   relative = callback.sampler.inverse_mass[0].ravel() / variance
   assert relative[0] < 0.5, relative
+
+
+def test_the_default_mass_estimate_is_the_gradients_where_they_can_be_had():
+  # The gradients need minibatches of the arrays the exact test reads; a
+  # warm-up without them (energy_data a dataset, or the minibatch test)
+  # estimates from the draws.
+  amagold = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.)
+  x, y = np.zeros((10, 1), np.float32), np.zeros(10, np.float32)
+  dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(5)
+  for energy_data, estimate in [((x, y), "gradients"), (dataset, "draws")]:
+    callback = sgk.SamplingCallback(amagold, num_examples=10, prior=1.,
+                                    energy_data=energy_data, warmup=100)
+    adaptation = callback._step_size_adaptation  # pylint: disable=protected-access
+    assert adaptation.mass_estimate == estimate
+  minibatch = sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=2, friction=1.,
+                          acceptance_energy="minibatch")
+  callback = sgk.SamplingCallback(minibatch, num_examples=10, prior=1.,
+                                  energy_data=(x, y), warmup=100)
+  adaptation = callback._step_size_adaptation  # pylint: disable=protected-access
+  assert adaptation.mass_estimate == "draws"
 
 
 def test_mass_estimate_is_refused_with_its_fix():

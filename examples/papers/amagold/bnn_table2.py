@@ -16,9 +16,11 @@ Rows, each run for every seed (3 by default) from that seed's burn-in:
   windows) started at the paper's (b, h) = (5e-6, 1e-3), then the frozen,
   exact kernel for the sampling epochs (TFP kernel path on an
   `InMemoryTarget` holding the same data; minibatches with replacement);
-* "AMAGOLD, fit(warmup=300)": the same start in `fit` with
+* "AMAGOLD, fit(warmup=300, gradients)": the same start in `fit` with
   `SamplingCallback(warmup=300)` (the step size and the diagonal mass, by
-  the same windows and rules), then its sampling epochs; with
+  the same windows and rules; the mass from the gradients at the draws,
+  `fit`'s default here, or with `--mass-estimate draws` from the draws'
+  variance), then its sampling epochs; with
   `--methods "AMAGOLD, fit(warmup, adapt_mass=False)"`, the step size only;
 * the warm-up alone started 100x too small and 100x too large in eps, to
   show where it ends.
@@ -308,7 +310,9 @@ def run_chain(name, b, h, data, init_weights, hidden, sample_epochs, seed,
   method = name if not warmup else (
       f"{name}, fit(warmup={warmup}"
       f"{'' if adapt_mass else ', adapt_mass=False'}"
-      f"{'' if mass_estimate is None else ', ' + mass_estimate})")
+      # The estimate the mass came from: `fit`'s default with the arrays
+      # here is the gradients'.
+      f"{', ' + (mass_estimate or 'gradients') if adapt_mass else ''})")
   row = dict(method=method, b=b, h=h, paper=PAPER.get((name, b, h)),
              diverged_at=None, message=None, seed=seed,
              warmup_tests=warmup or 0)

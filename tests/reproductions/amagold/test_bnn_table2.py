@@ -143,7 +143,7 @@ def test_the_script_writes_its_tables(tmp_path):
                           "--warmup-tests", "20", "--out", str(tmp_path)])
   methods = {r["method"] for r in rows}
   assert methods == {"SGHMC", "AMAGOLD", "AMAGOLD, warm_up(20)",
-                     "AMAGOLD, fit(warmup=20)"}, methods
+                     "AMAGOLD, fit(warmup=20, gradients)"}, methods
   text = (tmp_path / "table2.md").read_text()
   assert "started 100x too small and 100x too large" in text
   assert (tmp_path / "fig5_entropy_cdf.png").exists()

@@ -98,16 +98,17 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       samples you drop, or read `sampler.adapting`).
     warmup: AMAGOLD only: n M-H tests (>= 20) of Stan's window adaptation,
       as `tfp_sgmcmc.warm_up`: the step size dual-averaged to 0.75
-      acceptance, the diagonal mass (`sampler.inverse_mass`) estimated from
-      the chain's draws in `tfp_sgmcmc.warmup_windows(n)`; then both are
+      acceptance, the diagonal mass (`sampler.inverse_mass`) estimated in
+      `tfp_sgmcmc.warmup_windows(n)` (see `mass_estimate`); then both are
       frozen and the chain is exact. Not with `step_size_adaptation`.
     adapt_mass: with `warmup`: False tunes the step size alone (dual
       averaging over the n tests, the mass left as given). See
       docs/warmup.md.
-    mass_estimate: with `warmup`, what M^{-1} is estimated from: "draws"
-      (the default: the window's variance) or "gradients" (the exact test
-      over (x, y) arrays: g_a g_b of two minibatch gradients at each draw,
-      as `warm_up` takes them; `window_adaptation.gradient_variance`).
+    mass_estimate: with `warmup`, what M^{-1} is estimated from:
+      "gradients" (the default with the exact test over (x, y) arrays: g_a
+      g_b of two minibatch gradients at each draw, as `warm_up` takes them;
+      `window_adaptation.gradient_variance`) or "draws" (the window's
+      variance; the default otherwise).
 
   After `fit`, `posterior` holds the kept samples (a `Posterior`), and
   `predict(x)` (the Bayesian model average), `save(path)` and the

@@ -108,8 +108,11 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
   """`SamplingCallback(warmup=n, adapt_mass=..., mass_estimate=...)` as the
   `step_size_adaptation` it stands for: a `WarmupAdaptation` over the first
   n M-H tests (mass windows unless `adapt_mass` is False), then frozen.
-  `mass_estimate` None is "draws"; "gradients" needs minibatches of the
-  training arrays (`exact_gradients`: the exact test over arrays)."""
+  `mass_estimate` None is "gradients" where they can be had (minibatches of
+  the training arrays, `exact_gradients`: the exact test over arrays), else
+  "draws": a warm-up of a few hundred tests cannot carry a network's
+  weights across their posterior, so the draws' variance underestimates a
+  wide weight's, where the gradients at the draws need no crossing."""
   if mass_estimate not in (None,) + MASS_ESTIMATES:
     raise ValueError(f"`mass_estimate` must be one of {MASS_ESTIMATES} or "
                      f"None; got {mass_estimate!r}.")
@@ -120,7 +123,7 @@ def warmup_adaptation(warmup, step_size_adaptation, has_acceptance_test,
         "(acceptance_energy='exact') over (x, y) arrays; give energy_data "
         "as arrays, or mass_estimate='draws'.")
   if mass_estimate is None:
-    mass_estimate = "draws"
+    mass_estimate = "gradients" if exact_gradients else "draws"
   if adapt_mass is not None and not isinstance(adapt_mass, bool):
     raise TypeError(f"`adapt_mass` must be True, False or None; got "
                     f"{adapt_mass!r}.")
