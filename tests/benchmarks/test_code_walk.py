@@ -2,19 +2,11 @@
 enters by its stated rule, and the target is resolved once per
 construction."""
 
-import os
-import sys
-
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "benchmarks")
+from support import paths
 
 
 def test_code_walk_classifies_the_path_and_resolves_the_target_once():
-  sys.path.insert(0, BENCH)
-  try:
-    import code_walk  # pylint: disable=import-outside-toplevel
-  finally:
-    sys.path.remove(BENCH)
+  code_walk = paths.benchmark("code_walk")
   walk = code_walk.measure()
   assert walk["resolved"] == 1
   kinds = {key: info[3] for key, info in walk["functions"].items()}

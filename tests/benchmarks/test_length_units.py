@@ -4,19 +4,11 @@ and the length ChEES ends at in each. The test asserts what the docs say,
 so a warm-up that stops depending on the units fails it and the docs'
 paragraph is to be rewritten with it."""
 
-import os
-import sys
-
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "benchmarks")
+from support import paths
 
 
 def test_the_tuned_length_depends_on_the_posteriors_units_as_documented():
-  sys.path.insert(0, BENCH)
-  try:
-    import length_units  # pylint: disable=import-outside-toplevel
-  finally:
-    sys.path.remove(BENCH)
+  length_units = paths.benchmark("length_units")
   unit = length_units.run(1., 20, 500)
   small = length_units.run(0.005, 20, 500)
   slow = [w["num_leapfrog_steps"] for w in small.windows

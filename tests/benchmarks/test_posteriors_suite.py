@@ -6,24 +6,18 @@ asserts the warmed-up AMAGOLD's moments)."""
 
 import json
 import math
-import os
-import sys
 
 import pytest
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "benchmarks")
+from support import paths
+
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
   """One quick run of the suite with every method the tests look at (one
   NUTS reference for them all): (module, rows, output folder)."""
-  sys.path.insert(0, BENCH)
-  try:
-    import posteriors  # pylint: disable=import-outside-toplevel
-  finally:
-    sys.path.remove(BENCH)
+  posteriors = paths.benchmark("posteriors")
   out = tmp_path_factory.mktemp("posteriors")
   rows = posteriors.main(quick=True, out=str(out),
                          models=["eight_schools_noncentred"],
