@@ -5,24 +5,17 @@ or ranking claim is asserted at this size)."""
 import json
 import math
 import os
-import sys
 
 import numpy as np
 
-BENCH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "benchmarks")
+from support import paths
 
 
 KERNELS = ("unit", "diagonal", "dense", "diagonal_median")
 
 
 def _script():
-  sys.path.insert(0, BENCH)
-  try:
-    import ksd_step_sizes  # pylint: disable=import-outside-toplevel
-  finally:
-    sys.path.remove(BENCH)
-  return ksd_step_sizes
+  return paths.benchmark("ksd_step_sizes")
 
 
 def test_ksd_step_size_script_reports_every_scale(tmp_path):
@@ -55,3 +48,20 @@ def test_posterior_start_has_the_reference_means_and_sds():
                                rtol=1e-5)
   # The two modes start with their weights (14 of 16 in the deeper one).
   assert np.sum(start < 0.) == 14
+
+
+def test_ksd_cost_script_times_each_score_beside_the_run(tmp_path):
+  # Its quick size: every score is timed `repeats` times, interleaved with
+  # the run, and the fractions are the medians' ratio.
+  result = paths.benchmark("ksd_cost").main(quick=True, out=str(tmp_path),
+                                            repeats=3)
+  assert len(result["all_sampling_seconds"]) == 3
+  assert result["sampling_seconds"] == np.median(
+      result["all_sampling_seconds"])
+  assert [r["score"] for r in result["scores"]] == [
+      "exact", "m = 1,000", "m = 10,000"]
+  for row in result["scores"]:
+    assert len(row["all_seconds"]) == 3 and row["ksd"] > 0
+    assert row["fraction_of_run"] == (
+        np.median(row["all_seconds"]) / result["sampling_seconds"])
+  assert not os.listdir(tmp_path)  # The quick size writes no file.
