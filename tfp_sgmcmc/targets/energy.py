@@ -92,8 +92,12 @@ def sum_over_chunks(chunk_sum, num_examples, chunk_size, unroll=False):
   elif num_full > 1:
     def body(i, acc):
       return i + 1, acc + chunk_sum(i * chunk_size, chunk_size)
+    # The trip count, without which XLA cannot differentiate the loop (a
+    # gradient keeps each iteration's values in a list whose size XLA must
+    # know): the KSD's exact score, or HMC on the exact log density.
     _, total = tf.while_loop(lambda i, acc: i < num_full, body,
-                             (tf.constant(1), total))
+                             (tf.constant(1), total),
+                             maximum_iterations=num_full - 1)
   if rem:
     total = total + chunk_sum(num_full * chunk_size, rem)
   return total
