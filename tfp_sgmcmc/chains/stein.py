@@ -95,9 +95,8 @@ def stein_kernel_sum(x, score, c=1., beta=-0.5, block_size=256):
     s_i_r = take(sxp)[..., None] - tf.matmul(
         sb, x, transpose_b=True)                    # s_i.(x_i - x_j)
     s_j_r = tf.matmul(xb, score, transpose_b=True) - sx[:, None, :]
-    # One power, u^beta, and divisions for u^(beta - 1) and u^(beta - 2):
-    # a power costs several times a division, and the n^2 elementwise
-    # terms, not the inner products, dominate the sum's time.
+    # One power and two divisions, not three powers: the n^2 powers, not
+    # the inner products, dominated the sum's time.
     power = u ** beta
     k0 = (tf.matmul(sb, score, transpose_b=True) * power
           + 2. * beta * (s_j_r - s_i_r - dim) * (power / u)
