@@ -13,6 +13,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import start as start_lib
 from support.linear_regression import LinearRegression, write_shards
 from support.per_chain_minibatches import BATCH, make_target
 
@@ -37,13 +38,16 @@ def test_exact_energy_compiles_under_xla():
   np.testing.assert_allclose(got, problem.energy(w.numpy()), rtol=1e-5)
 
 
-def test_exact_energy_over_chunks_differentiates_under_xla():
-  # 203 examples in chunks of 20: the first chunk, a loop over nine, and a
-  # remainder of 3. Every use that differentiates the exact energy inside
-  # an XLA-compiled function: its gradient, the KSD's exact score, control
-  # variates built there, and TFP's NUTS on the exact log density.
+@pytest.mark.parametrize("chunk", [20, 5])
+def test_exact_energy_over_chunks_differentiates_under_xla(chunk):
+  # 203 examples in chunks of 20 (ten written out, and a remainder of 3)
+  # or of 5 (the first, a loop over 39, the remainder). Every use that
+  # differentiates the exact energy inside an XLA-compiled function: its
+  # gradient, the KSD's exact score, control variates built there, and
+  # TFP's NUTS on the exact log density.
+  assert 203 // 20 <= sg.targets.energy.MAX_UNROLLED_CHUNKS < 203 // 5
   problem = LinearRegression(num_examples=203, dim=3, seed=0)
-  target = problem.in_memory_target(batch_size=10, energy_chunk_size=20)
+  target = problem.in_memory_target(batch_size=10, energy_chunk_size=chunk)
   w = tf.constant([0.3, -0.2, 0.5])
 
   def gradient(state):
@@ -187,3 +191,23 @@ def test_streamed_energy_and_record_minibatches_match_in_memory(written):
   # The chain moved (posterior sd about 0.04) with some rejections.
   assert 0.2 < draws[0][1].mean() < 1., draws[0][1].mean()
   assert draws[0][0].std(axis=0).min() > 0.005, draws[0][0].std(axis=0)
+
+
+def test_newton_hessian_over_chunks_is_the_same_at_every_evaluation():
+  # 500,000 examples of a 20-coordinate logistic regression, in 3 chunks:
+  # the Hessian-vector products of the Newton start (`tf.vectorized_map`)
+  # through gathered chunks differed from one evaluation to the next (6
+  # of 7 in one process), and so did `sample`'s chains from one seed.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(500_000, 20)).astype(np.float32)
+  y = (rng.uniform(size=500_000) < 0.5).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfp.distributions.Bernoulli(
+          logits=tf.linalg.matvec(b[0], w)).log_prob(b[1]),
+      (x, y), 100, parameter_shapes=[20], energy_chunk_size=200_000)
+  w = tf.fill([20], 0.1)
+  hvps, _ = start_lib._products(target, w)  # pylint: disable=protected-access
+  first = start_lib._full_hessian(hvps, w)  # pylint: disable=protected-access
+  for _ in range(4):
+    np.testing.assert_array_equal(
+        start_lib._full_hessian(hvps, w), first)  # pylint: disable=protected-access

@@ -27,6 +27,10 @@ ENERGY_CHUNK_BYTES = 16 * 2**20
 
 MIN_ENERGY_CHUNK = 4096
 
+# Up to this many chunks an exact energy is written out chunk by chunk
+# (`sum_over_chunks(..., unroll=True)`), beyond in a `tf.while_loop`.
+MAX_UNROLLED_CHUNKS = 32
+
 
 def default_energy_chunk_size(data, num_examples):
   """As many examples as fit in `ENERGY_CHUNK_BYTES` of `data`, at least

@@ -483,12 +483,18 @@ class InMemoryTarget(DataLikelihoodTarget):
     n = self.num_examples
 
     def chunk_sum(start, size):
-      # All N: the data as stored. A chunk: a gather of its rows (under XLA
-      # on the CPU a gather of a range beat tf.slice in this loop).
-      batch = (self._data if size == n else
+      # All N: the data as stored. Written out (`start` a Python int): a
+      # static slice (through a gather, second derivatives under
+      # `tf.vectorized_map`, the Newton start's Hessian, changed from run
+      # to run). In the loop: a gather (under XLA on CPU, beats tf.slice).
+      batch = (self._data if size == n else tf.nest.map_structure(
+          lambda d: d[start:start + size], self._data)
+               if isinstance(start, int) else
                self._gather(start + tf.range(size)))
       return energy_lib.sum_of_examples(
           self._log_likelihood(state, batch, size))
 
-    total = energy_lib.sum_over_chunks(chunk_sum, n, self._chunk)
+    total = energy_lib.sum_over_chunks(
+        chunk_sum, n, self._chunk,
+        unroll=n // self._chunk <= energy_lib.MAX_UNROLLED_CHUNKS)
     return self._energy_from_total(state, total)
