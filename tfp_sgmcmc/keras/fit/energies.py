@@ -9,8 +9,8 @@ call (`run_test`): the energies, the sampler's test and the health check of
 the state after it, under XLA where the model's train step is. In-memory
 arrays are summed inside that call over batches of `batch_size` by the
 targets' accumulator (`targets.energy.sum_over_chunks`: static slices, a
-loop beyond `MAX_UNROLLED_BATCHES`); a `tf.data.Dataset` is iterated from
-Python first.
+loop beyond `targets.energy.MAX_UNROLLED_CHUNKS` batches); a
+`tf.data.Dataset` is iterated from Python first.
 
 The minibatch test over arrays draws its batch as `AMAGOLD`'s kernel does
 on an `InMemoryTarget`: `batch_size` indices with replacement, from the
@@ -26,10 +26,6 @@ from tfp_sgmcmc.targets import energy as energy_lib
 
 __all__ = ["AcceptanceEnergies"]
 
-# Up to this many batches the exact sum is written out with static slices
-# (XLA then compiles it; a loop with dynamic slices is several times slower
-# under XLA on CPU); beyond, a `tf.while_loop`.
-MAX_UNROLLED_BATCHES = 32
 
 
 class AcceptanceEnergies:
@@ -108,7 +104,7 @@ class AcceptanceEnergies:
       def chunk(a, start, length):
         return tf.nest.map_structure(lambda t: t[start:start + length], a)
       all_x, all_y = x, y
-      unroll = exact and num_batches <= MAX_UNROLLED_BATCHES
+      unroll = exact and num_batches <= energy_lib.MAX_UNROLLED_CHUNKS
       if unroll:
         # The batches as separate tensors (not slices taken in the compiled
         # function, which XLA copies at each call).
