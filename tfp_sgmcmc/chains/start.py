@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.targets import dataset
 from tfp_sgmcmc.targets.base import MinibatchTarget
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
@@ -244,6 +245,8 @@ def _products(target, structure):
 
   @tf.function(autograph=False)
   def hvps(point, vectors):
+    if dataset.streams_energy(target):
+      return dataset.hessian_vector_products(energy, point, vectors)
     return tf.vectorized_map(lambda v: hvp(point, v), vectors)
 
   @tf.function(autograph=False)

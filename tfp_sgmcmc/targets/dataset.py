@@ -8,7 +8,7 @@ from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import non_finite_examples, refuse_under_xla
 
-__all__ = ["DatasetTarget"]
+__all__ = ["DatasetTarget", "streams_energy", "hessian_vector_products"]
 
 
 class DatasetTarget(DataLikelihoodTarget):
@@ -85,6 +85,7 @@ class DatasetTarget(DataLikelihoodTarget):
     self._cardinality = int(dataset.cardinality())
     self._iterator = iter(dataset)
     self._full_dataset = full_dataset
+    self._full_count = None
 
   @property
   def has_exact_energy(self):
@@ -169,14 +170,53 @@ class DatasetTarget(DataLikelihoodTarget):
       return super().energy(state)
     refuse_under_xla("DatasetTarget computes the exact energy from its "
                       "`full_dataset`")
-    first = self._full_dataset.take(1).get_single_element()
-    init = energy_lib.sum_of_examples(
-        self._log_likelihood(state, first, None))
-    total = self._full_dataset.skip(1).reduce(
-        init, lambda acc, batch: acc + energy_lib.sum_of_examples(
-            self._log_likelihood(state, batch, None)))
+    # One `get_next` per batch, written out: `Dataset.reduce` has no
+    # gradient, so tf.GradientTape gave the prior's alone, silently (Newton's
+    # start in `sample` stopped at zeros, 180 sds from the posterior), and a
+    # tf.while_loop over an iterator has no second derivative. The terms
+    # are added in the data's order, as `reduce` added them.
+    batches = iter(self._full_dataset)
+    total = energy_lib.sum_of_examples(
+        self._log_likelihood(state, batches.get_next(), None))
+    for _ in range(self._full_batches() - 1):
+      total = total + energy_lib.sum_of_examples(
+          self._log_likelihood(state, batches.get_next(), None))
     return self._energy_from_total(state, total)
 
+  def _full_batches(self):
+    """The number of batches in `full_dataset`, counted once (outside any
+    trace) where its cardinality is unknown (e.g. a TFRecord pipeline)."""
+    if self._full_count is None:
+      with tf.init_scope():   # Eagerly, also when first called in a trace.
+        count = int(self._full_dataset.cardinality())
+        if count < 0:
+          count = int(self._full_dataset.reduce(
+              tf.constant(0, tf.int64), lambda acc, _: acc + 1))
+      self._full_count = count
+    return self._full_count
+
+
+def streams_energy(target):
+  """Whether `target`'s exact energy reads a `DatasetTarget`'s iterator
+  (through any wrappers), which `tf.vectorized_map` cannot replicate."""
+  while hasattr(target, "base_target"):
+    target = target.base_target
+  return isinstance(target, DatasetTarget)
+
+
+def hessian_vector_products(energy, point, vectors):
+  """The rows H v of the energy's Hessian at `point` for the rows v of
+  `vectors` [k, dim], from one pass over the data: the jacobian of the
+  k products g . v, vectorised over the backward pass only, whose data
+  were read by the forward pass (vectorising the whole pass, as for an
+  `InMemoryTarget`, would replicate the iterator, which fails)."""
+  with tf.GradientTape() as outer:
+    outer.watch(point)
+    with tf.GradientTape() as inner:
+      inner.watch(point)
+      u = energy(point)
+    products = tf.linalg.matvec(vectors, inner.gradient(u, point))
+  return outer.jacobian(products, point)
 
 def _check_batched_spec(name, dataset):
   for spec in tf.nest.flatten(dataset.element_spec):

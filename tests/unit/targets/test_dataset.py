@@ -1,5 +1,6 @@
 """DatasetTarget: the exact energy streamed from a full dataset, the first
-minibatch scaled by N / n, and no exact energy without a full dataset.
+minibatch scaled by N / n, its gradient and Hessian (Newton's start), and
+no exact energy without a full dataset.
 """
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import start as start_lib
 from support.linear_regression import LinearRegression
 
 
@@ -42,3 +44,28 @@ def test_dataset_target_without_full_data_has_no_exact_energy(problem):
   assert not target.has_exact_energy
   with pytest.raises(sg.TargetCapabilityError, match="exact full-data"):
     target.energy(tf.zeros([3]))
+
+
+def test_dataset_target_energy_has_the_data_gradient_and_hessian(problem):
+  # `sample` starts a chain at Newton's mode of the exact energy, and its
+  # arrival check and the KSD use the exact gradient. Streamed through
+  # Dataset.reduce that gradient was the prior's alone (the data's part
+  # silently zero), so Newton's method stopped at its start.
+  x, y = problem.data
+  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(50)
+  target = sg.DatasetTarget(problem.log_likelihood,
+                            full.repeat(), problem.num_examples,
+                            log_prior_fn=problem.log_prior,
+                            full_dataset=full.filter(lambda *_: True))
+  w = tf.constant([0.3, -0.2, 0.5])
+  with tf.GradientTape() as tape:
+    tape.watch(w)
+    energy = target.energy(w)
+  np.testing.assert_allclose(tape.gradient(energy, w), problem.gradient(w),
+                             rtol=1e-4)
+  # Second derivatives too, under tf.function (the filter leaves the
+  # batches' count unknown, so the target counts them).
+  mode, hessian, _, converged = start_lib.newton_mode(target, tf.zeros([3]))
+  assert converged
+  np.testing.assert_allclose(hessian, problem.precision, rtol=1e-4)
+  np.testing.assert_allclose(mode, problem.posterior_mean, atol=1e-4)
