@@ -104,3 +104,21 @@ def test_progress_runs_a_warmed_up_kernel(name, trace, jit_compile):
     # The joined trace holds the distribution of each kept step.
     mass = diagnostics.find_field(run.trace, "momentum_distribution")
     assert mass.batch_shape_tensor()[0][0] == NUM_RESULTS
+
+
+def test_warm_up_reports_after_each_window_and_tunes_the_same():
+  # A long warm-up (`sample`'s at large N) would otherwise print nothing
+  # until it ends; the reports come between the compiled windows, so the
+  # tuned kernel and state are those of a warm-up without them.
+  make, _ = KERNELS["AMAGOLD mass"]
+  reports = []
+  kwargs = dict(num_steps=40, seed=[1, 2], initial_buffer=10,
+                final_buffer=10, base_window=10, jit_compile=False)
+  shown = sg.warm_up(make(_target()), tf.zeros([2, 3]),
+                     progress=lambda done, total: reports.append(
+                         (done, total)), **kwargs)
+  quiet = sg.warm_up(make(_target()), tf.zeros([2, 3]), **kwargs)
+  steps = np.cumsum([w["steps"] for w in shown.report.windows]).tolist()
+  assert reports == [(done, 40) for done in steps] and steps[-1] == 40
+  np.testing.assert_array_equal(shown.state, quiet.state)
+  assert shown.report.step_size == quiet.report.step_size

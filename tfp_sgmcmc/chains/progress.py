@@ -13,7 +13,7 @@ from tfp_sgmcmc.chains import quiet
 from tfp_sgmcmc.chains import run_checks
 from tfp_sgmcmc.chains import step_seeded
 
-__all__ = ["sample_chain_with_progress", "ChainRun"]
+__all__ = ["sample_chain_with_progress", "ChainRun", "reporter"]
 
 
 ChainRun = collections.namedtuple(
@@ -55,6 +55,20 @@ def _tqdm_progress(total, desc):
     bar.update(done - position[0])
     position[0] = done
   return report, bar.close
+
+
+def reporter(progress, total, desc):
+  """(report(done), close()) for `progress` as `sample_chain_with_progress`
+  takes it: nothing (False or None), a tqdm bar (True; lines on stderr
+  without tqdm) or the callable `progress(done, total)`."""
+  if progress is False or progress is None:
+    return (lambda done: None), (lambda: None)
+  if callable(progress):
+    return (lambda done: progress(done, total)), (lambda: None)
+  try:
+    return _tqdm_progress(total, desc)
+  except ImportError:
+    return _text_progress(total, desc)
 
 
 def _chunks(total, num_reports):
@@ -135,18 +149,11 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   # As in `sample_chain`: the first draw one step after burn-in, then one
   # every thin + 1 steps.
   total = num_burnin_steps + 1 + (num_results - 1) * (thin + 1)
+  report, close = reporter(progress, total, desc)
   if progress is False or progress is None:
-    report, close = (lambda done: None), (lambda: None)
     burn_sizes = [num_burnin_steps] if num_burnin_steps else []
     sample_sizes = [num_results]
   else:
-    if callable(progress):
-      report, close = (lambda done: progress(done, total)), (lambda: None)
-    else:
-      try:
-        report, close = _tqdm_progress(total, desc)
-      except ImportError:
-        report, close = _text_progress(total, desc)
     burn_sizes = _chunks(num_burnin_steps, num_reports)
     sample_sizes = _chunks(num_results, num_reports)
 

@@ -45,6 +45,7 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import random
 from tfp_sgmcmc.chains import arrival as arrival_lib
+from tfp_sgmcmc.chains import progress as progress_lib
 from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains import trajectory_length as length_lib
 from tfp_sgmcmc.chains import warmup_picks as picks
@@ -158,7 +159,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
             jit_compile=True, dense_mass=None, criterion="acceptance",
             step_sizes=None, adapt_num_leapfrog_steps=None,
             max_num_leapfrog_steps=256, mass=None, mass_rank=None,
-            mass_estimate="draws"):
+            mass_estimate="draws", progress=False):
   """Tunes `kernel`'s step size (and mass, and, on exact gradients,
   AMAGOLD's trajectory length) and returns it frozen.
 
@@ -253,6 +254,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       integer T = ceil(L / (2 h)), so its chain is exact (the test is
       exact for every fixed T). Only for a kernel whose test is its own trajectory.
     max_num_leapfrog_steps: the cap on T (warm-up and returned kernel).
+    progress: False (the default), True (a tqdm bar, or lines on stderr)
+      or a callable `report(done, total)`, as `sample_chain_with_progress`
+      takes it: one report after each window (a window runs compiled).
 
   Returns:
     `WarmupResult(kernel, state, report)`; `report.mass`,
@@ -372,11 +376,14 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       parts, kernel.step_size, batch_ndims, adapt_mass=False,
       inverse_mass=_identity(parts[0], mass, mass_rank))
   start = time.perf_counter()
+  report, close = progress_lib.reporter(
+      progress, sum(n for _, n in windows), "warm-up")
   for number, (kind_w, steps) in enumerate(windows):
     t0 = time.perf_counter()
     state, seed, da, window, variance, accept, length, grads = compiled(
         state, seed, adapted.dual_averaging, adapted.inverse_mass,
         tf.constant(steps), length)
+    report(sum(n for _, n in windows[:number + 1]))
     num_gradients += float(grads)
     adapted = adapted._replace(dual_averaging=da, window=window)
     set_mass = kind_w == "slow" and adapt_mass
@@ -392,6 +399,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
         acceptance=float(accept), seconds=time.perf_counter() - t0,
         **(dict(num_leapfrog_steps=float(grads) / steps)
            if adapt_num_leapfrog_steps else {})))
+  close()
   # The tuned step size in Python (numpy's exp of the averaged log step),
   # as the report shows it.
   step_size = float(np.exp(adapted.dual_averaging.log_averaging_step))
