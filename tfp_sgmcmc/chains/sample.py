@@ -34,6 +34,7 @@ from tfp_sgmcmc.chains.sample_kernels import (
     AMAGOLD_EXACT_GRADIENT_FRICTION, KERNELS, LAPLACE_CHOICE, kernel_and_mass,
     with_mass)
 from tfp_sgmcmc.kernels import AMAGOLD
+from tfp_sgmcmc.targets import dataset as dataset_lib
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget
 
@@ -109,7 +110,7 @@ def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
 
 
 def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
-          dense_mass, fixed_mass=False):
+          dense_mass, fixed_mass=False, progress=False):
   """warm_up, with its arrival checked (and the warm-up run once more from
   where it ended when it has not arrived). The warm-up picks the mass (with
   `dense_mass` None; none where `fixed_mass`, the kernel's own) and the
@@ -121,7 +122,7 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
       warnings.simplefilter("ignore", arrival_lib.WarmupNotConvergedWarning)
       warm = warm_up(kernel, state, num_steps=num_steps,
                      seed=seeds[2 * attempt], jit_compile=jit_compile,
-                     dense_mass=dense_mass,
+                     dense_mass=dense_mass, progress=progress,
                      adapt_mass=False if fixed_mass else None)
     if fixed_mass:  # Not the user's adapt_mass=False: say whose mass.
       warm = warm._replace(report=warm.report._replace(
@@ -149,14 +150,15 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
            batch_size=None, parameter_shapes=None, initial_state=None,
            control_variates=None, full_batch=None, independent_chains=True,
            dense_mass=None, num_mode_steps=2000, mode_learning_rate=1e-2,
-           progress=True, jit_compile=True, print_report=True, ksd=False):
+           progress=True, jit_compile=None, print_report=True, ksd=False):
   """Draws from a posterior in one call: start, warm-up, sampling, checks.
 
   Like PyMC's `pm.sample` or NumPyro's `MCMC.run`, with TFP's vocabulary.
   In order: the model becomes a target whose chains draw their own
-  minibatches, or, for an `InMemoryTarget` (or a `ControlVariateTarget` on
-  one) of at most `FULL_BATCH_MAX_EXAMPLES` (10,000) examples, a full-batch
-  target (`InMemoryTarget.with_full_batch`): there a full-data gradient costs
+  minibatches, or, for an `InMemoryTarget` or a `DatasetTarget` with a
+  `full_dataset` (or a `ControlVariateTarget` on one) of at most
+  `FULL_BATCH_MAX_EXAMPLES` (10,000) examples, a full-batch target (the
+  target's `with_full_batch()`): there a full-data gradient costs
   about what a minibatch one does, while the minibatch noise cuts the step
   size about tenfold, so minibatches pay only at large N (docs/warmup.md
   gives the measurements); a minibatch target with an exact energy starts
@@ -172,12 +174,13 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   diagonal) and, on exact (full-batch) gradients, AMAGOLD's trajectory
   length (ChEES); where on minibatches it tunes AMAGOLD's step size below
   `chains.start.MINIBATCH_MIN_STEP_SIZE` (the gradient noise, which grows
-  with the dimension, holds it down) and the data are in memory, the
+  with the dimension, holds it down) and the target has a full batch, the
   warm-up runs again on full-batch gradients from where it ended (with
   `full_batch=None`); a warm-up that has not arrived at the posterior
   (`tfp_sgmcmc.chains.arrival`) is run once more, from where it ended,
   and from a uniform start also once more from around the mode, then
   reported with a `WarmupNotConvergedWarning`. The chains run under XLA
+  (a `DatasetTarget`'s without)
   with a progress bar; one report is printed (`print_report`), and an
   `UnhealthyChainWarning` names any problem (and, on a target with an
   exact energy, a float rounding of it that the M-H test cannot resolve:
@@ -208,10 +211,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       chain axis); default zeros.
     control_variates: None (the rule above), True or False.
     full_batch: None (the rule above: full-batch gradients for an
-      `InMemoryTarget` of at most `FULL_BATCH_MAX_EXAMPLES` examples, or
-      a `ControlVariateTarget` on one; with `control_variates=True`,
-      minibatches), True (full batch; an error for a target whose data are
-      not in memory) or False (keep the target's minibatches). The
+      `InMemoryTarget` or `DatasetTarget` (with a `full_dataset`) of at
+      most `FULL_BATCH_MAX_EXAMPLES` examples, or a `ControlVariateTarget`
+      on one; with `control_variates=True`, minibatches), True (full
+      batch; an error for a target without `with_full_batch`) or False
+      (keep the target's minibatches). The
       report's `minibatches` line says what was done and why.
     independent_chains: give each chain its own minibatches (True), or
       keep the target's sharing (False).
@@ -226,8 +230,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       Newton's method from the start does not converge (an energy that
       is not log-concave there) or the state has more than
       `chains.start.FULL_HESSIAN_MAX` coordinates.
-    progress: as `sample_chain_with_progress` takes it.
-    jit_compile: compile with XLA.
+    progress: as `sample_chain_with_progress` takes it, for the sampling
+      and for each warm-up (`warm_up`'s: a report after each window).
+    jit_compile: compile with XLA. None (the default): with XLA, except on
+      a `DatasetTarget` (or `TFRecordTarget`), whose tf.data iterators XLA
+      cannot compile (the report's `minibatches` line says so).
     print_report: print the report.
     ksd: also measure the draws' kernel Stein discrepancy (`tfp_sgmcmc.ksd`,
       chains pooled, at most 1,000 draws, the target's exact score): how far
@@ -266,6 +273,15 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
         model_target, _shape_spec(template))
   if batch_note is not None:
     minibatches = batch_note
+  streamed = dataset_lib.reads_pipelines(sampled)
+  if jit_compile and streamed:
+    raise ValueError(
+        f"`jit_compile=True` with a {type(model_target).__name__}: XLA "
+        "cannot compile its tf.data iterators. Leave jit_compile=None (the "
+        "default), which samples it without XLA.")
+  xla_note = ("; without XLA (a tf.data pipeline runs on the host)"
+              if jit_compile is None and streamed else "")
+  jit_compile = not streamed if jit_compile is None else jit_compile
   states, mode, scale, how, covariance = start_lib.initial_states(
       sampled, template, num_chains, start_seed, num_mode_steps,
       mode_learning_rate)
@@ -285,7 +301,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   _dense_applies(kernel, states, dense_mass, num_adaptation_steps)  # Refusal.
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                   warm_seed, scale, jit_compile, dense_mass,
-                                  laplace is not None)
+                                  laplace is not None, progress)
   if not arrived.arrived and mode is None and sampled.has_exact_energy:
     # A uniform start can strand a chain (e.g. at a tiny noise scale, where
     # the step size tuned for the others does not move it): once more, from
@@ -299,7 +315,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
         dense_mass, num_adaptation_steps)
     warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                     warm_seed, scale, jit_compile, dense_mass,
-                                    laplace is not None)
+                                    laplace is not None, progress)
     extended = True
   whole = (start_lib.full_batch_for_noise(
       sampled, full_batch, float(warm.report.step_size))
@@ -311,7 +327,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                         laplace)
     warm, arrived, again = _warm(kernel, warm.state, num_adaptation_steps,
                                  warm_seed, scale, jit_compile, dense_mass,
-                                 laplace is not None)
+                                 laplace is not None, progress)
     extended = extended or again
   t_warm = time.perf_counter()
   if not arrived.arrived:
@@ -357,7 +373,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     problems.insert(0, "warm-up did not arrive")
   report = SampleReport(
       kernel=type(warm.kernel).__name__, start=how,
-      control_variates=use_cv, minibatches=minibatches,
+      control_variates=use_cv, minibatches=minibatches + xla_note,
       warmup=warm.report, arrived=arrived.arrived, arrival=arrived,
       extended=extended, acceptance=acceptance,
       divergences=health.divergences, heating=health.heating,

@@ -10,12 +10,12 @@ the chains' starting states.
   `FULL_HESSIAN_MAX` coordinates, else a lower bound of 1 / sqrt of the
   Hessian's diagonal from Rademacher probes: `laplace_scale`). Elsewhere
   as Stan does: uniform(-2, 2) in the unconstrained space.
-* **Full batch on a small data set.** An `InMemoryTarget` with minibatches
-  (or a `ControlVariateTarget` on one) of at most `FULL_BATCH_MAX_EXAMPLES`
-  examples is sampled with full-batch gradients (`with_full_batch`): there
-  a full-data gradient costs about what a minibatch one does, while the
-  minibatch noise, even through control variates, cuts the step size and
-  the ESS several-fold. Minibatches pay only at large N.
+* **Full batch on a small data set.** An `InMemoryTarget` (or a
+  `DatasetTarget` with a `full_dataset`, or a `ControlVariateTarget` on
+  either) of at most `FULL_BATCH_MAX_EXAMPLES` examples is sampled with
+  full-batch gradients (`with_full_batch`): there a full-data gradient
+  costs about what a minibatch one does, while the minibatch noise, even
+  through control variates, cuts the step size and the ESS several-fold.
 * **Control variates** (`ControlVariateTarget` around the mode) when the
   minibatch covers at most 1 / `CONTROL_VARIATE_MIN_RATIO` of the data: the
   minibatch gradient's noise variance, in units of the posterior's
@@ -35,7 +35,7 @@ from tfp_sgmcmc.targets import dataset
 from tfp_sgmcmc.targets.base import MinibatchTarget
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
-from tfp_sgmcmc.targets.log_prob import LogProbFnTarget
+from tfp_sgmcmc.targets.log_prob import LogProbFnTarget, is_full_batch
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget, find_mode
 
 __all__ = ["as_target", "independent", "use_control_variates", "full_batch",
@@ -105,17 +105,19 @@ def is_minibatch(target):
   """Whether `target`'s gradients come from minibatches."""
   base = (target.base_target if isinstance(target, ControlVariateTarget)
           else target)
-  return (isinstance(base, InMemoryTarget) and not base.is_full_batch) or (
-      not isinstance(base, (InMemoryTarget, LogProbFnTarget)) and
-      base.minibatches_from_seed is not None)
+  return not is_full_batch(base) and (isinstance(base, InMemoryTarget) or (
+      not isinstance(base, LogProbFnTarget) and
+      base.minibatches_from_seed is not None))
 
 
-def _in_memory_base(target):
-  """The `InMemoryTarget` under `target` (itself, or a
-  `ControlVariateTarget`'s base), or None."""
+def _data_base(target):
+  """The target under `target` (itself, or a `ControlVariateTarget`'s
+  base) that can give full-batch gradients (`with_full_batch`: an
+  `InMemoryTarget`, or a `DatasetTarget` with a `full_dataset`), or None."""
   base = (target.base_target if isinstance(target, ControlVariateTarget)
           else target)
-  return base if isinstance(base, InMemoryTarget) else None
+  return base if hasattr(base, "with_full_batch") and (
+      base.has_exact_energy) else None
 
 
 def full_batch(target, choice):
@@ -127,14 +129,14 @@ def full_batch(target, choice):
   if choice is not None and not isinstance(choice, (bool, np.bool_)):
     raise TypeError(f"`full_batch` must be None (the rule), True or False; "
                     f"got {choice!r}.")
-  base = _in_memory_base(target)
+  base = _data_base(target)
   if choice is False:
     return target, None
   if base is None:
     if choice:
       raise ValueError(
-          f"`full_batch=True` needs an InMemoryTarget (or a "
-          f"ControlVariateTarget on one), whose data are in memory; got a "
+          f"`full_batch=True` needs an InMemoryTarget or a DatasetTarget "
+          f"with a `full_dataset` (or a ControlVariateTarget on one); got a "
           f"{type(target).__name__}. Use full_batch=None or False.")
     return target, None
   if base.is_full_batch:
@@ -154,8 +156,9 @@ def full_batch(target, choice):
 def full_batch_for_noise(target, choice, step_size):
   """(full-batch target, note) where the warm-up on `target`'s minibatches
   (`choice`, `sample`'s `full_batch`, None: the rule) tuned `step_size`
-  below `MINIBATCH_MIN_STEP_SIZE` and its data are in memory; else None."""
-  base = _in_memory_base(target)
+  below `MINIBATCH_MIN_STEP_SIZE` and `_data_base` has a full batch; else
+  None."""
+  base = _data_base(target)
   if (choice is not None or base is None or base.is_full_batch or
       step_size >= MINIBATCH_MIN_STEP_SIZE):
     return None
@@ -245,7 +248,7 @@ def _products(target, structure):
 
   @tf.function(autograph=False)
   def hvps(point, vectors):
-    if dataset.streams_energy(target):
+    if dataset.reads_pipelines(target):
       return dataset.hessian_vector_products(energy, point, vectors)
     return tf.vectorized_map(lambda v: hvp(point, v), vectors)
 

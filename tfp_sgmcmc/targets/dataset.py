@@ -7,8 +7,9 @@ import tensorflow as tf
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import non_finite_examples, refuse_under_xla
+from tfp_sgmcmc.targets.wrappers import FullBatchTarget
 
-__all__ = ["DatasetTarget", "streams_energy", "hessian_vector_products"]
+__all__ = ["DatasetTarget", "reads_pipelines", "hessian_vector_products"]
 
 
 class DatasetTarget(DataLikelihoodTarget):
@@ -90,6 +91,18 @@ class DatasetTarget(DataLikelihoodTarget):
   @property
   def has_exact_energy(self):
     return self._full_dataset is not None
+
+  @property
+  def is_full_batch(self):
+    """False: a minibatch energy reads one batch of `dataset`."""
+    return False
+
+  def with_full_batch(self):
+    """This target with exact gradients, every energy one pass over
+    `full_dataset` (a `FullBatchTarget`), as `InMemoryTarget`'s; what
+    `tfp_sgmcmc.sample` samples where minibatch noise holds the step size
+    down."""
+    return FullBatchTarget(self)
 
   @property
   def minibatches_from_seed(self):
@@ -196,9 +209,10 @@ class DatasetTarget(DataLikelihoodTarget):
     return self._full_count
 
 
-def streams_energy(target):
-  """Whether `target`'s exact energy reads a `DatasetTarget`'s iterator
-  (through any wrappers), which `tf.vectorized_map` cannot replicate."""
+def reads_pipelines(target):
+  """Whether `target` (through any wrappers) is a `DatasetTarget`, whose
+  minibatches and exact energy come from tf.data iterators: XLA cannot
+  compile them, and `tf.vectorized_map` cannot replicate them."""
   while hasattr(target, "base_target"):
     target = target.base_target
   return isinstance(target, DatasetTarget)

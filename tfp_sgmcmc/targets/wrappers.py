@@ -1,6 +1,7 @@
 """Targets built on other targets: control-variate gradients around a mode
-(`ControlVariateTarget`, with `find_mode` to find the mode) and a tempered
-posterior (`TemperedTarget`)."""
+(`ControlVariateTarget`, with `find_mode` to find the mode), a tempered
+posterior (`TemperedTarget`) and exact gradients from a target's exact
+energy (`FullBatchTarget`)."""
 
 import numpy as np
 import tensorflow as tf
@@ -13,7 +14,8 @@ from tfp_sgmcmc.targets.base import (MinibatchTarget, TargetCapabilityError,
                                      check_target)
 from tfp_sgmcmc.targets.checks import check_initial_state
 
-__all__ = ["ControlVariateTarget", "TemperedTarget", "find_mode"]
+__all__ = ["ControlVariateTarget", "TemperedTarget", "FullBatchTarget",
+           "find_mode"]
 
 
 class _OnBaseTarget(MinibatchTarget):
@@ -260,6 +262,57 @@ class TemperedTarget(_OnBaseTarget):
         lambda v: self._cool(self._cool(v)),
         self._base.gradient_noise_variance(state, seed))
 
+
+
+class FullBatchTarget(_OnBaseTarget):
+  """`target` with exact gradients: every energy it gives, minibatch or
+  not, is the base's exact U(theta) (for a `DatasetTarget`, one pass over
+  its `full_dataset`), so there is no gradient noise. `tfp_sgmcmc.sample`
+  samples on it where the minibatch noise holds the warm-up's step size
+  down and the data are not in memory (an `InMemoryTarget` has
+  `with_full_batch` instead).
+
+  ```python
+  exact = tfp_sgmcmc.targets.wrappers.FullBatchTarget(streamed)
+  print(exact.is_full_batch)   # True: U~ = U, grad U~ = grad U
+  ```
+  """
+
+  def __init__(self, target):
+    super().__init__(target)
+    if not target.has_exact_energy:
+      raise TargetCapabilityError(
+          f"FullBatchTarget needs a target with an exact energy; this "
+          f"{type(target).__name__} has none (a DatasetTarget needs its "
+          "`full_dataset`).")
+
+  @property
+  def is_full_batch(self):
+    return True
+
+  @property
+  def has_exact_energy(self):
+    return True
+
+  @property
+  def minibatches_from_seed(self):
+    """True: no batch is drawn, so a trajectory reads the same data in
+    either direction (the amortized tests are exact)."""
+    return True
+
+  def log_prior(self, state):
+    return self._base.log_prior(state)
+
+  def energy(self, state):
+    return self._base.energy(state)
+
+  def minibatch_energy(self, state, seed):
+    del seed  # Every evaluation is the exact energy.
+    return self._base.energy(state)
+
+  def gradient_noise_variance(self, state, seed):
+    del seed
+    return tf.nest.map_structure(tf.zeros_like, state)
 
 def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
               full_batch=None, seed=(0, 0)):

@@ -321,3 +321,15 @@ def test_the_approximate_draws_sentence_for_each_kernel_and_ksd_choice():
   assert not sample_lib._approximate(inexact, ksd=False).endswith("..")
   exact = sg.AMAGOLD(target, 0.01, num_leapfrog_steps=3, friction=0.5)
   assert sample_lib._approximate(exact, ksd=False) is None
+
+
+def test_xla_asked_for_a_dataset_target_is_refused_before_any_work():
+  target, x, y = logistic()
+  streamed = sg.DatasetTarget(
+      target._log_likelihood_fn,
+      tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(50),
+      num_examples=2000, log_prior_fn=target._log_prior_fn)
+  with pytest.raises(ValueError, match=r"`jit_compile=True` with a "
+                     r"DatasetTarget: XLA cannot compile its tf.data"):
+    sg.sample(streamed, parameter_shapes=[3],
+              **dict(FAST, jit_compile=True))

@@ -69,3 +69,32 @@ def test_dataset_target_energy_has_the_data_gradient_and_hessian(problem):
   assert converged
   np.testing.assert_allclose(hessian, problem.precision, rtol=1e-4)
   np.testing.assert_allclose(mode, problem.posterior_mean, atol=1e-4)
+
+
+def test_with_full_batch_gives_exact_gradients_from_the_full_dataset(problem):
+  # What `sample` moves a streamed target to where the minibatch noise
+  # holds the step size down: every energy, minibatch or not, is the exact
+  # one (two calls agree where two batches of the stream would not).
+  x, y = problem.data
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).repeat()
+  target = sg.DatasetTarget(
+      problem.log_likelihood, batches, problem.num_examples,
+      log_prior_fn=problem.log_prior,
+      full_dataset=tf.data.Dataset.from_tensor_slices((x, y)).batch(50))
+  exact = target.with_full_batch()
+  assert exact.is_full_batch and not target.is_full_batch
+  assert exact.base_target is target and exact.minibatches_from_seed
+  w = tf.constant([[0.3, -0.2, 0.5], [0.1, 0.4, -0.3]])
+  for seed in ([0, 1], [2, 3]):
+    energy, gradient = exact.energy_and_gradient(w, seed)
+    np.testing.assert_allclose(energy, [problem.energy(v) for v in w.numpy()],
+                               rtol=1e-5)
+    np.testing.assert_allclose(
+        gradient, [problem.gradient(v) for v in w.numpy()], rtol=1e-4)
+  np.testing.assert_array_equal(exact.gradient_noise_variance(w, [0, 1]),
+                                np.zeros([2, 3]))
+  without = sg.DatasetTarget(problem.log_likelihood, batches,
+                             problem.num_examples)
+  with pytest.raises(sg.TargetCapabilityError,
+                     match="FullBatchTarget needs a target with an exact"):
+    without.with_full_batch()
