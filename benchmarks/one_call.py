@@ -31,6 +31,8 @@ says which (`reference`). Checks (docs/performance.md):
     python benchmarks/one_call.py --dim 200 --batch-size 5000
     python benchmarks/one_call.py --num-examples 20000 --dim 50 \
         --batch-size 100 [--keep-minibatches]      # a smaller d / n case
+    python benchmarks/one_call.py --dataset --num-examples 50000
+        # the data streamed from tf.data (DatasetTarget, no XLA)
 """
 
 import argparse
@@ -91,15 +93,23 @@ def laplace(x, y, num_newton_steps=50, prior_sd=1.):
   return w, np.sqrt(np.diag(np.linalg.inv(hessian)))
 
 
-def target_for(x, y, batch_size, prior_sd=1.):
+def target_for(x, y, batch_size, prior_sd=1., dataset=False):
+  """The model in memory, or (`dataset`) streamed from tf.data: shuffled
+  minibatches of `batch_size`, the exact energy from batches of 10,000."""
   def log_likelihood(w, batch):
     xb, yb = batch
     return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
-  return sg.InMemoryTarget(
-      log_likelihood, (x, y), batch_size=batch_size,
-      parameter_shapes=[x.shape[1]],
-      log_prior_fn=lambda w: tf.reduce_sum(
-          tfd.Normal(0., prior_sd).log_prob(w), -1))
+  log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., prior_sd).log_prob(w),
+                                      -1)
+  if dataset:
+    examples = tf.data.Dataset.from_tensor_slices((x, y))
+    return sg.DatasetTarget(
+        log_likelihood, examples.repeat().shuffle(10_000, seed=0).batch(
+            batch_size), num_examples=len(x), log_prior_fn=log_prior,
+        full_dataset=examples.batch(10_000), parameter_shapes=[x.shape[1]])
+  return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
+                           parameter_shapes=[x.shape[1]],
+                           log_prior_fn=log_prior)
 
 
 def _rank_rhat(draws):
@@ -124,7 +134,8 @@ def reference_path(dim, shared_factor):
 
 def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
         num_chains=4, kernel=None, seed=0, progress=True,
-        shared_factor=False, small_units=False, **sample_kwargs):
+        shared_factor=False, small_units=False, dataset=False,
+        **sample_kwargs):
   x, y = logistic_data(num_examples, dim, seed, shared_factor, small_units)
   # A N(0, 1) prior would hold a weight of 50 near 0: a wide one.
   prior_sd = 100. if small_units else 1.
@@ -137,7 +148,7 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
     saved = np.load(path)
     centre, scale, reference = saved["mean"], saved["sd"], (
         "HMC (one_call_reference.py)")
-  target = target_for(x, y, batch_size, prior_sd)
+  target = target_for(x, y, batch_size, prior_sd, dataset)
   load = os.getloadavg()[0]
   start, cpu_start = time.perf_counter(), time.process_time()
   fit = sg.sample(target, num_results=num_results, num_chains=num_chains,
@@ -152,7 +163,7 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
       kernel=fit.report.kernel, num_examples=num_examples, dim=dim,
       batch_size=batch_size, num_chains=num_chains, num_results=num_results,
       shared_factor=shared_factor, small_units=small_units,
-      reference=reference,
+      dataset=dataset, reference=reference,
       means=draws.mean(0).tolist(), sds=draws.std(0).tolist(),
       max_mode_gap_sd=float(np.max(np.abs(centre - mode) / scale)),
       max_mean_error_sd=float(mean_error.max()),
@@ -174,7 +185,8 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
       abs(row["sd_ratio_max"] - 1) <= SD_TOLERANCE,
       rhat=row["max_rhat"] <= MAX_RHAT and (
           row["max_rhat_rank"] is None or row["max_rhat_rank"] <= MAX_RHAT),
-      independent=row["minibatches"] == "independent minibatches")
+      # A tf.data pipeline gives every chain the same batches.
+      independent=dataset or row["minibatches"] == "independent minibatches")
   return row
 
 
@@ -198,6 +210,8 @@ def main():
   parser.add_argument("--dense-mass", choices=("true", "false"),
                       help="sample(..., dense_mass=True or False); unset: "
                       "sample's own pick")
+  parser.add_argument("--dataset", action="store_true",
+                      help="the data streamed from tf.data (DatasetTarget)")
   parser.add_argument("--tiny", action="store_true",
                       help="N = 20,000, d = 3, short runs (seconds)")
   parser.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -213,6 +227,7 @@ def main():
               seed=args.seed, dim=args.dim, num_examples=args.num_examples,
               shared_factor=args.shared_factor,
               small_units=args.small_units, batch_size=args.batch_size,
+              dataset=args.dataset,
               **(dict(full_batch=False) if args.keep_minibatches else {}),
               **({} if args.dense_mass is None else dict(
                   dense_mass=args.dense_mass == "true")))
@@ -236,6 +251,8 @@ def main():
     name = name.replace(".json", "_small_units.json")
   if not args.tiny and args.num_examples != 200_000:
     name = name.replace(".json", f"_N{args.num_examples}.json")
+  if not args.tiny and args.dataset:
+    name = name.replace(".json", "_dataset.json")
   if not args.tiny and args.keep_minibatches:
     name = name.replace(".json", "_minibatches.json")
   if not args.tiny and args.batch_size != 1000:
