@@ -2,6 +2,8 @@
 gradient, the whole-state update, running moments, the sampling phase).
 See `tfp_sgmcmc.keras.optimizers` for the samplers."""
 
+import random as python_random
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -64,8 +66,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     step_size: the sampler's step size h (epsilon), as in the kernel of the
       same name. Kept in the optimizer's `learning_rate` variable.
     temperature: T, 1 for the posterior.
-    seed: an integer; None draws one. Two samplers with the same seed and the
-      same data give the same chain.
+    seed: an integer; None draws one, as Keras draws a missing seed (so
+      `keras.utils.set_random_seed` fixes it). Two samplers with the same
+      seed and the same data give the same chain.
     name: the optimizer's name.
     loss_scale_factor: None, or a static loss scale for mixed precision
       (the loss is multiplied by it before the float16 backward pass and the
@@ -110,7 +113,9 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     step_size = options_lib.check_step_size(step_size, self._allows_schedule)
     arguments.check_number("temperature", temperature)
     if seed is None:
-      seed = int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+      # Drawn as Keras' own SeedGenerator draws a missing seed, from
+      # Python's generator, which keras.utils.set_random_seed seeds.
+      seed = python_random.randint(1, int(1e9))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
       raise TypeError(f"`seed` must be an integer or None; got {seed!r}.")
     # A static loss scale (mixed precision): Keras multiplies the loss by it
