@@ -38,6 +38,16 @@ class _OnBaseTarget(MinibatchTarget):
   def minibatches_from_seed(self):
     return self._base.minibatches_from_seed
 
+  @property
+  def has_exact_energy(self):
+    return self._base.has_exact_energy
+
+  def log_prior(self, state):
+    return self._base.log_prior(state)
+
+  def energy(self, state):
+    return self._base.energy(state)
+
   def check_state(self, state):
     self._base.check_state(state)
 
@@ -136,16 +146,6 @@ class ControlVariateTarget(_OnBaseTarget):
   def centre(self):
     return self._centre
 
-  @property
-  def has_exact_energy(self):
-    return True
-
-  def log_prior(self, state):
-    return self._base.log_prior(state)
-
-  def energy(self, state):
-    return self._base.energy(state)
-
   def minibatch_energies(self, states, seed):
     return [self.minibatch_energy(state, seed) for state in states]
 
@@ -231,10 +231,6 @@ class TemperedTarget(_OnBaseTarget):
   def temperature(self):
     return self._temperature
 
-  @property
-  def has_exact_energy(self):
-    return self._base.has_exact_energy
-
   def _cool(self, x):
     return x / as_dtype(self._temperature, x.dtype)
 
@@ -291,20 +287,10 @@ class FullBatchTarget(_OnBaseTarget):
     return True
 
   @property
-  def has_exact_energy(self):
-    return True
-
-  @property
   def minibatches_from_seed(self):
     """True: no batch is drawn, so a trajectory reads the same data in
     either direction (the amortized tests are exact)."""
     return True
-
-  def log_prior(self, state):
-    return self._base.log_prior(state)
-
-  def energy(self, state):
-    return self._base.energy(state)
 
   def minibatch_energy(self, state, seed):
     del seed  # Every evaluation is the exact energy.
