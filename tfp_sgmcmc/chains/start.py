@@ -428,10 +428,10 @@ def _mode(target, start, num_mode_steps, learning_rate, seed, products):
   point up to `FULL_HESSIAN_MAX`."""
   dim = sum(int(np.prod(p.shape)) for p in tf.nest.flatten(start))
   small = dim <= FULL_HESSIAN_MAX
-  # A Newton step costs a Hessian, about `dim` gradients where the model is
-  # compute-bound (an MLP; a memory-bound GLM costs far less): capped so
-  # that the steps cost at most about Adam's `num_mode_steps` gradients.
-  max_steps = int(min(25, max(5, num_mode_steps // max(dim, 1))))
+  # A Newton step costs a Hessian, about `dim` gradients for a compute-bound
+  # model: at most about Adam's `num_mode_steps` gradients, but at least 10
+  # steps (from zeros it took 6-7 on logistic regressions of 300-500 dims).
+  max_steps = int(min(25, max(10, num_mode_steps // max(dim, 1))))
   if small:
     mode, hessian, steps, converged = newton_mode(
         target, start, max_steps=max_steps, products=products)

@@ -229,6 +229,24 @@ def test_the_start_reaches_a_mode_that_adam_cannot():
   np.testing.assert_allclose(covariance, np.linalg.inv(hessian), rtol=1e-3)
 
 
+
+def test_newton_from_zeros_is_not_cut_short_at_a_few_hundred_coordinates():
+  # At 400 coordinates Newton's method needs 7 steps from zeros. Capped at
+  # Adam's budget in Hessians (2,000 / 400 = 5 steps) it stopped short, and
+  # the start ran 2,000 Adam steps and another Newton step after it.
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(4000, 400)).astype(np.float32)
+  y = (rng.uniform(size=4000) < 1. / (1. + np.exp(
+      -x @ (0.3 * rng.normal(size=400))))).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Bernoulli(logits=tf.linalg.matvec(b[0], w)).log_prob(
+          b[1]), (x, y), batch_size=100,
+      log_prior_fn=lambda w: tf.reduce_sum(-0.5 * w ** 2, -1))
+  _, _, _, how, _ = start_lib.initial_states(
+      target, tf.zeros([400]), 4, [1, 2], num_mode_steps=2000,
+      learning_rate=0.01)
+  assert how.startswith("around the mode (Newton's method, "), how
+
 def test_newtons_method_passes_where_autodiff_second_derivatives_overflow():
   # Outcomes with a noise sd of 500, its scale in softplus coordinates (TFP's
   # default bijector for a positive parameter): the second derivative of
