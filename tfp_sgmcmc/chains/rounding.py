@@ -43,10 +43,21 @@ def energy_rounding(target, draws, num_points=9, span=0.1):
   return float(np.sqrt(np.sum(residual**2) / (num_points - 3)))
 
 
-def rounding_problem(target, draws):
+def rounding_problem(target, draws, diverged=None):
   """The report's problem when the exact energy near `draws` is rounded by
   more than `ROUNDING_LIMIT` nats, else None (also when the energy cannot
-  be evaluated at the points)."""
+  be evaluated at the points, or every chain diverged).
+
+  `diverged`: per chain, True where the chain was flagged `diverged`. Such
+  chains are left out: their draws are the last finite states of a blown-up
+  chain, often 1e10 sds from the posterior, where any float energy is
+  rough, so measured there the rounding would name float32 as the cause of
+  what a too-large step size did."""
+  if diverged is not None:
+    keep = ~np.asarray(diverged, bool).reshape(-1)
+    if not keep.any():
+      return None
+    draws = tf.nest.map_structure(lambda p: np.asarray(p)[:, keep], draws)
   try:
     rounding = energy_rounding(target, draws)
   except (ValueError, TypeError, tf.errors.OpError):

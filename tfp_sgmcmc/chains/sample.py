@@ -366,8 +366,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   problems = list(health.problems)
   if problems and model_target.has_exact_energy:
     # A rough energy explains stuck chains, and needs another fix.
-    problems += filter(None, [rounding.rounding_problem(model_target,
-                                                        states_np)])
+    problems += filter(None, [rounding.rounding_problem(
+        model_target, states_np, diverged=health.divergences > 0)])
   unhealthy = list(problems)
   if not arrived.arrived:
     problems.insert(0, "warm-up did not arrive")

@@ -67,3 +67,37 @@ def test_an_energy_that_cannot_be_evaluated_gives_no_problem():
   # The measure runs after a run that went wrong; it must not fail the call.
   target, draws = _poisson(np.float32, 2000, 11.5)
   assert rounding.rounding_problem(target, [draws, draws]) is None
+
+
+def _blown_up_chain():
+  """A float32 Gaussian target (smooth near its posterior) and draws of
+  four chains, the last of which blew up to about 1e6: the state a chain
+  flagged `diverged` keeps, as `sample` saw it with SGNHT at the step size
+  its warm-up tuned."""
+  rng = np.random.default_rng(2)
+  x = rng.normal(size=(1000, 2)).astype(np.float32)
+  y = (x @ np.float32([1., -1.]) + rng.normal(size=1000)).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Normal(tf.linalg.matvec(b[0], w), 1.).log_prob(b[1]),
+      (x, y), batch_size=100, parameter_shapes=[2])
+  draws = np.float32([1., -1.]) + 0.03 * rng.normal(size=(50, 4, 2))
+  draws[:, 3] = 1e6 * rng.normal(size=(50, 2))
+  return target, tf.constant(draws.astype(np.float32))
+
+
+def test_a_diverged_chain_is_not_taken_for_float_rounding():
+  # Measured over every chain, the blown-up chain's 1e6-sized draws make
+  # the float32 energy rough and the report would advise float64 for what
+  # a too-large step size did; the chains that did not diverge are smooth.
+  target, draws = _blown_up_chain()
+  assert "float64" in rounding.rounding_problem(target, draws)
+  flagged = np.array([False, False, False, True])
+  assert rounding.rounding_problem(target, draws, diverged=flagged) is None
+
+
+def test_when_every_chain_diverged_rounding_names_nothing():
+  # The divergence is the cause the report gives; there are no posterior
+  # draws left to measure the energy's rounding near.
+  target, draws = _blown_up_chain()
+  assert rounding.rounding_problem(
+      target, draws, diverged=np.ones(4, bool)) is None
