@@ -155,8 +155,11 @@ def test_a_missing_seed_is_drawn_as_keras_draws_one():
   # keras.utils.set_random_seed makes a Keras training run repeatable; a
   # sampler built without a seed follows it, as Keras' own SeedGenerator
   # does (the same seed and data give the same chain).
+  def seeds():
+    return [sgk.SGLD(step_size=1e-3).seed,
+            sgk.SGHMC(step_size=1e-3, friction=1.).seed]
   keras.utils.set_random_seed(0)
-  first = [sgk.SGLD(step_size=1e-3).seed, sgk.SGHMC(step_size=1e-3, friction=1.).seed]
+  first = seeds()
   keras.utils.set_random_seed(0)
-  again = [sgk.SGLD(step_size=1e-3).seed, sgk.SGHMC(step_size=1e-3, friction=1.).seed]
+  again = seeds()
   assert first == again and first[0] != first[1]
