@@ -180,8 +180,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   (`tfp_sgmcmc.chains.arrival`) is run once more, from where it ended,
   and from a uniform start also once more from around the mode, then
   reported with a `WarmupNotConvergedWarning`. The chains run under XLA
-  (a `DatasetTarget`'s without)
-  with a progress bar; one report is printed (`print_report`), and an
+  (a `DatasetTarget`'s without) with a progress bar; one report is
+  printed (`print_report`), and an
   `UnhealthyChainWarning` names any problem (and, on a target with an
   exact energy, a float rounding of it that the M-H test cannot resolve:
   `chains.rounding`).

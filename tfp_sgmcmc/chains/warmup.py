@@ -378,12 +378,14 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   start = time.perf_counter()
   report, close = progress_lib.reporter(
       progress, sum(n for _, n in windows), "warm-up")
+  done = 0
   for number, (kind_w, steps) in enumerate(windows):
     t0 = time.perf_counter()
     state, seed, da, window, variance, accept, length, grads = compiled(
         state, seed, adapted.dual_averaging, adapted.inverse_mass,
         tf.constant(steps), length)
-    report(sum(n for _, n in windows[:number + 1]))
+    done += steps
+    report(done)
     num_gradients += float(grads)
     adapted = adapted._replace(dual_averaging=da, window=window)
     set_mass = kind_w == "slow" and adapt_mass
