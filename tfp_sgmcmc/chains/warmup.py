@@ -405,6 +405,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   # The tuned step size in Python (numpy's exp of the averaged log step),
   # as the report shows it.
   step_size = float(np.exp(adapted.dual_averaging.log_averaging_step))
+  step_pick = picks.pick_step_size(kernel, step_size, adapt_mass)
+  step_size = step_pick.choice
   variance = adapted.inverse_mass
   dist = (_momentum_distribution(state, batch_ndims, variance, mass)
           if adapt_mass else None)
@@ -430,7 +432,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       seconds=time.perf_counter() - start,
       num_leapfrog_steps=num_leapfrog_steps,
       mass=mass if adapt_mass else None,
-      choices=f"{mass_reason}; {length_pick.reason}")
+      choices=f"{mass_reason}; {length_pick.reason}{step_pick.reason}")
   # A warm-up still on its way to the posterior is reported, not handed
   # back as if it had arrived (the check draws no number the chain uses).
   arrival = arrival_lib.check_warm_up(

@@ -21,6 +21,16 @@ one rule that `warm_up` and `tfp_sgmcmc.sample` share.
   trajectories turn back early, and ChEES picks a T that mixes worse than
   the fixed one (German credit, minibatches of 64 with control variates:
   T = 6 and ESS per 1,000 gradients 1.07 -> 0.34).
+* The step size of a kernel without an exact test of its own chain
+  (SGHMC, SGNHT): the test's, capped at the largest at which that chain on
+  a standard normal in the mass's units settles with an sd within
+  `STATIONARY_SD_TOLERANCE` of 1 (`dynamics.stationary`), where a mass is
+  adapted. The test runs AMAGOLD's integrator of their dynamics, not their
+  own step, and in a few dimensions it accepts steps at which their chains
+  settle far off: on a standard normal (exact gradients) it tuned SGHMC
+  (Euler, friction 1) to h = 1.21 in one dimension, where its chain
+  diverges, and to 0.95 in five, where its sd is 1.33; SGNHT to 1.07 and
+  0.86, where its thermostat runs away (it does from h = 0.45).
 
 Each pick comes with its reason, in the words `WarmupReport.choices`
 shows a user.
@@ -33,10 +43,12 @@ from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 
 __all__ = ["DENSE_MASS_MAX", "DENSE_MIN_STEPS", "MASSES", "Pick",
-           "pick_mass", "pick_length", "resolve_mass"]
+           "pick_mass", "pick_length", "resolve_mass",
+           "STATIONARY_SD_TOLERANCE", "pick_step_size"]
 
 DENSE_MASS_MAX = 200
 DENSE_MIN_STEPS = 200
+STATIONARY_SD_TOLERANCE = 0.05
 
 
 class Pick(collections.namedtuple("Pick", ["choice", "reason", "refusal"])):
@@ -181,3 +193,19 @@ def resolve_mass(kernel, parts, batch_ndims, num_steps, mass, dense_mass,
         "mass_estimate='draws', or a diagonal mass of a kernel built on a "
         "tfp_sgmcmc target.")
   return mass, mass_reason, mass_rank
+
+
+def pick_step_size(kernel, step_size, adapt_mass):
+  """`Pick(step size, reason)`: the test's `step_size`, or the kernel's
+  stationary bound (`_warmup_max_step_size`) where that is smaller and a
+  mass was adapted (in other units a standard normal says nothing); the
+  reason is "" when not capped."""
+  bound = getattr(kernel, "_warmup_max_step_size", None)
+  bound = bound(STATIONARY_SD_TOLERANCE) if bound and adapt_mass else None
+  if bound is None or step_size <= bound:
+    return Pick(step_size, "", None)
+  return Pick(bound, (
+      f"; step size {bound:.3g}, where the test reached {step_size:.3g}: "
+      f"the largest at which {type(kernel).__name__}'s own chain on a "
+      "standard normal in the mass's units keeps its sd within "
+      f"{STATIONARY_SD_TOLERANCE:.0%}"), None)

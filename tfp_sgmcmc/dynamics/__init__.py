@@ -19,6 +19,8 @@ step's seed, as BlackJAX's diffusions do); the others are their pieces.
 * `barker`: SGBD's Barker moves and their proposal ratio.
 * `nuts`: SG-NUTS's time-directed SGHMC step and U-turn criterion.
 * `acceptance`: the amortized Metropolis-Hastings test.
+* `stationary`: where SGHMC's and SGNHT's chains settle on a standard
+  normal, and the largest step size that keeps them near it.
 
 The random draws they use come from `tfp_sgmcmc.random` (re-exported here:
 `standard_normal_like`, `uniform_like`, `uniform_indices`, `derive_seeds`,
@@ -38,6 +40,7 @@ from tfp_sgmcmc.dynamics import hamiltonian
 from tfp_sgmcmc.dynamics import langevin
 from tfp_sgmcmc.dynamics import mass
 from tfp_sgmcmc.dynamics import nuts
+from tfp_sgmcmc.dynamics import stationary
 from tfp_sgmcmc.dynamics import thermostat
 from tfp_sgmcmc.dynamics.acceptance import (metropolis_hastings_test,
                                             momentum_after_test)
@@ -110,5 +113,5 @@ __all__ = [
     # Modules by family.
     "Mass", "as_mass",
     "langevin", "hamiltonian", "amagold", "barker", "nuts", "acceptance",
-    "mass", "thermostat",
+    "mass", "thermostat", "stationary",
 ]

@@ -26,18 +26,29 @@ and, where the defaults do not fit, any of
   `warm_up(adapt_num_leapfrog_steps=True)`, which then returns the tuned
   kernel's `copy(num_leapfrog_steps=T)`.
 
+* `_warmup_max_step_size(tolerance)` (default none: no bound): for a
+  kernel without an exact test of its own chain, the largest step size
+  at which its own chain on a standard normal (the posterior in the
+  adapted mass's units) settles with an sd within `tolerance` of 1
+  (`dynamics.stationary.max_step_size`); `warm_up` caps the tuned step
+  size there when it adapts a mass.
+
 A kernel without `_warmup_test_kernel` (or with it set to None, as a
 subclass whose dynamics the parent's test does not describe) is refused.
 The functions here are the tests the package's kernels share.
 """
 
+import numpy as np
+
+from tfp_sgmcmc import arguments
+from tfp_sgmcmc.dynamics import stationary
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels.amagold import UncalibratedAMAGOLD
 from tfp_sgmcmc.kernels.amortized_mh import AmortizedMetropolisHastings
 from tfp_sgmcmc.kernels.langevin_path import UncalibratedLangevinPath
 
 __all__ = ["friction_test_kernel", "langevin_path_test_kernel",
-           "check_temperature_one", "mass_arguments"]
+           "check_temperature_one", "mass_arguments", "stationary_bound"]
 
 
 def mass_arguments(momentum_distribution):
@@ -88,3 +99,15 @@ def check_temperature_one(kernel):
         "tunes the step size of the posterior's chain (temperature 1). Warm "
         "up at temperature 1 and copy the tuned kernel with your "
         "temperature.")
+
+
+def stationary_bound(integrator, friction, tolerance):
+  """`_warmup_max_step_size` of a kernel whose chain is `integrator` with
+  `friction` (C, or SGNHT's A): at the largest friction where it is one
+  per coordinate (every error here grows with it); None where its value is
+  not known while building."""
+  value = arguments.static_value(friction)
+  if value is None:
+    return None
+  return stationary.max_step_size(integrator, float(np.max(value)),
+                                  tolerance)
