@@ -72,7 +72,8 @@ class WarmupReport(
 
   Attributes:
     step_size: the frozen step size (the dual-averaged value of the last
-      window).
+      window; for SGHMC and SGNHT at most the bound of their own chain,
+      `choices` says when it capped).
     variance: per state part, the estimated posterior variance of each
       coordinate: the diagonal of M^{-1} (for a low-rank mass, of
       S (I + V (Lambda - I) V^T) S), or None where no mass matrix was
