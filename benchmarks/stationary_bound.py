@@ -2,9 +2,11 @@
 picks.
 
 `warm_up` tunes SGHMC and SGNHT through AMAGOLD's test of their dynamics
-(docs/warmup.md, "The test"), which does not run their own steps; it then
-caps the step size at the largest at which their chain on a standard
-normal in the mass's units keeps its sd within 5% (`dynamics.stationary`).
+(docs/warmup.md, "The test"), which does not run their own steps, and
+SGLD through the test of its own (M-H corrected) path; it then caps the
+step size at the largest at which their chain on a standard normal in the
+mass's units (SGLD: the draws') keeps its sd within 5%
+(`dynamics.stationary`).
 On a standard normal in d dimensions (exact gradients, SGHMC friction 1,
 SGNHT diffusion 1; diagonal mass, SGLD none; 500 warm-up steps, 16
 chains): the step size the test reached, the one `warm_up` froze, and for
@@ -37,7 +39,7 @@ KERNELS = {
                                       step_size=0.1, friction=1.),
     "SGNHT": lambda: tfp_sgmcmc.SGNHT(target_log_prob_fn=log_prob,
                                       step_size=0.1, diffusion=1.),
-    # No mass, so no bound: the test's step size is the one frozen.
+    # No mass: the bound is read in the units of the draws' sd.
     "SGLD": lambda: tfp_sgmcmc.SGLD(target_log_prob_fn=log_prob,
                                     step_size=0.1),
 }

@@ -1,10 +1,11 @@
-"""`warm_up` caps SGHMC's and SGNHT's step size where their own chains
-settle off the posterior: on a standard normal in one and five dimensions
-(exact gradients) the test alone accepted step sizes at which SGHMC's sd
-was 1.33 (or its chain diverged) and SGNHT's thermostat ran away. The
-frozen kernels' chains must hold (no divergence) with their sds within
-the bound's 5% of 1, up to Monte Carlo error; and the real chains must
-settle where `dynamics.stationary` says."""
+"""`warm_up` caps SGHMC's, SGNHT's and SGLD's step size where their own
+chains settle off the posterior: on a standard normal in one and five
+dimensions (exact gradients) the test alone accepted step sizes at which
+SGHMC's sd was 1.33 (or its chain diverged), SGNHT's thermostat ran away
+and SGLD's sd was 1.50. The frozen kernels' chains must hold (no
+divergence) with their sds within the bound's 5% of the posterior's, up
+to Monte Carlo error and the warm-up's error in the posterior's scale; and
+SGNHT's real chain must settle where `dynamics.stationary` says."""
 
 import numpy as np
 import pytest
@@ -20,21 +21,33 @@ def standard_normal(x):
   return -0.5 * tf.reduce_sum(x ** 2, -1)
 
 
+def normal(sd):
+  return lambda x: -0.5 * tf.reduce_sum((x / sd) ** 2, -1)
+
+
 KERNELS = {
-    "SGHMC": lambda: sg.SGHMC(target_log_prob_fn=standard_normal,
-                              step_size=0.1, friction=1.),
-    "SGNHT": lambda: sg.SGNHT(target_log_prob_fn=standard_normal,
-                              step_size=0.1, diffusion=1.),
+    "SGHMC": lambda f: sg.SGHMC(target_log_prob_fn=f, step_size=0.1,
+                                friction=1.),
+    "SGNHT": lambda f: sg.SGNHT(target_log_prob_fn=f, step_size=0.1,
+                                diffusion=1.),
+    "SGLD": lambda f: sg.SGLD(target_log_prob_fn=f, step_size=0.01),
 }
-INTEGRATORS = {"SGHMC": ("euler", 1.), "SGNHT": ("thermostat", 1.)}
+INTEGRATORS = {"SGHMC": "euler", "SGNHT": "thermostat", "SGLD": "langevin"}
 
 
-@pytest.mark.parametrize("dim", [1, 5])
-@pytest.mark.parametrize("name", sorted(KERNELS))
-def test_the_tuned_kernels_chain_holds_and_keeps_its_sd(name, dim):
+@pytest.mark.parametrize("name, dim, sd, adapt_mass", [
+    ("SGHMC", 1, 1., True), ("SGHMC", 5, 1., True),
+    ("SGNHT", 1, 1., True), ("SGNHT", 5, 1., True),
+    # Without a mass the bound is read in the draws' units: the Hamiltonian
+    # step scales with the sd, the Langevin step with the variance.
+    ("SGHMC", 1, 3., False), ("SGLD", 1, 0.1, False),
+    ("SGLD", 5, 1., False)])
+def test_the_tuned_kernels_chain_holds_and_keeps_its_sd(name, dim, sd,
+                                                        adapt_mass):
   with sg.chains.quiet.expected_warnings_silenced():
-    warm = sg.warm_up(KERNELS[name](), tf.zeros([16, dim]), num_steps=500,
-                      seed=[1, 2], dense_mass=False)
+    warm = sg.warm_up(KERNELS[name](normal(sd)), tf.zeros([16, dim]),
+                      num_steps=500, seed=[1, 2], adapt_mass=adapt_mass,
+                      **(dict(dense_mass=False) if adapt_mass else {}))
   h = float(warm.kernel.step_size)
   # The cap is what this checks: the test alone went further.
   assert warm.report.windows[-1]["step_size"] > 1.5 * h
@@ -43,17 +56,27 @@ def test_the_tuned_kernels_chain_holds_and_keeps_its_sd(name, dim):
   draws, diverged = sample(warm.kernel, warm.state, 20000, seed=[5, 6],
                            trace_fn=lambda _, r: r.diverged)
   assert not np.asarray(diverged).any()
-  var, se = variance_and_se(np.asarray(draws)[2000:], mean=0.)
-  sd, sd_se = np.sqrt(var), se / (2. * np.sqrt(var))
-  # The bound holds in the units of the mass; an estimated M^{-1} = m
-  # (1 up to the warm-up's error) runs the posterior's unit curvature as
-  # curvature m, at the step size h sqrt(m): allow for what that moves.
-  integrator, c = INTEGRATORS[name]
-  m = np.concatenate([np.ravel(v) for v in warm.report.variance])
-  slack = max(abs(stationary.stationary_sd(integrator, h * np.sqrt(v), c)
-                  - stationary.stationary_sd(integrator, h, c)) for v in m)
-  assert np.all(abs(sd - 1.) < 0.05 + slack + NUM_SE * sd_se), (
-      sd, sd_se, m)
+  var, se = variance_and_se(np.asarray(draws)[2000:] / sd, mean=0.)
+  ratio, ratio_se = np.sqrt(var), se / (2. * np.sqrt(var))
+  # The bound holds for the posterior's scale as the warm-up estimated it
+  # (the M^{-1} m, or the draws' sd). In units where the posterior's sd is
+  # 1 the chain runs at h / s (Langevin: h / s^2) with friction C s, s the
+  # posterior's sd in the units the step is in: 1 / sqrt(m) with a mass,
+  # `sd` without. Allow for what a 25% error in the variance moves.
+  power = 2 if name == "SGLD" else 1
+
+  def sd_at(s):
+    return stationary.stationary_sd(INTEGRATORS[name], h / s ** power,
+                                    0. if name == "SGLD" else s)
+  errors = np.array([1., 0.8, 1.25])
+  if adapt_mass:
+    m = np.concatenate([np.ravel(v) for v in warm.report.variance])
+    scales, reference = 1. / np.sqrt(np.concatenate([m, errors])), 1.
+  else:
+    scales, reference = sd * np.sqrt(errors), sd
+  slack = max(abs(sd_at(s) - sd_at(reference)) for s in scales)
+  assert np.all(abs(ratio - 1.) < 0.05 + slack + NUM_SE * ratio_se), (
+      ratio, ratio_se, h, slack)
 
 
 @pytest.mark.parametrize("h", [0.2, 0.4])

@@ -314,6 +314,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   full_batch = log_prob_lib.is_full_batch(target)
   extra_gradients = from_gradients * (1 if full_batch else 2)
   dense_mass = mass != "diagonal"  # The windows hold [d, d] sums.
+  # Without a mass, a kernel with a stationary bound reads the posterior's
+  # scale from the windows' draws (the test's chain, which is exact).
+  track_variance = adapt_mass or hasattr(kernel, "_warmup_max_step_size")
   gradients_per_test = getattr(kernel, "_warmup_gradients_per_test",
                                lambda n: n)(num_test_steps)
 
@@ -324,8 +327,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     results = test.bootstrap_results(state)
     window = (adaptation.begin_window(
         [tf.zeros_like(p) if from_gradients else p
-         for p in tf.nest.flatten(state)], batch_ndims, dense=dense_mass)
-              if adapt_mass else ())
+         for p in tf.nest.flatten(state)], batch_ndims,
+        dense=dense_mass and adapt_mass) if track_variance else ())
 
     def body(i, state, results, seed, da, window, accept_sum, length, grads):
       seed, step_seed = random.split_seed(seed, 2)
@@ -361,8 +364,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
         lambda i, *_: i < num_window_steps, body,
         (tf.constant(0), state, results, seed, da, window,
          tf.zeros([], dtype), length, tf.zeros([], tf.float64)))
-    variance = (() if not adapt_mass else
-                adaptation.gradient_variance(window) if from_gradients else
+    variance = (() if not track_variance else
+                adaptation.gradient_variance(window) if from_gradients
+                and adapt_mass else
                 adaptation.window_variance(window))
     return (state, seed, da, window, variance,
             accept_sum / tf.cast(num_window_steps, dtype), length, grads)
@@ -379,7 +383,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   start = time.perf_counter()
   report, close = progress_lib.reporter(
       progress, sum(n for _, n in windows), "warm-up")
-  done = 0
+  done, scale = 0, 1. if adapt_mass else None
   for number, (kind_w, steps) in enumerate(windows):
     t0 = time.perf_counter()
     state, seed, da, window, variance, accept, length, grads = compiled(
@@ -390,6 +394,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     num_gradients += float(grads)
     adapted = adapted._replace(dual_averaging=da, window=window)
     set_mass = kind_w == "slow" and adapt_mass
+    if kind_w == "slow" and not adapt_mass and track_variance:
+      scale = float(np.sqrt(min(np.min(v) for v in variance)))
     # Dual averaging starts again from the step size reached so far, its
     # search centred there (Stan): after each new mass, and after the first
     # window, so that the user's guess, which centres the first search, is
@@ -406,7 +412,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   # The tuned step size in Python (numpy's exp of the averaged log step),
   # as the report shows it.
   step_size = float(np.exp(adapted.dual_averaging.log_averaging_step))
-  step_pick = picks.pick_step_size(kernel, step_size, adapt_mass)
+  step_pick = picks.pick_step_size(kernel, step_size, scale)
   step_size = step_pick.choice
   variance = adapted.inverse_mass
   dist = (_momentum_distribution(state, batch_ndims, variance, mass)

@@ -22,10 +22,10 @@ one rule that `warm_up` and `tfp_sgmcmc.sample` share.
   the fixed one (German credit, minibatches of 64 with control variates:
   T = 6 and ESS per 1,000 gradients 1.07 -> 0.34).
 * The step size of a kernel without an exact test of its own chain
-  (SGHMC, SGNHT): the test's, capped at the largest at which that chain on
-  a standard normal in the mass's units settles with an sd within
-  `STATIONARY_SD_TOLERANCE` of 1 (`dynamics.stationary`), where a mass is
-  adapted. The test runs AMAGOLD's integrator of their dynamics, not their
+  (SGHMC, SGNHT, SGLD): the test's, capped at the largest at which that
+  chain on a standard normal in the mass's units settles with an sd within
+  `STATIONARY_SD_TOLERANCE` of 1 (`dynamics.stationary`); without a
+  mass, in the units of the smallest sd of the warm-up's draws. The test runs AMAGOLD's integrator of their dynamics, not their
   own step, and in a few dimensions it accepts steps at which their chains
   settle far off: on a standard normal (exact gradients) it tuned SGHMC
   (Euler, friction 1) to h = 1.21 in one dimension, where its chain
@@ -195,17 +195,19 @@ def resolve_mass(kernel, parts, batch_ndims, num_steps, mass, dense_mass,
   return mass, mass_reason, mass_rank
 
 
-def pick_step_size(kernel, step_size, adapt_mass):
+def pick_step_size(kernel, step_size, scale):
   """`Pick(step size, reason)`: the test's `step_size`, or the kernel's
-  stationary bound (`_warmup_max_step_size`) where that is smaller and a
-  mass was adapted (in other units a standard normal says nothing); the
-  reason is "" when not capped."""
+  stationary bound (`_warmup_max_step_size`) for a posterior whose
+  smallest sd in the mass's units is `scale` (1 with an adapted mass; None:
+  not known, no bound) where that is smaller; the reason is "" when not
+  capped."""
   bound = getattr(kernel, "_warmup_max_step_size", None)
-  bound = bound(STATIONARY_SD_TOLERANCE) if bound and adapt_mass else None
+  bound = (bound(STATIONARY_SD_TOLERANCE, scale)
+           if bound and scale is not None else None)
   if bound is None or step_size <= bound:
     return Pick(step_size, "", None)
   return Pick(bound, (
       f"; step size {bound:.3g}, where the test reached {step_size:.3g}: "
       f"the largest at which {type(kernel).__name__}'s own chain on a "
-      "standard normal in the mass's units keeps its sd within "
+      "Gaussian with the posterior's scale keeps its sd within "
       f"{STATIONARY_SD_TOLERANCE:.0%}"), None)

@@ -10,6 +10,7 @@ equation of (x, r)):
     SGHMC, Euler, friction C:     Var x = 2 (2 - h C) / (4 - 2 h C - h^2)
     SGHMC, splitting (ABOBA):     Var x = y / sinh(y),  y = C h / 2
     SGNHT, diffusion A:           Var x = 1 - h xi / 2,
+    SGLD:                         Var x = 1 / (1 - h / 2),
 
 the last at the thermostat's fixed point, the friction at which the
 kinetic energy per dimension E[r^2] = 4 A / (xi (4 - 2 h xi - h^2)) is 1:
@@ -18,21 +19,24 @@ kinetic energy per dimension E[r^2] = 4 A / (xi (4 - 2 h xi - h^2)) is 1:
 
 Where 32 A h > (4 - h^2)^2 no friction holds E[r^2] at 1: the thermostat
 runs away and the chain diverges (at h > 0.45 for A = 1). The Euler chain
-diverges where h^2 + 2 h C >= 4, the splitting chain where h >= 2.
+diverges where h^2 + 2 h C >= 4, the splitting chain and SGLD's where
+h >= 2. (SGLD's step, x' = x - h grad U + sqrt(2 h) z, scales with the
+posterior's variance; the Hamiltonian steps scale with its sd.)
 
 These are the stationary errors that an acceptance rate does not see: the
 amortized test that tunes these kernels runs AMAGOLD's time-symmetric
-integrator of their dynamics, not their own step, and its acceptance bounds
-a trajectory's error summed over the coordinates, so in a few dimensions it
-accepts step sizes at which their own chains settle far from the posterior
-(or diverge). `max_step_size` is the bound `warm_up` adds.
+integrator of their dynamics, not their own step (SGLD's runs its own
+steps, M-H corrected), and its acceptance bounds a trajectory's error
+summed over the coordinates, so in a few dimensions it accepts step sizes
+at which their own chains settle far from the posterior (or diverge).
+`max_step_size` is the bound `warm_up` adds.
 """
 
 import math
 
 __all__ = ["INTEGRATORS", "stationary_sd", "max_step_size"]
 
-INTEGRATORS = ("euler", "splitting", "thermostat")
+INTEGRATORS = ("euler", "splitting", "thermostat", "langevin")
 
 # Beyond h = 2 every integrator here is unstable on a unit curvature.
 _LARGEST = 2.
@@ -43,9 +47,11 @@ def stationary_sd(integrator, step_size, friction):
   (exact gradients), or inf where the chain diverges.
 
   Args:
-    integrator: "euler" or "splitting" (SGHMC), or "thermostat" (SGNHT).
+    integrator: "euler" or "splitting" (SGHMC), "thermostat" (SGNHT) or
+      "langevin" (SGLD).
     step_size: h > 0.
-    friction: C (SGHMC) or the diffusion A (SGNHT), >= 0.
+    friction: C (SGHMC) or the diffusion A (SGNHT), >= 0; unused by
+      "langevin".
 
   Returns:
     A float.
@@ -69,6 +75,8 @@ def stationary_sd(integrator, step_size, friction):
       return math.inf
     xi = ((4. - h * h) - math.sqrt(disc)) / (4. * h)
     return math.sqrt(max(1. - 0.5 * h * xi, 0.))
+  if integrator == "langevin":
+    return 1. / math.sqrt(1. - 0.5 * h) if h < _LARGEST else math.inf
   raise ValueError(f"`integrator` must be one of {INTEGRATORS}; got "
                    f"{integrator!r}.")
 

@@ -250,8 +250,9 @@ class SGHMC(base.StochasticGradientKernel):
     return tuning.friction_test_kernel(self, self.friction, num_test_steps,
                                        momentum_distribution)
 
-  def _warmup_max_step_size(self, tolerance):
-    return tuning.stationary_bound(self.integrator, self.friction, tolerance)
+  def _warmup_max_step_size(self, tolerance, scale):
+    return tuning.stationary_bound(self.integrator, self.friction, tolerance,
+                                   scale)
 
   def _noise_estimate(self, position, h, batch_seed):
     if isinstance(self.noise_estimate, str):

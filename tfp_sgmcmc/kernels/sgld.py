@@ -163,6 +163,9 @@ class SGLD(base.StochasticGradientKernel):
   def _warmup_gradients_per_test(self, num_test_steps):
     return 2 * num_test_steps
 
+  def _warmup_max_step_size(self, tolerance, scale):
+    return tuning.stationary_bound("langevin", 0., tolerance, scale)
+
   def _transition(self, state, prev, step):
     batch_seed, _ = random.derive_seeds(step.seed, 2)
     t = self._temperature_at(step)

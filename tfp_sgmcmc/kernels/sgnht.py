@@ -137,8 +137,9 @@ class SGNHT(base.StochasticGradientKernel):
     return tuning.friction_test_kernel(self, self.diffusion, num_test_steps,
                                        momentum_distribution)
 
-  def _warmup_max_step_size(self, tolerance):
-    return tuning.stationary_bound("thermostat", self.diffusion, tolerance)
+  def _warmup_max_step_size(self, tolerance, scale):
+    return tuning.stationary_bound("thermostat", self.diffusion, tolerance,
+                                   scale)
 
   def _transition(self, state, prev, step):
     batch_seed, _, _ = random.derive_seeds(step.seed, 3)

@@ -26,12 +26,13 @@ and, where the defaults do not fit, any of
   `warm_up(adapt_num_leapfrog_steps=True)`, which then returns the tuned
   kernel's `copy(num_leapfrog_steps=T)`.
 
-* `_warmup_max_step_size(tolerance)` (default none: no bound): for a
-  kernel without an exact test of its own chain, the largest step size
-  at which its own chain on a standard normal (the posterior in the
-  adapted mass's units) settles with an sd within `tolerance` of 1
-  (`dynamics.stationary.max_step_size`); `warm_up` caps the tuned step
-  size there when it adapts a mass.
+* `_warmup_max_step_size(tolerance, scale)` (default none: no bound): for
+  a kernel without an exact test of its own chain, the largest step size
+  at which its own chain on a Gaussian whose sds are `scale` (in the
+  mass's units) settles with an sd within `tolerance` of the posterior's
+  (`stationary_bound`); `warm_up` caps the tuned step size there, with
+  `scale` 1 where it adapted a mass (the posterior's variance) and else
+  the smallest sd of its draws.
 
 A kernel without `_warmup_test_kernel` (or with it set to None, as a
 subclass whose dynamics the parent's test does not describe) is refused.
@@ -101,13 +102,18 @@ def check_temperature_one(kernel):
         "temperature.")
 
 
-def stationary_bound(integrator, friction, tolerance):
+def stationary_bound(integrator, friction, tolerance, scale):
   """`_warmup_max_step_size` of a kernel whose chain is `integrator` with
-  `friction` (C, or SGNHT's A): at the largest friction where it is one
-  per coordinate (every error here grows with it); None where its value is
-  not known while building."""
+  `friction` (C, or SGNHT's A; at its largest where it is one per
+  coordinate: every error there grows with it) on a Gaussian of sds
+  `scale`: the standard normal's bound (`dynamics.stationary`) in the
+  units where the sds are 1. There a Hamiltonian step is h / scale and its
+  friction C scale; a Langevin step (no friction) is h / scale^2. None
+  where the friction's value is not known while building."""
   value = arguments.static_value(friction)
   if value is None:
     return None
-  return stationary.max_step_size(integrator, float(np.max(value)),
-                                  tolerance)
+  if integrator == "langevin":
+    return stationary.max_step_size(integrator, 0., tolerance) * scale ** 2
+  return scale * stationary.max_step_size(
+      integrator, float(np.max(value)) * scale, tolerance)

@@ -21,6 +21,13 @@ def test_sghmc_sd_is_the_lyapunov_solution(integrator, h, c):
       want, rel=1e-9)
 
 
+@pytest.mark.parametrize("h", [0.05, 0.5, 1.5])
+def test_sgld_sd_is_the_lyapunov_solution(h):
+  want = math.sqrt(stationary_covariance("sgld", [[1.]], h)[0, 0])
+  assert stationary.stationary_sd("langevin", h, 0.) == pytest.approx(
+      want, rel=1e-9)
+
+
 def sgnht_moments_at(h, a, xi):
   """E[r^2] and Var x of SGNHT's chain with its thermostat held at xi on a
   standard normal: r' = (1 - h xi) r - h x + N(0, 2 A h), x' = x + h r'."""
@@ -58,7 +65,8 @@ def test_the_thermostat_runs_away_where_no_friction_holds_the_energy():
 @pytest.mark.parametrize("integrator, c", [("euler", 1.), ("euler", 0.1),
                                            ("splitting", 1.),
                                            ("thermostat", 1.),
-                                           ("thermostat", 2.)])
+                                           ("thermostat", 2.),
+                                           ("langevin", 0.)])
 def test_the_bound_is_the_largest_step_within_the_tolerance(integrator, c):
   h = stationary.max_step_size(integrator, c, 0.05)
   assert abs(stationary.stationary_sd(integrator, h, c) - 1.) <= 0.05
