@@ -315,8 +315,11 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   extra_gradients = from_gradients * (1 if full_batch else 2)
   dense_mass = mass != "diagonal"  # The windows hold [d, d] sums.
   # Without a mass, a kernel with a stationary bound reads the posterior's
-  # scale from the windows' draws (the test's chain, which is exact).
-  track_variance = adapt_mass or hasattr(kernel, "_warmup_max_step_size")
+  # scale from the windows' draws (the test's chain, which is exact); with
+  # a mass of its own, whose units those are not, it has no bound.
+  track_variance = adapt_mass or hasattr(
+      kernel, "_warmup_max_step_size") and kernel.parameters.get(
+          "momentum_distribution") is None
   gradients_per_test = getattr(kernel, "_warmup_gradients_per_test",
                                lambda n: n)(num_test_steps)
 
