@@ -7,17 +7,21 @@ Each check runs at the earliest point where what it needs is known:
   schedulers, `EarlyStopping`, `BackupAndRestore`), `class_weight` /
   `sample_weight`, the number of training examples when `fit` got arrays,
   a classifier's output activation against the loss' `from_logits`, the
-  checks on a first batch (`first_batch.py`: one output, one loss value per
-  example, no layer random in training), whether the fit is long enough to
-  keep one sample at the given `thinning`, and whether the kept samples
-  will span a fair part of the chain (`max_samples` x `thinning`);
+  labels of a cross-entropy (`labels.py`: 0 / 1, one-hot, class
+  indices), the checks on a first batch (`first_batch.py`: one output, one
+  loss value per example, no layer random in training), whether the fit is
+  long enough to keep one sample at the given `thinning`, and whether the
+  kept samples will span a fair part of the chain (`max_samples` x
+  `thinning`);
 * after the first train step(s) of a fit whose first epoch is one pass
   over a pipeline of known length: the slips in the number of examples
   (N = the number of batches, N < one batch), from the batch size seen;
 * at the end of the first epoch of each `fit`: the number of examples the
   epoch saw (Keras' loss tracker counts them), against `num_examples`;
-* at every epoch end: a chain whose energy rose far beyond what a chain
-  at equilibrium shows (a step size that is too large);
+* at every epoch end: a cross-entropy whose mean is negative (labels
+  outside its likelihood, from a pipeline not read at the start); a chain
+  whose energy rose far beyond what a chain at equilibrium shows (a step
+  size that is too large);
 * at the end of `fit`: no sample kept.
 
 `fit`'s arguments and callback list are not handed to callbacks; they are
@@ -39,6 +43,7 @@ import tensorflow as tf
 from tfp_sgmcmc.keras.validation import fit_arguments
 from tfp_sgmcmc.keras.validation import first_batch
 from tfp_sgmcmc.keras.validation import fit_checks
+from tfp_sgmcmc.keras.validation import labels
 from tfp_sgmcmc.keras.validation.fit_checks import check_probabilities
 
 # The checks read the callback's counters (its private state) by design.
@@ -129,6 +134,7 @@ class FitTraps:
     fit_checks.check_outputs(callback, x)
     first_batch.check_first_batch(callback, x, arguments.get("y"))
     first_batch.check_random_layers(callback, x, arguments.get("y"))
+    labels.check_labels(callback, x, arguments.get("y"))
     # The first epoch of this fit is counted (unless arrays told us N).
     self._count_pending = not self._fit_uses_arrays
     self._fit_start = dict(
@@ -254,6 +260,7 @@ class FitTraps:
       self._count_epoch = None
       if counted and not callback.model.stop_training:
         self._check_counted(callback, int(round(counted)))
+    labels.check_loss_sign(callback, epoch, logs)
     self._check_step_size(callback, epoch, logs)
     self._check_energy(callback, epoch, logs)
 
