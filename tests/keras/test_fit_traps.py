@@ -9,6 +9,7 @@ examples) and 1-3 epochs; each fails if its check is removed.
 
 import json
 import os
+import re
 import tempfile
 import warnings
 
@@ -221,6 +222,25 @@ def test_a_blowing_up_sgld_chain_warns_and_a_healthy_one_does_not():
         epochs=3)
   assert not [m for m in our_warnings(record) if "blowing up" in m]
 
+
+
+def test_a_blowing_up_chain_is_warned_in_the_units_the_sampler_was_built():
+  # An SGD learning rate on the mean loss, 0.5, not divided by N = 60:
+  # the weights blow up (finite) within an epoch. Both warnings name the
+  # argument passed and the /N cause, as the divergence report does,
+  # not only the step size sqrt(0.5) the user never wrote.
+  with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    fit(classifier(), [sampling(sgk.SGHMC.from_sgd_momentum(
+        learning_rate=0.5, momentum_decay=0.1, seed=1))], epochs=6)
+  warned = [str(w.message) for w in record
+            if re.search("blowing up|heating up", str(w.message))]
+  assert len(warned) == 2, warned
+  for message in warned:
+    assert re.search(r"Try a smaller learning_rate \(you passed "
+                     r"learning_rate=0.5 to SGHMC.from_sgd_momentum.*"
+                     r"momentum_decay \(now 0.1\).*not divided by N = "
+                     r"num_examples = 60.*0.5 / 60 = 0.00833", message), message
 
 def test_amagold_thinning_counts_tests_and_keeping_nothing_warns():
   x, y = data()

@@ -40,6 +40,7 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras.fit import health
 from tfp_sgmcmc.keras.validation import fit_arguments
 from tfp_sgmcmc.keras.validation import first_batch
 from tfp_sgmcmc.keras.validation import fit_checks
@@ -378,11 +379,9 @@ class FitTraps:
             f"{lowest_epoch}), i.e. {rise / d:.3g} per weight, while a "
             f"chain at equilibrium sits about d/2 = {d / 2:g} (0.5 per "
             f"weight, d = {d} weights) above the minimum. The step size "
-            f"(now {config.get('step_size')!r}) is most likely too large: "
-            "try a smaller one"
-            + (" (or a larger friction)" if "friction" in config else "")
-            + "; "
-            "max_abs_weight= stops such a chain.", RuntimeWarning,
+            f"(now {config.get('step_size')!r}) is most likely too large."
+            + health.step_size_advice(callback.sampler) +
+            " max_abs_weight= stops such a chain.", RuntimeWarning,
             stacklevel=3)
     if self._lowest_energy is None or energy < self._lowest_energy[0]:
       self._lowest_energy = (float(energy), epoch)
