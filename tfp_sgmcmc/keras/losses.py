@@ -357,7 +357,19 @@ def resolve_likelihood(loss, model=None):
           "event_ndims=...) summing the units (predictive='sigmoid' for "
           "logits).")
     return Likelihood(loss, "sigmoid" if from_logits else "identity")
+  if _output_units(model) == 1:
+    raise ValueError(one_class_message(fn.__name__))
   return Likelihood(loss, "softmax" if from_logits else "identity")
+
+
+def one_class_message(name):
+  """Why a categorical cross-entropy on one output unit is refused."""
+  return (f"{name} on 1 output unit: a distribution over one class (a "
+          "softmax, or Keras' renormalised probabilities) is 1 whatever "
+          "the weights, so the loss is constant (0) and the chain samples "
+          "the prior, not the posterior. For two classes with one unit (a "
+          "logit), use keras.losses.BinaryCrossentropy with 0 / 1 labels; "
+          "for k classes, k output units.")
 
 
 def _output_units(model):

@@ -31,6 +31,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras import losses
+
 # The checks read the callback's likelihood (its private state) by design.
 # pylint: disable=protected-access
 
@@ -183,6 +185,8 @@ def check_first_batch(callback, x, y):
         "keras.losses.binary_crossentropy(y, p, from_logits=...), "
         f"event_ndims=...) summing the {_shape(y_pred)[-1]} units "
         "(predictive='sigmoid' for logits).")
+  if name in _CROSSENTROPIES[:2] and _shape(y_pred)[-1:] == (1,):
+    raise ValueError(losses.one_class_message(name))
   try:
     values = likelihood.values(by, y_pred)
   except ValueError:

@@ -107,7 +107,8 @@ def _binary_problem(labels):
 
 def _categorical_problem(labels):
   labels = labels.astype(np.float64)
-  rows = labels.reshape(-1, labels.shape[-1]) if labels.ndim else labels
+  rows = (labels.reshape(-1, labels.shape[-1]) if labels.ndim >= 2 else
+          labels.reshape(-1, 1))
   bad = (~np.isin(rows, (0., 1.))).any(-1) | (rows.sum(-1) != 1.)
   if not bad.any():
     return None
