@@ -4,7 +4,8 @@ for every kind of model (Sequential, functional, subclassed, nested):
 * the model has one output: Keras applies one loss to each output of a
   multi-output model and sums them, and the predictions would stack them;
 * the loss, evaluated unreduced on the batch, has exactly one value per
-  example. The energy is N times Keras' mean of the loss values, which is
+  example (shape (n,), or (n, 1) as a per-unit formula gives on one
+  unit). The energy is N times Keras' mean of the loss values, which is
   -sum log p over the data only when the mean runs over examples: values
   per time step or output unit ([n, T], [n, k]) divide the log-likelihood
   by T or k, values broadcast from mismatched shapes ([n, n]) are not a
@@ -194,7 +195,9 @@ def check_first_batch(callback, x, y):
   except Exception:  # pylint: disable=broad-except
     return  # Not this check's business; fit itself will say.
   values_shape = _shape(values)
-  if values_shape == (n,):
+  if values_shape[:1] == (n,) and all(d == 1 for d in values_shape[1:]):
+    # One value per example (a Dense(1) output and labels (n, 1) give
+    # (n, 1)): Keras' mean over them is the mean over examples.
     return
   if name == _BINARY and values_shape == () and len(_shape(y_pred)) == 1:
     return  # Keras' mean over the last axis is here the mean over examples.
