@@ -29,8 +29,9 @@ recorded by `fit_arguments` (`class_weight`, `sample_weight`,
 `steps_per_epoch`, `validation_split`, `x`, `callbacks`, `initial_epoch`).
 Where there is no record (a custom training loop calling the callbacks),
 the checks that need it are skipped. One small host read per epoch (the
-loss tracker's count), nothing per step. The checks of what `fit` is given at its start
-(its callbacks, the output activation) are in fit_checks.py.
+loss tracker's count), nothing per step. The checks of what `fit` is
+given at its start (its callbacks, the output activation) are in
+fit_checks.py.
 """
 
 import math
