@@ -90,6 +90,8 @@ def test_labels_of_the_likelihood_are_accepted():
       keras.utils.to_categorical(y, 2), units=2)
   fit(keras.losses.SparseCategoricalCrossentropy(from_logits=True),
       y.astype(np.int64), units=2)
+  # NaN is left to the divergence check, which names non-finite data.
+  fit(bce(), np.where(np.arange(N) == 5, np.nan, y))
   # Not a Keras cross-entropy: the user's function decides.
   fit(sgk.NegativeLogLikelihood(lambda t, p: tf.square(t - p[:, 0])),
       y + 1)

@@ -13,7 +13,8 @@ loss), is not the likelihood of the labels. A sparse cross-entropy casts
 its labels to integers, so 1.7 is read as class 1.
 
 * At the start of `fit`, when it got arrays (or a `keras.utils.PyDataset`,
-  whose first batch is read), every label is checked.
+  whose first batch is read), every label is checked (but NaN and inf,
+  which the divergence check names as data that is not finite).
 * A `tf.data` pipeline is not read (that would advance its reshuffling):
   at every epoch end (burn-in included) the epoch's mean loss is checked
   instead, which is never negative for labels of the likelihood. This
@@ -84,7 +85,7 @@ def _first(bad):
 
 def _binary_problem(labels):
   labels = labels.astype(np.float64)
-  bad = ~np.isin(labels, (0., 1.))
+  bad = ~np.isin(labels, (0., 1.)) & np.isfinite(labels)
   if not bad.any():
     return None
   count = int(np.count_nonzero(bad))
@@ -109,7 +110,8 @@ def _categorical_problem(labels):
   labels = labels.astype(np.float64)
   rows = (labels.reshape(-1, labels.shape[-1]) if labels.ndim >= 2 else
           labels.reshape(-1, 1))
-  bad = (~np.isin(rows, (0., 1.))).any(-1) | (rows.sum(-1) != 1.)
+  bad = ((~np.isin(rows, (0., 1.))).any(-1) | (rows.sum(-1) != 1.)) & (
+      np.isfinite(rows).all(-1))
   if not bad.any():
     return None
   count = int(np.count_nonzero(bad))
@@ -134,6 +136,7 @@ def _sparse_problem(labels, classes):
   bad = (labels != np.round(labels)) | (labels < 0)
   if classes is not None:
     bad |= labels >= classes
+  bad &= np.isfinite(labels)
   if not bad.any():
     return None
   count = int(np.count_nonzero(bad))
