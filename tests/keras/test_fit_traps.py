@@ -318,6 +318,24 @@ def test_class_and_sample_weights_are_refused():
   with pytest.raises(ValueError, match=r"yields \(x, y, sample_weight\) "
                      r"triples.*dataset.map\(lambda x, y, w: \(x, y\)\)"):
     fit(classifier(), [sampling()], weighted)
+  # And by a PyDataset (weights 2 sampled the posterior at T = 1/2).
+  with pytest.raises(ValueError, match=r"triples \(its first batch has 3 "
+                     r"parts\).*__getitem__ returning \(x, y\)"):
+    fit(classifier(), [sampling()], _WeightedBatches(x, y))
+
+
+class _WeightedBatches(keras.utils.PyDataset):
+
+  def __init__(self, x, y):
+    super().__init__()
+    self.x, self.y = x, y
+
+  def __len__(self):
+    return 3
+
+  def __getitem__(self, i):
+    part = slice(20 * i, 20 * (i + 1))
+    return self.x[part], self.y[part], np.full(20, 2., np.float32)
 
 
 def test_two_sampling_callbacks_in_one_fit_are_refused():

@@ -26,8 +26,9 @@ batch at the start of `fit` and refuses it unless it gives exactly one value
 per example (`validation.first_batch`): Keras' mean runs over every value,
 so k values per example would divide the log-likelihood by k.
 
-Sample or class weights are not detected: they turn the loss into a weighted
-(tempered) likelihood. Do not pass them to `fit` while sampling.
+Sample or class weights turn the loss into a weighted (tempered)
+likelihood: `SamplingCallback` refuses them in `fit`'s arguments and in a
+`tf.data.Dataset` or `PyDataset` (not in a Python generator).
 """
 
 import math

@@ -37,7 +37,8 @@ from tfp_sgmcmc.keras import losses
 # The checks read the callback's likelihood (its private state) by design.
 # pylint: disable=protected-access
 
-__all__ = ["check_first_batch", "check_random_layers", "first_batch"]
+__all__ = ["check_first_batch", "check_random_layers", "first_batch",
+           "first_element"]
 
 # Examples in the batch taken from arrays: more than one, so that values
 # broadcast to [n, n] are not mistaken for [n].
@@ -68,6 +69,14 @@ def _synthesized(spec, rng):
   raise TypeError(dtype)
 
 
+def first_element(dataset):
+  """A `keras.utils.PyDataset`'s first batch, or None if it cannot be read."""
+  try:
+    return dataset[0]
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
 def first_batch(x, y):
   """(x, y) of a first batch of `fit`'s input, or None (see the module)."""
   if isinstance(x, tf.data.Dataset):
@@ -81,10 +90,7 @@ def first_batch(x, y):
     except TypeError:  # Strings, ragged or sparse inputs: not synthesized.
       return None
   if isinstance(x, keras.utils.PyDataset):
-    try:
-      batch = x[0]
-    except Exception:  # pylint: disable=broad-except
-      return None
+    batch = first_element(x)
     return tuple(batch[:2]) if isinstance(batch, (tuple, list)) and len(
         batch) >= 2 else None
   if x is None or y is None:

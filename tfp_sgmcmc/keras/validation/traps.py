@@ -38,6 +38,7 @@ import math
 import warnings
 import weakref
 
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -114,15 +115,23 @@ class FitTraps:
             f"not support it; remove `{name}` (for imbalanced classes, "
             "resample the data or put the class prior in the model).")
     x = arguments.get("x")
+    triple = None
     if isinstance(x, tf.data.Dataset) and isinstance(
         x.element_spec, tuple) and len(x.element_spec) == 3:
+      triple = (f"element_spec with 3 parts: {x.element_spec}",
+                "dataset.map(lambda x, y, w: (x, y))")
+    elif isinstance(x, keras.utils.PyDataset):
+      batch = first_batch.first_element(x)
+      if isinstance(batch, (tuple, list)) and len(batch) == 3:
+        triple = ("its first batch has 3 parts",
+                  "__getitem__ returning (x, y)")
+    if triple:
       raise ValueError(
           "the dataset passed to fit yields (x, y, sample_weight) "
-          f"triples (element_spec with 3 parts: {x.element_spec}): the "
-          "weights scale each example's log-likelihood, which samples "
-          "another posterior than the model's. SamplingCallback does not "
-          "support it; yield (x, y) pairs, e.g. "
-          "dataset.map(lambda x, y, w: (x, y)).")
+          f"triples ({triple[0]}): the weights scale each example's "
+          "log-likelihood, which samples another posterior than the "
+          "model's. SamplingCallback does not support it; yield (x, y) "
+          f"pairs, e.g. {triple[1]}.")
     steps_per_epoch = arguments.get("steps_per_epoch")
     self._validation_split = float(arguments.get("validation_split") or 0.)
     examples = arguments.examples(fit_checks.examples_in)
