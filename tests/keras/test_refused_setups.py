@@ -147,6 +147,34 @@ def test_steps_per_execution_that_would_skip_the_callback_is_refused(
     tiny_fit(**kwargs)
 
 
+
+def test_amagold_with_steps_per_execution_on_an_epoch_of_unknown_length():
+  # 5 batches through a .filter() (Keras does not know the epoch's length)
+  # at steps_per_execution=2: the epoch's last execution is one step, which
+  # cut a trajectory short; fit stopped mid-run with a RuntimeError ("due
+  # after T=2 steps but 3 steps ran"). Refused at the start instead.
+  x, y, make = logistic_setup(n=50)
+  pipeline = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).filter(
+      lambda a, b: True)
+  for steps_per_epoch, refused in ((None, True), (4, False)):
+    model = make()
+    model.compile(optimizer="sgd", steps_per_execution=2,
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    callback = sgk.SamplingCallback(
+        sgk.AMAGOLD(step_size=0.05, num_leapfrog_steps=2, friction=1.,
+                    seed=1), num_examples=50, prior=1., energy_data=(x, y))
+    data = pipeline.repeat() if steps_per_epoch else pipeline
+    if refused:
+      with pytest.raises(ValueError, match=r"steps_per_execution=2.*steps "
+                         r"per epoch, which Keras does not know.*pass fit a "
+                         r"steps_per_epoch"):
+        model.fit(data, epochs=3, verbose=0, shuffle=False,
+                  callbacks=[callback])
+    else:
+      model.fit(data, epochs=3, steps_per_epoch=steps_per_epoch, verbose=0,
+                shuffle=False, callbacks=[callback])
+      assert callback.num_tests == 6
+
 def test_models_that_would_count_the_prior_twice_are_refused():
   regularized = keras.Sequential([
       keras.Input((3,)),
