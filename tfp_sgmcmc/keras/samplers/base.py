@@ -188,6 +188,15 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
           config["step_size"], custom_objects=custom_objects)
     return cls(**config)
 
+  def rebuilt(self):
+    """A new, unbuilt sampler of the same settings (`from_config`), which
+    keeps the SGD units it was built from, so that its messages name them."""
+    new = type(self).from_config(self.get_config())
+    units = getattr(self, "_sgd_arguments", None)
+    if units is not None:
+      new._sgd_arguments = units  # pylint: disable=protected-access
+    return new
+
   # --- state -------------------------------------------------------------
 
   def build(self, variables):
