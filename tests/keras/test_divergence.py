@@ -78,6 +78,15 @@ def test_the_message_names_the_learning_rate_passed_and_division_by_n():
                                         momentum_decay=0.05)
   again = sgk.SGHMC.from_config(sampler.get_config())
   assert again.get_config() == sampler.get_config()
+  # The same sampler object given to a second callback (a new model): the
+  # callback runs a copy of it, whose message named only step_size.
+  sampler = sgk.SGHMC.from_sgd_momentum(learning_rate=0.25,
+                                        momentum_decay=0.05, seed=0)
+  for _ in range(2):
+    with pytest.warns(RuntimeWarning) as record:
+      _, sampling, _, _ = regression_fit(sampler)
+    assert "you passed learning_rate=0.25" in str(record[-1].message)
+  assert sampling.sampler is not sampler  # The copy.
 
 
 def test_divergence_can_raise_and_a_weight_bound_catches_growth_early():

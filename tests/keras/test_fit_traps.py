@@ -9,6 +9,7 @@ examples) and 1-3 epochs; each fails if its check is removed.
 
 import json
 import os
+import re
 import tempfile
 import warnings
 
@@ -222,6 +223,25 @@ def test_a_blowing_up_sgld_chain_warns_and_a_healthy_one_does_not():
   assert not [m for m in our_warnings(record) if "blowing up" in m]
 
 
+
+def test_a_blowing_up_chain_is_warned_in_the_units_the_sampler_was_built():
+  # An SGD learning rate on the mean loss, 0.5, not divided by N = 60:
+  # the weights blow up (finite) within an epoch. Both warnings name the
+  # argument passed and the /N cause, as the divergence report does,
+  # not only the step size sqrt(0.5) the user never wrote.
+  with warnings.catch_warnings(record=True) as record:
+    warnings.simplefilter("always")
+    fit(classifier(), [sampling(sgk.SGHMC.from_sgd_momentum(
+        learning_rate=0.5, momentum_decay=0.1, seed=1))], epochs=6)
+  warned = [str(w.message) for w in record
+            if re.search("blowing up|heating up", str(w.message))]
+  assert len(warned) == 2, warned
+  for message in warned:
+    assert re.search(r"Try a smaller learning_rate \(you passed "
+                     r"learning_rate=0.5 to SGHMC.from_sgd_momentum.*"
+                     r"momentum_decay \(now 0.1\).*not divided by N = "
+                     r"num_examples = 60.*0.5 / 60 = 0.00833", message), message
+
 def test_amagold_thinning_counts_tests_and_keeping_nothing_warns():
   x, y = data()
   amagold = sgk.AMAGOLD(step_size=1e-3, num_leapfrog_steps=3, friction=1.,
@@ -298,6 +318,24 @@ def test_class_and_sample_weights_are_refused():
   with pytest.raises(ValueError, match=r"yields \(x, y, sample_weight\) "
                      r"triples.*dataset.map\(lambda x, y, w: \(x, y\)\)"):
     fit(classifier(), [sampling()], weighted)
+  # And by a PyDataset (weights 2 sampled the posterior at T = 1/2).
+  with pytest.raises(ValueError, match=r"triples \(its first batch has 3 "
+                     r"parts\).*__getitem__ returning \(x, y\)"):
+    fit(classifier(), [sampling()], _WeightedBatches(x, y))
+
+
+class _WeightedBatches(keras.utils.PyDataset):
+
+  def __init__(self, x, y):
+    super().__init__()
+    self.x, self.y = x, y
+
+  def __len__(self):
+    return 3
+
+  def __getitem__(self, i):
+    part = slice(20 * i, 20 * (i + 1))
+    return self.x[part], self.y[part], np.full(20, 2., np.float32)
 
 
 def test_two_sampling_callbacks_in_one_fit_are_refused():

@@ -191,6 +191,11 @@ def test_declared_per_example_sums_and_aligned_shapes_are_accepted():
   x, y = data((2,))
   run(sequential(keras.layers.Dense(2)),
       sgk.NegativeLogLikelihood(squared, event_ndims=1), x, y)
+  # One unit, labels (n, 1): fn's values (n, 1) are one per example (they
+  # were refused, with "each example has 1 terms" and event_ndims=1).
+  x, y = data((1,))
+  run(sequential(keras.layers.Dense(1)), sgk.NegativeLogLikelihood(squared),
+      x, y)
   x, labels = data((T,), labels=5)
   callback = run(sequence_model(5), sgk.NegativeLogLikelihood(
       lambda y, p: keras.losses.sparse_categorical_crossentropy(

@@ -14,6 +14,7 @@ import math
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import tfp_sgmcmc.keras as sgk
 from tfp_sgmcmc.keras.fit import backup as backup_lib
@@ -342,3 +343,31 @@ def test_predict_is_the_average_of_sample_probabilities_and_saves(tmp_path):
   with pytest.raises(ValueError, match="shapes"):
     sgk.Posterior.load(path, model=keras.Sequential(
         [keras.Input((4,)), keras.layers.Dense(1)]))
+
+
+def test_predict_reads_a_finite_dataset_and_refuses_an_infinite_one():
+  x, y, make = logistic_setup(n=60)
+  model = make()
+  model.compile(optimizer="sgd", loss=keras.losses.BinaryCrossentropy(
+      from_logits=True))
+  sampling = sgk.SamplingCallback(sgk.SGLD(step_size=1e-3, seed=2),
+                                  num_examples=len(x), prior=1., thinning=3)
+  model.fit(x, y, batch_size=20, epochs=3, verbose=0, callbacks=[sampling])
+  batches = tf.data.Dataset.from_tensor_slices((x, y)).batch(25)
+  np.testing.assert_array_equal(sampling.predict(batches),
+                                sampling.predict(x))
+  # The training pipeline with .repeat() was read into memory without
+  # end (the call never returned). A counter stops the old reading.
+  read = []
+
+  def count(batch):
+    read.append(1)
+    if len(read) > 50:
+      raise RuntimeError("read 50 batches of an infinite dataset")
+    return batch
+  infinite = batches.repeat().map(
+      lambda a, b: (tf.py_function(count, [a], tf.float32), b))
+  with pytest.raises(ValueError, match=r"infinite tf.data.Dataset.*never "
+                     r"end.*take\(num_batches\)"):
+    sampling.predict(infinite)
+  assert not read

@@ -8,6 +8,7 @@ without the whole training set for its test.
 """
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -44,6 +45,39 @@ def test_losses_that_are_not_a_mean_negative_log_likelihood_are_refused(
   with pytest.raises(ValueError, match=message):
     tiny_fit(loss=loss)
 
+
+
+class _OneLogit(keras.Model):
+
+  def __init__(self):
+    super().__init__()
+    self.dense = keras.layers.Dense(1)
+
+  def call(self, x):
+    return self.dense(x)
+
+
+def test_a_categorical_cross_entropy_on_one_output_unit_is_refused():
+  # A distribution over one class is 1 whatever the weights: the loss is 0
+  # and the chain samples the prior (a Dense(1) logistic regression
+  # compiled with CategoricalCrossentropy ran so, loss 0.0 every epoch).
+  for loss in (keras.losses.CategoricalCrossentropy(from_logits=True),
+               keras.losses.SparseCategoricalCrossentropy(from_logits=True)):
+    with pytest.raises(ValueError, match=r"on 1 output unit.*constant "
+                       r"\(0\).*samples the prior.*BinaryCrossentropy"):
+      tiny_fit(loss=loss)
+  # A subclassed model (no output shape before the first batch), with
+  # labels that are one-hot rows of one class.
+  x, _, _ = logistic_setup(n=40)
+  model = _OneLogit()
+  model(x[:1])
+  model.compile(optimizer="sgd", loss=keras.losses.CategoricalCrossentropy(
+      from_logits=True))
+  with pytest.raises(ValueError, match="categorical_crossentropy on 1 "
+                     "output unit"):
+    model.fit(x, np.ones((40, 1), np.float32), batch_size=5, epochs=1,
+              verbose=0, callbacks=[sgk.SamplingCallback(
+                  sgk.SGLD(step_size=1e-3), num_examples=40, prior=1.)])
 
 def test_other_refused_losses():
   with pytest.raises(ValueError, match="ignore_class"):
@@ -112,6 +146,34 @@ def test_steps_per_execution_that_would_skip_the_callback_is_refused(
   with pytest.raises(ValueError, match=f"steps_per_execution.*{message}"):
     tiny_fit(**kwargs)
 
+
+
+def test_amagold_with_steps_per_execution_on_an_epoch_of_unknown_length():
+  # 5 batches through a .filter() (Keras does not know the epoch's length)
+  # at steps_per_execution=2: the epoch's last execution is one step, which
+  # cut a trajectory short; fit stopped mid-run with a RuntimeError ("due
+  # after T=2 steps but 3 steps ran"). Refused at the start instead.
+  x, y, make = logistic_setup(n=50)
+  pipeline = tf.data.Dataset.from_tensor_slices((x, y)).batch(10).filter(
+      lambda a, b: True)
+  for steps_per_epoch, refused in ((None, True), (4, False)):
+    model = make()
+    model.compile(optimizer="sgd", steps_per_execution=2,
+                  loss=keras.losses.BinaryCrossentropy(from_logits=True))
+    callback = sgk.SamplingCallback(
+        sgk.AMAGOLD(step_size=0.05, num_leapfrog_steps=2, friction=1.,
+                    seed=1), num_examples=50, prior=1., energy_data=(x, y))
+    data = pipeline.repeat() if steps_per_epoch else pipeline
+    if refused:
+      with pytest.raises(ValueError, match=r"steps_per_execution=2.*steps "
+                         r"per epoch, which Keras does not know.*pass fit a "
+                         r"steps_per_epoch"):
+        model.fit(data, epochs=3, verbose=0, shuffle=False,
+                  callbacks=[callback])
+    else:
+      model.fit(data, epochs=3, steps_per_epoch=steps_per_epoch, verbose=0,
+                shuffle=False, callbacks=[callback])
+      assert callback.num_tests == 6
 
 def test_models_that_would_count_the_prior_twice_are_refused():
   regularized = keras.Sequential([

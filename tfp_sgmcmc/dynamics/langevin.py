@@ -93,8 +93,9 @@ def preconditioned_langevin_step(position, gradient, preconditioner,
       theta' = theta - h G grad U~(theta) + sqrt(2 h T G) xi.
 
   The Gamma(theta) correction (derivatives of G) is dropped, as in the
-  paper's experiments: G changes slowly when the decay alpha is close to 1,
-  and the term costs a second derivative.
+  paper's experiments (the term costs a second derivative); the bias is
+  small only while the chain travels far within V's window of about
+  1 / (1 - alpha) steps (`tfp_sgmcmc.PreconditionedSGLD` has the numbers).
 
   Args:
     position: theta, a structure of tensors.

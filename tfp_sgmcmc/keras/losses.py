@@ -26,8 +26,9 @@ batch at the start of `fit` and refuses it unless it gives exactly one value
 per example (`validation.first_batch`): Keras' mean runs over every value,
 so k values per example would divide the log-likelihood by k.
 
-Sample or class weights are not detected: they turn the loss into a weighted
-(tempered) likelihood. Do not pass them to `fit` while sampling.
+Sample or class weights turn the loss into a weighted (tempered)
+likelihood: `SamplingCallback` refuses them in `fit`'s arguments and in a
+`tf.data.Dataset` or `PyDataset` (not in a Python generator).
 """
 
 import math
@@ -357,7 +358,19 @@ def resolve_likelihood(loss, model=None):
           "event_ndims=...) summing the units (predictive='sigmoid' for "
           "logits).")
     return Likelihood(loss, "sigmoid" if from_logits else "identity")
+  if _output_units(model) == 1:
+    raise ValueError(one_class_message(fn.__name__))
   return Likelihood(loss, "softmax" if from_logits else "identity")
+
+
+def one_class_message(name):
+  """Why a categorical cross-entropy on one output unit is refused."""
+  return (f"{name} on 1 output unit: a distribution over one class (a "
+          "softmax, or Keras' renormalised probabilities) is 1 whatever "
+          "the weights, so the loss is constant (0) and the chain samples "
+          "the prior, not the posterior. For two classes with one unit (a "
+          "logit), use keras.losses.BinaryCrossentropy with 0 / 1 labels; "
+          "for k classes, k output units.")
 
 
 def _output_units(model):

@@ -44,11 +44,20 @@ class PreconditionedSGLD(base.StochasticGradientKernel):
   posterior where plain SGLD must use the step of its stiffest direction.
 
   The paper's Gamma(theta) = sum_j d G_ij / d theta_j term is dropped (as in
-  the paper's own experiments): G depends on theta only through the slowly
-  moving average V, so the term is O(1 - alpha) small; the cost of keeping it
-  would be a second derivative per step. The chain is therefore biased by
-  the change of G; with alpha close to 1 that bias is small, and it vanishes
-  once V has settled.
+  the paper's own experiments; keeping it would cost a second derivative per
+  step), so the chain is biased by the change of G. G depends on theta
+  through V, an average of the squared gradients over about 1 / (1 - alpha)
+  recent steps: the bias is small only when the chain travels far, on the
+  posterior's scale, within that window. A small step size or a decay far
+  from 1 leaves V tracking the gradient at the current position, G a
+  function of theta, and the posterior too wide. Measured through Keras on
+  the German credit logistic regression (d = 25, full batch, prior N(0, 1),
+  against NUTS): at alpha = 0.99 the median posterior sd came out 1.076x at
+  h = 2e-5, 1.045x at 5e-6 and 1.139x at 1.25e-6 (up to 1.18x); at h = 5e-6
+  and alpha = 0.9, 1.22x; at h = 1.25e-6 and alpha = 0.9999, 1.016x, within
+  Monte Carlo error. Minibatch gradients make V mostly their noise, which
+  does not depend on theta. For small steps or full batches, take alpha
+  closer to 1.
 
   `compute_energy=False` skips the minibatch energy U~ that each step
   otherwise computes only to report it (`energy`, `target_log_prob`) and for

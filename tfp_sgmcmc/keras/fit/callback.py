@@ -354,7 +354,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       # The TF optimizer binds the strategy current at its construction.
       built_for = getattr(spec, "_distribution_strategy", None)
       if spec.built or built_for is not strategy:
-        spec = type(spec).from_config(spec.get_config())
+        spec = spec.rebuilt()
       spec.configure(self.num_examples, self._log_prior,
                      track_moments=self._track_moments,
                      step_size_adaptation=self._step_size_adaptation)

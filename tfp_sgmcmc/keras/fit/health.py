@@ -144,11 +144,10 @@ def _short_list(names, limit=3):
   return shown + (f" and {more} more" if more > 0 else "")
 
 
-def divergence_report(sampler, epoch, batch, num_kept, what, data=""):
-  """The record of a divergence (`SamplingCallback.divergence`), with a
-  message naming the sampler, where it happened, what diverged and the
-  settings to change; or, when `data` (`finite_data.non_finite_data`)
-  names training data that is not finite, that data as the cause."""
+def _step_hints(sampler):
+  """(the settings to change, the usual cause) in the units the sampler
+  was built in: `from_sgd_momentum` / `from_sgd_parameters`' learning_rate
+  and momentum_decay, else step_size and friction."""
   name = type(sampler).__name__
   config = sampler.get_config()
   built, sgd = getattr(sampler, "_sgd_arguments", None) or (None, None)
@@ -175,6 +174,23 @@ def divergence_report(sampler, epoch, batch, num_kept, what, data=""):
                  "overflow)")
   cause = _not_divided_by_n(unit, value, num_examples,
                             bool(getattr(sampler, "_uses_momentum", False)))
+  return hints, cause
+
+
+def step_size_advice(sampler):
+  """' Try <the settings>.<the usual cause>': the divergence report's
+  advice, for the warnings of a chain that is still finite."""
+  hints, cause = _step_hints(sampler)
+  return f" Try {' or '.join(hints)}.{cause}"
+
+
+def divergence_report(sampler, epoch, batch, num_kept, what, data=""):
+  """The record of a divergence (`SamplingCallback.divergence`), with a
+  message naming the sampler, where it happened, what diverged and the
+  settings to change; or, when `data` (`finite_data.non_finite_data`)
+  names training data that is not finite, that data as the cause."""
+  name = type(sampler).__name__
+  hints, cause = _step_hints(sampler)
   where = f"epoch {epoch}"
   if batch is not None:
     where += f", batch {batch}"

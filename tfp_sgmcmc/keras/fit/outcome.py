@@ -100,7 +100,8 @@ class ChainOutcome:
         self.num_examples, (logs or {}).get("accept_rate")
         if self._amagold else None)
     if message:
-      warnings.warn(f"{type(self.sampler).__name__}: {message}",
+      warnings.warn(f"{type(self.sampler).__name__}: {message}"
+                    + health_lib.step_size_advice(self.sampler),
                     health_lib.diagnostics.UnhealthyChainWarning,
                     stacklevel=2)
 

@@ -1,3 +1,4 @@
 """The posterior a `SamplingCallback` keeps: the samples and their
 predictions (`posterior`), scores of predicted probabilities
-(`evaluation`) and the files they are saved in (`io`)."""
+(`evaluation`), the files they are saved in (`io`) and the inputs they
+predict on (`inputs`)."""

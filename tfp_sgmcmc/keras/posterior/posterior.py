@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc.keras import losses as losses_lib
 from tfp_sgmcmc.keras.posterior import evaluation
+from tfp_sgmcmc.keras.posterior import inputs as inputs_lib
 from tfp_sgmcmc.keras.posterior import io as posterior_io
 from tfp_sgmcmc.keras.validation import probabilities as probabilities_lib
 
@@ -177,14 +178,6 @@ class Posterior:
             f"the model's non-trainable variables have shapes {shapes}; "
             f"the samples hold {want} ({self.non_trainable_paths}).")
 
-  def _batches(self, x, batch_size):
-    if isinstance(x, tf.data.Dataset):
-      batches = list(x)
-      return [b[0] if isinstance(b, tuple) else b for b in batches]
-    n = len(tf.nest.flatten(x)[0])
-    return [tf.nest.map_structure(lambda a, i=i: a[i:i + batch_size], x)
-            for i in range(0, n, batch_size)]
-
   def _function(self, model, transform):
     key = (id(model), transform)
     cached = self._functions.get(key)
@@ -213,7 +206,7 @@ class Posterior:
     if self.num_samples == 0:
       raise ValueError("no samples kept yet (is sampling past burn-in, and "
                        "thinning smaller than the sampling steps?).")
-    batches = self._batches(x, batch_size)
+    batches = inputs_lib.input_batches(x, batch_size)
     function = self._function(model, transform)
     current = [v.value for v in model.non_trainable_variables]
     for s in range(self.num_samples):
@@ -252,7 +245,7 @@ class Posterior:
 
     Args:
       x: an array (or a structure of arrays) of inputs, or a
-        `tf.data.Dataset` of input batches (or of (x, y) batches).
+        finite `tf.data.Dataset` of input batches (or of (x, y) batches).
       batch_size: batch size for arrays.
       model: the model; default the one the samples came from.
 

@@ -188,6 +188,15 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
           config["step_size"], custom_objects=custom_objects)
     return cls(**config)
 
+  def rebuilt(self):
+    """A new, unbuilt sampler of the same settings (`from_config`), which
+    keeps the SGD units it was built from, so that its messages name them."""
+    new = type(self).from_config(self.get_config())
+    units = getattr(self, "_sgd_arguments", None)
+    if units is not None:
+      new._sgd_arguments = units  # pylint: disable=protected-access
+    return new
+
   # --- state -------------------------------------------------------------
 
   def build(self, variables):
@@ -259,15 +268,20 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     gradient = energy_lib.minibatch_energy_gradient(
         [tf.cast(tf.convert_to_tensor(g), dtype) for g in grads],
         prior_grads, self._num_examples)
-    step = tf.cast(read(self._iterations), tf.int32)
-    seed = self.step_seed(step)
-    new_values, chain_state = self._transition(
-        variables, position, gradient, step, tf.cast(learning_rate, dtype),
-        seed)
-    for v, x in zip(variables, new_values):
-      write(v, x)
-    if chain_state is not None:
-      self._update_moments(variables, chain_state)
+    # On a pipeline of unknown length Keras ends each epoch with a call
+    # whose get_next fails; TF orders the ops of each variable, not all
+    # ops, so the writes that do not read the data (counters, seeds, a
+    # momentum refresh) still ran in it. They all wait for the gradient.
+    with tf.control_dependencies(gradient):
+      step = tf.cast(read(self._iterations), tf.int32)
+      seed = self.step_seed(step)
+      new_values, chain_state = self._transition(
+          variables, position, gradient, step,
+          tf.cast(learning_rate, dtype), seed)
+      for v, x in zip(variables, new_values):
+        write(v, x)
+      if chain_state is not None:
+        self._update_moments(variables, chain_state)
 
   def _transition(self, variables, position, gradient, step, step_size,
                   seed):

@@ -60,7 +60,10 @@ class PreconditionedSGLD(base.SamplerOptimizer):
   each train step is `tfp_sgmcmc.dynamics.langevin.psgld_update`, the update of
   `tfp_sgmcmc.PreconditionedSGLD.one_step` (the Gamma term is dropped, as
   in the kernel; the first step starts V at g_bar^2), with grad U~ = N
-  grad(batch mean of the loss) - grad log p(theta), as in `SGLD`.
+  grad(batch mean of the loss) - grad log p(theta), as in `SGLD`. The
+  dropped term biases the chain when V follows the position (a small step,
+  full batches): see the kernel's docstring for the measured sds and the
+  decay to take.
 
   Args:
     step_size: h > 0, or a schedule.

@@ -4,7 +4,8 @@ for every kind of model (Sequential, functional, subclassed, nested):
 * the model has one output: Keras applies one loss to each output of a
   multi-output model and sums them, and the predictions would stack them;
 * the loss, evaluated unreduced on the batch, has exactly one value per
-  example. The energy is N times Keras' mean of the loss values, which is
+  example (shape (n,), or (n, 1) as a per-unit formula gives on one
+  unit). The energy is N times Keras' mean of the loss values, which is
   -sum log p over the data only when the mean runs over examples: values
   per time step or output unit ([n, T], [n, k]) divide the log-likelihood
   by T or k, values broadcast from mismatched shapes ([n, n]) are not a
@@ -31,10 +32,13 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras import losses
+
 # The checks read the callback's likelihood (its private state) by design.
 # pylint: disable=protected-access
 
-__all__ = ["check_first_batch", "check_random_layers", "first_batch"]
+__all__ = ["check_first_batch", "check_random_layers", "first_batch",
+           "first_element"]
 
 # Examples in the batch taken from arrays: more than one, so that values
 # broadcast to [n, n] are not mistaken for [n].
@@ -65,6 +69,14 @@ def _synthesized(spec, rng):
   raise TypeError(dtype)
 
 
+def first_element(dataset):
+  """A `keras.utils.PyDataset`'s first batch, or None if it cannot be read."""
+  try:
+    return dataset[0]
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
 def first_batch(x, y):
   """(x, y) of a first batch of `fit`'s input, or None (see the module)."""
   if isinstance(x, tf.data.Dataset):
@@ -78,10 +90,7 @@ def first_batch(x, y):
     except TypeError:  # Strings, ragged or sparse inputs: not synthesized.
       return None
   if isinstance(x, keras.utils.PyDataset):
-    try:
-      batch = x[0]
-    except Exception:  # pylint: disable=broad-except
-      return None
+    batch = first_element(x)
     return tuple(batch[:2]) if isinstance(batch, (tuple, list)) and len(
         batch) >= 2 else None
   if x is None or y is None:
@@ -183,6 +192,8 @@ def check_first_batch(callback, x, y):
         "keras.losses.binary_crossentropy(y, p, from_logits=...), "
         f"event_ndims=...) summing the {_shape(y_pred)[-1]} units "
         "(predictive='sigmoid' for logits).")
+  if name in _CROSSENTROPIES[:2] and _shape(y_pred)[-1:] == (1,):
+    raise ValueError(losses.one_class_message(name))
   try:
     values = likelihood.values(by, y_pred)
   except ValueError:
@@ -190,7 +201,9 @@ def check_first_batch(callback, x, y):
   except Exception:  # pylint: disable=broad-except
     return  # Not this check's business; fit itself will say.
   values_shape = _shape(values)
-  if values_shape == (n,):
+  if values_shape[:1] == (n,) and all(d == 1 for d in values_shape[1:]):
+    # One value per example (a Dense(1) output and labels (n, 1) give
+    # (n, 1)): Keras' mean over them is the mean over examples.
     return
   if name == _BINARY and values_shape == () and len(_shape(y_pred)) == 1:
     return  # Keras' mean over the last axis is here the mean over examples.

@@ -108,6 +108,13 @@ def check_steps_per_execution(model, steps, burnin_steps, thinning,
   if steps is not None and steps % spe:
     problems.append(f"steps per epoch={steps} (the last execution of an "
                     "epoch would be partial)")
+  if steps is None and num_leapfrog_steps is not None:
+    # A partial last execution would cut a trajectory short of its test.
+    problems.append(
+        "the steps per epoch, which Keras does not know here (a pipeline "
+        "of unknown length, e.g. after .filter(), or a generator): pass "
+        "fit a steps_per_epoch that is a multiple of it, or compile with "
+        "steps_per_execution=1")
   if problems:
     raise ValueError(
         f"steps_per_execution={spe} runs {spe} train steps between "

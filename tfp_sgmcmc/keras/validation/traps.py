@@ -7,17 +7,21 @@ Each check runs at the earliest point where what it needs is known:
   schedulers, `EarlyStopping`, `BackupAndRestore`), `class_weight` /
   `sample_weight`, the number of training examples when `fit` got arrays,
   a classifier's output activation against the loss' `from_logits`, the
-  checks on a first batch (`first_batch.py`: one output, one loss value per
-  example, no layer random in training), whether the fit is long enough to
-  keep one sample at the given `thinning`, and whether the kept samples
-  will span a fair part of the chain (`max_samples` x `thinning`);
+  labels of a cross-entropy (`labels.py`: 0 / 1, one-hot, class
+  indices), the checks on a first batch (`first_batch.py`: one output, one
+  loss value per example, no layer random in training), whether the fit is
+  long enough to keep one sample at the given `thinning`, and whether the
+  kept samples will span a fair part of the chain (`max_samples` x
+  `thinning`);
 * after the first train step(s) of a fit whose first epoch is one pass
   over a pipeline of known length: the slips in the number of examples
   (N = the number of batches, N < one batch), from the batch size seen;
 * at the end of the first epoch of each `fit`: the number of examples the
   epoch saw (Keras' loss tracker counts them), against `num_examples`;
-* at every epoch end: a chain whose energy rose far beyond what a chain
-  at equilibrium shows (a step size that is too large);
+* at every epoch end: a cross-entropy whose mean is negative (labels
+  outside its likelihood, from a pipeline not read at the start); a chain
+  whose energy rose far beyond what a chain at equilibrium shows (a step
+  size that is too large);
 * at the end of `fit`: no sample kept.
 
 `fit`'s arguments and callback list are not handed to callbacks; they are
@@ -25,20 +29,24 @@ recorded by `fit_arguments` (`class_weight`, `sample_weight`,
 `steps_per_epoch`, `validation_split`, `x`, `callbacks`, `initial_epoch`).
 Where there is no record (a custom training loop calling the callbacks),
 the checks that need it are skipped. One small host read per epoch (the
-loss tracker's count), nothing per step. The checks of what `fit` is given at its start
-(its callbacks, the output activation) are in fit_checks.py.
+loss tracker's count), nothing per step. The checks of what `fit` is
+given at its start (its callbacks, the output activation) are in
+fit_checks.py.
 """
 
 import math
 import warnings
 import weakref
 
+import keras
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc.keras.fit import health
 from tfp_sgmcmc.keras.validation import fit_arguments
 from tfp_sgmcmc.keras.validation import first_batch
 from tfp_sgmcmc.keras.validation import fit_checks
+from tfp_sgmcmc.keras.validation import labels
 from tfp_sgmcmc.keras.validation.fit_checks import check_probabilities
 
 # The checks read the callback's counters (its private state) by design.
@@ -107,15 +115,23 @@ class FitTraps:
             f"not support it; remove `{name}` (for imbalanced classes, "
             "resample the data or put the class prior in the model).")
     x = arguments.get("x")
+    triple = None
     if isinstance(x, tf.data.Dataset) and isinstance(
         x.element_spec, tuple) and len(x.element_spec) == 3:
+      triple = (f"element_spec with 3 parts: {x.element_spec}",
+                "dataset.map(lambda x, y, w: (x, y))")
+    elif isinstance(x, keras.utils.PyDataset):
+      batch = first_batch.first_element(x)
+      if isinstance(batch, (tuple, list)) and len(batch) == 3:
+        triple = ("its first batch has 3 parts",
+                  "__getitem__ returning (x, y)")
+    if triple:
       raise ValueError(
           "the dataset passed to fit yields (x, y, sample_weight) "
-          f"triples (element_spec with 3 parts: {x.element_spec}): the "
-          "weights scale each example's log-likelihood, which samples "
-          "another posterior than the model's. SamplingCallback does not "
-          "support it; yield (x, y) pairs, e.g. "
-          "dataset.map(lambda x, y, w: (x, y)).")
+          f"triples ({triple[0]}): the weights scale each example's "
+          "log-likelihood, which samples another posterior than the "
+          "model's. SamplingCallback does not support it; yield (x, y) "
+          f"pairs, e.g. {triple[1]}.")
     steps_per_epoch = arguments.get("steps_per_epoch")
     self._validation_split = float(arguments.get("validation_split") or 0.)
     examples = arguments.examples(fit_checks.examples_in)
@@ -129,6 +145,7 @@ class FitTraps:
     fit_checks.check_outputs(callback, x)
     first_batch.check_first_batch(callback, x, arguments.get("y"))
     first_batch.check_random_layers(callback, x, arguments.get("y"))
+    labels.check_labels(callback, x, arguments.get("y"))
     # The first epoch of this fit is counted (unless arrays told us N).
     self._count_pending = not self._fit_uses_arrays
     self._fit_start = dict(
@@ -254,6 +271,7 @@ class FitTraps:
       self._count_epoch = None
       if counted and not callback.model.stop_training:
         self._check_counted(callback, int(round(counted)))
+    labels.check_loss_sign(callback, epoch, logs)
     self._check_step_size(callback, epoch, logs)
     self._check_energy(callback, epoch, logs)
 
@@ -371,11 +389,9 @@ class FitTraps:
             f"{lowest_epoch}), i.e. {rise / d:.3g} per weight, while a "
             f"chain at equilibrium sits about d/2 = {d / 2:g} (0.5 per "
             f"weight, d = {d} weights) above the minimum. The step size "
-            f"(now {config.get('step_size')!r}) is most likely too large: "
-            "try a smaller one"
-            + (" (or a larger friction)" if "friction" in config else "")
-            + "; "
-            "max_abs_weight= stops such a chain.", RuntimeWarning,
+            f"(now {config.get('step_size')!r}) is most likely too large."
+            + health.step_size_advice(callback.sampler) +
+            " max_abs_weight= stops such a chain.", RuntimeWarning,
             stacklevel=3)
     if self._lowest_energy is None or energy < self._lowest_energy[0]:
       self._lowest_energy = (float(energy), epoch)
