@@ -35,6 +35,7 @@ from tfp_sgmcmc.chains.sample_kernels import (
     with_mass)
 from tfp_sgmcmc.kernels import AMAGOLD
 from tfp_sgmcmc.targets import dataset as dataset_lib
+from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget
 
@@ -91,10 +92,29 @@ def _template(target, initial_state, parameter_shapes, seed):
         "not say the shape of one chain's state; pass "
         "parameter_shapes=[d] (or a list of shapes for a list state) or "
         "initial_state= (one chain's state).")
+  dtype = _data_dtype(target)
   if isinstance(shapes, list) and shapes and isinstance(
       shapes[0], (list, tuple, tf.TensorShape)):
-    return [tf.zeros(s) for s in shapes]
-  return tf.zeros(shapes)
+    return [tf.zeros(s, dtype) for s in shapes]
+  return tf.zeros(shapes, dtype)
+
+
+def _data_dtype(target):
+  """The dtype of a state made from shapes: float64 where the target's data
+  (in memory or streamed, under any wrappers) hold float64 and no float32
+  parts, a model built in float64, whose functions a float32 state fails
+  (and which the report's rounding advice asks for); else float32."""
+  while getattr(target, "base_target", None) is not None:
+    target = target.base_target
+  if isinstance(target, InMemoryTarget):
+    leaves = tf.nest.flatten(target.data)
+  elif isinstance(target, dataset_lib.DatasetTarget):
+    leaves = tf.nest.flatten(target.dataset.element_spec)
+  else:
+    return tf.float32
+  floats = {tf.as_dtype(leaf.dtype) for leaf in leaves} & {tf.float32,
+                                                             tf.float64}
+  return tf.float64 if floats == {tf.float64} else tf.float32
 
 
 def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
@@ -208,7 +228,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     parameter_shapes: one chain's state shape, where the target does not
       say it.
     initial_state: one chain's state to start the mode search from (no
-      chain axis); default zeros.
+      chain axis); default zeros, float64 where the target's data are
+      float64 (every float part), else float32.
     control_variates: None (the rule above), True or False.
     full_batch: None (the rule above: full-batch gradients for an
       `InMemoryTarget` or `DatasetTarget` (with a `full_dataset`) of at

@@ -302,6 +302,32 @@ def test_a_numpy_initial_state_keeps_its_float_dtype():
       w=tf.float64, b=tf.float64, c=tf.float32, d=tf.float32, e=tf.float64)
 
 
+def test_a_state_made_from_shapes_takes_the_float_dtype_of_the_data():
+  # A model built in float64 (data and functions) with its shapes on the
+  # target: `sample` made a float32 state, which the functions refused.
+  x = np.zeros((20, 3))
+  y = np.zeros(20, np.int32)     # Labels do not decide the dtype.
+  linear = lambda w, b: tf.einsum("nd,...d->...n", b[0], w)
+  in_memory = sg.InMemoryTarget(linear, (x, y), batch_size=5,
+                                parameter_shapes=[3])
+  streamed = sg.DatasetTarget(
+      lambda w, b: linear(w[0], b) + w[1][..., None],
+      tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(5), 20,
+      parameter_shapes=[[3], []])
+  wrapped = sg.ControlVariateTarget(in_memory, tf.zeros([3], tf.float64))
+  template = sample_lib._template  # pylint: disable=protected-access
+  for target in (in_memory, streamed, wrapped):
+    for part in tf.nest.flatten(template(target, None, None, None)):
+      assert part.dtype == tf.float64, type(target).__name__
+  # float32 data, mixed float data or none (a log density): float32.
+  mixed = sg.InMemoryTarget(linear, (x.astype(np.float32), np.zeros(20)),
+                            batch_size=5, parameter_shapes=[3])
+  assert template(mixed, None, None, None).dtype == tf.float32
+  assert template(start_lib.as_target(None, lambda w: -w**2, None, None,
+                                      None), None, [2], None).dtype == (
+                                          tf.float32)
+
+
 def test_an_operation_xla_cannot_compile_is_named_with_the_fix():
   # A JointDistribution draws from every node when TFP builds its
   # distributions; a NegativeBinomial's gamma draws have no XLA kernel, and
