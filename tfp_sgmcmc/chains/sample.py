@@ -99,6 +99,34 @@ def _template(target, initial_state, parameter_shapes, seed):
   return tf.zeros(shapes, dtype)
 
 
+def _check_one_chain(target, template):
+  """A refusal where `initial_state` (the `template`) is not one chain's
+  state of a target that says its shapes: e.g. a fit's `final_state`, whose
+  chain axis the target's checks reported as an unexplained shape error."""
+  shapes = target.parameter_shapes
+  if shapes is None or isinstance(target, JointDistributionTarget):
+    return
+  want = shapes if isinstance(shapes, list) else [shapes]
+  got = [p.shape for p in tf.nest.flatten(template)]
+  if len(got) == len(want) and all(
+      g.is_compatible_with(w) for g, w in zip(got, want)):
+    return
+  chains = len(got) == len(want) and all(
+      g[1:].is_compatible_with(w) and g[:1] == got[0][:1]
+      for g, w in zip(got, want))
+  listed = lambda ss: ([s.as_list() for s in ss] if isinstance(shapes, list)
+                       else ss[0].as_list())
+  raise ValueError(
+      f"`initial_state` has shape {listed(got)} where the "
+      f"{type(target).__name__}'s `parameter_shapes` are {listed(want)}:"
+      " it is one chain's state, without a chain axis." + (
+          f" This one leads with {got[0][0]} chains (as a fit's "
+          "`final_state` does): to go on from a fit, run its tuned kernel, "
+          "tfp.mcmc.sample_chain(n, fit.final_state, kernel=fit.kernel, "
+          "seed=...); to start a new call there, give one chain's state "
+          "(e.g. fit.final_state[0])." if chains else ""))
+
+
 def _data_dtype(target):
   """The dtype of a state made from shapes: float64 where the target's data
   (in memory or streamed, under any wrappers) hold float64 and no float32
@@ -284,6 +312,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                                      covariates, batch_size)
   template = _template(model_target, initial_state, parameter_shapes,
                        start_seed)
+  _check_one_chain(model_target, template)
   if control_variates and full_batch is None:
     full_batch = False   # Control variates need the minibatches.
   model_target, batch_note = start_lib.full_batch(model_target, full_batch)

@@ -328,6 +328,27 @@ def test_a_state_made_from_shapes_takes_the_float_dtype_of_the_data():
                                           tf.float32)
 
 
+def test_initial_state_with_a_chain_axis_is_refused_with_how_to_continue():
+  # A fit's `final_state` (shape [4, 3]) given back as `initial_state`, to
+  # go on from where the chains ended: the target's checks refused a
+  # log-likelihood "whose leading (chain) axes are of shape [4]" and
+  # advised giving the target `parameter_shapes`, which it had.
+  target, x, y = logistic()
+  target = sg.InMemoryTarget(target._log_likelihood_fn, (x, y),
+                             batch_size=50, parameter_shapes=[3])
+  with pytest.raises(ValueError, match=(
+      r"`initial_state` has shape \[4, 3\] where the InMemoryTarget's "
+      r"`parameter_shapes` are \[3\].*leads with 4 chains.*"
+      r"kernel=fit.kernel")):
+    sg.sample(target, initial_state=np.zeros([4, 3], np.float32),
+              seed=[0, 1], **FAST)
+  # Another shape: refused, without the advice for chains.
+  with pytest.raises(ValueError, match=r"has shape \[2\]") as error:
+    sg.sample(target, initial_state=np.zeros([2], np.float32),
+              seed=[0, 1], **FAST)
+  assert "chains" not in str(error.value)
+
+
 def test_an_operation_xla_cannot_compile_is_named_with_the_fix():
   # A JointDistribution draws from every node when TFP builds its
   # distributions; a NegativeBinomial's gamma draws have no XLA kernel, and
