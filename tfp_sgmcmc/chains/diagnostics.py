@@ -59,8 +59,8 @@ Attributes:
     None.
   min_ess: the smallest effective sample size over coordinates (summed over
     chains); 0 when a draw is not finite.
-  max_rhat: the largest split R-hat over coordinates (1 for one chain; inf
-    when a draw is not finite).
+  max_rhat: the largest split R-hat over coordinates (for one chain, of
+    its two halves; 1 below 4 draws; inf when a draw is not finite).
   problems: the thresholds crossed, as sentences; empty for a healthy run.
   notes: caveats that are not problems of the run, as sentences: with
     `summarize(..., kernel=...)` of chains that shared their minibatches,
@@ -368,16 +368,20 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
 
   if finite:
     ess = effective_sample_size(flat).sum(axis=0)
+    # One chain too: its halves compared (a drift, or a mode left or found
+    # half way), as Stan's split R-hat does; two halves need 2 draws each.
     rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
-        tf.constant(flat), split_chains=True)) if num_chains > 1 else
-            np.ones(flat.shape[-1]))
+        tf.constant(flat), split_chains=True))
+            if num_chains > 1 or num_draws >= 4 else np.ones(flat.shape[-1]))
     worst_ess, worst_rhat = float(ess.min()), float(np.max(rhat))
   else:
     worst_ess, worst_rhat = 0., float("inf")
 
   problems = list(broken)
   if worst_rhat > max_rhat:
-    problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: chains disagree")
+    problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: " + (
+        "chains disagree" if num_chains > 1 else
+        "the chain's halves disagree (one chain)"))
   if worst_ess < min_ess:
     # What a user can act on: the run length that this run's ESS per draw
     # scales to (fewer than needed while the chains have not mixed, whose
