@@ -66,8 +66,8 @@ Attributes:
     `summarize(..., kernel=...)` of chains that shared their minibatches,
     that R-hat and ESS are optimistic. Empty by default.
   ksd: with `summarize(..., target=...)`, the kernel Stein discrepancy of
-    the draws (`tfp_sgmcmc.ksd`, chains pooled; its cost is in `notes`),
-    else None.
+    the draws (`tfp_sgmcmc.ksd`, chains pooled, in the draws' sds:
+    `scale="diagonal"`; its cost is in `notes`), else None.
 """
 
 
@@ -406,9 +406,11 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   discrepancy = None
   if target is not None and finite:
     start = time.perf_counter()
+    # In the draws' sds, as `sample`'s: the unit kernel sees a narrow
+    # posterior only through its score (tests/unit/chains/test_stein.py).
     discrepancy = float(stein.kernel_stein_discrepancy(
         samples, target, num_chain_dims=int(parts[0].ndim > 1),
-        pool_chains=True))
+        pool_chains=True, scale="diagonal"))
     notes.append(f"kernel Stein discrepancy {discrepancy:.3g} (chains "
                  f"pooled, {time.perf_counter() - start:.1f} s): lower is "
                  "closer to the posterior; compare runs of this model")
