@@ -349,6 +349,42 @@ def test_initial_state_with_a_chain_axis_is_refused_with_how_to_continue():
   assert "chains" not in str(error.value)
 
 
+def test_a_uniform_start_where_the_density_is_not_finite_is_drawn_again():
+  # A noise scale used without a bijector: its log density is -inf (or
+  # NaN) below 0, half of Stan's box. The chains started there never
+  # moved, the warm-up's step size fell to 0, and `sample` ended in
+  # "`step_size` must be > 0 and finite; got 0.0.".
+  y = np.random.default_rng(3).normal(1., 0.5, size=20).astype(np.float32)
+
+  def log_prob(state):
+    loc, noise = state[..., 0], state[..., 1]
+    return (tfd.HalfNormal(2.).log_prob(noise) + tf.reduce_sum(
+        tfd.Normal(loc[..., None], noise[..., None]).log_prob(y), -1))
+  target = start_lib.as_target(None, log_prob, None, None, None)
+  states, mode, _, how, _ = start_lib.initial_states(
+      target, tf.zeros([2]), 8, [0, 1], 0, 0.)
+  assert mode is None and np.all(np.isfinite(target.energy(states)))
+  assert np.all(states.numpy()[:, 1] > 0)
+  assert how.startswith("uniform(-2, 2) in the unconstrained space (as "
+                        "Stan; ") and "drawn again" in how
+  # Finite everywhere: the same draws as before, and the same words.
+  everywhere = start_lib.as_target(None, lambda w: -tf.reduce_sum(w**2, -1),
+                                   None, None, None)
+  states, _, _, how, _ = start_lib.initial_states(
+      everywhere, tf.zeros([2]), 8, [0, 1], 0, 0.)
+  draw_seed = tfp.random.split_seed([0, 1], 3)[2]
+  np.testing.assert_array_equal(states, tf.random.stateless_uniform(
+      [8, 2], tfp.random.split_seed(draw_seed, 1)[0], -2., 2.))
+  assert how == "uniform(-2, 2) in the unconstrained space (as Stan)"
+  # Finite nowhere in the box: named, with the fixes.
+  nowhere = start_lib.as_target(
+      None, lambda w: tfd.HalfNormal(1.).log_prob(w[..., 0] - 3.), None,
+      None, None)
+  with pytest.raises(ValueError, match=r"not finite at any of 100 uniform"
+                     r".*without a bijector.*`initial_state=`"):
+    start_lib.initial_states(nowhere, tf.zeros([1]), 2, [0, 1], 0, 0.)
+
+
 def test_an_operation_xla_cannot_compile_is_named_with_the_fix():
   # A JointDistribution draws from every node when TFP builds its
   # distributions; a NegativeBinomial's gamma draws have no XLA kernel, and
