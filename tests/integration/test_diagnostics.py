@@ -320,3 +320,34 @@ def test_one_chain_whose_halves_differ_is_caught_by_its_split_rhat():
   # Too few draws to halve: 1, as before.
   assert sg.summarize(draws[:3], print_report=False,
                       warn=False).max_rhat == 1.
+
+
+def test_a_chain_that_did_not_move_is_named():
+  # A chain stuck where every proposal is rejected (a `sample` run on a
+  # noise scale used without a bijector: acceptance 0.00, sd 4e-6 against
+  # the others' 0.15). Without a trace, summarize saw R-hat 1.03 and no
+  # problem (the float32 ESS was NaN, which no threshold crosses).
+  rng = np.random.default_rng(0)
+  draws = rng.normal(size=(1000, 4, 2)).astype(np.float32)
+  draws[:, 0] = 0.3 + 4e-6 * rng.normal(size=(1000, 2))
+  health = sg.summarize(draws, print_report=False, warn=False)
+  assert health.max_rhat < 1.05
+  assert health.problems == [
+      "chain 0 did not move (every draw the same, or sds under 0.01 of the "
+      "other chains' in every coordinate): stuck, e.g. every proposal "
+      "rejected; its draws are not the posterior's"]
+  # Its draws add nothing to the ESS: the other three chains' (about 3,000
+  # for independent draws).
+  assert np.isfinite(health.min_ess) and 2000 < health.min_ess < 4000
+  # One chain, every draw the same.
+  frozen = sg.summarize(np.full((50, 1, 2), 0.3), print_report=False,
+                        warn=False)
+  assert frozen.problems[0].startswith("chain 0 did not move")
+  assert frozen.min_ess == 0.
+  # No alarm for honest chains, even short ones (10 independent draws:
+  # an sd under 1% of the others' in both coordinates has probability
+  # far below 1e-6).
+  for seed in range(20):
+    short = np.random.default_rng(seed).normal(size=(10, 4, 2))
+    assert not any("did not move" in p for p in sg.summarize(
+        short, print_report=False, warn=False).problems)

@@ -71,6 +71,27 @@ Attributes:
 """
 
 
+# A chain whose sd is below this fraction of the median chain's in every
+# coordinate has not moved: for an honest chain of at least
+# STUCK_MIN_DRAWS draws with a few effective ones, so small an sd in one
+# coordinate is already improbable.
+STUCK_SD_RATIO = 0.01
+STUCK_MIN_DRAWS = 10
+
+
+def _stuck_chains(flat):
+  """Chains ([draws, chains, coordinates]) that did not move: every draw
+  the same, or (with other chains and `STUCK_MIN_DRAWS` draws) sds under
+  `STUCK_SD_RATIO` of the median chain's in every coordinate."""
+  sds = flat.std(axis=0)
+  still = np.all(np.ptp(flat, axis=0) == 0., axis=-1)
+  if flat.shape[1] > 1 and flat.shape[0] >= STUCK_MIN_DRAWS:
+    median = np.median(sds, axis=0)
+    still |= np.all(sds < STUCK_SD_RATIO * median, axis=-1) & np.any(
+        median > 0., axis=-1)
+  return np.flatnonzero(still)
+
+
 def effective_sample_size(draws):
   """Per-chain ESS of each coordinate, as TFP's
   `tfp.mcmc.effective_sample_size(draws, filter_beyond_positive_pairs=True)`
@@ -366,8 +387,14 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   step_size = (None if step is None or not np.size(step) else
                np.asarray(step)[-1])
 
+  stuck = []
   if finite:
-    ess = effective_sample_size(flat).sum(axis=0)
+    # A chain that did not move has no autocorrelation to speak of (NaN in
+    # float32, noise in float64): it adds no effective draws.
+    per_chain = effective_sample_size(flat)
+    stuck = _stuck_chains(flat)
+    per_chain[stuck] = 0.
+    ess = np.where(np.isfinite(per_chain), per_chain, 0.).sum(axis=0)
     # One chain too: its halves compared (a drift, or a mode left or found
     # half way), as Stan's split R-hat does; two halves need 2 draws each.
     rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
@@ -378,6 +405,13 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     worst_ess, worst_rhat = 0., float("inf")
 
   problems = list(broken)
+  if len(stuck):
+    problems.append(
+        f"chain{'s' * int(len(stuck) > 1)} {', '.join(map(str, stuck))} "
+        "did not move (every draw the same, or sds under "
+        f"{STUCK_SD_RATIO:g} of the other chains' in every coordinate): "
+        "stuck, e.g. every proposal rejected; its draws are not the "
+        "posterior's")
   if worst_rhat > max_rhat:
     problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: " + (
         "chains disagree" if num_chains > 1 else
