@@ -11,6 +11,7 @@ energy.
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from support.bad_inputs import D, RNG, X, Y, boot, classify, clear, correct
@@ -221,3 +222,21 @@ OUTCOMES = [
 def test_case_has_its_declared_outcome(case, tmp_path):
   outcome, detail = classify(case, tmp_path)
   assert outcome == case.outcome, f"{case.name}: {outcome}: {detail}"
+
+
+def test_a_float64_log_density_named_with_how_to_give_a_float64_state():
+  # `sample` makes a float32 state from `parameter_shapes` (a log density
+  # has no data to read the dtype from); the error asked whether the state
+  # structure matched, and the cause (float64 constants) was only in TF's
+  # message at its end.
+  mvn = tfp.distributions.MultivariateNormalDiag(
+      tf.constant([1., -1.], tf.float64), tf.constant([1., 2.], tf.float64))
+  with pytest.raises(ValueError, match=r"another float dtype than the "
+                     r"float32 state.*`initial_state=`.*np.zeros\(d\)"):
+    sg.sample(target_log_prob_fn=mvn.log_prob, parameter_shapes=[2],
+              seed=[0, 1], progress=False, print_report=False)
+  # Not said where the dtypes agree and the structure is the fault.
+  with pytest.raises(ValueError) as error:
+    boot(sg.SGLD(target_log_prob_fn=lambda s: mvn.log_prob(s["w"]),
+                 step_size=.1), tf.zeros([4, 2], tf.float64))
+  assert "another float dtype" not in str(error.value)

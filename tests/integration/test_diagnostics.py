@@ -297,3 +297,57 @@ def test_a_low_ess_says_how_many_draws_would_reach_the_threshold():
   needed = int(np.ceil(400 * 1000. / health.min_ess))
   assert f"about {needed:,} draws per chain would reach it" in problem
   assert health.min_ess < 100. and needed > 4000
+
+
+def test_one_chain_whose_halves_differ_is_caught_by_its_split_rhat():
+  # With no other chain, R-hat was reported as 1.000: a `sample` run of
+  # one chain on a two-mode mixture (modes at -3 and 3, weights 0.3 and
+  # 0.7) stayed in one mode, 0.62 sd from the mean, and was "healthy"
+  # (ESS 133), where split R-hat, comparing the chain's halves as Stan's
+  # does, was 1.071. Here the second half is shifted by 0.5 sd: TFP's
+  # split R-hat (a ratio of variances) is then about 1 + 1.5 * 0.5^2 / 2 =
+  # 1.19, and at least 1.12 at 2 sd of the halves' means' noise (0.045),
+  # while 2 x 1,000 independent draws give 1 to within a few 1e-3.
+  rng = np.random.default_rng(0)
+  draws = rng.normal(size=(2000, 1, 2))
+  healthy = sg.summarize(draws, print_report=False, warn=False)
+  assert healthy.max_rhat < 1.01 and not healthy.problems
+  draws[1000:, :, 0] += 0.5
+  health = sg.summarize(draws, print_report=False, warn=False)
+  assert health.max_rhat > 1.1
+  assert health.problems[0] == (f"R-hat {health.max_rhat:.3f} > 1.05: the "
+                                "chain's halves disagree (one chain)")
+  # Too few draws to halve: 1, as before.
+  assert sg.summarize(draws[:3], print_report=False,
+                      warn=False).max_rhat == 1.
+
+
+def test_a_chain_that_did_not_move_is_named():
+  # A chain stuck where every proposal is rejected (a `sample` run on a
+  # noise scale used without a bijector: acceptance 0.00, sd 4e-6 against
+  # the others' 0.15). Without a trace, summarize saw R-hat 1.03 and no
+  # problem (the float32 ESS was NaN, which no threshold crosses).
+  rng = np.random.default_rng(0)
+  draws = rng.normal(size=(1000, 4, 2)).astype(np.float32)
+  draws[:, 0] = 0.3 + 4e-6 * rng.normal(size=(1000, 2))
+  health = sg.summarize(draws, print_report=False, warn=False)
+  assert health.max_rhat < 1.05
+  assert health.problems == [
+      "chain 0 did not move (every draw the same, or sds under 0.01 of the "
+      "other chains' in every coordinate): stuck, e.g. every proposal "
+      "rejected; its draws are not the posterior's"]
+  # Its draws add nothing to the ESS: the other three chains' (about 3,000
+  # for independent draws).
+  assert np.isfinite(health.min_ess) and 2000 < health.min_ess < 4000
+  # One chain, every draw the same.
+  frozen = sg.summarize(np.full((50, 1, 2), 0.3), print_report=False,
+                        warn=False)
+  assert frozen.problems[0].startswith("chain 0 did not move")
+  assert frozen.min_ess == 0.
+  # No alarm for honest chains, even short ones (10 independent draws:
+  # an sd under 1% of the others' in both coordinates has probability
+  # far below 1e-6).
+  for seed in range(20):
+    short = np.random.default_rng(seed).normal(size=(10, 4, 2))
+    assert not any("did not move" in p for p in sg.summarize(
+        short, print_report=False, warn=False).problems)

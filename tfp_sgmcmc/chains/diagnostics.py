@@ -59,16 +59,37 @@ Attributes:
     None.
   min_ess: the smallest effective sample size over coordinates (summed over
     chains); 0 when a draw is not finite.
-  max_rhat: the largest split R-hat over coordinates (1 for one chain; inf
-    when a draw is not finite).
+  max_rhat: the largest split R-hat over coordinates (for one chain, of
+    its two halves; 1 below 4 draws; inf when a draw is not finite).
   problems: the thresholds crossed, as sentences; empty for a healthy run.
   notes: caveats that are not problems of the run, as sentences: with
     `summarize(..., kernel=...)` of chains that shared their minibatches,
     that R-hat and ESS are optimistic. Empty by default.
   ksd: with `summarize(..., target=...)`, the kernel Stein discrepancy of
-    the draws (`tfp_sgmcmc.ksd`, chains pooled; its cost is in `notes`),
-    else None.
+    the draws (`tfp_sgmcmc.ksd`, chains pooled, in the draws' sds:
+    `scale="diagonal"`; its cost is in `notes`), else None.
 """
+
+
+# A chain whose sd is below this fraction of the median chain's in every
+# coordinate has not moved: for an honest chain of at least
+# STUCK_MIN_DRAWS draws with a few effective ones, so small an sd in one
+# coordinate is already improbable.
+STUCK_SD_RATIO = 0.01
+STUCK_MIN_DRAWS = 10
+
+
+def _stuck_chains(flat):
+  """Chains ([draws, chains, coordinates]) that did not move: every draw
+  the same, or (with other chains and `STUCK_MIN_DRAWS` draws) sds under
+  `STUCK_SD_RATIO` of the median chain's in every coordinate."""
+  sds = flat.std(axis=0)
+  still = np.all(np.ptp(flat, axis=0) == 0., axis=-1)
+  if flat.shape[1] > 1 and flat.shape[0] >= STUCK_MIN_DRAWS:
+    median = np.median(sds, axis=0)
+    still |= np.all(sds < STUCK_SD_RATIO * median, axis=-1) & np.any(
+        median > 0., axis=-1)
+  return np.flatnonzero(still)
 
 
 def effective_sample_size(draws):
@@ -366,18 +387,35 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   step_size = (None if step is None or not np.size(step) else
                np.asarray(step)[-1])
 
+  stuck = []
   if finite:
-    ess = effective_sample_size(flat).sum(axis=0)
+    # A chain that did not move has no autocorrelation to speak of (NaN in
+    # float32, noise in float64): it adds no effective draws.
+    per_chain = effective_sample_size(flat)
+    stuck = _stuck_chains(flat)
+    per_chain[stuck] = 0.
+    ess = np.where(np.isfinite(per_chain), per_chain, 0.).sum(axis=0)
+    # One chain too: its halves compared (a drift, or a mode left or found
+    # half way), as Stan's split R-hat does; two halves need 2 draws each.
     rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
-        tf.constant(flat), split_chains=True)) if num_chains > 1 else
-            np.ones(flat.shape[-1]))
+        tf.constant(flat), split_chains=True))
+            if num_chains > 1 or num_draws >= 4 else np.ones(flat.shape[-1]))
     worst_ess, worst_rhat = float(ess.min()), float(np.max(rhat))
   else:
     worst_ess, worst_rhat = 0., float("inf")
 
   problems = list(broken)
+  if len(stuck):
+    problems.append(
+        f"chain{'s' * int(len(stuck) > 1)} {', '.join(map(str, stuck))} "
+        "did not move (every draw the same, or sds under "
+        f"{STUCK_SD_RATIO:g} of the other chains' in every coordinate): "
+        "stuck, e.g. every proposal rejected; its draws are not the "
+        "posterior's")
   if worst_rhat > max_rhat:
-    problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: chains disagree")
+    problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: " + (
+        "chains disagree" if num_chains > 1 else
+        "the chain's halves disagree (one chain)"))
   if worst_ess < min_ess:
     # What a user can act on: the run length that this run's ESS per draw
     # scales to (fewer than needed while the chains have not mixed, whose
@@ -402,9 +440,11 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   discrepancy = None
   if target is not None and finite:
     start = time.perf_counter()
+    # In the draws' sds, as `sample`'s: the unit kernel sees a narrow
+    # posterior only through its score (tests/unit/chains/test_stein.py).
     discrepancy = float(stein.kernel_stein_discrepancy(
         samples, target, num_chain_dims=int(parts[0].ndim > 1),
-        pool_chains=True))
+        pool_chains=True, scale="diagonal"))
     notes.append(f"kernel Stein discrepancy {discrepancy:.3g} (chains "
                  f"pooled, {time.perf_counter() - start:.1f} s): lower is "
                  "closer to the posterior; compare runs of this model")

@@ -35,6 +35,7 @@ from tfp_sgmcmc.chains.sample_kernels import (
     with_mass)
 from tfp_sgmcmc.kernels import AMAGOLD
 from tfp_sgmcmc.targets import dataset as dataset_lib
+from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget
 
@@ -91,10 +92,57 @@ def _template(target, initial_state, parameter_shapes, seed):
         "not say the shape of one chain's state; pass "
         "parameter_shapes=[d] (or a list of shapes for a list state) or "
         "initial_state= (one chain's state).")
+  dtype = _data_dtype(target)
   if isinstance(shapes, list) and shapes and isinstance(
       shapes[0], (list, tuple, tf.TensorShape)):
-    return [tf.zeros(s) for s in shapes]
-  return tf.zeros(shapes)
+    return [tf.zeros(s, dtype) for s in shapes]
+  return tf.zeros(shapes, dtype)
+
+
+def _check_one_chain(target, template):
+  """A refusal where `initial_state` (the `template`) is not one chain's
+  state of a target that says its shapes: e.g. a fit's `final_state`, whose
+  chain axis the target's checks reported as an unexplained shape error."""
+  shapes = target.parameter_shapes
+  if shapes is None or isinstance(target, JointDistributionTarget):
+    return
+  want = shapes if isinstance(shapes, list) else [shapes]
+  got = [p.shape for p in tf.nest.flatten(template)]
+  if len(got) == len(want) and all(
+      g.is_compatible_with(w) for g, w in zip(got, want)):
+    return
+  chains = len(got) == len(want) and all(
+      g[1:].is_compatible_with(w) and g[:1] == got[0][:1]
+      for g, w in zip(got, want))
+  listed = lambda ss: ([s.as_list() for s in ss] if isinstance(shapes, list)
+                       else ss[0].as_list())
+  raise ValueError(
+      f"`initial_state` has shape {listed(got)} where the "
+      f"{type(target).__name__}'s `parameter_shapes` are {listed(want)}:"
+      " it is one chain's state, without a chain axis." + (
+          f" This one leads with {got[0][0]} chains (as a fit's "
+          "`final_state` does): to go on from a fit, run its tuned kernel, "
+          "tfp.mcmc.sample_chain(n, fit.final_state, kernel=fit.kernel, "
+          "seed=...); to start a new call there, give one chain's state "
+          "(e.g. fit.final_state[0])." if chains else ""))
+
+
+def _data_dtype(target):
+  """The dtype of a state made from shapes: float64 where the target's data
+  (in memory or streamed, under any wrappers) hold float64 and no float32
+  parts, a model built in float64, whose functions a float32 state fails
+  (and which the report's rounding advice asks for); else float32."""
+  while getattr(target, "base_target", None) is not None:
+    target = target.base_target
+  if isinstance(target, InMemoryTarget):
+    leaves = tf.nest.flatten(target.data)
+  elif isinstance(target, dataset_lib.DatasetTarget):
+    leaves = tf.nest.flatten(target.dataset.element_spec)
+  else:
+    return tf.float32
+  floats = {tf.as_dtype(leaf.dtype) for leaf in leaves} & {tf.float32,
+                                                             tf.float64}
+  return tf.float64 if floats == {tf.float64} else tf.float32
 
 
 def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
@@ -208,7 +256,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     parameter_shapes: one chain's state shape, where the target does not
       say it.
     initial_state: one chain's state to start the mode search from (no
-      chain axis); default zeros.
+      chain axis); default zeros, float64 where the target's data are
+      float64 (every float part), else float32.
     control_variates: None (the rule above), True or False.
     full_batch: None (the rule above: full-batch gradients for an
       `InMemoryTarget` or `DatasetTarget` (with a `full_dataset`) of at
@@ -237,11 +286,13 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       cannot compile (the report's `minibatches` line says so).
     print_report: print the report.
     ksd: also measure the draws' kernel Stein discrepancy (`tfp_sgmcmc.ksd`,
-      chains pooled, at most 1,000 draws, the target's exact score): how far
+      chains pooled, at most 1,000 draws, the target's exact score, in the
+      draws' sds: `scale="diagonal"`): how far
       a biased kernel's draws are from the posterior, which R-hat and ESS
       do not tell. It costs about one full-data gradient per draw measured;
       at large N, `tfp_sgmcmc.ksd(result.states, result.target,
-      pool_chains=True, score_examples=N // 100)` costs a few percent.
+      pool_chains=True, score_examples=N // 100, scale="diagonal")` costs
+      a few percent.
 
   Returns:
     A `SampleResult(draws, inference_data, kernel, final_state,
@@ -263,6 +314,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                                      covariates, batch_size)
   template = _template(model_target, initial_state, parameter_shapes,
                        start_seed)
+  _check_one_chain(model_target, template)
   if control_variates and full_batch is None:
     full_batch = False   # Control variates need the minibatches.
   model_target, batch_note = start_lib.full_batch(model_target, full_batch)
@@ -359,9 +411,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
             num_results, -1).mean(0)
   discrepancy, t_ksd = None, time.perf_counter()
   if ksd:
+    # In the draws' sds: the unit kernel sees a narrow posterior only
+    # through the mean of its score, and one KSD of exact draws varied 7x.
     discrepancy = float(stein.kernel_stein_discrepancy(
         run.all_states, sampled, pool_chains=True, jit_compile=jit_compile,
-        seed=run_seed))
+        seed=run_seed, scale="diagonal"))
   t_ksd = time.perf_counter() - t_ksd
   problems = list(health.problems)
   if problems and model_target.has_exact_energy:

@@ -31,6 +31,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.chains.uniform_start import uniform_states
 from tfp_sgmcmc.targets import dataset
 from tfp_sgmcmc.targets.base import MinibatchTarget
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
@@ -492,9 +493,8 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
     how = f"around the mode ({found}), dispersed by the Laplace sds"
     return (tf.nest.pack_sequence_as(template, states), mode, scale, how,
             laplace_covariance(hessian, template))
-  seeds = tfp.random.split_seed(draw_seed, len(parts))
-  states = [tf.random.stateless_uniform(
-      [num_chains] + p.shape.as_list(), sd, -2., 2., dtype=p.dtype)
-            for p, sd in zip(parts, seeds)]
-  return (tf.nest.pack_sequence_as(template, states), None, None,
-          "uniform(-2, 2) in the unconstrained space (as Stan)", None)
+  states, redrawn = uniform_states(target, template, num_chains, draw_seed)
+  again = (f"; {redrawn} of {num_chains} chains drawn again where the log "
+           "density was not finite" if redrawn else "")
+  return (states, None, None, "uniform(-2, 2) in the unconstrained space "
+          f"(as Stan{again})", None)

@@ -53,9 +53,25 @@ def call_with_clear_errors(what, fn, state, *batch):
                 "cast inside the function (e.g. tf.cast(y, w.dtype) for "
                 "integer labels) or give the target data and state of one "
                 f"float dtype. Also, {hint}")
+    else:
+      hint = _dtype_hint(state, e) + hint
     raise ValueError(
         f"{what} failed when called with {called}: {hint}? "
         f"Original error: {type(e).__name__}: {e}") from e
+
+
+def _dtype_hint(state, error):
+  """Where a function without data failed on the other float dtype than
+  the state's (a float64 model, float32 state): the fix, else ""."""
+  dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype)
+  other = {tf.float32: ("float64", "double"), tf.float64: ("float32",)}
+  if not any(name in str(error) for name in other.get(dtype, ())):
+    return ""
+  return (f"the function computes in another float dtype than the {dtype.name}"
+          " state: give the state in the function's dtype (with "
+          "tfp_sgmcmc.sample, `initial_state=` one chain's state in it, e.g. "
+          "np.zeros(d) for float64), or build the function in "
+          f"{dtype.name}. Also, ")
 
 
 def check_output(name, value, state):

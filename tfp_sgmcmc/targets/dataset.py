@@ -105,6 +105,11 @@ class DatasetTarget(DataLikelihoodTarget):
     return FullBatchTarget(self)
 
   @property
+  def dataset(self):
+    """The pipeline the minibatches are read from."""
+    return self._dataset
+
+  @property
   def minibatches_from_seed(self):
     """False: the pipeline, not the kernel's seed, chooses each batch."""
     return False

@@ -302,6 +302,89 @@ def test_a_numpy_initial_state_keeps_its_float_dtype():
       w=tf.float64, b=tf.float64, c=tf.float32, d=tf.float32, e=tf.float64)
 
 
+def test_a_state_made_from_shapes_takes_the_float_dtype_of_the_data():
+  # A model built in float64 (data and functions) with its shapes on the
+  # target: `sample` made a float32 state, which the functions refused.
+  x = np.zeros((20, 3))
+  y = np.zeros(20, np.int32)     # Labels do not decide the dtype.
+  linear = lambda w, b: tf.einsum("nd,...d->...n", b[0], w)
+  in_memory = sg.InMemoryTarget(linear, (x, y), batch_size=5,
+                                parameter_shapes=[3])
+  streamed = sg.DatasetTarget(
+      lambda w, b: linear(w[0], b) + w[1][..., None],
+      tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(5), 20,
+      parameter_shapes=[[3], []])
+  wrapped = sg.ControlVariateTarget(in_memory, tf.zeros([3], tf.float64))
+  template = sample_lib._template  # pylint: disable=protected-access
+  for target in (in_memory, streamed, wrapped):
+    for part in tf.nest.flatten(template(target, None, None, None)):
+      assert part.dtype == tf.float64, type(target).__name__
+  # float32 data, mixed float data or none (a log density): float32.
+  mixed = sg.InMemoryTarget(linear, (x.astype(np.float32), np.zeros(20)),
+                            batch_size=5, parameter_shapes=[3])
+  assert template(mixed, None, None, None).dtype == tf.float32
+  assert template(start_lib.as_target(None, lambda w: -w**2, None, None,
+                                      None), None, [2], None).dtype == (
+                                          tf.float32)
+
+
+def test_initial_state_with_a_chain_axis_is_refused_with_how_to_continue():
+  # A fit's `final_state` (shape [4, 3]) given back as `initial_state`, to
+  # go on from where the chains ended: the target's checks refused a
+  # log-likelihood "whose leading (chain) axes are of shape [4]" and
+  # advised giving the target `parameter_shapes`, which it had.
+  target, x, y = logistic()
+  target = sg.InMemoryTarget(target._log_likelihood_fn, (x, y),
+                             batch_size=50, parameter_shapes=[3])
+  with pytest.raises(ValueError, match=(
+      r"`initial_state` has shape \[4, 3\] where the InMemoryTarget's "
+      r"`parameter_shapes` are \[3\].*leads with 4 chains.*"
+      r"kernel=fit.kernel")):
+    sg.sample(target, initial_state=np.zeros([4, 3], np.float32),
+              seed=[0, 1], **FAST)
+  # Another shape: refused, without the advice for chains.
+  with pytest.raises(ValueError, match=r"has shape \[2\]") as error:
+    sg.sample(target, initial_state=np.zeros([2], np.float32),
+              seed=[0, 1], **FAST)
+  assert "chains" not in str(error.value)
+
+
+def test_a_uniform_start_where_the_density_is_not_finite_is_drawn_again():
+  # A noise scale used without a bijector: its log density is -inf (or
+  # NaN) below 0, half of Stan's box. The chains started there never
+  # moved, the warm-up's step size fell to 0, and `sample` ended in
+  # "`step_size` must be > 0 and finite; got 0.0.".
+  y = np.random.default_rng(3).normal(1., 0.5, size=20).astype(np.float32)
+
+  def log_prob(state):
+    loc, noise = state[..., 0], state[..., 1]
+    return (tfd.HalfNormal(2.).log_prob(noise) + tf.reduce_sum(
+        tfd.Normal(loc[..., None], noise[..., None]).log_prob(y), -1))
+  target = start_lib.as_target(None, log_prob, None, None, None)
+  states, mode, _, how, _ = start_lib.initial_states(
+      target, tf.zeros([2]), 8, [0, 1], 0, 0.)
+  assert mode is None and np.all(np.isfinite(target.energy(states)))
+  assert np.all(states.numpy()[:, 1] > 0)
+  assert how.startswith("uniform(-2, 2) in the unconstrained space (as "
+                        "Stan; ") and "drawn again" in how
+  # Finite everywhere: the same draws as before, and the same words.
+  everywhere = start_lib.as_target(None, lambda w: -tf.reduce_sum(w**2, -1),
+                                   None, None, None)
+  states, _, _, how, _ = start_lib.initial_states(
+      everywhere, tf.zeros([2]), 8, [0, 1], 0, 0.)
+  draw_seed = tfp.random.split_seed([0, 1], 3)[2]
+  np.testing.assert_array_equal(states, tf.random.stateless_uniform(
+      [8, 2], tfp.random.split_seed(draw_seed, 1)[0], -2., 2.))
+  assert how == "uniform(-2, 2) in the unconstrained space (as Stan)"
+  # Finite nowhere in the box: named, with the fixes.
+  nowhere = start_lib.as_target(
+      None, lambda w: tfd.HalfNormal(1.).log_prob(w[..., 0] - 3.), None,
+      None, None)
+  with pytest.raises(ValueError, match=r"not finite at any of 100 uniform"
+                     r".*without a bijector.*`initial_state=`"):
+    start_lib.initial_states(nowhere, tf.zeros([1]), 2, [0, 1], 0, 0.)
+
+
 def test_an_operation_xla_cannot_compile_is_named_with_the_fix():
   # A JointDistribution draws from every node when TFP builds its
   # distributions; a NegativeBinomial's gamma draws have no XLA kernel, and

@@ -239,7 +239,7 @@ def test_summarize_reports_the_discrepancy_when_given_the_target():
   health = tfp_sgmcmc.summarize(draws, print_report=False, warn=False,
                                 target=target)
   np.testing.assert_allclose(health.ksd, tfp_sgmcmc.ksd(
-      draws, target, pool_chains=True), rtol=1e-6)
+      draws, target, pool_chains=True, scale="diagonal"), rtol=1e-6)
   assert any("kernel Stein discrepancy" in n for n in health.notes)
   assert tfp_sgmcmc.summarize(draws, print_report=False,
                               warn=False).ksd is None
@@ -257,3 +257,34 @@ def test_the_score_cache_does_not_keep_a_target_alive():
   del target
   gc.collect()
   assert alive() is None
+
+
+def test_in_the_draws_sds_draws_too_narrow_score_worse_than_exact_ones():
+  # Why `sample(ksd=True)` measures in the draws' sds. A posterior much
+  # narrower than the unit kernel's width (sds near 0.01, as any large-N
+  # regression's) is seen by the unit kernel only through its score, and
+  # for draws too narrow by 0.8 the score is 0.8 times an exact draw's at
+  # the same z: their KSD^2 is about 0.64 times the exact draws', so the
+  # biased draws rank as closer. (In a `sample` run, 1,000 exact draws of
+  # a 4-coordinate regression gave 6.5 to 44.8 over 8 sets, and SGHMC's
+  # draws, sds 5% low, 19.5.) In the draws' own sds the narrow draws are
+  # standardised to the same z, their standardised score is 0.64 times
+  # the exact draws', and the Stein identity fails: they rank worse.
+  rng = np.random.default_rng(7)
+  a = rng.normal(size=(3, 3))
+  covariance = 1e-4 * (a @ a.T + 0.1 * np.eye(3))
+  lower = np.linalg.cholesky(covariance)
+  precision = np.linalg.inv(covariance)
+
+  def log_prob(w):
+    return -0.5 * tf.einsum("...i,ij,...j->...", w, precision, w)
+  z = rng.normal(size=(300, 16, 3))       # 16 sets of 300 draws
+  ksds = {}
+  for width in (1., 0.8):
+    draws = width * z @ lower.T
+    ksds[width] = [tfp_sgmcmc.ksd(draws, target_log_prob_fn=log_prob,
+                                  scale=scale, jit_compile=False).numpy()
+                   for scale in (None, "diagonal")]
+  unit, in_sds = 0, 1
+  assert np.all(ksds[0.8][unit] < ksds[1.][unit])
+  assert np.all(ksds[0.8][in_sds] > ksds[1.][in_sds])
