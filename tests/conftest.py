@@ -104,6 +104,8 @@ SLOW = {
         # The stationary bound's chains stay in CI through
         # tests/statistical/test_warmup_stationary_bound.py.
         'test_biased_kernels_keep_the_posteriors_sds',
+        'test_the_tuned_kernels_chain_holds_and_keeps_its_sd[SGNHT-5-1.0-True]',
+        'test_the_tuned_kernels_chain_holds_and_keeps_its_sd[SGLD-5-1.0-False]',
         'test_progress_runs_a_warmed_up_kernel[AMAGOLD mass-default_trace-eager]',
         'test_progress_runs_a_warmed_up_kernel[AMAGOLD-default_trace-eager]',
         'test_progress_runs_a_warmed_up_kernel[SGNHT mass-default_trace-eager]',
