@@ -398,7 +398,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     adapted = adapted._replace(dual_averaging=da, window=window)
     set_mass = kind_w == "slow" and adapt_mass
     if kind_w == "slow" and not adapt_mass and track_variance:
-      scale = float(np.sqrt(min(np.min(v) for v in variance)))
+      scale = picks.draws_scale(variance)
     # Dual averaging starts again from the step size reached so far, its
     # search centred there (Stan): after each new mass, and after the first
     # window, so that the user's guess, which centres the first search, is

@@ -38,13 +38,15 @@ shows a user.
 
 import collections
 
+import numpy as np
+
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 
 __all__ = ["DENSE_MASS_MAX", "DENSE_MIN_STEPS", "MASSES", "Pick",
            "pick_mass", "pick_length", "resolve_mass",
-           "STATIONARY_SD_TOLERANCE", "pick_step_size"]
+           "STATIONARY_SD_TOLERANCE", "pick_step_size", "draws_scale"]
 
 DENSE_MASS_MAX = 200
 DENSE_MIN_STEPS = 200
@@ -211,3 +213,13 @@ def pick_step_size(kernel, step_size, scale):
       f"the largest at which {type(kernel).__name__}'s own chain on a "
       "Gaussian with the posterior's scale keeps its sd within "
       f"{STATIONARY_SD_TOLERANCE:.0%}"), None)
+
+
+def draws_scale(variance):
+  """The smallest sd of a window's draws (per-part variances), the scale
+  `pick_step_size` reads without a mass; None where no coordinate moved.
+  A coordinate that did not move says nothing of the posterior's scale
+  (its 0 would cap the step size at 0)."""
+  spread = np.concatenate([np.ravel(v) for v in variance])
+  spread = spread[np.isfinite(spread) & (spread > 0)]
+  return float(np.sqrt(spread.min())) if spread.size else None

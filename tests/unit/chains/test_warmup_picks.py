@@ -8,6 +8,7 @@ tests/statistical/test_adapted_length_exactness.py; that `sample` takes
 the same picks (minibatch gradients included),
 tests/integration/test_sample_one_call.py."""
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -143,3 +144,10 @@ def test_the_gradient_mass_is_picked_diagonal_and_its_gradients_counted():
   tests = sum(w["num_leapfrog_steps"] * w["steps"] for w in grads.windows)
   assert grads.num_gradients == pytest.approx(
       tests + picks.DENSE_MIN_STEPS, rel=1e-6), (grads.num_gradients, tests)
+
+
+def test_the_draws_scale_leaves_out_coordinates_that_did_not_move():
+  # A frozen coordinate's variance 0 would cap the step size at 0.
+  scale = picks.draws_scale([np.array([0., 4.]), np.array([[9.]])])
+  assert scale == 2.
+  assert picks.draws_scale([np.zeros(3)]) is None
