@@ -26,7 +26,7 @@ from tfp_sgmcmc.targets.base import check_target
 __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "initial_step_count", "reports_exact_log_prob", "target_log_prob",
            "refuse_metropolis_hastings_around_inexact",
-           "without_strip_mark", "refuse_inexact"]
+           "without_strip_mark", "refuse_inexact", "refuse_second_test"]
 
 
 def resolve_target(target, target_log_prob_fn):
@@ -135,8 +135,9 @@ def without_strip_mark(results, seed):
 def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
   """Raises, at the first `one_step` (when traced), if TFP's
   `MetropolisHastings` holds `kernel` (directly or through wrappers) while
-  `kernel` reports a minibatch estimate as `target_log_prob`: TFP's test
-  would compare minibatch energies across states.
+  `kernel` reports a minibatch estimate as `target_log_prob` (TFP's test
+  would compare minibatch energies across states) or makes its own test
+  (`corrects_with_own_test`: a second test biases an exact chain).
 
   Nothing in TFP is changed for this: the results TFP's
   `MetropolisHastings` passes back carry its mark. It keeps its inner
@@ -145,10 +146,30 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
   hands those back to the inner kernel at the next step. Our kernels always
   report a seed, so `[]` only ever comes from there."""
   seed = getattr(previous_results, "seed", None)
-  if not (isinstance(seed, list) and not seed) or (
-      kernel.reports_exact_log_prob):
+  if not (isinstance(seed, list) and not seed):
+    return
+  if getattr(kernel, "corrects_with_own_test", False):
+    refuse_second_test(kernel)
+  if kernel.reports_exact_log_prob:
     return
   refuse_inexact(kernel, "MetropolisHastings")
+
+
+def refuse_second_test(kernel):
+  """Raises: TFP's `MetropolisHastings` around `kernel`, which makes its own
+  M-H test (AMAGOLD, the amortized Barker). Its move K already leaves pi
+  invariant; TFP's test treats it as a symmetric proposal
+  (`log_acceptance_correction` 0, its results have none) and accepts it
+  with probability min(1, pi(x') / pi(x)), which pulls the chain towards
+  the mode: on a Gaussian of sds (0.1, 3), AMAGOLD's draws stepped by
+  `one_step` had sds 0.071 and 2.01."""
+  raise ValueError(
+      f"tfp.mcmc.MetropolisHastings around {type(kernel).__name__}: "
+      f"{type(kernel).__name__} makes its own exact test, and TFP's second "
+      "test would accept each already-corrected move with probability "
+      "min(1, pi(x') / pi(x)) (no `log_acceptance_correction`), which "
+      "narrows the posterior. Use the kernel without MetropolisHastings; "
+      "its `is_accepted` and `log_accept_ratio` are in its own results.")
 
 
 def refuse_inexact(kernel, wrapper):
