@@ -41,7 +41,7 @@ from tfp_sgmcmc.kernels import (
     PreconditionedSGLDResults, SGBDResults, SGHMCResults, SGLDResults, SGNHTResults, SGNUTSResults,
     UncalibratedAMAGOLD, UncalibratedAMAGOLDResults, UncalibratedBarker,
     UncalibratedBarkerResults, StepSizeFromResultsWarning,
-    check_kernel_results, with_step_size)
+    MassFromResultsWarning, check_kernel_results, with_step_size)
 from tfp_sgmcmc.targets import (ControlVariateTarget, DatasetTarget,
                                 InMemoryTarget, JointDistributionTarget,
                                 LogProbFnTarget, MinibatchTarget,
@@ -85,6 +85,7 @@ __all__ = [
     "load_chain", "summarize", "UnhealthyChainWarning", "sample_moments",
     "Moments", "sample_chain_with_progress", "ChainRun",
     "check_kernel_results", "StepSizeFromResultsWarning", "with_step_size",
+    "MassFromResultsWarning",
     # ArviZ output.
     "to_inference_data",
 ]

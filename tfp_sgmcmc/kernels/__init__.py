@@ -21,7 +21,8 @@ from tfp_sgmcmc.kernels.barker import (AmortizedBarker, UncalibratedBarker,
                                        UncalibratedBarkerResults)
 from tfp_sgmcmc.kernels.psgld import (PreconditionedSGLD,
                                       PreconditionedSGLDResults)
-from tfp_sgmcmc.kernels.results_guard import (StepSizeFromResultsWarning,
+from tfp_sgmcmc.kernels.results_guard import (MassFromResultsWarning,
+                                              StepSizeFromResultsWarning,
                                               check_kernel_results,
                                               with_step_size)
 from tfp_sgmcmc.kernels.sgbd import SGBD, SGBDResults
@@ -40,4 +41,5 @@ __all__ = [
     "AmortizedMetropolisHastings", "AmortizedMetropolisHastingsResults",
     "AmortizedBarker", "UncalibratedBarker", "UncalibratedBarkerResults",
     "check_kernel_results", "StepSizeFromResultsWarning", "with_step_size",
+    "MassFromResultsWarning",
 ]

@@ -23,10 +23,13 @@ import tensorflow_probability as tfp
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc._structure import as_dtype
+from tfp_sgmcmc.dynamics import mass as mass_lib
+from tfp_sgmcmc.kernels import momentum
 
-__all__ = ["StepSizeFromResultsWarning", "cached_value_field", "check_cached_values",
+__all__ = ["StepSizeFromResultsWarning", "MassFromResultsWarning",
+           "cached_value_field", "check_cached_values",
            "check_kernel_results", "with_step_size",
-           "warn_if_step_size_differs"]
+           "warn_if_step_size_differs", "warn_if_mass_differs"]
 
 
 class StepSizeFromResultsWarning(UserWarning):
@@ -35,6 +38,13 @@ class StepSizeFromResultsWarning(UserWarning):
   `step_size`: the step uses the kernel's value (as TFP's HMC does outside
   an adaptation kernel), e.g. not a step size adapted earlier; set the
   results' with `with_step_size`."""
+
+
+class MassFromResultsWarning(UserWarning):
+  """Raised as a warning when `check_kernel_results` is given results whose
+  `momentum_distribution` (e.g. one TFP's `DiagonalMassMatrixAdaptation`
+  adapted) differs from the kernel's own: the step uses the kernel's, as
+  TFP's preconditioned HMC does outside an adaptation kernel."""
 
 
 def cached_value_field(kernel, results):
@@ -150,7 +160,12 @@ def check_kernel_results(kernel, current_state, kernel_results,
   * warns (`StepSizeFromResultsWarning`) when the results' `step_size`
     differs from the kernel's own constant `step_size` and no step-size
     adaptation kernel sets it: the run uses the kernel's step size, not the
-    results' (e.g. an adapted one).
+    results' (e.g. an adapted one);
+  * warns (`MassFromResultsWarning`) when the results'
+    `momentum_distribution` differs from the kernel's own and the kernel
+    does not read it from them (`store_parameters_in_results=False`): the
+    run uses the kernel's mass, not the results' (e.g. one TFP's
+    `DiagonalMassMatrixAdaptation` adapted).
 
   It costs one full-data energy evaluation per cached field (none for
   minibatch kernels). Inside a `tf.function` it does nothing: call it
@@ -204,6 +219,7 @@ def check_kernel_results(kernel, current_state, kernel_results,
     if _warns_on_step_size(k):
       warn_if_step_size_differs(k, results, argument, path, adapted=adapted,
                                 stacklevel=3)
+      warn_if_mass_differs(k, results, s, argument, path, stacklevel=3)
     level = _inner(k, results, s)
     if level is not None:
       path += "." + ("accepted_results" if hasattr(results, "accepted_results")
@@ -358,3 +374,55 @@ def warn_if_step_size_differs(kernel, results, argument, path="",
       "`results = tfp_sgmcmc.with_step_size(results, new)` (docs/"
       "long_runs.md, 'Continue a chain: same target, chosen step size').",
       StepSizeFromResultsWarning, stacklevel=stacklevel)
+
+
+def warn_if_mass_differs(kernel, results, state, argument, path="",
+                         stacklevel=5):
+  """Warns (eagerly) when the results' `momentum_distribution` differs
+  from the one `kernel` steps with: its own, since it does not store its
+  parameters in its results (only a kernel that does, as TFP's
+  `DiagonalMassMatrixAdaptation` rebuilds it, reads the results'). Compared
+  through M^{-1} applied to two probes shaped like `state`: a mass adapted
+  in the results and a kernel built without it differ there."""
+  parameters = getattr(kernel, "parameters", {})
+  if ("momentum_distribution" not in parameters or
+      parameters.get("store_parameters_in_results") or
+      not hasattr(results, "momentum_distribution") or
+      not all(_has_values(x) for x in tf.nest.flatten(state))):
+    return
+  stored = results.momentum_distribution
+  stored = None if isinstance(stored, tuple) and not stored else stored
+  used = momentum.of_step(kernel, results)
+  if stored is None and used is None:
+    return
+  parts = tf.nest.flatten(state)
+  ones = tf.nest.pack_sequence_as(state, [tf.ones_like(p) for p in parts])
+  counts = tf.nest.pack_sequence_as(state, [
+      tf.reshape(tf.range(1, tf.size(p) + 1, dtype=p.dtype), tf.shape(p))
+      for p in parts])
+  differs = False
+  for probe in (ones, counts):
+    seen = tf.nest.flatten(mass_lib.velocity(probe, stored))
+    own = tf.nest.flatten(mass_lib.velocity(probe, used))
+    differs = differs or not all(
+        np.allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=0)
+        for a, b in zip(seen, own))
+  if not differs:
+    return
+  first_chain = (0,) * results.diverged.shape.rank
+
+  def shown(dist):  # M^-1 1 of the first chain's first state part
+    return _format(np.asarray(tf.nest.flatten(
+        mass_lib.velocity(ones, dist))[0])[first_chain])
+
+  warnings.warn(
+      f"`{argument}`{path}.momentum_distribution (first chain's M^-1 1 = "
+      f"{shown(stored)}, e.g. adapted by DiagonalMassMatrixAdaptation) "
+      f"differs from {type(kernel).__name__}'s `momentum_distribution` "
+      f"(M^-1 1 = {shown(used)}): the step uses the kernel's, since it "
+      "does not read its parameters from its results. To continue with the "
+      "results' mass, build the kernel with it: kernel.copy("
+      "momentum_distribution="
+      "unnest.get_innermost(results, 'momentum_distribution')), unnest "
+      "from tensorflow_probability.python.internal.",
+      MassFromResultsWarning, stacklevel=stacklevel)
