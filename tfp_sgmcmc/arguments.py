@@ -263,13 +263,19 @@ def check_step_size(step_size, per_part=True):
 
 
 def check_step_size_matches(step_size, state):
-  """A per-part step size needs one entry per part of the state."""
+  """A per-part step size needs one entry per part of the state: a list or
+  tuple is read as one step size per part (TFP's convention), so a list of
+  d values for a one-part state of d coordinates is refused here, before a
+  step fails deep in tf.nest."""
   if is_per_part(step_size):
     n = len(tf.nest.flatten(state))
     if len(step_size) != n:
       raise ValueError(f"`step_size` has {len(step_size)} entries but the "
                        f"state has {n} parts; give one step size per part "
-                       "(or one for all).")
+                       "(or one for all). A list or tuple is read as one "
+                       "step size per state part (TFP's convention); for "
+                       "one per coordinate of a part, give an array, e.g. "
+                       f"np.array({list(step_size)!r:.60}, np.float32).")
 
 
 def scale_step(factor, step_size):

@@ -290,6 +290,20 @@ OUTCOMES = [
           "step_size", r"shape \[5, 1, 3\].*shape \[2, 3\]"),
     correct("per-part and per-coordinate step sizes that fit",
             _per_part_steps_fit),
+    # A list is one step size per state part (TFP's convention): a list of
+    # one per coordinate for a one-part state failed deep in tf.nest at the
+    # first step, in sample_chain and under TFP's step-size adaptation.
+    clear("a list of per-coordinate step sizes for a one-part state (SGLD)",
+          lambda: tfp.mcmc.sample_chain(
+              2, tf.zeros([2, D]), kernel=sg.SGLD(noisy(), [0.1] * D),
+              trace_fn=None, seed=[1, 2]),
+          "step_size", r"3 entries but the state has 1 parts.*np.array"),
+    clear("a list of per-coordinate AMAGOLD step sizes under adaptation",
+          lambda: tfp.mcmc.sample_chain(
+              2, tf.zeros([2, D]), kernel=tfp.mcmc.SimpleStepSizeAdaptation(
+                  sg.AMAGOLD(noisy(), [0.1] * D, 2, 1.), 2),
+              trace_fn=None, seed=[1, 2]),
+          "step_size", r"3 entries but the state has 1 parts.*np.array"),
     clear("step size None", lambda: sg.SGLD(noisy(), None), "step_size",
           r"got None"),
     clear("per-coordinate step sizes with a negative one", lambda: sg.SGLD(

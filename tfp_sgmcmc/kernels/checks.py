@@ -45,9 +45,12 @@ PER_COORDINATE = ("step_size", "friction", "noise_estimate", "temperature",
 
 
 def check_hyperparameter_shapes(kernel, state):
-  """Each per-coordinate argument of `kernel` fits the state's shape
-  (`arguments.check_fits_state`): static shapes, at trace time."""
+  """A per-part step size has one entry per state part
+  (`arguments.check_step_size_matches`) and each per-coordinate argument
+  of `kernel` fits the state's shape (`arguments.check_fits_state`):
+  static shapes, at trace time."""
   parameters = getattr(kernel, "parameters", {}) or {}
+  arguments.check_step_size_matches(parameters.get("step_size"), state)
   for name in [n for n in PER_COORDINATE if n in parameters]:
     arguments.check_fits_state(name, parameters[name], state)
 
