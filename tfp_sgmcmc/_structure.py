@@ -13,7 +13,7 @@ import tensorflow as tf
 
 __all__ = ["as_dtype", "broadcast_structure", "sum_event", "expand_to",
            "choose", "finite_per_chain", "state_dtype", "describe_structure",
-           "pack_like"]
+           "pack_like", "merge_chain_axes"]
 
 
 def as_dtype(x, dtype):
@@ -88,3 +88,22 @@ def pack_like(template, parts):
   tuple, a dict a dict), as TFP's kernels return the state structure they
   were given."""
   return tf.nest.pack_sequence_as(template, list(parts))
+
+
+def merge_chain_axes(draws, per_chain):
+  """`draws` (parts [num_draws, chain axes..., event...]) with their chain
+  axes merged into one, their number read from `per_chain`, a traced
+  per-chain field (shape [num_draws, chain axes...], e.g. `diverged`) or
+  None: chains batched as [2, 3] are then 6 chains for the diagnostics,
+  which take one chain axis. Unchanged with one chain axis or no field."""
+  chains = tuple(np.shape(per_chain)[1:]) if per_chain is not None else ()
+  if len(chains) < 2:
+    return draws
+
+  def merge(part):
+    part = np.asarray(part)
+    if part.shape[1:1 + len(chains)] != chains:
+      return part  # Not of these chains: the shape checks say so.
+    return part.reshape(part.shape[:1] + (int(np.prod(chains)),) +
+                        part.shape[1 + len(chains):])
+  return tf.nest.map_structure(merge, draws)

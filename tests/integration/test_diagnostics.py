@@ -48,6 +48,31 @@ def test_summary_reports_divergence_acceptance_and_unbounded_energy():
     sg.summarize(draws, trace, print_report=False)
 
 
+def test_chains_batched_in_two_axes_are_summarized_as_chains():
+  # Chains of shape [2, 3] are 6 chains: the diverged one (0, 1) is chain
+  # 1 of 6 (it crashed in numpy's broadcasting; healthy runs were reported
+  # as 2 chains with the second chain axis taken for parameters).
+  target = sg.NoisyGradientTarget(
+      lambda x: tf.reduce_sum(0.25 * x ** 4, -1), gradient_noise_variance=0.)
+  start = np.zeros([2, 3, 1], np.float32)
+  start[0, 1] = 20.
+  draws, trace = sample(sg.SGHMC(target, step_size=0.2, friction=0.1),
+                        tf.constant(start), 300, seed=[1, 2],
+                        trace_fn=lambda _, r: r)
+  with pytest.warns(sg.UnhealthyChainWarning, match="1 of 6 chains diverged"):
+    health = sg.summarize(draws, trace, print_report=False)
+  flat = sg.summarize(np.reshape(draws, [300, 6, 1]), tf.nest.map_structure(
+      lambda t: np.reshape(t, (300, 6) + np.shape(t)[3:])
+      if np.shape(t)[1:3] == (2, 3) else t, trace), print_report=False,
+                      warn=False)
+  assert health.num_chains == 6
+  np.testing.assert_array_equal(health.divergences, flat.divergences)
+  assert health.divergences[1] > 0 and not np.delete(health.divergences,
+                                                     1).any()
+  verdict = sg.diagnostics.divergence_and_heating(draws, trace)
+  np.testing.assert_array_equal(verdict.divergences, flat.divergences)
+
+
 def test_divergent_transitions_are_counted_and_named():
   # An M-H kernel rejects a proposal with a non-finite energy and its chain
   # stays finite (nothing is flagged `diverged`): Stan's divergent

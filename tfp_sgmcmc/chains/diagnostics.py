@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc._structure import merge_chain_axes
 from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains.heating import (HEATING_THRESHOLD, HEATING_WINDOWS,
                                        energy_trend, energy_windows,
@@ -189,6 +190,7 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
   [heating problems]) of `divergence_and_heating`."""
   if heating_threshold is None:
     heating_threshold = HEATING_THRESHOLD
+  samples = merge_chain_axes(samples, _chain_field(trace))
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]
   num_chains = parts[0].shape[1] if parts[0].ndim > 1 else 1
@@ -229,6 +231,11 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
         f"{heating_threshold:g}, chains {_short(chains)}): the chain heats "
         "up (step size too large or friction too small)")
   return divergences, heat, broken, hot
+
+
+def _chain_field(trace):
+  """A traced per-chain field, whose shape gives the chain axes."""
+  return find_field(trace, "diverged")
 
 
 def divergent_transitions(log_accept_ratio):
@@ -291,7 +298,7 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
 
   Args:
     samples: draws with shape [num_draws, num_chains, ...] (or a list of
-      such parts, one per parameter).
+      such parts); chains batched as [2, 3] are 6 chains with a `trace`.
     trace: the traced kernel results (e.g. `trace_fn=lambda _, r: r`), or
       None.
     print_report: print a short table.
@@ -342,6 +349,7 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   print(health.max_rhat, health.problems)   # about 1.0, [] (healthy)
   ```
   """
+  samples = merge_chain_axes(samples, _chain_field(trace))
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]
   num_chains = parts[0].shape[1] if parts[0].ndim > 1 else 1
