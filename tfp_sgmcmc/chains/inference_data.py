@@ -243,7 +243,9 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
   Args:
     samples: the draws of `tfp.mcmc.sample_chain` (tensors or arrays), a
       single tensor or a structure (dict, list, tuple, namedtuple), each
-      part [draws, chains, ...] (TFP's layout).
+      part [draws, chains, ...] (TFP's layout). One chain axis: chains
+      batched as [2, 3] would be 2 chains and a parameter axis of 3, so
+      reshape each part (and `results`) to [draws, 6, ...] first.
     results: None, the traced kernel results of the same run (e.g.
       `trace_fn=lambda _, r: r`), from which `sample_stats` is read (see
       the module docstring), or a dict {ArviZ name: array in TFP's layout}
