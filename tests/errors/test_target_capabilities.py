@@ -156,6 +156,27 @@ def test_metropolis_hastings_refuses_a_kernel_with_its_own_test(make,
                           seed=[1, 2])
 
 
+def test_metropolis_hastings_refuses_a_proposal_that_keeps_its_momentum():
+  # Skew-reversible AMAGOLD's proposal carries its momentum over; TFP's
+  # rejection keeps it where an exact one negates it (sd 1.235 for 1 on a
+  # standard normal). Refused at the first step; the reversible proposal,
+  # which redraws the momentum, stays TFP's to test.
+  def proposal(resample_momentum):
+    return sg.UncalibratedAMAGOLD(
+        target_log_prob_fn=MVN.log_prob, step_size=0.5, num_leapfrog_steps=1,
+        friction=0.05, resample_momentum=resample_momentum)
+  state = tf.zeros([2, 2])
+  kernel = tfp.mcmc.MetropolisHastings(proposal(False))
+  with pytest.raises(ValueError, match=r"resample_momentum=False.*negate"):
+    tfp.mcmc.sample_chain(3, state, kernel=kernel, trace_fn=None,
+                          seed=[1, 2])
+  tfp.mcmc.sample_chain(3, state, trace_fn=None, seed=[1, 2],
+                        kernel=tfp.mcmc.MetropolisHastings(proposal(True)))
+  # Its own exact test negates the momentum: not refused.
+  tfp.mcmc.sample_chain(3, state, trace_fn=None, seed=[1, 2],
+                        kernel=sg.AmortizedMetropolisHastings(proposal(False)))
+
+
 def test_a_minibatch_log_prob_fn_is_not_a_density():
   # ReplicaExchangeMC leaves no mark on the results of its replicas (see
   # docs/tfp_workflow.md); the kernel's own minibatch function cannot be

@@ -198,6 +198,14 @@ class UncalibratedAMAGOLD(base.StochasticGradientKernel):
   momentum_distribution = arguments.parameter_property(
       "momentum_distribution")
 
+  @property
+  def negates_momentum_on_rejection(self):
+    """Whether a test around this proposal must negate the momentum where
+    it rejects (the skew-reversible rejection r <- -r of
+    `AmortizedMetropolisHastings`): the momentum is carried from proposal
+    to proposal (`resample_momentum=False`)."""
+    return not self.resample_momentum
+
   def _transition(self, state, prev, step):
     eps = step.size
     sigma = as_dtype(self.momentum_std, step.dtype)
