@@ -237,8 +237,11 @@ def with_step_size(kernel_results, step_size):
   would keep the old one. This replaces it down the wrappers' results
   (`inner_results` of StepSeeded and of TFP's step-size adaptation and
   TransformedTransitionKernel, `accepted_results` and `proposed_results` of
-  the M-H tests), in each field's dtype; a list gives one step size per
-  state part. Everything else (momentum, counters, seeds) is kept.
+  the M-H tests), and the `new_step_size` that TFP's
+  `SimpleStepSizeAdaptation` and `DualAveragingStepSizeAdaptation` step
+  with (kept after their adaptation; during it they adapt from there), in
+  each field's dtype; a list gives one step size per state part.
+  Everything else (momentum, counters, seeds) is kept.
 
       kernel = kernel.copy(step_size=0.05)          # or rebuild it
       results = tfp_sgmcmc.with_step_size(results, 0.05)
@@ -300,9 +303,12 @@ def with_step_size(kernel_results, step_size):
     if not fields:
       return results
     updates = {}
-    if "step_size" in fields:
-      updates["step_size"] = convert(results.step_size, step_size)
-      found[0] = True
+    # TFP's step-size adaptation kernels step with their `new_step_size`
+    # and set it on the inner results at every step.
+    for name in ("step_size", "new_step_size"):
+      if name in fields:
+        updates[name] = convert(getattr(results, name), step_size)
+        found[0] = True
     for name in _NESTED_RESULTS:
       if name in fields:
         updates[name] = replace(getattr(results, name))
