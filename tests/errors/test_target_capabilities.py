@@ -177,6 +177,22 @@ def test_metropolis_hastings_refuses_a_proposal_that_keeps_its_momentum():
                         kernel=sg.AmortizedMetropolisHastings(proposal(False)))
 
 
+def test_metropolis_hastings_refuses_a_temperature_it_would_drop():
+  # SGLD's temperature scales its noise only; TFP's test compares the
+  # untempered log density, so MALA at T = 2 sampled T = 1 (sd 1.00 for
+  # 1.41 on a standard normal). Refused; T = 1 stays MALA.
+  state = tf.zeros([2, 2])
+  kernel = tfp.mcmc.MetropolisHastings(sg.SGLD(
+      target_log_prob_fn=MVN.log_prob, step_size=0.5, temperature=2.))
+  with pytest.raises(ValueError, match=r"`temperature`=2.0.*T = 1"):
+    tfp.mcmc.sample_chain(3, state, kernel=kernel, trace_fn=None,
+                          seed=[1, 2])
+  tfp.mcmc.sample_chain(3, state, trace_fn=None, seed=[1, 2],
+                        kernel=tfp.mcmc.MetropolisHastings(sg.SGLD(
+                            target_log_prob_fn=MVN.log_prob, step_size=0.5,
+                            temperature=1.)))
+
+
 def test_a_minibatch_log_prob_fn_is_not_a_density():
   # ReplicaExchangeMC leaves no mark on the results of its replicas (see
   # docs/tfp_workflow.md); the kernel's own minibatch function cannot be

@@ -17,9 +17,11 @@
   minibatch `target_log_prob_fn` refuses to be evaluated as a density.
 """
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 from tfp_sgmcmc.targets.base import check_target
 
@@ -27,7 +29,7 @@ __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "initial_step_count", "reports_exact_log_prob", "target_log_prob",
            "refuse_metropolis_hastings_around_inexact",
            "without_strip_mark", "refuse_inexact", "refuse_second_test",
-           "refuse_rejection_keeping_momentum"]
+           "refuse_rejection_keeping_momentum", "refuse_tempered_noise"]
 
 
 def resolve_target(target, target_log_prob_fn):
@@ -140,7 +142,8 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
   would compare minibatch energies across states), makes its own test
   (`corrects_with_own_test`: a second test biases an exact chain) or
   carries its momentum over (`negates_momentum_on_rejection`: TFP's
-  rejection keeps it, where an exact one negates it).
+  rejection keeps it, where an exact one negates it) or has a temperature
+  other than 1 (its noise's only: TFP's test would sample T = 1).
 
   Nothing in TFP is changed for this: the results TFP's
   `MetropolisHastings` passes back carry its mark. It keeps its inner
@@ -155,9 +158,28 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
     refuse_second_test(kernel)
   if getattr(kernel, "negates_momentum_on_rejection", False):
     refuse_rejection_keeping_momentum(kernel)
+  temperature = arguments.static_value(getattr(kernel, "temperature", 1.))
+  if temperature is not None and np.any(temperature != 1.):
+    refuse_tempered_noise(kernel, temperature)
   if kernel.reports_exact_log_prob:
     return
   refuse_inexact(kernel, "MetropolisHastings")
+
+
+def refuse_tempered_noise(kernel, temperature):
+  """Raises: TFP's `MetropolisHastings` around `kernel`, whose temperature
+  T only scales its injected noise: TFP's test compares the untempered
+  `target_log_prob`, so the chain samples pi, not pi^(1/T), and T is lost
+  (SGLD at T = 2 on a standard normal under it: sd 1.00, where SGLD alone
+  and AMAGOLD at T = 2 give 1.41)."""
+  raise ValueError(
+      f"tfp.mcmc.MetropolisHastings around {type(kernel).__name__} with "
+      f"`temperature`={temperature.tolist()}: the temperature only scales "
+      "the kernel's noise, and TFP's test compares the untempered "
+      "`target_log_prob`, so the chain would sample the T = 1 posterior. "
+      "For an exact tempered posterior give the tempered density (a "
+      "`target_log_prob_fn` divided by T, with temperature=1), or use "
+      "tfp_sgmcmc.AMAGOLD(..., temperature=T).")
 
 
 def refuse_rejection_keeping_momentum(kernel):
