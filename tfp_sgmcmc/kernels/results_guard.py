@@ -239,7 +239,7 @@ def with_step_size(kernel_results, step_size):
   TransformedTransitionKernel, `accepted_results` and `proposed_results` of
   the M-H tests), and the `new_step_size` that TFP's
   `SimpleStepSizeAdaptation` and `DualAveragingStepSizeAdaptation` step
-  with (kept after their adaptation; during it they adapt from there), in
+  with (kept after their adaptation; during it they go on adapting), in
   each field's dtype; a list gives one step size per state part.
   Everything else (momentum, counters, seeds) is kept.
 
