@@ -203,13 +203,18 @@ class DatasetTarget(DataLikelihoodTarget):
 
   def _full_batches(self):
     """The number of batches in `full_dataset`, counted once (outside any
-    trace) where its cardinality is unknown (e.g. a TFRecord pipeline)."""
+    trace) where its cardinality is unknown (e.g. a TFRecord pipeline or a
+    `.filter`), with its examples, which must be N: the construction could
+    not count them without a pass of its own, and a wrong N scales the
+    minibatch energies, not this exact one, so the two would disagree."""
     if self._full_count is None:
       with tf.init_scope():   # Eagerly, also when first called in a trace.
         count = int(self._full_dataset.cardinality())
         if count < 0:
-          count = int(self._full_dataset.reduce(
-              tf.constant(0, tf.int64), lambda acc, _: acc + 1))
+          count, examples = (int(c) for c in self._full_dataset.reduce(
+              (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+              lambda acc, batch: (acc[0] + 1, acc[1] + _examples(batch))))
+          _check_full_count(self.num_examples, examples)
       self._full_count = count
     return self._full_count
 
@@ -270,13 +275,19 @@ def _check_full_dataset(dataset, full_dataset, num_examples):
         f"`full_dataset` yields elements of rank {full_ranks} but `dataset` "
         f"of rank {ranks}: both must yield batches of the same structure "
         "(is one of them unbatched? use .batch(batch_size)).")
-  if cardinality > 0:
-    count = int(full_dataset.reduce(
-        tf.constant(0, tf.int64), lambda acc, batch: acc + tf.cast(
-            tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
-    if count != num_examples:
-      raise ValueError(
-          f"`num_examples` = {num_examples} but `full_dataset` holds {count} "
-          "examples: N must be the size of the training set that "
-          "`full_dataset` covers once (the minibatch energy is scaled by "
-          "N / n).")
+  if cardinality > 0:  # Unknown: counted on the first exact energy.
+    _check_full_count(num_examples, int(full_dataset.reduce(
+        tf.constant(0, tf.int64), lambda acc, batch: acc + _examples(batch))))
+
+
+def _examples(batch):
+  return tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)
+
+
+def _check_full_count(num_examples, count):
+  if count != num_examples:
+    raise ValueError(
+        f"`num_examples` = {num_examples} but `full_dataset` holds {count} "
+        "examples: N must be the size of the training set that "
+        "`full_dataset` covers once (the minibatch energy is scaled by "
+        "N / n).")
