@@ -119,7 +119,7 @@ class DatasetTarget(DataLikelihoodTarget):
     if self._checks_exhaustion:
       batch = self._next_batch_checked()
     else:
-      batch = self._iterator.get_next()
+      batch = _get_next(self._iterator)
     n = tf.shape(tf.nest.flatten(batch)[0])[0]
     return batch, n
 
@@ -195,10 +195,10 @@ class DatasetTarget(DataLikelihoodTarget):
     # are added in the data's order, as `reduce` added them.
     batches = iter(self._full_dataset)
     total = energy_lib.sum_of_examples(
-        self._log_likelihood(state, batches.get_next(), None))
+        self._log_likelihood(state, _get_next(batches), None))
     for _ in range(self._full_batches() - 1):
       total = total + energy_lib.sum_of_examples(
-          self._log_likelihood(state, batches.get_next(), None))
+          self._log_likelihood(state, _get_next(batches), None))
     return self._energy_from_total(state, total)
 
   def _full_batches(self):
@@ -217,6 +217,17 @@ class DatasetTarget(DataLikelihoodTarget):
           _check_full_count(self.num_examples, examples)
       self._full_count = count
     return self._full_count
+
+
+def _get_next(iterator):
+  """The iterator's next element, as `get_next` gives it, but without
+  `get_next`'s count of its calls in graphs traced without AutoGraph (TF's
+  guard against a Python `for` over a dataset), which refuses the 33rd:
+  our runs trace without AutoGraph, so an exact energy over a
+  `full_dataset` of more than 32 batches (a `TFRecordTarget` beyond about
+  135,000 examples), or the 33rd trace drawing from one `dataset`,
+  failed."""
+  return iterator.get_next_as_optional().get_value()
 
 
 def reads_pipelines(target):

@@ -98,3 +98,21 @@ def test_with_full_batch_gives_exact_gradients_from_the_full_dataset(problem):
   with pytest.raises(sg.TargetCapabilityError,
                      match="FullBatchTarget needs a target with an exact"):
     without.with_full_batch()
+
+
+def test_more_than_32_batches_and_traces_work_in_graphs_without_autograph(
+    problem):
+  # Runs trace without AutoGraph, where tf.data's get_next refuses its 33rd
+  # call on one iterator: an exact energy over 41 batches (a TFRecordTarget
+  # beyond about 135,000 examples) and a 33rd trace drawing from one
+  # dataset both failed.
+  full = tf.data.Dataset.from_tensor_slices(problem.data).batch(5)  # 41
+  target = sg.DatasetTarget(problem.log_likelihood, full.repeat(),
+                            problem.num_examples,
+                            log_prior_fn=problem.log_prior, full_dataset=full)
+  w = np.array([0.3, -0.2, 0.5], np.float32)
+  graph = tf.function(target.energy, autograph=False)(tf.constant(w))
+  np.testing.assert_allclose(graph, problem.energy(w), rtol=1e-5)
+  for _ in range(40):   # A new trace each time, one iterator.
+    tf.function(lambda s: target.minibatch_energy(s, None),
+                autograph=False)(tf.constant(w))
