@@ -20,7 +20,9 @@ class DatasetTarget(DataLikelihoodTarget):
     dataset: a dataset of minibatches (already batched and, for long chains,
       repeated and shuffled). One element is taken per gradient evaluation.
     num_examples: N, the size of the full training set (needed to scale the
-      minibatch log-likelihood by N/n).
+      minibatch log-likelihood by N/n). Checked against `full_dataset`
+      where one is given; without it nothing can check N, and an N' in
+      its place samples the likelihood raised to N'/N.
     log_prior_fn: as for `InMemoryTarget`.
     full_dataset: a finite dataset of batches covering the training set once,
       used for the exact energy U(theta); without it `energy` is unavailable.
