@@ -99,9 +99,12 @@ def test_bad_input_fails_early_with_a_clear_message(case, call, error,
     call()
 
 
-def dataset_exact_count():
+def dataset_exact_count(unknown_size=False):
+  full = batches(7, repeat=False)
+  if unknown_size:
+    full = full.filter(lambda *_: True)
   target = sg.DatasetTarget(ll, batches(), 40, log_prior_fn=prior,
-                            full_dataset=batches(7, repeat=False))
+                            full_dataset=full)
   w = np.array([0.3, -0.2, 0.1], np.float32)
   np.testing.assert_allclose(target.energy(tf.constant(w)), exact_energy(w),
                              rtol=1e-5)
@@ -120,6 +123,16 @@ OUTCOMES = [
     clear("full dataset covering the data three times",
           lambda: sg.DatasetTarget(ll, batches(), 40, full_dataset=batches(
               repeat=False).repeat(3)), "num_examples", r"holds 120"),
+    # A `.filter` hides the size (cardinality unknown): the first exact
+    # energy counts the examples as it counts the batches, and refuses.
+    clear("full dataset of unknown size with half the examples",
+          lambda: sg.DatasetTarget(
+              ll, batches(), 40, log_prior_fn=prior,
+              full_dataset=batches(repeat=False).take(2).filter(
+                  lambda *_: True)).energy(tf.zeros([D])),
+          "num_examples", r"40 but `full_dataset` holds 16"),
+    correct("dataset target with an exact full dataset of unknown size",
+            lambda: dataset_exact_count(unknown_size=True)),
     clear("full dataset of features only", lambda: sg.DatasetTarget(
         ll, batches(), 40, full_dataset=tf.data.Dataset.from_tensor_slices(
             X).batch(8)), "full_dataset", r"rank \[2\].*rank \[2, 1\]"),

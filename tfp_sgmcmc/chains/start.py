@@ -31,11 +31,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.chains.model_target import as_target
 from tfp_sgmcmc.chains.uniform_start import uniform_states
 from tfp_sgmcmc.targets import dataset
-from tfp_sgmcmc.targets.base import MinibatchTarget
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
-from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.log_prob import LogProbFnTarget, is_full_batch
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget, find_mode
 
@@ -45,7 +44,6 @@ __all__ = ["as_target", "independent", "use_control_variates", "full_batch",
            "FULL_BATCH_MAX_EXAMPLES", "MINIBATCH_MIN_STEP_SIZE",
            "full_batch_for_noise"]
 
-tfd = tfp.distributions
 
 CONTROL_VARIATE_MIN_RATIO = 10.
 # The largest data set (N examples) that `sample` samples with full-batch
@@ -75,31 +73,6 @@ MINIBATCH_MIN_STEP_SIZE = 0.1
 # passes over the data per Hessian, a few Hessians in all, where Adam's
 # 2,000 steps cost 2,000 passes; beyond it, probes bound the sds.
 FULL_HESSIAN_MAX = 1000
-
-
-def as_target(model, target_log_prob_fn, observed, covariates, batch_size):
-  """The model as a `tfp_sgmcmc` target."""
-  if target_log_prob_fn is not None:
-    if model is not None:
-      raise ValueError("give the model once: `target` or "
-                       "`target_log_prob_fn`, not both.")
-    return LogProbFnTarget(target_log_prob_fn)
-  if isinstance(model, MinibatchTarget):
-    if observed is not None or covariates is not None:
-      raise ValueError("`observed` and `covariates` go with a "
-                       "JointDistribution; `target` is already a "
-                       f"{type(model).__name__}.")
-    return model
-  if isinstance(model, tfd.JointDistribution) or (
-      callable(model) and observed is not None):
-    return JointDistributionTarget(model, observed=observed,
-                                   covariates=covariates,
-                                   batch_size=batch_size)
-  raise TypeError(
-      "`target` must be a tfp_sgmcmc target (e.g. InMemoryTarget), a "
-      "tfd.JointDistribution (with `observed`, or pinned), or a model "
-      "function with `observed`; for a log density pass "
-      f"`target_log_prob_fn=`. Got {model!r:.100}.")
 
 
 def is_minibatch(target):

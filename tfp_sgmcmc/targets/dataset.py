@@ -20,7 +20,9 @@ class DatasetTarget(DataLikelihoodTarget):
     dataset: a dataset of minibatches (already batched and, for long chains,
       repeated and shuffled). One element is taken per gradient evaluation.
     num_examples: N, the size of the full training set (needed to scale the
-      minibatch log-likelihood by N/n).
+      minibatch log-likelihood by N/n). Checked against `full_dataset`
+      where one is given; without it nothing can check N, and an N' in
+      its place samples the likelihood raised to N'/N.
     log_prior_fn: as for `InMemoryTarget`.
     full_dataset: a finite dataset of batches covering the training set once,
       used for the exact energy U(theta); without it `energy` is unavailable.
@@ -119,7 +121,7 @@ class DatasetTarget(DataLikelihoodTarget):
     if self._checks_exhaustion:
       batch = self._next_batch_checked()
     else:
-      batch = self._iterator.get_next()
+      batch = _get_next(self._iterator)
     n = tf.shape(tf.nest.flatten(batch)[0])[0]
     return batch, n
 
@@ -195,23 +197,39 @@ class DatasetTarget(DataLikelihoodTarget):
     # are added in the data's order, as `reduce` added them.
     batches = iter(self._full_dataset)
     total = energy_lib.sum_of_examples(
-        self._log_likelihood(state, batches.get_next(), None))
+        self._log_likelihood(state, _get_next(batches), None))
     for _ in range(self._full_batches() - 1):
       total = total + energy_lib.sum_of_examples(
-          self._log_likelihood(state, batches.get_next(), None))
+          self._log_likelihood(state, _get_next(batches), None))
     return self._energy_from_total(state, total)
 
   def _full_batches(self):
     """The number of batches in `full_dataset`, counted once (outside any
-    trace) where its cardinality is unknown (e.g. a TFRecord pipeline)."""
+    trace) where its cardinality is unknown (e.g. a TFRecord pipeline or a
+    `.filter`), with its examples, which must be N: the construction could
+    not count them without a pass of its own, and a wrong N scales the
+    minibatch energies, not this exact one, so the two would disagree."""
     if self._full_count is None:
       with tf.init_scope():   # Eagerly, also when first called in a trace.
         count = int(self._full_dataset.cardinality())
         if count < 0:
-          count = int(self._full_dataset.reduce(
-              tf.constant(0, tf.int64), lambda acc, _: acc + 1))
+          count, examples = (int(c) for c in self._full_dataset.reduce(
+              (tf.constant(0, tf.int64), tf.constant(0, tf.int64)),
+              lambda acc, batch: (acc[0] + 1, acc[1] + _examples(batch))))
+          _check_full_count(self.num_examples, examples)
       self._full_count = count
     return self._full_count
+
+
+def _get_next(iterator):
+  """The iterator's next element, as `get_next` gives it, but without
+  `get_next`'s count of its calls in graphs traced without AutoGraph (TF's
+  guard against a Python `for` over a dataset), which refuses the 33rd:
+  our runs trace without AutoGraph, so an exact energy over a
+  `full_dataset` of more than 32 batches (a `TFRecordTarget` beyond about
+  135,000 examples), or the 33rd trace drawing from one `dataset`,
+  failed."""
+  return iterator.get_next_as_optional().get_value()
 
 
 def reads_pipelines(target):
@@ -270,13 +288,19 @@ def _check_full_dataset(dataset, full_dataset, num_examples):
         f"`full_dataset` yields elements of rank {full_ranks} but `dataset` "
         f"of rank {ranks}: both must yield batches of the same structure "
         "(is one of them unbatched? use .batch(batch_size)).")
-  if cardinality > 0:
-    count = int(full_dataset.reduce(
-        tf.constant(0, tf.int64), lambda acc, batch: acc + tf.cast(
-            tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)))
-    if count != num_examples:
-      raise ValueError(
-          f"`num_examples` = {num_examples} but `full_dataset` holds {count} "
-          "examples: N must be the size of the training set that "
-          "`full_dataset` covers once (the minibatch energy is scaled by "
-          "N / n).")
+  if cardinality > 0:  # Unknown: counted on the first exact energy.
+    _check_full_count(num_examples, int(full_dataset.reduce(
+        tf.constant(0, tf.int64), lambda acc, batch: acc + _examples(batch))))
+
+
+def _examples(batch):
+  return tf.cast(tf.shape(tf.nest.flatten(batch)[0])[0], tf.int64)
+
+
+def _check_full_count(num_examples, count):
+  if count != num_examples:
+    raise ValueError(
+        f"`num_examples` = {num_examples} but `full_dataset` holds {count} "
+        "examples: N must be the size of the training set that "
+        "`full_dataset` covers once (the minibatch energy is scaled by "
+        "N / n).")

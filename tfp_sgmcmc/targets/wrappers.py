@@ -147,9 +147,13 @@ class ControlVariateTarget(_OnBaseTarget):
     return self._centre
 
   def minibatch_energies(self, states, seed):
+    if not self._base.minibatches_from_seed:
+      return self._energies_on_one_batch(states, seed)
     return [self.minibatch_energy(state, seed) for state in states]
 
   def minibatch_energy(self, state, seed):
+    if not self._base.minibatches_from_seed:
+      return self._energies_on_one_batch([state], seed)[0]
     centre_parts = tf.nest.flatten(self._centre)
     if getattr(self._base, "independent_minibatches", False):
       # Each chain has its own minibatch, so each needs the centre's energy
@@ -160,11 +164,30 @@ class ControlVariateTarget(_OnBaseTarget):
       tape.watch(centre_parts)
       centre_mb = self._base.minibatch_energy(
           pack_like(self._centre, centre_parts), seed)
-    centre_mb_grad = [tf.stop_gradient(g) for g in tape.gradient(
-        centre_mb, centre_parts,
-        unconnected_gradients=tf.UnconnectedGradients.ZERO)]
-    centre_mb = tf.stop_gradient(centre_mb)
-    state_mb = self._base.minibatch_energy(state, seed)
+    centre_mb, centre_mb_grad = _centre_terms(tape, centre_mb, centre_parts)
+    return self._corrected(state, self._base.minibatch_energy(state, seed),
+                           centre_parts, centre_mb, centre_mb_grad)
+
+  def _energies_on_one_batch(self, states, seed):
+    """U~_cv of each of `states` where the base's batch is not chosen by
+    the seed (a `DatasetTarget`'s pipeline): each call draws the next
+    batch, so the centre's terms and the states' are read from one call,
+    one batch; on two, the noise of the difference does not cancel (it
+    grew sqrt(2)x instead)."""
+    centre_parts = tf.nest.flatten(self._centre)
+    with tf.GradientTape() as tape:
+      tape.watch(centre_parts)
+      centre_mb, *state_mbs = self._base.minibatch_energies(
+          [pack_like(self._centre, centre_parts), *states], seed)
+    centre_mb, centre_mb_grad = _centre_terms(tape, centre_mb, centre_parts)
+    return [self._corrected(state, state_mb, centre_parts, centre_mb,
+                            centre_mb_grad)
+            for state, state_mb in zip(states, state_mbs)]
+
+  def _corrected(self, state, state_mb, centre_parts, centre_mb,
+                 centre_mb_grad):
+    """U~_cv(state) from U~(state), U~(theta_hat) and its gradient, all on
+    one batch."""
     correction = tf.zeros_like(state_mb)
     for x, c, g_mb, g_full in zip(tf.nest.flatten(state), centre_parts,
                                   centre_mb_grad,
@@ -175,6 +198,14 @@ class ControlVariateTarget(_OnBaseTarget):
           (tf.cast(g_full, x.dtype) - g_mb) * delta, axis=axes)
     return (state_mb - centre_mb + tf.cast(self._centre_energy,
                                            state_mb.dtype) + correction)
+
+
+def _centre_terms(tape, centre_mb, centre_parts):
+  """U~(theta_hat) and its gradient, held constant in the state."""
+  grads = [tf.stop_gradient(g) for g in tape.gradient(
+      centre_mb, centre_parts,
+      unconnected_gradients=tf.UnconnectedGradients.ZERO)]
+  return tf.stop_gradient(centre_mb), grads
 
 
 class TemperedTarget(_OnBaseTarget):

@@ -434,3 +434,18 @@ def test_xla_asked_for_a_dataset_target_is_refused_before_any_work():
                      r"DatasetTarget: XLA cannot compile its tf.data"):
     sg.sample(streamed, parameter_shapes=[3],
               **dict(FAST, jit_compile=True))
+
+
+def test_a_batch_size_beside_a_target_is_refused_not_ignored():
+  # The target's own minibatch size was kept, silently.
+  target, _, _ = logistic()
+  with pytest.raises(ValueError, match=r"`batch_size` = 256: these go with "
+                     r"a JointDistribution(.|\n)*\(InMemoryTarget\) would "
+                     r"ignore"
+                     r"(.|\n)*leave them None"):
+    sg.sample(target, batch_size=256, parameter_shapes=[3], **FAST)
+  with pytest.raises(ValueError, match=r"`observed` = .*`batch_size` = 8: "
+                     r"(.|\n)*`target_log_prob_fn` would ignore them"):
+    sg.sample(target_log_prob_fn=lambda w: -tf.reduce_sum(w**2, -1),
+              observed=np.zeros(3), batch_size=8, parameter_shapes=[3],
+              **FAST)

@@ -98,3 +98,51 @@ def test_with_full_batch_gives_exact_gradients_from_the_full_dataset(problem):
   with pytest.raises(sg.TargetCapabilityError,
                      match="FullBatchTarget needs a target with an exact"):
     without.with_full_batch()
+
+
+def test_more_than_32_batches_and_traces_work_in_graphs_without_autograph(
+    problem):
+  # Runs trace without AutoGraph, where tf.data's get_next refuses its 33rd
+  # call on one iterator: an exact energy over 41 batches (a TFRecordTarget
+  # beyond about 135,000 examples) and a 33rd trace drawing from one
+  # dataset both failed.
+  full = tf.data.Dataset.from_tensor_slices(problem.data).batch(5)  # 41
+  target = sg.DatasetTarget(problem.log_likelihood, full.repeat(),
+                            problem.num_examples,
+                            log_prior_fn=problem.log_prior, full_dataset=full)
+  w = np.array([0.3, -0.2, 0.5], np.float32)
+  graph = tf.function(target.energy, autograph=False)(tf.constant(w))
+  np.testing.assert_allclose(graph, problem.energy(w), rtol=1e-5)
+  for _ in range(40):   # A new trace each time, one iterator.
+    tf.function(lambda s: target.minibatch_energy(s, None),
+                autograph=False)(tf.constant(w))
+
+
+def test_control_variates_on_a_dataset_target_read_the_centre_on_its_batch(
+    problem):
+  # Each draw of a pipeline is the next batch: the centre's terms were
+  # read from another batch than the state's, so at the centre itself the
+  # control-variate gradient was the exact one plus the difference of two
+  # batches' noise (sqrt(2)x the raw noise, not about 0).
+  full = tf.data.Dataset.from_tensor_slices(problem.data).batch(50)
+  batches = tf.data.Dataset.from_tensor_slices(problem.data).shuffle(
+      203, seed=0).repeat().batch(10)
+  target = sg.DatasetTarget(problem.log_likelihood, batches,
+                            problem.num_examples,
+                            log_prior_fn=problem.log_prior, full_dataset=full)
+  centre = tf.constant([0.3, -0.2, 0.5], tf.float32)
+  cv = sg.ControlVariateTarget(target, centre)
+  with tf.GradientTape() as tape:
+    tape.watch(centre)
+    exact = target.energy(centre)
+  exact_gradient = tape.gradient(exact, centre)
+  at_centre = tf.constant(centre.numpy())   # Not the centre's own tensor.
+  for _ in range(3):
+    energy, gradient = cv.energy_and_gradient(at_centre, None)
+    np.testing.assert_allclose(energy, exact, rtol=1e-6)
+    np.testing.assert_allclose(gradient, exact_gradient, rtol=1e-4,
+                               atol=1e-3)
+  both = cv.minibatch_energies(
+      [at_centre, tf.stack([at_centre, at_centre])], None)
+  np.testing.assert_allclose(both[0], exact, rtol=1e-6)
+  np.testing.assert_allclose(both[1], [exact, exact], rtol=1e-6)
