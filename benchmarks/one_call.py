@@ -33,12 +33,15 @@ says which (`reference`). Checks (docs/performance.md):
         --batch-size 100 [--keep-minibatches]      # a smaller d / n case
     python benchmarks/one_call.py --dataset --num-examples 50000
         # the data streamed from tf.data (DatasetTarget, no XLA)
+    python benchmarks/one_call.py --tfrecord --num-examples 50000 \
+        [--control-variates false]  # from TFRecord files (TFRecordTarget)
 """
 
 import argparse
 import datetime
 import json
 import os
+import tempfile
 import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -93,14 +96,23 @@ def laplace(x, y, num_newton_steps=50, prior_sd=1.):
   return w, np.sqrt(np.diag(np.linalg.inv(hessian)))
 
 
-def target_for(x, y, batch_size, prior_sd=1., dataset=False):
+def target_for(x, y, batch_size, prior_sd=1., dataset=False, tfrecord=False):
   """The model in memory, or (`dataset`) streamed from tf.data: shuffled
-  minibatches of `batch_size`, the exact energy from batches of 10,000."""
+  minibatches of `batch_size`, the exact energy from batches of 10,000, or
+  (`tfrecord`) written to 8 TFRecord shards in a temporary folder, records
+  of 10 examples, `batch_size` / 10 records per minibatch."""
   def log_likelihood(w, batch):
     xb, yb = batch
     return tfd.Bernoulli(logits=tf.linalg.matvec(xb, w)).log_prob(yb)
   log_prior = lambda w: tf.reduce_sum(tfd.Normal(0., prior_sd).log_prob(w),
                                       -1)
+  if tfrecord:
+    layout = sg.write_tfrecord_shards((x, y), tempfile.mkdtemp(),
+                                      num_shards=8, record_size=10,
+                                      shuffle_seed=0)
+    return sg.TFRecordTarget(log_likelihood, layout, batch_size // 10,
+                             log_prior_fn=log_prior,
+                             parameter_shapes=[x.shape[1]])
   if dataset:
     examples = tf.data.Dataset.from_tensor_slices((x, y))
     return sg.DatasetTarget(
@@ -135,7 +147,7 @@ def reference_path(dim, shared_factor):
 def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
         num_chains=4, kernel=None, seed=0, progress=True,
         shared_factor=False, small_units=False, dataset=False,
-        **sample_kwargs):
+        tfrecord=False, **sample_kwargs):
   x, y = logistic_data(num_examples, dim, seed, shared_factor, small_units)
   # A N(0, 1) prior would hold a weight of 50 near 0: a wide one.
   prior_sd = 100. if small_units else 1.
@@ -148,7 +160,7 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
     saved = np.load(path)
     centre, scale, reference = saved["mean"], saved["sd"], (
         "HMC (one_call_reference.py)")
-  target = target_for(x, y, batch_size, prior_sd, dataset)
+  target = target_for(x, y, batch_size, prior_sd, dataset, tfrecord)
   load = os.getloadavg()[0]
   start, cpu_start = time.perf_counter(), time.process_time()
   fit = sg.sample(target, num_results=num_results, num_chains=num_chains,
@@ -163,7 +175,7 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
       kernel=fit.report.kernel, num_examples=num_examples, dim=dim,
       batch_size=batch_size, num_chains=num_chains, num_results=num_results,
       shared_factor=shared_factor, small_units=small_units,
-      dataset=dataset, reference=reference,
+      dataset=dataset, tfrecord=tfrecord, reference=reference,
       means=draws.mean(0).tolist(), sds=draws.std(0).tolist(),
       max_mode_gap_sd=float(np.max(np.abs(centre - mode) / scale)),
       max_mean_error_sd=float(mean_error.max()),
@@ -186,7 +198,8 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
       rhat=row["max_rhat"] <= MAX_RHAT and (
           row["max_rhat_rank"] is None or row["max_rhat_rank"] <= MAX_RHAT),
       # A tf.data pipeline gives every chain the same batches.
-      independent=dataset or row["minibatches"] == "independent minibatches")
+      independent=dataset or tfrecord or
+      row["minibatches"] == "independent minibatches")
   return row
 
 
@@ -212,6 +225,12 @@ def main():
                       "sample's own pick")
   parser.add_argument("--dataset", action="store_true",
                       help="the data streamed from tf.data (DatasetTarget)")
+  parser.add_argument("--tfrecord", action="store_true",
+                      help="the data read from TFRecord files "
+                      "(TFRecordTarget)")
+  parser.add_argument("--control-variates", choices=("true", "false"),
+                      help="sample(..., control_variates=True or False); "
+                      "unset: sample's own rule")
   parser.add_argument("--tiny", action="store_true",
                       help="N = 20,000, d = 3, short runs (seconds)")
   parser.add_argument("--out", default=os.path.join(HERE, "results"))
@@ -227,7 +246,9 @@ def main():
               seed=args.seed, dim=args.dim, num_examples=args.num_examples,
               shared_factor=args.shared_factor,
               small_units=args.small_units, batch_size=args.batch_size,
-              dataset=args.dataset,
+              dataset=args.dataset, tfrecord=args.tfrecord,
+              **({} if args.control_variates is None else dict(
+                  control_variates=args.control_variates == "true")),
               **(dict(full_batch=False) if args.keep_minibatches else {}),
               **({} if args.dense_mass is None else dict(
                   dense_mass=args.dense_mass == "true")))
@@ -253,6 +274,10 @@ def main():
     name = name.replace(".json", f"_N{args.num_examples}.json")
   if not args.tiny and args.dataset:
     name = name.replace(".json", "_dataset.json")
+  if not args.tiny and args.tfrecord:
+    name = name.replace(".json", "_tfrecord.json")
+  if not args.tiny and args.control_variates is not None:
+    name = name.replace(".json", f"_cv_{args.control_variates}.json")
   if not args.tiny and args.keep_minibatches:
     name = name.replace(".json", "_minibatches.json")
   if not args.tiny and args.batch_size != 1000:

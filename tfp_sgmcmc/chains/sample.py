@@ -213,7 +213,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   around its mode (Newton's method where the state has at most
   `chains.start.FULL_HESSIAN_MAX` coordinates, else `find_mode`'s Adam;
   dispersed by the Laplace sds) and, when the minibatch is at most a
-  tenth of the data, is sampled through control variates around the mode
+  tenth of the data and drawn by the kernel's seed (in memory or from
+  TFRecord files; not a `DatasetTarget`'s pipeline, on which AMAGOLD is
+  not exact), is sampled through control variates around the mode
   (`ControlVariateTarget`); other targets start uniform(-2, 2) in the
   unconstrained space, as Stan. `warm_up` tunes the step size and mass
   (dense for a vector of at most `DENSE_MASS_MAX` coordinates; beyond, the

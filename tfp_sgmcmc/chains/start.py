@@ -17,7 +17,8 @@ the chains' starting states.
   costs about what a minibatch one does, while the minibatch noise, even
   through control variates, cuts the step size and the ESS several-fold.
 * **Control variates** (`ControlVariateTarget` around the mode) when the
-  minibatch covers at most 1 / `CONTROL_VARIATE_MIN_RATIO` of the data: the
+  kernel's seed draws the minibatch (not a `DatasetTarget`'s pipeline) and
+  it covers at most 1 / `CONTROL_VARIATE_MIN_RATIO` of the data: the
   minibatch gradient's noise variance, in units of the posterior's
   curvature, grows as N / n, and around the mode control variates remove
   most of it for two minibatch gradients per step instead of one.
@@ -169,14 +170,21 @@ def independent(target, parameter_shapes):
 
 
 def use_control_variates(target, control_variates):
-  """Whether to sample on `ControlVariateTarget` around the mode."""
+  """Whether to sample on `ControlVariateTarget` around the mode: as asked,
+  or (None) on minibatches that the kernel's seed draws (an
+  `InMemoryTarget`, a `TFRecordTarget`), of at most 1 /
+  `CONTROL_VARIATE_MIN_RATIO` of the data, from a target with an exact
+  energy (for the mode). Not on a `DatasetTarget`'s pipeline, which
+  chooses its own batches: AMAGOLD on them is not exact, so there `sample`
+  moves to full-data gradients instead."""
   if control_variates is not None:
     return bool(control_variates)
-  if isinstance(target, ControlVariateTarget) or not target.has_exact_energy:
+  batch_size = getattr(target, "batch_size", None)
+  if (isinstance(target, ControlVariateTarget) or batch_size is None or
+      not target.has_exact_energy or not is_minibatch(target) or
+      not target.minibatches_from_seed):
     return False
-  if not isinstance(target, InMemoryTarget) or target.is_full_batch:
-    return False
-  return target.num_examples >= CONTROL_VARIATE_MIN_RATIO * target.batch_size
+  return target.num_examples >= CONTROL_VARIATE_MIN_RATIO * batch_size
 
 
 def _flat_energy(target, structure):

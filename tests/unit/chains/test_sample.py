@@ -13,6 +13,7 @@ from tfp_sgmcmc.chains import sample as sample_lib
 from tfp_sgmcmc.chains import sample_kernels
 from tfp_sgmcmc.chains import start as start_lib
 
+from support.linear_regression import write_shards
 from support.sample_problems import FAST, logistic, normal_model
 
 tfd = tfp.distributions
@@ -91,6 +92,34 @@ def test_full_batch_rule_below_the_threshold_only():
                                        "InMemoryTarget"):
     sg.sample(target_log_prob_fn=posterior.log_prob, parameter_shapes=[],
               full_batch=True, **FAST)
+
+
+def test_control_variates_by_default_where_the_seed_draws_the_minibatch(
+    tmp_path):
+  """In memory and from TFRecord files the kernel's seed draws each batch,
+  so AMAGOLD through control variates stays exact; a DatasetTarget's
+  pipeline chooses its own batches, so it gets none (it moves to full-data
+  gradients instead)."""
+  ratio = start_lib.CONTROL_VARIATE_MIN_RATIO
+  small_share, x, y = logistic(num_examples=int(ratio * 50))
+  assert start_lib.use_control_variates(small_share, None)
+  large_share, _, _ = logistic(num_examples=int(ratio * 50) - 1)
+  assert not start_lib.use_control_variates(large_share, None)
+  _, layout = write_shards(str(tmp_path), record_size=4)
+  def log_likelihood(w, batch):
+    return -0.5 * (batch[1] - tf.linalg.matvec(batch[0], w)) ** 2
+  records = {k: sg.TFRecordTarget(log_likelihood, layout, k)
+             for k in (15, 16)}   # 60 and 64 of 600 examples
+  assert start_lib.use_control_variates(records[15], None)
+  assert not start_lib.use_control_variates(records[16], None)
+  stream = sg.DatasetTarget(
+      lambda w, b: -0.5 * (b[1] - tf.linalg.matvec(b[0], w)) ** 2,
+      tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(10),
+      num_examples=len(x), full_dataset=tf.data.Dataset.from_tensor_slices(
+          (x, y)).batch(500))
+  assert not start_lib.use_control_variates(stream, None)
+  assert start_lib.use_control_variates(stream, True)   # As asked.
+  assert not start_lib.use_control_variates(small_share, False)
 
 
 def test_with_full_batch_is_a_full_batch_copy():
