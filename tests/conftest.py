@@ -134,6 +134,9 @@ SLOW = {
         'test_adapted_step_size_reaches_target_acceptance_and_stays_exact[simple]',
         'test_fit_interrupted_by_an_exception_resumes_bit_identically[amagold_minibatch]',
         'keras/test_step_size_adaptation.py::test_warmup_in_fit_ends_at_the_same_step_from_100x_too_large_or_small',
+        # [SGLD] stays in CI: the same search from 100x off; SGHMC's warm-up
+        # with a diagonal mass stays through test_warmup_stationary_bound.py.
+        'test_step_size_is_the_same_from_100x_too_large_or_too_small[SGHMC]',
     ),
     'reproductions beyond the first for each paper (each paper keeps one in CI)': (
         'reproductions/sgbd/test_sgbd_logistic.py::test_short_reference_is_converged',
