@@ -65,9 +65,9 @@ def test_keras_amagold_is_exact(problem):
   _, callback = fit_regression(
       problem, sgk.AMAGOLD(step_size=0.1, num_leapfrog_steps=10, friction=1.,
                            momentum_std=sigma, seed=2),
-      num_steps=30000, steps_per_execution=10, thinning=1,
+      num_steps=15000, steps_per_execution=10, thinning=1,
       jit_compile=True, energy_data=(x, y), energy_batch_size=128)
-  assert callback.num_tests == 3000
+  assert callback.num_tests == 1500
   assert 0.3 < callback.acceptance_rate < 0.99
   draws = kept_draws(callback)
   mean, mean_se = mean_and_se(draws)
