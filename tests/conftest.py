@@ -26,6 +26,7 @@ keras package; their modules are imported by file name (pytest's default
 import mode), so a test_*.py name outside unit/ must be unique.
 """
 
+import gc
 import os
 import sys
 import warnings
@@ -176,6 +177,17 @@ def pytest_collection_modifyitems(config, items):
     node = "/".join(parts[:-1] + [item.nodeid.split("/")[-1]])
     if any(p in node for group in SLOW.values() for p in group):
       item.add_marker("slow")
+
+
+def pytest_collection_finish(session):
+  """Moves what collection made (TensorFlow, TFP and Keras imported, every
+  test module) out of the garbage collector's reach: those objects live to
+  the end, yet each full collection walked them all, and on this VM a walk
+  over pages untouched since import stalled a worker for tens of seconds
+  at random points of the run."""
+  del session
+  gc.collect()
+  gc.freeze()
 
 
 @pytest.fixture
