@@ -9,6 +9,7 @@ headers, before any data is decompressed, with our own error.
 
 import collections
 import io
+import json
 import os
 import subprocess
 import sys
@@ -230,6 +231,56 @@ def test_a_checkpoint_of_other_kernel_parameters_is_refused(tmp_path):
   same = sg.SGHMC(_target(), 0.1, 1.)
   with warnings.catch_warnings():
     warnings.simplefilter("error")
+    sg.load_chain(path, same.bootstrap_results(state), state, kernel=same)
+
+
+def _mass(inverse_mass):
+  return sg.diagonal_momentum_distribution(
+      tf.ones([2, D]), batch_ndims=1,
+      inverse_mass=np.full([D], inverse_mass, np.float32))
+
+
+# (kernel with a setting, kernel with another, the difference named): each
+# loaded into the other before, as their settings were named by type only.
+SETTINGS = {
+    "schedule": (
+        lambda: sg.SGLD(_target(), sg.PolynomialDecay(0.1, 10., 0.55)),
+        lambda: sg.SGLD(_target(), sg.PolynomialDecay(0.01, 10., 0.55)),
+        r"'step_size\.a': \(0\.1, 0\.01\)"),
+    "cycle": (
+        lambda: sg.SGHMC(_target(), sg.CyclicalSchedule(0.1, 1000, 4), 1.),
+        lambda: sg.SGHMC(_target(), sg.CyclicalSchedule(0.1, 2000, 4), 1.),
+        r"'step_size\.num_steps': \(1000, 2000\)"),
+    "mass": (
+        lambda: sg.SGHMC(_target(), 0.1, 1., momentum_distribution=_mass(1.)),
+        lambda: sg.SGHMC(_target(), 0.1, 1., momentum_distribution=_mass(4.)),
+        r"'momentum_distribution\.tensors': \(\[.*1\.0.*4\.0"),
+}
+
+
+@pytest.mark.parametrize("setting", sorted(SETTINGS))
+def test_a_checkpoint_of_another_schedule_or_mass_is_refused(tmp_path,
+                                                             setting):
+  build, build_other, named = SETTINGS[setting]
+  path, state, _ = _saved(tmp_path, build())
+  other = build_other()
+  with pytest.raises(ValueError, match=r"other parameters.*" + named):
+    sg.load_chain(path, other.bootstrap_results(state), state, kernel=other)
+  # Rebuilt as saved (a new process), and from a file that names the
+  # setting by its type only (written before), it loads without a word.
+  same = build()
+  with warnings.catch_warnings():
+    warnings.simplefilter("error")
+    sg.load_chain(path, same.bootstrap_results(state), state, kernel=same)
+    with np.load(path) as f:
+      arrays = dict(f)
+    header = json.loads(str(arrays["header"]))
+    parameters = header["kernel"]["parameters"]
+    for name, value in parameters.items():
+      if isinstance(value, dict) and "object" in value:
+        parameters[name] = value["object"]
+    arrays["header"] = np.array(json.dumps(header, sort_keys=True))
+    np.savez(path, **arrays)
     sg.load_chain(path, same.bootstrap_results(state), state, kernel=same)
 
 
