@@ -20,6 +20,7 @@ import zipfile
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from tfp_sgmcmc import _files as files
@@ -282,6 +283,33 @@ def test_a_checkpoint_of_another_schedule_or_mass_is_refused(tmp_path,
     arrays["header"] = np.array(json.dumps(header, sort_keys=True))
     np.savez(path, **arrays)
     sg.load_chain(path, same.bootstrap_results(state), state, kernel=same)
+
+
+def test_a_float64_dict_state_loads_without_a_state_template(tmp_path):
+  # Refused before as float64 against a float32 template nobody passed,
+  # and a dict came back as a list in key order, which a density of named
+  # parts calls by position.
+  log_prob = lambda w, b: -0.5 * (tf.reduce_sum(w ** 2, -1) +
+                                  tf.reduce_sum((b - 3.) ** 2, -1))
+  kernel = sg.StepSeeded(sg.SGHMC(target_log_prob_fn=log_prob,
+                                  step_size=0.1, friction=1.), [1, 2])
+  init = {"w": tf.zeros([2, D], tf.float64),
+          "b": tf.ones([2, D], tf.float64)}
+  def run(n, state, results):  # The last state and the final results.
+    out = tfp.mcmc.sample_chain(
+        n, state, kernel=kernel, previous_kernel_results=results,
+        trace_fn=None, return_final_kernel_results=True, seed=[0, 0])
+    return ({k: v[-1] for k, v in out.all_states.items()},
+            out.final_kernel_results)
+  path = str(tmp_path / "c.npz")
+  sg.save_chain(path, *run(3, init, kernel.bootstrap_results(init)),
+                kernel=kernel)
+  state, results = sg.load_chain(path, kernel.bootstrap_results(init),
+                                 kernel=kernel)
+  assert sorted(state) == ["b", "w"] and state["w"].dtype == tf.float64
+  whole, _ = run(6, init, kernel.bootstrap_results(init))
+  for name, value in run(3, state, results)[0].items():
+    np.testing.assert_array_equal(value, whole[name])
 
 
 def test_a_checkpoint_of_another_seed_is_refused_or_reseeded(tmp_path):
