@@ -167,6 +167,29 @@ def _moments_continued_on_other_target():
                            previous_kernel_results=first.final_kernel_results)
 
 
+def _forked(kernel_seed):
+  """A StepSeeded SGLD chain of seed [3, 4] continued, by sample_moments,
+  with a StepSeeded kernel of `kernel_seed`."""
+  first = sg.sample_moments(sg.StepSeeded(sg.SGLD(noisy(), 0.1), [3, 4]),
+                            tf.zeros([2, D]), 3, seed=[0, 0],
+                            jit_compile=False)
+  return sg.sample_moments(
+      sg.StepSeeded(sg.SGLD(noisy(), 0.1), kernel_seed), first.final_state,
+      3, seed=[0, 0], previous_kernel_results=first.final_kernel_results,
+      jit_compile=False)
+
+
+def step_seeded_chain_continued_with_its_seed():
+  # Its seed and the results' agree: continued silently, bit for bit.
+  kernel = sg.StepSeeded(sg.SGLD(noisy(), 0.1), [3, 4])
+  with warnings.catch_warnings():
+    warnings.simplefilter("error", UserWarning)
+    second = _forked([3, 4])
+  whole = sg.sample_moments(kernel, tf.zeros([2, D]), 6, seed=[0, 0],
+                            jit_compile=False)
+  np.testing.assert_array_equal(second.final_state, whole.final_state)
+
+
 def _checkpoint_of_other_temperature(tmp_path):
   path = os.path.join(tmp_path, "c.npz")
   wrap = lambda temperature: sg.StepSeeded(sg.AMAGOLD(
@@ -253,6 +276,13 @@ OUTCOMES = [
     clear("moment run continued on another target",
           _moments_continued_on_other_target, "previous_kernel_results",
           r"cached `energy`.*bootstrap_results"),
+    # The results' seed picks the noise: every new kernel seed gave the
+    # same continuation.
+    clear("StepSeeded chain continued by a kernel of another seed",
+          lambda: _forked([9, 9]), "previous_kernel_results",
+          r"seed \[3, 4\].*seed \[9, 9\] would be ignored"),
+    correct("StepSeeded chain continued by a kernel of its seed",
+            step_seeded_chain_continued_with_its_seed),
     clear("checkpoint of a chain at another temperature",
           _checkpoint_of_other_temperature, "kernel_results",
           r"\.inner_results.*cached `energy`.*temperature"),

@@ -30,6 +30,17 @@ def one_step_moments():
   np.testing.assert_array_equal(m.variance, np.zeros([2, D]))
 
 
+def _own_seed_progress():
+  """A StepSeeded kernel given its own seed draws what its inner kernel
+  does with that seed."""
+  inner = sg.SGLD(noisy(), 0.1)
+  runs_ = [sg.sample_chain_with_progress(
+      3, tf.zeros([2, D]), k, seed=[3, 4], progress=False,
+      jit_compile=False, trace_fn=None).all_states
+           for k in (sg.StepSeeded(inner, seed=[3, 4]), inner)]
+  np.testing.assert_array_equal(runs_[0], runs_[1])
+
+
 def _nan_moments():
   return sg.sample_moments(sg.SGLD(noisy(), 0.1),
                            tf.constant([[0., np.inf, 0.]]), 5, seed=[1, 2])
@@ -54,6 +65,15 @@ OUTCOMES = [
         5, tf.zeros([D]), sg.SGLD(noisy(), 0.1), seed=[1, 2],
         num_steps_between_results=-2), "num_steps_between_results",
           r"got -2"),
+    # Its own seed picks the noise: every `seed` gave the same draws.
+    clear("progress run of a StepSeeded kernel of another seed", lambda:
+          sg.sample_chain_with_progress(
+              2, tf.zeros([D]), sg.StepSeeded(sg.SGLD(noisy(), 0.1),
+                                              seed=[3, 4]),
+              seed=[1, 2], progress=False, jit_compile=False),
+          "seed", r"\[3, 4\].*\[1, 2\].*inner_kernel"),
+    correct("progress run of a StepSeeded kernel of its own seed",
+            _own_seed_progress),
     correct("moments of a single step", one_step_moments),
 ]
 

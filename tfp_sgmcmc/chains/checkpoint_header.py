@@ -103,9 +103,34 @@ def _jsonable(value, depth=0):
                   value=values)
     return dict(dtype=array.dtype.name, shape=list(array.shape),
                 sha256=hashlib.sha256(array.tobytes()).hexdigest())
+  described = _described(value)
+  if described is not None:
+    return {"object": _type_name(value),
+            "parameters": {str(k): _jsonable(v, depth + 1)
+                           for k, v in sorted(described.items())
+                           if k != "name"}}
   if callable(value) and hasattr(value, "__qualname__"):
     return f"{getattr(value, '__module__', '')}.{value.__qualname__}"
   return _type_name(value)
+
+
+def _described(value):
+  """The settings of a parameter that is neither a kernel nor a tensor but
+  changes the chain: a mass (a TFP distribution, its bijectors and linear
+  operators) or one of this package's step-size schedules; None for
+  anything else (targets, which hold data, and functions)."""
+  if isinstance(value, (tfp.distributions.Distribution,
+                        tfp.bijectors.Bijector, tf.linalg.LinearOperator)):
+    # Its tensors, flat: a mass nests a dozen objects deep, past the depth
+    # at which parameters are no longer described.
+    parts = tf.nest.flatten(value, expand_composites=True)
+    if all(tf.is_tensor(p) for p in parts):
+      return {"tensors": parts}
+    return {k: v for k, v in value.parameters.items()
+            if tf.is_tensor(v) or isinstance(v, (bool, int, float, str))}
+  if type(value).__module__ == "tfp_sgmcmc.chains.schedules":
+    return {k: v for k, v in vars(value).items() if not k.startswith("_")}
+  return None
 
 
 def kernel_summary(kernel, depth=0):
@@ -216,6 +241,9 @@ def check_kernel(path, header, kernel, allow_other_kernel):
         f"it was written by a {mine['class']} with the same parameters. "
         "Pass `kernel=` to save_chain.", UserWarning, stacklevel=3)
     return
+  # A file written before masses and schedules were described by their
+  # settings names them by type only: compared as it can be.
+  mine = _as_saved(saved, mine)
   if saved == mine or allow_other_kernel:
     return
   diffs = _dictdifferences(_flat(saved), _flat(mine))
@@ -234,6 +262,20 @@ def check_kernel(path, header, kernel, allow_other_kernel):
       "continue the chain with the new ones.")
 
 
+def _as_saved(saved, mine):
+  """`mine` with each described object that `saved` names by its type only
+  replaced by that name."""
+  if isinstance(mine, dict) and "object" in mine and saved == mine["object"]:
+    return saved
+  if isinstance(saved, dict) and isinstance(mine, dict):
+    return {k: _as_saved(saved[k], v) if k in saved else v
+            for k, v in mine.items()}
+  if (isinstance(saved, list) and isinstance(mine, list) and
+      len(saved) == len(mine)):
+    return [_as_saved(a, b) for a, b in zip(saved, mine)]
+  return mine
+
+
 def _flat(summary, prefix=""):
   """A kernel summary as {dotted name: value}: nested kernels' classes and
   parameters side by side, so a difference names where it is."""
@@ -242,7 +284,8 @@ def _flat(summary, prefix=""):
     name = f"{prefix}{key}"
     if key == "parameters" and isinstance(value, dict):
       for k, v in value.items():
-        if isinstance(v, dict) and "class" in v and "parameters" in v:
+        if isinstance(v, dict) and "parameters" in v and (
+            "class" in v or "object" in v):
           out.update(_flat(v, f"{prefix}{k}."))
         else:
           out[f"{prefix}{k}"] = v

@@ -161,8 +161,9 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
     path: the .npz file.
     results_template: kernel results of the same kernel, e.g.
       `kernel.bootstrap_results(init_state)`, giving the structure.
-    state_template: a state of the same structure (default: inferred from
-      the number of saved tensors when the state is one tensor).
+    state_template: a state of the same structure (default: the saved
+      state's dtypes and shapes, as one tensor, a dict of the saved keys
+      or a list).
     kernel: the kernel that will continue the chain. When the checkpoint
       was saved with `kernel=`, its class and parameters must be the same.
     allow_other_kernel: continue with a `kernel` of another class or other
@@ -264,6 +265,21 @@ def _read_header(archive, infos, path):
   return header
 
 
+def _saved_state_structure(header, num_state):
+  """A template of the saved state's structure where `load_chain` has
+  none: a dict of the keys the header names for a state that was a dict
+  (a list in sorted key order would call a model's parts by position),
+  else one tensor or a list."""
+  paths = list((header or {}).get("fields") or [])[:num_state]
+  keys = [p[len("state/"):] for p in paths]
+  if (header is not None and len(keys) == num_state and
+      int(header.get("num_state_leaves", -1)) == num_state and
+      all(p.startswith("state/") for p in paths) and
+      all(k and "/" not in k and not k.isdigit() for k in keys)):
+    return {k: tf.zeros([]) for k in keys}
+  return tf.zeros([]) if num_state == 1 else [tf.zeros([])] * num_state
+
+
 def _load(archive, path, results_template, state_template, kernel,
           allow_other_kernel, reseed):
   infos = {info.filename: info for info in archive.infolist()}
@@ -277,8 +293,7 @@ def _load(archive, path, results_template, state_template, kernel,
       raise ValueError(f"{path} holds {len(names)} tensors, fewer than the "
                        f"{len(results_leaves)} of `results_template`: it was "
                        "saved from another kernel.")
-    state_template = (tf.zeros([]) if num_state == 1 else
-                      [tf.zeros([])] * num_state)
+    state_template = _saved_state_structure(header, num_state)
     check_state_shapes = False
   else:
     check_state_shapes = True
@@ -296,7 +311,9 @@ def _load(archive, path, results_template, state_template, kernel,
     t = tf.convert_to_tensor(t)
     what = (f"`state_template` part {i}" if i < num_state_leaves else
             f"`results_template` tensor {i - num_state_leaves}")
-    if dtype != t.dtype.as_numpy_dtype:
+    # Without a state template the state's dtypes are the file's.
+    if (i >= num_state_leaves or check_state_shapes) and (
+        dtype != t.dtype.as_numpy_dtype):
       raise ValueError(f"{path}: tensor {i} ({what}) has dtype {dtype}, "
                        f"the template's is {t.dtype.name}.")
     if (i >= num_state_leaves or check_state_shapes) and (

@@ -6,6 +6,7 @@ import collections
 import sys
 import time
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -105,7 +106,9 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   Args:
     num_results: number of draws kept (after burn-in).
     current_state: initial state (tensor or list, leading chain dims).
-    kernel: any `tfp.mcmc.TransitionKernel`.
+    kernel: any `tfp.mcmc.TransitionKernel` (a `StepSeeded` one only with
+      `seed` equal to its own, which would otherwise pick every step's
+      noise: pass its `inner_kernel`).
     seed: stateless int32[2] seed.
     num_burnin_steps: steps run first and not kept.
     trace_fn: `trace_fn(state, results)` on the kernel's own results (not
@@ -143,6 +146,8 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   if not isinstance(kernel, tfp.mcmc.TransitionKernel):
     raise TypeError(f"`kernel` must be a tfp.mcmc.TransitionKernel; got "
                     f"{type(kernel).__name__}.")
+  seed = tfp.random.sanitize_seed(seed)
+  _check_not_seeded_elsewhere(kernel, seed)
   current_state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
   run_checks.check_start(current_state, None)
   burn, sample, wrapped = _compiled_chunks(kernel, trace_fn, jit_compile)
@@ -161,7 +166,7 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   # The seed enters through the results, so the compiled chunks are reused
   # across calls with other seeds.
   results = wrapped.bootstrap_results(current_state)._replace(
-      base_seed=tfp.random.sanitize_seed(seed))
+      base_seed=seed)
   done = 0
   try:
     for n in burn_sizes:
@@ -186,6 +191,23 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   trace = None if trace_fn is None else _join(traces)
   return ChainRun(all_states=all_states, trace=trace,
                   final_kernel_results=results)
+
+
+def _check_not_seeded_elsewhere(kernel, seed):
+  """Refuses a `StepSeeded` kernel of another seed than `seed`: its own
+  seed picks every step's noise and the outer wrapper's is ignored, so
+  every `seed` would give the same draws without a word."""
+  if not isinstance(kernel, step_seeded.StepSeeded):
+    return
+  own = np.asarray(kernel.seed).tolist()
+  given = np.asarray(seed).tolist()
+  if own != given:
+    raise ValueError(
+        f"`kernel` is a StepSeeded with seed {own}, which picks the noise "
+        f"of every step, so `seed` = {given} would be ignored (every seed "
+        "would give the same draws). Pass its inner kernel "
+        "(`kernel.inner_kernel`): sample_chain_with_progress wraps it in "
+        f"StepSeeded(kernel, seed) itself; or pass seed={own}.")
 
 
 def _join(chunks):

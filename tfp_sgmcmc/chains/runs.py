@@ -64,7 +64,8 @@ def sample_moments(kernel, current_state, num_steps, seed,
     kernel: any `tfp.mcmc.TransitionKernel`.
     current_state: initial state (tensor or list, leading chain dims).
     num_steps: number of draws folded into the moments (after burn-in).
-    seed: stateless int32[2] seed.
+    seed: stateless int32[2] seed; for a `StepSeeded` kernel its own seed
+      (or that of `previous_kernel_results`) picks the noise instead.
     num_burnin_steps: steps run first and not counted.
     previous_kernel_results: to continue a chain (checked once before the
       run by `tfp_sgmcmc.check_kernel_results`: results of a kernel on

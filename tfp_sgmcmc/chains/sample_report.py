@@ -95,7 +95,9 @@ class SampleResult(collections.namedtuple("SampleResult", [
     final_state: the chains' last state, as the kernel sees it (the
       unconstrained state for a JointDistribution).
     final_kernel_results: the last `StepSeededResults`: with
-      `StepSeeded(kernel, seed)` they continue the chain bit for bit, and
+      `StepSeeded(kernel, final_kernel_results.base_seed)` (the sampling
+      phase's seed, drawn from `seed`) they continue the chain bit for
+      bit, and
       `save_chain(path, final_state, final_kernel_results, kernel)` saves it.
     states: the draws as the kernel sees them (unconstrained).
     trace: the traced fields (`diverged`, `log_accept_ratio`, ...).

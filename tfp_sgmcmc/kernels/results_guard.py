@@ -157,6 +157,9 @@ def check_kernel_results(kernel, current_state, kernel_results,
     Barker's full-data U(theta) with the exact test; `target_log_prob` with
     a full-batch target) and that value is not this kernel's target's at
     the state: results made on another target (or for another state);
+  * raises a `ValueError` if the results of a `StepSeeded` chain carry
+    another seed than the kernel's (the step seeds come from the results,
+    so the kernel's seed would be ignored);
   * warns (`StepSizeFromResultsWarning`) when the results' `step_size`
     differs from the kernel's own constant `step_size` and no step-size
     adaptation kernel sets it: the run uses the kernel's step size, not the
@@ -184,7 +187,8 @@ def check_kernel_results(kernel, current_state, kernel_results,
 
   Raises:
     ValueError: a cached, target-dependent value in the results is not the
-      kernel's target's at `current_state`.
+      kernel's target's at `current_state`, or a `StepSeeded` chain's
+      results carry another seed than the kernel's.
 
   #### Example
 
@@ -213,6 +217,7 @@ def check_kernel_results(kernel, current_state, kernel_results,
   level = (kernel, kernel_results, state)
   while level is not None:
     k, results, s = level
+    _check_seed(k, results, argument, path)
     adapted = adapted or _adapts_step_size(k)
     if getattr(k, "_cached_value_field", None) is not None:
       check_cached_values(k, s, results, argument, path)
@@ -227,6 +232,26 @@ def check_kernel_results(kernel, current_state, kernel_results,
 
 
 _NESTED_RESULTS = ("inner_results", "accepted_results", "proposed_results")
+
+
+def _check_seed(kernel, results, argument, path):
+  """Refuses the results of a `StepSeeded` chain of another seed than the
+  kernel's: the step's seed is read from the results, so the kernel's seed
+  would be ignored (every kernel seed would continue with the same noise),
+  as `load_chain` refuses a checkpoint of another seed."""
+  seed = getattr(kernel, "seed", None)
+  saved = getattr(results, "base_seed", None)
+  if seed is None or saved is None or not _has_values(saved):
+    return
+  mine, theirs = np.asarray(seed).tolist(), np.asarray(saved).tolist()
+  if mine != theirs:
+    raise ValueError(
+        f"`{argument}{path}` continues a chain of seed {theirs}, and the "
+        f"step seeds come from the results: the kernel's seed {mine} "
+        "would be ignored (every kernel seed would give the same draws). "
+        f"Build the kernel with seed={theirs} to continue that chain, or "
+        f"replace the results' `base_seed` (results._replace(base_seed="
+        f"{mine})) to continue with new noise.")
 
 
 def with_step_size(kernel_results, step_size):
