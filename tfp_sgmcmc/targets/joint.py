@@ -353,7 +353,12 @@ class JointDistributionTarget(InMemoryTarget):
     covariates, observed = self._prior_data
     jd = self._model_fn(covariates if self._has_covariates else None)
     draws = jd.sample(shape, seed=seed)
-    draws = self._latent_dict(draws)
+    # The model's draws hold every node, observed ones too: by the model's
+    # own names (the latent names alone would take a list's observed draw
+    # for the latent after it).
+    names = jd._flat_resolve_names()  # pylint: disable=protected-access
+    draws = (self._latent_dict(draws) if isinstance(draws, dict) or hasattr(
+        draws, "_fields") else dict(zip(names, tf.nest.flatten(draws))))
     pinned_structure = self._pinned_probe.event_shape
     latents = self._latent_dict(pinned_structure)
     for name in latents:
