@@ -71,3 +71,29 @@ def test_minibatches_of_a_model_with_per_example_latents_are_refused(
   full = sg.JointDistributionTarget(eight_schools(), observed={"y": Y8})
   with pytest.raises(ValueError, match=r"`batch_size` = 8: "):
     full.with_batch_size(8)
+
+
+@pytest.mark.parametrize("names", [("sigma", "y", "mu"), ("mu", "sigma", "y")])
+def test_positional_parts_of_a_named_model_are_refused(names):
+  # A dict state has two orders, its keys' (tf.nest.flatten) and the
+  # model's (latent_names, list(state.values())): positional parts were
+  # read in the keys' order, so [sigma, mu] listed as the model has them
+  # were swapped without a word. TFP's pinned model refuses them too.
+  y = np.linspace(-1., 3., 20).astype(np.float32)
+  nodes = dict(sigma=tfd.HalfNormal(1.), mu=tfd.Normal(0., 2.),
+               y=lambda mu, sigma: tfd.Sample(tfd.Normal(mu, sigma), 20))
+  jd = tfd.JointDistributionNamed({n: nodes[n] for n in names})
+  target = sg.JointDistributionTarget(jd, {"y": y})
+  parts = [tf.constant([-0.5, 0.3]), tf.constant([1.5, -1.])]
+  with pytest.raises(ValueError, match=r"got 2 positional parts for a "
+                     r"JointDistributionNamed.*by name"):
+    target.unconstrained_log_prob(*parts)
+  # By name, it is the pinned model's density in the unconstrained space.
+  pinned = jd.experimental_pin(y=y)
+  state = dict(zip(target.latent_names, parts))
+  bij = pinned.experimental_default_event_space_bijector()
+  want = (pinned.unnormalized_log_prob(bij.forward(state)) +
+          bij.forward_log_det_jacobian(state, event_ndims=dict(mu=0,
+                                                               sigma=0)))
+  np.testing.assert_allclose(target.unconstrained_log_prob(**state), want,
+                             rtol=1e-5)

@@ -390,14 +390,26 @@ class JointDistributionTarget(InMemoryTarget):
   def unconstrained_log_prob(self, *parts, **named):
     """The exact full-data log density of the unconstrained state, TFP's
     `target_log_prob_fn` convention (one argument per part), e.g. for
-    `tfp.mcmc.NoUTurnSampler` on the same model."""
+    `tfp.mcmc.NoUTurnSampler` on the same model. A `JointDistributionNamed`
+    takes its parts by name, as TFP's pinned model does."""
+    structure = self._pinned_probe.event_shape
     if named:
       state = named
-    elif len(parts) == 1 and len(self._latent_names) == 1:
+    elif len(parts) == 1 and not tf.nest.is_nested(structure):
       state = parts[0]
+    elif isinstance(structure, dict) and len(structure) > 1:
+      # A dict has two orders, its keys' (as TFP flattens it) and the
+      # model's (`latent_names`, its own iteration): parts listed in one and
+      # read in the other were swapped without a word.
+      raise ValueError(
+          f"`unconstrained_log_prob` got {len(parts)} positional parts for "
+          f"a JointDistributionNamed, whose latent nodes {self._latent_names}"
+          " have no one order (TFP's pinned model refuses them too): pass "
+          "them by name, e.g. `lambda *parts: target.unconstrained_log_prob("
+          "**dict(zip(names, parts)))` with `names` the order of your "
+          "state's parts.")
     else:
-      state = tf.nest.pack_sequence_as(self._pinned_probe.event_shape,
-                                       list(parts))
+      state = tf.nest.pack_sequence_as(structure, list(parts))
     return -self.energy(state)
 
   def initial_state(self, num_chains=None, seed=None):
