@@ -97,3 +97,33 @@ def test_positional_parts_of_a_named_model_are_refused(names):
                                                                sigma=0)))
   np.testing.assert_allclose(target.unconstrained_log_prob(**state), want,
                              rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["sequential", "named", "covariates"])
+def test_a_latent_node_whose_prior_depends_on_the_data_is_refused(kind):
+  # The prior is evaluated on the model built for the first example: a
+  # latent z ~ Normal(mean(y), 1) after the observed y got mean(y[:1]), and
+  # the energy was off by 4.7 at a prior draw, with no error.
+  y = np.linspace(-1., 3., 20).astype(np.float32)
+  z = lambda y: tfd.Normal(tf.reduce_mean(y, -1), 1.)
+  covariates = None
+  if kind == "sequential":
+    jd = tfd.JointDistributionSequential([
+        tfd.Normal(0., 2.), lambda mu: tfd.Sample(tfd.Normal(mu, 1.), 20), z])
+    observed, moved = {"y": y}, "x"
+  elif kind == "named":
+    jd = tfd.JointDistributionNamed(dict(
+        mu=tfd.Normal(0., 2.), y=lambda mu: tfd.Sample(tfd.Normal(mu, 1.), 20),
+        z=z))
+    observed, moved = {"y": y}, "z"
+  else:   # A prior scaled by the covariates' values (as autoscaling does).
+    covariates = np.linspace(1., 2., 20).astype(np.float32)[:, None]
+    jd = lambda x: tfd.JointDistributionNamed(dict(
+        w=tfd.Normal(0., 1. / tf.reduce_mean(x)),
+        y=lambda w: tfd.Independent(tfd.Normal(w[..., None] * x[:, 0], 1.),
+                                    1)))
+    observed, moved = {"y": y}, "w"
+  with pytest.raises(ValueError, match=(
+      rf"latent nodes \['{moved}'\] have a prior that depends on .*"
+      "a function of the latent nodes")):
+    sg.JointDistributionTarget(jd, observed=observed, covariates=covariates)

@@ -20,12 +20,10 @@ a minibatch target:
   namedtuple for `JointDistributionCoroutine`).
 """
 
-import re
-
-import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.targets import joint_checks
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 
 tfd = tfp.distributions
@@ -263,58 +261,14 @@ class JointDistributionTarget(InMemoryTarget):
                      energy_chunk_size=energy_chunk_size, full_batch=full,
                      parameter_shapes=(flat if tf.nest.is_nested(shapes)
                                        else flat[0]))
+    joint_checks.check_prior_free_of_data(self)
     if not full:
-      self._check_exchangeable(batch_size)
+      joint_checks.check_exchangeable(self, batch_size)
 
   def with_batch_size(self, batch_size):
     variant = super().with_batch_size(batch_size)
-    self._check_exchangeable(batch_size)
+    joint_checks.check_exchangeable(self, batch_size)
     return variant
-
-  def _check_exchangeable(self, batch_size):
-    """A refusal of minibatches where an example's log-likelihood depends
-    on its place in the data: a minibatch's draws, in its own order, would
-    be paired with per-place latents or constants (eight schools' theta and
-    sigma). Without shape errors to show it (batch_size = N), the energy
-    came out biased. Tried on examples [0, 1] and [1, 0], at an
-    unconstrained state whose coordinates differ (no random draw: the
-    user's streams are untouched)."""
-    if self.num_examples < 2 or not tf.executing_eagerly():
-      return  # One place only; or built in a graph, with no values to see.
-    dtypes = self._bijector.inverse_dtype(self._pinned_probe.dtype)
-    shapes = self._bijector.inverse_event_shape(
-        self._pinned_probe.event_shape)
-    parts = [tf.reshape(tf.sin(0.7 * tf.range(
-        tf.TensorShape(s).num_elements(), dtype=d) + 1.3 * i), s)
-             for i, (s, d) in enumerate(zip(tf.nest.flatten(shapes),
-                                            tf.nest.flatten(dtypes)))]
-    state = tf.nest.pack_sequence_as(shapes, parts)
-    batch = lambda order: tf.nest.map_structure(
-        lambda d: tf.gather(d, order), self.data)
-    try:
-      forward = self._log_likelihood_of(state, batch([0, 1]))
-      backward = self._log_likelihood_of(state, batch([1, 0]))
-      problem = None if forward.shape == backward.shape and np.allclose(
-          forward, tf.reverse(backward, [-1]), rtol=1e-4, atol=1e-4,
-          equal_nan=True) else (
-              f"examples [0, 1] gave {np.asarray(forward).tolist()} but "
-              f"[1, 0] gave {np.asarray(backward).tolist()}")
-    except (ValueError, TypeError, IndexError,
-            tf.errors.InvalidArgumentError) as e:
-      # TF's op prefix ({{function_node ...}}) says nothing to a user.
-      message = re.sub(r"\{\{.*?\}\}\s*", "", str(e))[:200]
-      problem = (f"a minibatch of 2 examples failed ({type(e).__name__}: "
-                 f"{message})")
-    if problem is not None:
-      raise ValueError(
-          f"`batch_size` = {batch_size}: minibatches draw examples of "
-          f"`observed` ({self._observed_names}) at random, so an example's "
-          "log-likelihood must depend on its data (and covariates), not on "
-          f"its place among the N = {self.num_examples}; here {problem}. "
-          "Does the observed node take a latent or a constant with one "
-          "entry per example (eight schools' theta or sigma)? Use "
-          "batch_size=None (the full batch), or pass per-example constants "
-          "as `covariates` to a model function.")
 
   # --- the model's pieces -------------------------------------------------
 
@@ -370,17 +324,26 @@ class JointDistributionTarget(InMemoryTarget):
                                    self._example_ranks[name])
     return total
 
-  def _log_prior_of(self, state):
-    _, values, dists = self._distributions(state, self._prior_data)
+  def _latent_log_probs(self, state, data):
+    """{latent node: its log-prior at `state`}, the model built on `data`
+    ((covariates, observed), as batches hold them)."""
+    _, values, dists = self._distributions(state, data)
     ranks = self._latent_dict(self._event_ranks)
-    total = 0.
+    out = {}
     for name in self._latent_names:
       lp = dists[name].log_prob(values[name])
       # An auto-batched model's node keeps axes of its event in its batch
       # shape (the model's own log_prob sums them): summed here too.
       extra = ranks[name] - tensorshape_rank(dists[name].event_shape)
-      total = total + (tf.reduce_sum(lp, list(range(-extra, 0))) if extra
-                       else lp)
+      out[name] = (tf.reduce_sum(lp, list(range(-extra, 0))) if extra
+                   else lp)
+    return out
+
+  def _log_prior_of(self, state):
+    log_probs = self._latent_log_probs(state, self._prior_data)
+    total = 0.
+    for name in self._latent_names:
+      total = total + log_probs[name]
     log_det = self._bijector.forward_log_det_jacobian(
         _uncached(state), event_ndims=self._event_ranks)
     return total + log_det
