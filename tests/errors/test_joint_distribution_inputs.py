@@ -127,3 +127,17 @@ def test_a_latent_node_whose_prior_depends_on_the_data_is_refused(kind):
       rf"latent nodes \['{moved}'\] have a prior that depends on .*"
       "a function of the latent nodes")):
     sg.JointDistributionTarget(jd, observed=observed, covariates=covariates)
+
+
+@pytest.mark.parametrize("node", [
+    tfd.Bernoulli(probs=0.3, dtype=tf.float32), tfd.Poisson(3.)])
+def test_a_discrete_latent_node_is_refused_by_name(node):
+  # TFP's joint bijector holds None for it: the error was an AttributeError
+  # ("'NoneType' object has no attribute 'inverse_event_ndims'").
+  jd = tfd.JointDistributionNamed(dict(
+      mu=tfd.Normal(0., 1.), z=node,
+      y=lambda mu, z: tfd.Sample(tfd.Normal(mu + z, 1.), 3)))
+  with pytest.raises(ValueError, match=(
+      rf"latent nodes \['z \({type(node).__name__}\)'\] are discrete.*"
+      "Sum them out")):
+    sg.JointDistributionTarget(jd, observed={"y": Y})

@@ -242,6 +242,11 @@ class JointDistributionTarget(InMemoryTarget):
           "function index or reshape its parents' leading axes (e.g. w[0])? "
           "Each node must broadcast over the leading (sample and chain) "
           "axes of its parents (e.g. tf.linalg.matvec(x, w)).") from e
+    except AttributeError as e:
+      # TFP's joint bijector holds None for a node with no event-space
+      # bijector (a discrete one) and fails on it with an AttributeError.
+      joint_checks.refuse_discrete_latents(probe, self._latent_names)
+      raise
     self._model_fn = model_fn
     self._observed_names = list(observed)
     self._pinned_probe = pinned

@@ -8,6 +8,8 @@ untouched).
   prior would cost a full-data pass per minibatch step), so a latent node
   whose law depends on an observed node or the covariates (a node after the
   observed one, `z ~ Normal(mean(y), 1)`) got a wrong prior.
+* `refuse_discrete_latents`: a latent node without a default event-space
+  bijector (Bernoulli, Poisson, Categorical) cannot be moved by gradients.
 * `check_exchangeable`: minibatches draw examples at random and hand them
   over in draw order, so an example's log-likelihood must not depend on its
   place in the data (eight schools' per-school theta and sigma).
@@ -20,7 +22,8 @@ import tensorflow as tf
 
 # pylint: disable=protected-access
 
-__all__ = ["check_prior_free_of_data", "check_exchangeable"]
+__all__ = ["check_prior_free_of_data", "check_exchangeable",
+           "refuse_discrete_latents"]
 
 _ERRORS = (ValueError, TypeError, IndexError, tf.errors.InvalidArgumentError)
 
@@ -113,3 +116,27 @@ def check_exchangeable(target, batch_size):
         "per example (eight schools' theta or sigma)? Use batch_size=None "
         "(the full batch), or pass per-example constants as `covariates` "
         "to a model function.")
+
+
+def refuse_discrete_latents(model, latent_names):
+  """A refusal naming the latent nodes of `model` (a JointDistribution)
+  that have no default event-space bijector: discrete ones, which a
+  gradient-based sampler cannot move."""
+  dists, _ = model.sample_distributions(seed=(0, 0))
+  names = model._flat_resolve_names()
+  if isinstance(dists, dict):
+    by_name = dict(dists)
+  elif hasattr(dists, "_fields"):
+    by_name = dict(zip(dists._fields, dists))
+  else:
+    by_name = dict(zip(names, dists))
+  discrete = [f"{name} ({type(by_name[name]).__name__})"
+              for name in latent_names
+              if by_name[name].experimental_default_event_space_bijector()
+              is None]
+  if discrete:
+    raise ValueError(
+        f"the latent nodes {discrete} are discrete (no default event-space "
+        "bijector): a gradient-based sampler moves continuous latents only. "
+        "Sum them out of the model (e.g. a mixture as "
+        "tfd.MixtureSameFamily), or observe them (`observed=`).")
