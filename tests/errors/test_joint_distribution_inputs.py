@@ -141,3 +141,19 @@ def test_a_discrete_latent_node_is_refused_by_name(node):
       rf"latent nodes \['z \({type(node).__name__}\)'\] are discrete.*"
       "Sum them out")):
     sg.JointDistributionTarget(jd, observed={"y": Y})
+
+
+@pytest.mark.parametrize("kind", ["named", "sequential"])
+def test_a_latent_node_with_a_batch_shape_is_refused_by_name(kind):
+  # A vector prior without tfd.Independent: the error blamed a
+  # `log_likelihood_fn` the user never wrote and advised `parameter_shapes`.
+  x = np.ones((3, 2), np.float32)
+  w = tfd.Normal(tf.zeros(2), 1.)
+  y = lambda w: tfd.Independent(tfd.Normal(tf.linalg.matvec(x, w), 1.), 1)
+  jd = (tfd.JointDistributionNamed(dict(w=w, y=y)) if kind == "named" else
+        tfd.JointDistributionSequential([w, y]))
+  name = jd._flat_resolve_names()  # pylint: disable=protected-access
+  with pytest.raises(ValueError, match=(
+      rf"latent nodes \['{name[0]}'\] have batch shapes .*\[2\].*"
+      r"tfd.Independent")):
+    sg.JointDistributionTarget(jd, observed={name[1]: Y})

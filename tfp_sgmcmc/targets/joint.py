@@ -247,6 +247,7 @@ class JointDistributionTarget(InMemoryTarget):
       # bijector (a discrete one) and fails on it with an AttributeError.
       joint_checks.refuse_discrete_latents(probe, self._latent_names)
       raise
+    joint_checks.refuse_batched_latents(pinned, self._latent_names)
     self._model_fn = model_fn
     self._observed_names = list(observed)
     self._pinned_probe = pinned

@@ -10,6 +10,11 @@ untouched).
   observed one, `z ~ Normal(mean(y), 1)`) got a wrong prior.
 * `refuse_discrete_latents`: a latent node without a default event-space
   bijector (Bernoulli, Poisson, Categorical) cannot be moved by gradients.
+* `refuse_batched_latents`: a latent node with a batch shape (a vector
+  prior written `tfd.Normal(tf.zeros(d), 1.)`, without `tfd.Independent`)
+  makes the model a batch of models (one log density per coordinate),
+  which failed with advice about a `log_likelihood_fn` the user never
+  wrote.
 * `check_exchangeable`: minibatches draw examples at random and hand them
   over in draw order, so an example's log-likelihood must not depend on its
   place in the data (eight schools' per-school theta and sigma).
@@ -23,7 +28,7 @@ import tensorflow as tf
 # pylint: disable=protected-access
 
 __all__ = ["check_prior_free_of_data", "check_exchangeable",
-           "refuse_discrete_latents"]
+           "refuse_discrete_latents", "refuse_batched_latents"]
 
 _ERRORS = (ValueError, TypeError, IndexError, tf.errors.InvalidArgumentError)
 
@@ -140,3 +145,31 @@ def refuse_discrete_latents(model, latent_names):
         "bijector): a gradient-based sampler moves continuous latents only. "
         "Sum them out of the model (e.g. a mixture as "
         "tfd.MixtureSameFamily), or observe them (`observed=`).")
+
+
+def refuse_batched_latents(pinned, latent_names):
+  """A refusal naming the latent nodes of `pinned` (the model pinned to its
+  data) with a non-scalar batch shape, and the fix."""
+  try:
+    batch = pinned.batch_shape
+  except _ERRORS:
+    return  # Not static: the target's own shape checks see the state.
+  if not tf.nest.is_nested(batch):
+    return  # An auto-batched model: one batch shape, [] by construction.
+  if isinstance(batch, dict):
+    by_name = dict(batch)
+  elif hasattr(batch, "_fields"):
+    by_name = dict(zip(batch._fields, batch))
+  else:
+    by_name = dict(zip(latent_names, batch))
+  batched = {name: by_name[name].as_list() for name in latent_names
+             if tf.TensorShape(by_name[name]).rank != 0}
+  if batched:
+    raise ValueError(
+        f"the latent nodes {sorted(batched)} have batch shapes {batched}: "
+        "the model is then a batch of models (one log density per "
+        "coordinate), not one posterior. Give each latent node its "
+        "coordinates as its event: tfd.Independent(dist, "
+        "reinterpreted_batch_ndims=1) or tfd.Sample(dist, d) (e.g. w = "
+        "tfd.Independent(tfd.Normal(tf.zeros(3), 1.), 1)), or use a "
+        "JointDistribution*AutoBatched model.")
