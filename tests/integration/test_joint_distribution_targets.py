@@ -219,3 +219,22 @@ def test_an_auto_batched_model_has_its_own_log_density():
   state = type(state)(w=w) if hasattr(state, "_fields") else [w]
   expected = [-float(model(x).log_prob(w=w[i], y=y)) for i in range(4)]
   np.testing.assert_allclose(target.energy(state), expected, rtol=1e-5)
+
+
+def test_a_sequential_model_observed_before_a_latent_starts_from_its_prior():
+  # The model's draws hold every node: read by the latent names alone, a
+  # list handed the observed node's draw to the latent after it (here an
+  # [N] array of Normal draws unconstrained by HalfNormal's log: NaNs).
+  y = np.linspace(-1., 2., 20).astype(np.float32)
+  jd = tfd.JointDistributionSequential([
+      tfd.Normal(0., 2.), lambda mu: tfd.Sample(tfd.Normal(mu, 1.), 20),
+      tfd.HalfNormal(1.)])
+  names = jd._flat_resolve_names()  # pylint: disable=protected-access
+  target = sg.JointDistributionTarget(jd, {names[1]: y})
+  init = target.initial_state(4, seed=[1, 2])
+  assert [p.shape for p in init] == [[4], [4]]
+  pinned = jd.experimental_pin(**{names[1]: y})
+  bij = pinned.experimental_default_event_space_bijector()
+  want = (pinned.unnormalized_log_prob(bij.forward(init)) +
+          bij.forward_log_det_jacobian(init, event_ndims=[0, 0]))
+  np.testing.assert_allclose(-target.energy(init), want, rtol=1e-5)

@@ -23,6 +23,7 @@ a minibatch target:
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.targets import joint_checks
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 
 tfd = tfp.distributions
@@ -241,6 +242,12 @@ class JointDistributionTarget(InMemoryTarget):
           "function index or reshape its parents' leading axes (e.g. w[0])? "
           "Each node must broadcast over the leading (sample and chain) "
           "axes of its parents (e.g. tf.linalg.matvec(x, w)).") from e
+    except AttributeError as e:
+      # TFP's joint bijector holds None for a node with no event-space
+      # bijector (a discrete one) and fails on it with an AttributeError.
+      joint_checks.refuse_discrete_latents(probe, self._latent_names)
+      raise
+    joint_checks.refuse_batched_latents(pinned, self._latent_names)
     self._model_fn = model_fn
     self._observed_names = list(observed)
     self._pinned_probe = pinned
@@ -260,6 +267,14 @@ class JointDistributionTarget(InMemoryTarget):
                      energy_chunk_size=energy_chunk_size, full_batch=full,
                      parameter_shapes=(flat if tf.nest.is_nested(shapes)
                                        else flat[0]))
+    joint_checks.check_prior_free_of_data(self)
+    if not full:
+      joint_checks.check_exchangeable(self, batch_size)
+
+  def with_batch_size(self, batch_size):
+    variant = super().with_batch_size(batch_size)
+    joint_checks.check_exchangeable(self, batch_size)
+    return variant
 
   # --- the model's pieces -------------------------------------------------
 
@@ -315,17 +330,26 @@ class JointDistributionTarget(InMemoryTarget):
                                    self._example_ranks[name])
     return total
 
-  def _log_prior_of(self, state):
-    _, values, dists = self._distributions(state, self._prior_data)
+  def _latent_log_probs(self, state, data):
+    """{latent node: its log-prior at `state`}, the model built on `data`
+    ((covariates, observed), as batches hold them)."""
+    _, values, dists = self._distributions(state, data)
     ranks = self._latent_dict(self._event_ranks)
-    total = 0.
+    out = {}
     for name in self._latent_names:
       lp = dists[name].log_prob(values[name])
       # An auto-batched model's node keeps axes of its event in its batch
       # shape (the model's own log_prob sums them): summed here too.
       extra = ranks[name] - tensorshape_rank(dists[name].event_shape)
-      total = total + (tf.reduce_sum(lp, list(range(-extra, 0))) if extra
-                       else lp)
+      out[name] = (tf.reduce_sum(lp, list(range(-extra, 0))) if extra
+                   else lp)
+    return out
+
+  def _log_prior_of(self, state):
+    log_probs = self._latent_log_probs(state, self._prior_data)
+    total = 0.
+    for name in self._latent_names:
+      total = total + log_probs[name]
     log_det = self._bijector.forward_log_det_jacobian(
         _uncached(state), event_ndims=self._event_ranks)
     return total + log_det
@@ -335,14 +359,26 @@ class JointDistributionTarget(InMemoryTarget):
   def unconstrained_log_prob(self, *parts, **named):
     """The exact full-data log density of the unconstrained state, TFP's
     `target_log_prob_fn` convention (one argument per part), e.g. for
-    `tfp.mcmc.NoUTurnSampler` on the same model."""
+    `tfp.mcmc.NoUTurnSampler` on the same model. A `JointDistributionNamed`
+    takes its parts by name, as TFP's pinned model does."""
+    structure = self._pinned_probe.event_shape
     if named:
       state = named
-    elif len(parts) == 1 and len(self._latent_names) == 1:
+    elif len(parts) == 1 and not tf.nest.is_nested(structure):
       state = parts[0]
+    elif isinstance(structure, dict) and len(structure) > 1:
+      # A dict has two orders, its keys' (as TFP flattens it) and the
+      # model's (`latent_names`, its own iteration): parts listed in one and
+      # read in the other were swapped without a word.
+      raise ValueError(
+          f"`unconstrained_log_prob` got {len(parts)} positional parts for "
+          f"a JointDistributionNamed, whose latent nodes {self._latent_names}"
+          " have no one order (TFP's pinned model refuses them too): pass "
+          "them by name, e.g. `lambda *parts: target.unconstrained_log_prob("
+          "**dict(zip(names, parts)))` with `names` the order of your "
+          "state's parts.")
     else:
-      state = tf.nest.pack_sequence_as(self._pinned_probe.event_shape,
-                                       list(parts))
+      state = tf.nest.pack_sequence_as(structure, list(parts))
     return -self.energy(state)
 
   def initial_state(self, num_chains=None, seed=None):
@@ -353,7 +389,12 @@ class JointDistributionTarget(InMemoryTarget):
     covariates, observed = self._prior_data
     jd = self._model_fn(covariates if self._has_covariates else None)
     draws = jd.sample(shape, seed=seed)
-    draws = self._latent_dict(draws)
+    # The model's draws hold every node, observed ones too: by the model's
+    # own names (the latent names alone would take a list's observed draw
+    # for the latent after it).
+    names = jd._flat_resolve_names()  # pylint: disable=protected-access
+    draws = (self._latent_dict(draws) if isinstance(draws, dict) or hasattr(
+        draws, "_fields") else dict(zip(names, tf.nest.flatten(draws))))
     pinned_structure = self._pinned_probe.event_shape
     latents = self._latent_dict(pinned_structure)
     for name in latents:
