@@ -13,7 +13,7 @@ import tensorflow as tf
 
 __all__ = ["as_dtype", "broadcast_structure", "sum_event", "expand_to",
            "choose", "finite_per_chain", "state_dtype", "describe_structure",
-           "pack_like", "merge_chain_axes"]
+           "pack_like", "merge_chain_axes", "by_name"]
 
 
 def as_dtype(x, dtype):
@@ -107,3 +107,13 @@ def merge_chain_axes(draws, per_chain):
     return part.reshape(part.shape[:1] + (int(np.prod(chains)),) +
                         part.shape[1 + len(chains):])
   return tf.nest.map_structure(merge, draws)
+
+
+def by_name(values, names):
+  """A JointDistribution's one-per-node structure (a dict, a namedtuple, or
+  a list in the order of `names`) as a dict from node name to value."""
+  if isinstance(values, dict):
+    return dict(values)
+  if hasattr(values, "_fields"):
+    return dict(zip(values._fields, values))
+  return dict(zip(names, values))

@@ -23,6 +23,7 @@ a minibatch target:
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc import _structure
 from tfp_sgmcmc.targets import joint_checks
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 
@@ -314,13 +315,7 @@ class JointDistributionTarget(InMemoryTarget):
     # from making one with tf.random.uniform (which XLA warns ignores seeds).
     dists, _ = jd.sample_distributions(seed=_NO_DRAW_SEED, **values)
     names = list(jd._flat_resolve_names())  # pylint: disable=protected-access
-    if isinstance(dists, dict):
-      by_name = dict(dists)
-    elif hasattr(dists, "_fields"):
-      by_name = dict(zip(dists._fields, dists))
-    else:
-      by_name = dict(zip(names, dists))
-    return parameters, values, by_name
+    return parameters, values, _structure.by_name(dists, names)
 
   def _log_likelihood_of(self, state, batch):
     _, values, dists = self._distributions(state, batch)

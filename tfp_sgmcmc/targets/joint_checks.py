@@ -25,6 +25,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc import _structure
+
 # pylint: disable=protected-access
 
 __all__ = ["check_prior_free_of_data", "check_exchangeable",
@@ -128,13 +130,7 @@ def refuse_discrete_latents(model, latent_names):
   that have no default event-space bijector: discrete ones, which a
   gradient-based sampler cannot move."""
   dists, _ = model.sample_distributions(seed=(0, 0))
-  names = model._flat_resolve_names()
-  if isinstance(dists, dict):
-    by_name = dict(dists)
-  elif hasattr(dists, "_fields"):
-    by_name = dict(zip(dists._fields, dists))
-  else:
-    by_name = dict(zip(names, dists))
+  by_name = _structure.by_name(dists, model._flat_resolve_names())
   discrete = [f"{name} ({type(by_name[name]).__name__})"
               for name in latent_names
               if by_name[name].experimental_default_event_space_bijector()
@@ -156,12 +152,7 @@ def refuse_batched_latents(pinned, latent_names):
     return  # Not static: the target's own shape checks see the state.
   if not tf.nest.is_nested(batch):
     return  # An auto-batched model: one batch shape, [] by construction.
-  if isinstance(batch, dict):
-    by_name = dict(batch)
-  elif hasattr(batch, "_fields"):
-    by_name = dict(zip(batch._fields, batch))
-  else:
-    by_name = dict(zip(latent_names, batch))
+  by_name = _structure.by_name(batch, latent_names)
   batched = {name: by_name[name].as_list() for name in latent_names
              if tf.TensorShape(by_name[name]).rank != 0}
   if batched:
