@@ -352,9 +352,10 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
           "examples of an `InMemoryTarget`; got "
           f"{type(target if target is not None else target_log_prob_fn).__name__}"
           ". Drop `score_examples` for the exact score.")
-    estimated = _estimated_score_fn(
-        target, score_examples, tf.nest.map_structure(
-            lambda p: p.shape[1:].as_list(), states), bool(jit_compile))
+    shapes = [p.shape[1:].as_list() for p in tf.nest.flatten(states)]
+    estimated = _estimated_score_fn(  # `parameter_shapes` takes no dict.
+        target, score_examples, shapes if tf.nest.is_nested(states) else
+        shapes[0], bool(jit_compile))
     centre = tf.nest.map_structure(lambda p: tf.reduce_mean(p, 0), states)
     score_fn = lambda part, seed: estimated(part, centre, seed)
   total = n * num_chains
@@ -380,8 +381,7 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
       scale = stein_scale(selected, scale, num_chain_dims)
     x, score = _standardised(x, score, scale)
   if pool_chains:
-    x = tf.reshape(x, [1, n * num_chains, -1])
-    score = tf.reshape(score, [1, n * num_chains, -1])
+    x, score = (tf.reshape(t, [1, n * num_chains, -1]) for t in (x, score))
   else:
     x = tf.transpose(x, [1, 0, 2])
     score = tf.transpose(score, [1, 0, 2])

@@ -222,7 +222,7 @@ class ShardedTarget(DataLikelihoodTarget):
       batch = tf.nest.map_structure(lambda d: tf.gather(d, indices), shard)
       ll = self._log_likelihood(state, batch, int(indices.shape[0]))
       scale = self._shard_sizes[replica_id] / float(indices.shape[0])
-      return tf.cast(scale, ll.dtype) * tf.reduce_sum(ll, axis=-1)
+      return _constant(scale, ll) * tf.reduce_sum(ll, axis=-1)
     local = self._global_indices(seed) - self._offsets[replica_id]
     mine = (local >= 0) & (local < self._shard_sizes[replica_id])
     batch = tf.nest.map_structure(
@@ -231,7 +231,7 @@ class ShardedTarget(DataLikelihoodTarget):
     ll = self._log_likelihood(state, batch, self._batch_size)
     ll = tf.where(mine, ll, tf.zeros_like(ll))
     scale = self.num_examples / float(self._batch_size)
-    return tf.cast(scale, ll.dtype) * tf.reduce_sum(ll, axis=-1)
+    return _constant(scale, ll) * tf.reduce_sum(ll, axis=-1)
 
   def _local_full_log_likelihood(self, state, shard, replica_id):
     """Sum of log p(x_i | theta) over this replica's whole shard, in chunks,
@@ -361,6 +361,12 @@ def _static_replica_id(ctx):
                      "known when the step is traced (MirroredStrategy, "
                      "MultiWorkerMirroredStrategy, the default strategy).")
   return int(replica_id)
+
+
+def _constant(value, like):
+  """A Python float in `like`'s dtype. tf.cast of a Python float makes a
+  float32 tensor first, which would round N / n in a float64 chain."""
+  return tf.constant(value, like.dtype)
 
 
 def _times_per_chain(per_chain, part):

@@ -205,6 +205,30 @@ def test_the_score_from_examples_is_unbiased_and_its_noise_independent():
                    score_examples=10)
 
 
+def test_the_score_from_examples_takes_a_dict_state_as_a_list_one():
+  # A dict state is the list of its values in key order: the same draws
+  # give the same KSD with the same seed (a dict of chain shapes was once
+  # passed on as the target's `parameter_shapes`, which refused it).
+  rng = np.random.default_rng(6)
+  x, y, log_likelihood, log_prior = _regression(rng, 300)
+
+  def split(fn):
+    return lambda s, *a: fn(tf.concat(list(s.values()) if isinstance(
+        s, dict) else list(s), -1), *a)
+  draws = (np.float32([1., -1., 0.5]) + 0.05 * rng.normal(
+      size=(20, 2, 3))).astype(np.float32)
+  values = []
+  for state in ({"a": draws[..., :2], "b": draws[..., 2:]},
+                [draws[..., :2], draws[..., 2:]]):
+    target = tfp_sgmcmc.InMemoryTarget(
+        split(log_likelihood), (x, y), batch_size=10,
+        log_prior_fn=split(log_prior))
+    values.append(tfp_sgmcmc.ksd(state, target, score_examples=30,
+                                 seed=[1, 2], jit_compile=False))
+  assert values[0].shape == (2,)
+  np.testing.assert_array_equal(values[0], values[1])
+
+
 def test_draws_beyond_max_draws_are_thinned_evenly():
   rng = np.random.default_rng(4)
   draws = rng.normal(size=(300, 2, 2)).astype(np.float32)
