@@ -12,7 +12,7 @@ from tfp_sgmcmc.dynamics import barker
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
-from tfp_sgmcmc.targets.wrappers import TemperedTarget
+from tfp_sgmcmc.targets.wrappers import tempered
 
 __all__ = ["SGBD", "SGBDResults", "SGBD_VARIANTS"]
 
@@ -165,8 +165,7 @@ class SGBD(base.StochasticGradientKernel):
     arguments.check_positive("temperature", temperature)
     # Barker's move probability has no noise scale to temper: sample
     # exp(-U / T) through the target instead.
-    self._target = (base_target if float(temperature) == 1. else
-                    TemperedTarget(base_target, temperature))
+    self._target = tempered(base_target, temperature)
     arguments.check_step_size(step_size)
     barker.check_variant(variant)
     barker.check_increment_distribution(increment_distribution)
