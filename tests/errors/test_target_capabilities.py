@@ -193,6 +193,24 @@ def test_metropolis_hastings_refuses_a_temperature_it_would_drop():
                             temperature=1.)))
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_metropolis_hastings_refuses_a_variable_temperature(jit):
+  # A tf.Variable temperature has no value to check while the chain is
+  # built; it passed unchecked, and MALA with a Variable T = 2 sampled
+  # T = 1 (variance 1.00 on a standard normal, SGLD alone 2). TFP's test
+  # drops whatever value it holds: refused, naming the Variable's value.
+  state = tf.zeros([2, 2])
+  kernel = tfp.mcmc.MetropolisHastings(sg.SGLD(
+      target_log_prob_fn=MVN.log_prob, step_size=0.5,
+      temperature=tf.Variable(2.)))
+  run = tf.function(lambda: tfp.mcmc.sample_chain(
+      3, state, kernel=kernel, trace_fn=None, seed=[1, 2]),
+                    jit_compile=jit)
+  with pytest.raises(ValueError,
+                     match=r"`temperature` a tf.Variable \(.*2\.0.*T = 1"):
+    run()
+
+
 def test_a_minibatch_log_prob_fn_is_not_a_density():
   # ReplicaExchangeMC leaves no mark on the results of its replicas (see
   # docs/tfp_workflow.md); the kernel's own minibatch function cannot be

@@ -29,7 +29,8 @@ __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "initial_step_count", "reports_exact_log_prob", "target_log_prob",
            "refuse_metropolis_hastings_around_inexact",
            "without_strip_mark", "refuse_inexact", "refuse_second_test",
-           "refuse_rejection_keeping_momentum", "refuse_tempered_noise"]
+           "refuse_rejection_keeping_momentum", "refuse_tempered_noise",
+           "refuse_unknown_temperature"]
 
 
 def resolve_target(target, target_log_prob_fn):
@@ -158,8 +159,11 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
     refuse_second_test(kernel)
   if getattr(kernel, "negates_momentum_on_rejection", False):
     refuse_rejection_keeping_momentum(kernel)
-  temperature = arguments.static_value(getattr(kernel, "temperature", 1.))
-  if temperature is not None and np.any(temperature != 1.):
+  given = getattr(kernel, "temperature", 1.)
+  temperature = arguments.static_value(given)
+  if temperature is None:
+    refuse_unknown_temperature(kernel, given)
+  if np.any(temperature != 1.):
     refuse_tempered_noise(kernel, temperature)
   if kernel.reports_exact_log_prob:
     return
@@ -180,6 +184,29 @@ def refuse_tempered_noise(kernel, temperature):
       "For an exact tempered posterior give the tempered density (a "
       "`target_log_prob_fn` divided by T, with temperature=1), or use "
       "tfp_sgmcmc.AMAGOLD(..., temperature=T).")
+
+
+def refuse_unknown_temperature(kernel, temperature):
+  """Raises: TFP's `MetropolisHastings` around `kernel`, whose temperature
+  is a `tf.Variable` (or a tensor) with no value known while the chain is
+  built. TFP's test samples T = 1 whatever it holds at run time (SGLD with
+  a Variable T = 2 under it: variance 1.00 on a standard normal, where
+  SGLD alone gives 2), so `refuse_tempered_noise` must not be skipped for
+  want of a value to check."""
+  if isinstance(temperature, tf.Variable):
+    with tf.init_scope():  # Its value now, also while tracing.
+      seen = f"a tf.Variable ({temperature.numpy()!r} now)"
+  else:
+    seen = f"a tensor of unknown value ({temperature!r})"
+  raise ValueError(
+      f"tfp.mcmc.MetropolisHastings around {type(kernel).__name__} with "
+      f"`temperature` {seen}: TFP's test compares the untempered "
+      "`target_log_prob`, so the chain samples the T = 1 posterior "
+      "whatever value the temperature takes. Give temperature=1. (a "
+      "number) for MALA; for an exact tempered posterior give the "
+      "tempered density (a `target_log_prob_fn` divided by T), or use "
+      "tfp_sgmcmc.AMAGOLD(..., temperature=T), which reads a Variable at "
+      "run time.")
 
 
 def refuse_rejection_keeping_momentum(kernel):
