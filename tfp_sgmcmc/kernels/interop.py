@@ -30,7 +30,7 @@ __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "refuse_metropolis_hastings_around_inexact",
            "without_strip_mark", "refuse_inexact", "refuse_second_test",
            "refuse_rejection_keeping_momentum", "refuse_tempered_noise",
-           "refuse_unknown_temperature"]
+           "refuse_unknown_temperature", "refuse_without_proposal_ratio"]
 
 
 def resolve_target(target, target_log_prob_fn):
@@ -165,9 +165,11 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
     refuse_unknown_temperature(kernel, given)
   if np.any(temperature != 1.):
     refuse_tempered_noise(kernel, temperature)
-  if kernel.reports_exact_log_prob:
-    return
-  refuse_inexact(kernel, "MetropolisHastings")
+  if not kernel.reports_exact_log_prob:
+    refuse_inexact(kernel, "MetropolisHastings")
+  if "log_acceptance_correction" not in getattr(previous_results, "_fields",
+                                                ()):
+    refuse_without_proposal_ratio(kernel)
 
 
 def refuse_tempered_noise(kernel, temperature):
@@ -207,6 +209,24 @@ def refuse_unknown_temperature(kernel, temperature):
       "tempered density (a `target_log_prob_fn` divided by T), or use "
       "tfp_sgmcmc.AMAGOLD(..., temperature=T), which reads a Variable at "
       "run time.")
+
+
+def refuse_without_proposal_ratio(kernel):
+  """Raises: TFP's `MetropolisHastings` around `kernel`, whose results have
+  no `log_acceptance_correction` (SGHMC, SGNHT, pSGLD, SGBD, SG-NUTS):
+  their moves are not symmetric proposals (momentum carried over, a
+  preconditioner or a sign flip that depends on the position), so TFP's
+  test with its assumed ratio of 0 would not sample pi; and TFP's choice
+  per chain cannot select their per-part results, so it failed in
+  TensorFlow's words (a loop whose shapes change) instead of saying so."""
+  raise ValueError(
+      f"tfp.mcmc.MetropolisHastings around {type(kernel).__name__}: its "
+      "move has no proposal ratio (`log_acceptance_correction`), and "
+      "TFP's test would take it as symmetric, which it is not, so the "
+      "chain would not sample the posterior. For an exact chain use "
+      "MetropolisHastings(tfp_sgmcmc.SGLD(target_log_prob_fn=...)) (MALA), "
+      "MetropolisHastings(tfp_sgmcmc.UncalibratedBarker(...)), "
+      "tfp_sgmcmc.AMAGOLD or tfp_sgmcmc.AmortizedBarker.")
 
 
 def refuse_rejection_keeping_momentum(kernel):
