@@ -235,6 +235,42 @@ def test_metropolis_hastings_refuses_a_move_without_proposal_ratio(make,
                           seed=[1, 2])
 
 
+@pytest.mark.parametrize("make", [
+    lambda f, t: sg.SGLD(target_log_prob_fn=f, step_size=0.01,
+                         temperature=t),
+    lambda f, t: sg.PreconditionedSGLD(target_log_prob_fn=f,
+                                       step_size=0.01, temperature=t),
+    lambda f, t: sg.SGHMC(target_log_prob_fn=f, step_size=0.1, friction=1.,
+                          temperature=t),
+    lambda f, t: sg.SGNHT(target_log_prob_fn=f, step_size=0.1,
+                          temperature=t),
+    lambda f, t: sg.SGNUTS(target_log_prob_fn=f, step_size=0.1,
+                           friction=1., temperature=t),
+    lambda f, t: sg.SGBD(target_log_prob_fn=f, step_size=0.1,
+                         temperature=t),
+    lambda f, t: sg.AMAGOLD(target_log_prob_fn=f, step_size=0.3,
+                            num_leapfrog_steps=5, friction=0.5,
+                            temperature=t),
+    lambda f, t: sg.AmortizedBarker(target_log_prob_fn=f, step_size=0.4,
+                                    num_steps=3, temperature=t),
+], ids=["SGLD", "pSGLD", "SGHMC", "SGNHT", "SGNUTS", "SGBD", "AMAGOLD",
+        "AmortizedBarker"])
+def test_transformed_kernel_refuses_a_kernel_that_would_temper_the_jacobian(
+    make):
+  # The kernel tempered TFP's transformed density, log-Jacobian included:
+  # AMAGOLD at T = 0.5 on a Gamma(3, 2) through Exp gave a mean of 1.50,
+  # through Softplus 1.37, for the tempered posterior's 1.25. Refused when
+  # the transformed kernel is built; T = 1 is built as before.
+  log_prob = tfd.Gamma(3., 2.).log_prob
+  with pytest.raises(ValueError, match=r"`temperature`=0.5.*log-Jacobian"
+                     r".*TemperedTarget"):
+    tfp.mcmc.TransformedTransitionKernel(make(log_prob, 0.5), tfb.Exp())
+  with pytest.raises(ValueError, match=r"`temperature`=tf.Variable"):
+    tfp.mcmc.TransformedTransitionKernel(make(log_prob, tf.Variable(1.)),
+                                         tfb.Exp())
+  tfp.mcmc.TransformedTransitionKernel(make(log_prob, 1.), tfb.Exp())
+
+
 def test_a_minibatch_log_prob_fn_is_not_a_density():
   # ReplicaExchangeMC leaves no mark on the results of its replicas (see
   # docs/tfp_workflow.md); the kernel's own minibatch function cannot be

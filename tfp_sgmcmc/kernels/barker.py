@@ -295,6 +295,8 @@ class AmortizedBarker(amortized_mh.AmortizedShell):
     arguments.check_positive("temperature", temperature)
     base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
+    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
+                                      type(self).__name__)
     _check_seed_chosen_minibatches(base_target, reverse_minibatch)
     sampled = tempered(base_target, temperature)
     proposal = UncalibratedBarker(
