@@ -193,6 +193,84 @@ def test_metropolis_hastings_refuses_a_temperature_it_would_drop():
                             temperature=1.)))
 
 
+@pytest.mark.parametrize("jit", [False, True])
+def test_metropolis_hastings_refuses_a_variable_temperature(jit):
+  # A tf.Variable temperature has no value to check while the chain is
+  # built; it passed unchecked, and MALA with a Variable T = 2 sampled
+  # T = 1 (variance 1.00 on a standard normal, SGLD alone 2). TFP's test
+  # drops whatever value it holds: refused, naming the Variable's value.
+  state = tf.zeros([2, 2])
+  kernel = tfp.mcmc.MetropolisHastings(sg.SGLD(
+      target_log_prob_fn=MVN.log_prob, step_size=0.5,
+      temperature=tf.Variable(2.)))
+  run = tf.function(lambda: tfp.mcmc.sample_chain(
+      3, state, kernel=kernel, trace_fn=None, seed=[1, 2]),
+                    jit_compile=jit)
+  with pytest.raises(ValueError,
+                     match=r"`temperature` a tf.Variable \(.*2\.0.*T = 1"):
+    run()
+
+
+@pytest.mark.parametrize("make", [
+    lambda f: sg.SGBD(target_log_prob_fn=f, step_size=0.5),
+    lambda f: sg.SGHMC(target_log_prob_fn=f, step_size=0.3, friction=1.),
+    lambda f: sg.NaiveSGHMC(target_log_prob_fn=f, step_size=0.3),
+    lambda f: sg.SGNHT(target_log_prob_fn=f, step_size=0.3),
+    lambda f: sg.PreconditionedSGLD(target_log_prob_fn=f, step_size=0.1),
+], ids=["SGBD", "SGHMC", "NaiveSGHMC", "SGNHT", "PreconditionedSGLD"])
+@pytest.mark.parametrize("state", [tf.zeros([]), tf.zeros([2, 2])],
+                         ids=["one_chain", "two_chains"])
+def test_metropolis_hastings_refuses_a_move_without_proposal_ratio(make,
+                                                                  state):
+  # These moves are not symmetric and report no log_acceptance_correction;
+  # TFP's test took them as symmetric. With one chain it ran and was
+  # wrong (variance 0.14-0.15 for 0.25 on N(1, 0.5^2), 40 standard errors
+  # off); with several it failed in TensorFlow's words. Refused.
+  axes = list(range(1, state.shape.rank))  # Events: all but the chains.
+  def log_prob(x):
+    return tf.reduce_sum(-2. * (x - 1.) ** 2, axes)
+  kernel = tfp.mcmc.MetropolisHastings(make(log_prob))
+  with pytest.raises(ValueError, match=r"no proposal ratio.*symmetric"):
+    tfp.mcmc.sample_chain(3, state, kernel=kernel, trace_fn=None,
+                          seed=[1, 2])
+
+
+@pytest.mark.parametrize("make", [
+    lambda f, t: sg.SGLD(target_log_prob_fn=f, step_size=0.01,
+                         temperature=t),
+    lambda f, t: sg.PreconditionedSGLD(target_log_prob_fn=f,
+                                       step_size=0.01, temperature=t),
+    lambda f, t: sg.SGHMC(target_log_prob_fn=f, step_size=0.1, friction=1.,
+                          temperature=t),
+    lambda f, t: sg.SGNHT(target_log_prob_fn=f, step_size=0.1,
+                          temperature=t),
+    lambda f, t: sg.SGNUTS(target_log_prob_fn=f, step_size=0.1,
+                           friction=1., temperature=t),
+    lambda f, t: sg.SGBD(target_log_prob_fn=f, step_size=0.1,
+                         temperature=t),
+    lambda f, t: sg.AMAGOLD(target_log_prob_fn=f, step_size=0.3,
+                            num_leapfrog_steps=5, friction=0.5,
+                            temperature=t),
+    lambda f, t: sg.AmortizedBarker(target_log_prob_fn=f, step_size=0.4,
+                                    num_steps=3, temperature=t),
+], ids=["SGLD", "pSGLD", "SGHMC", "SGNHT", "SGNUTS", "SGBD", "AMAGOLD",
+        "AmortizedBarker"])
+def test_transformed_kernel_refuses_a_kernel_that_would_temper_the_jacobian(
+    make):
+  # The kernel tempered TFP's transformed density, log-Jacobian included:
+  # AMAGOLD at T = 0.5 on a Gamma(3, 2) through Exp gave a mean of 1.50,
+  # through Softplus 1.37, for the tempered posterior's 1.25. Refused when
+  # the transformed kernel is built; T = 1 is built as before.
+  log_prob = tfd.Gamma(3., 2.).log_prob
+  with pytest.raises(ValueError, match=r"`temperature`=0.5.*log-Jacobian"
+                     r".*TemperedTarget"):
+    tfp.mcmc.TransformedTransitionKernel(make(log_prob, 0.5), tfb.Exp())
+  with pytest.raises(ValueError, match=r"`temperature`=tf.Variable"):
+    tfp.mcmc.TransformedTransitionKernel(make(log_prob, tf.Variable(1.)),
+                                         tfb.Exp())
+  tfp.mcmc.TransformedTransitionKernel(make(log_prob, 1.), tfb.Exp())
+
+
 def test_a_minibatch_log_prob_fn_is_not_a_density():
   # ReplicaExchangeMC leaves no mark on the results of its replicas (see
   # docs/tfp_workflow.md); the kernel's own minibatch function cannot be

@@ -79,3 +79,35 @@ def test_sgbd_temperature_scales_the_target():
   np.testing.assert_array_equal(a, b)
   with pytest.raises(ValueError, match="`temperature` must be > 0"):
     sg.SGBD(target, 0.1, temperature=0.)
+
+
+@pytest.mark.parametrize("make", [
+    lambda t, T: sg.AMAGOLD(t, 0.3, num_leapfrog_steps=5, friction=0.5,
+                            temperature=T),
+    lambda t, T: sg.AmortizedBarker(t, 0.4, num_steps=3, temperature=T),
+], ids=["AMAGOLD", "AmortizedBarker"])
+def test_exact_kernels_read_a_variable_temperature_at_run_time(make):
+  # A `tf.Variable` temperature of 1 when the kernel is built, then set to
+  # 0.25 (a tempering ladder reusing one kernel): the chain must sample
+  # T = 0.25, as SGLD and SGHMC do, not the value seen when building.
+  temperature = tf.Variable(1.)
+  kernel = make(isotropic_gaussian(1.), temperature)
+  temperature.assign(0.25)
+  draws = sample(kernel, tf.zeros([8, 2]), 2000, seed=[8, 8],
+                 num_burnin_steps=100)
+  var, se = variance_and_se(draws, mean=0.)
+  assert np.all(np.abs(var - 0.25) < NUM_SE * se)
+  assert np.all(se < 0.03)  # Power against T = 1.
+
+
+def test_sgbd_reads_a_variable_temperature_at_run_time():
+  # SGBD at a Variable temperature is the chain on the target tempered by
+  # the Variable's value at run time.
+  target = isotropic_gaussian(0.)
+  temperature = tf.Variable(1.)
+  kernel = sg.SGBD(target, 0.1, temperature=temperature)
+  temperature.assign(0.25)
+  cold = sg.SGBD(sg.TemperedTarget(target, 0.25), 0.1)
+  a = sample(kernel, tf.zeros([2, 2]), 50, seed=[1, 1])
+  b = sample(cold, tf.zeros([2, 2]), 50, seed=[1, 1])
+  np.testing.assert_array_equal(a, b)

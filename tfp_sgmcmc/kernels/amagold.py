@@ -18,7 +18,7 @@ from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels import momentum as momentum_lib
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
-from tfp_sgmcmc.targets.wrappers import TemperedTarget
+from tfp_sgmcmc.targets.wrappers import tempered
 
 __all__ = ["AMAGOLD", "UncalibratedAMAGOLD", "UncalibratedAMAGOLDResults"]
 
@@ -404,8 +404,9 @@ class AMAGOLD(amortized_mh.AmortizedShell):
     arguments.check_positive("temperature", temperature)
     base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
-    sampled = (base_target if float(temperature) == 1. else
-               TemperedTarget(base_target, temperature))
+    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
+                                      type(self).__name__)
+    sampled = tempered(base_target, temperature)
     proposal = UncalibratedAMAGOLD._on_resolved(  # pylint: disable=protected-access
         sampled, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,
         friction=friction, momentum_std=momentum_std,

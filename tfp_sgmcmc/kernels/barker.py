@@ -14,7 +14,7 @@ from tfp_sgmcmc.kernels import amortized_mh
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.targets.base import TargetCapabilityError
-from tfp_sgmcmc.targets.wrappers import TemperedTarget
+from tfp_sgmcmc.targets.wrappers import tempered
 
 __all__ = ["AmortizedBarker", "UncalibratedBarker", "UncalibratedBarkerResults",
            "REVERSE_MINIBATCHES"]
@@ -295,9 +295,10 @@ class AmortizedBarker(amortized_mh.AmortizedShell):
     arguments.check_positive("temperature", temperature)
     base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
+    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
+                                      type(self).__name__)
     _check_seed_chosen_minibatches(base_target, reverse_minibatch)
-    sampled = (base_target if float(temperature) == 1. else
-               TemperedTarget(base_target, temperature))
+    sampled = tempered(base_target, temperature)
     proposal = UncalibratedBarker(
         sampled, step_size=step_size, num_steps=num_steps,
         increment_distribution=increment_distribution,

@@ -29,7 +29,9 @@ __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "initial_step_count", "reports_exact_log_prob", "target_log_prob",
            "refuse_metropolis_hastings_around_inexact",
            "without_strip_mark", "refuse_inexact", "refuse_second_test",
-           "refuse_rejection_keeping_momentum", "refuse_tempered_noise"]
+           "refuse_rejection_keeping_momentum", "refuse_tempered_noise",
+           "refuse_unknown_temperature", "refuse_without_proposal_ratio",
+           "refuse_tempered_transform"]
 
 
 def resolve_target(target, target_log_prob_fn):
@@ -70,6 +72,31 @@ def resolve_target(target, target_log_prob_fn):
     return target, target, log_prob_lib.minibatch_log_prob_fn(target)
   return (log_prob_lib.LogProbFnTarget(target_log_prob_fn, target), target,
           target_log_prob_fn)
+
+
+def refuse_tempered_transform(target_log_prob_fn, temperature, kernel):
+  """Raises where TFP's `TransformedTransitionKernel` rebuilt `kernel` (of
+  `temperature` other than the number 1) on its transformed density
+  log pi(b(z)) + log |det J_b(z)|. The kernel tempers that whole function,
+  the Jacobian too, so the draws b(z) do not follow pi^(1/T) and their law
+  depends on the bijector (AMAGOLD at T = 0.5 on a Gamma(3, 2): mean 1.50
+  with Exp, 1.37 with Softplus, for 1.25). A Variable is refused too: its
+  value may change after the check."""
+  if (getattr(target_log_prob_fn, "__module__", None)
+      != tfp.mcmc.TransformedTransitionKernel.__module__):
+    return
+  value = arguments.static_value(temperature)
+  if value is not None and np.all(value == 1.):
+    return
+  raise ValueError(
+      f"tfp.mcmc.TransformedTransitionKernel around {kernel} with "
+      f"`temperature`={arguments.describe(temperature)}: the kernel would "
+      "temper the transformed density, the bijector's log-Jacobian "
+      "included, so the draws would not follow pi^(1/T) (and would change "
+      "with the bijector). Temper the density before the transform and "
+      "keep temperature=1: `target_log_prob_fn=lambda *x: log_prob(*x) / "
+      "T`, or for a minibatch target tfp_sgmcmc.TemperedTarget(target, "
+      "T).")
 
 
 def sampled_target_property():
@@ -158,12 +185,17 @@ def refuse_metropolis_hastings_around_inexact(kernel, previous_results):
     refuse_second_test(kernel)
   if getattr(kernel, "negates_momentum_on_rejection", False):
     refuse_rejection_keeping_momentum(kernel)
-  temperature = arguments.static_value(getattr(kernel, "temperature", 1.))
-  if temperature is not None and np.any(temperature != 1.):
+  given = getattr(kernel, "temperature", 1.)
+  temperature = arguments.static_value(given)
+  if temperature is None:
+    refuse_unknown_temperature(kernel, given)
+  if np.any(temperature != 1.):
     refuse_tempered_noise(kernel, temperature)
-  if kernel.reports_exact_log_prob:
-    return
-  refuse_inexact(kernel, "MetropolisHastings")
+  if not kernel.reports_exact_log_prob:
+    refuse_inexact(kernel, "MetropolisHastings")
+  if "log_acceptance_correction" not in getattr(previous_results, "_fields",
+                                                ()):
+    refuse_without_proposal_ratio(kernel)
 
 
 def refuse_tempered_noise(kernel, temperature):
@@ -180,6 +212,47 @@ def refuse_tempered_noise(kernel, temperature):
       "For an exact tempered posterior give the tempered density (a "
       "`target_log_prob_fn` divided by T, with temperature=1), or use "
       "tfp_sgmcmc.AMAGOLD(..., temperature=T).")
+
+
+def refuse_unknown_temperature(kernel, temperature):
+  """Raises: TFP's `MetropolisHastings` around `kernel`, whose temperature
+  is a `tf.Variable` (or a tensor) with no value known while the chain is
+  built. TFP's test samples T = 1 whatever it holds at run time (SGLD with
+  a Variable T = 2 under it: variance 1.00 on a standard normal, where
+  SGLD alone gives 2), so `refuse_tempered_noise` must not be skipped for
+  want of a value to check."""
+  if isinstance(temperature, tf.Variable):
+    with tf.init_scope():  # Its value now, also while tracing.
+      seen = f"a tf.Variable ({temperature.numpy()!r} now)"
+  else:
+    seen = f"a tensor of unknown value ({temperature!r})"
+  raise ValueError(
+      f"tfp.mcmc.MetropolisHastings around {type(kernel).__name__} with "
+      f"`temperature` {seen}: TFP's test compares the untempered "
+      "`target_log_prob`, so the chain samples the T = 1 posterior "
+      "whatever value the temperature takes. Give temperature=1. (a "
+      "number) for MALA; for an exact tempered posterior give the "
+      "tempered density (a `target_log_prob_fn` divided by T), or use "
+      "tfp_sgmcmc.AMAGOLD(..., temperature=T), which reads a Variable at "
+      "run time.")
+
+
+def refuse_without_proposal_ratio(kernel):
+  """Raises: TFP's `MetropolisHastings` around `kernel`, whose results have
+  no `log_acceptance_correction` (SGHMC, SGNHT, pSGLD, SGBD, SG-NUTS):
+  their moves are not symmetric proposals (momentum carried over, a
+  preconditioner or a sign flip that depends on the position), so TFP's
+  test with its assumed ratio of 0 would not sample pi; and TFP's choice
+  per chain cannot select their per-part results, so it failed in
+  TensorFlow's words (a loop whose shapes change) instead of saying so."""
+  raise ValueError(
+      f"tfp.mcmc.MetropolisHastings around {type(kernel).__name__}: its "
+      "move has no proposal ratio (`log_acceptance_correction`), and "
+      "TFP's test would take it as symmetric, which it is not, so the "
+      "chain would not sample the posterior. For an exact chain use "
+      "MetropolisHastings(tfp_sgmcmc.SGLD(target_log_prob_fn=...)) (MALA), "
+      "MetropolisHastings(tfp_sgmcmc.UncalibratedBarker(...)), "
+      "tfp_sgmcmc.AMAGOLD or tfp_sgmcmc.AmortizedBarker.")
 
 
 def refuse_rejection_keeping_momentum(kernel):

@@ -70,6 +70,8 @@ class UncalibratedLangevinPath(base.StochasticGradientKernel):
                store_parameters_in_results=False):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
+    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
+                                      type(self).__name__)
     check_target(self._target)
     arguments.check_step_size(step_size)
     amagold.check_num_leapfrog_steps(num_steps)

@@ -12,7 +12,7 @@ from tfp_sgmcmc.dynamics import barker
 from tfp_sgmcmc.kernels import base
 from tfp_sgmcmc.kernels import checks
 from tfp_sgmcmc.kernels import interop
-from tfp_sgmcmc.targets.wrappers import TemperedTarget
+from tfp_sgmcmc.targets.wrappers import tempered
 
 __all__ = ["SGBD", "SGBDResults", "SGBD_VARIANTS"]
 
@@ -161,12 +161,13 @@ class SGBD(base.StochasticGradientKernel):
                store_parameters_in_results=False):
     base_target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
+    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
+                                      type(self).__name__)
     checks.check_compute_energy_for_log_density(compute_energy, base_target)
     arguments.check_positive("temperature", temperature)
     # Barker's move probability has no noise scale to temper: sample
     # exp(-U / T) through the target instead.
-    self._target = (base_target if float(temperature) == 1. else
-                    TemperedTarget(base_target, temperature))
+    self._target = tempered(base_target, temperature)
     arguments.check_step_size(step_size)
     barker.check_variant(variant)
     barker.check_increment_distribution(increment_distribution)

@@ -191,6 +191,8 @@ class SGHMC(base.StochasticGradientKernel):
                momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
+    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
+                                      type(self).__name__)
     arguments.check_step_size(step_size)
     checks.check_compute_energy(compute_energy)
     if friction is None:

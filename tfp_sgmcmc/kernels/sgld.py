@@ -132,6 +132,8 @@ class SGLD(base.StochasticGradientKernel):
                store_parameters_in_results=False):
     sampled, target, target_log_prob_fn = interop.resolve_target(
         target, target_log_prob_fn)
+    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
+                                      type(self).__name__)
     arguments.check_step_size(step_size)
     arguments.check_positive("temperature", temperature)
     checks.check_compute_energy_for_log_density(compute_energy, sampled)

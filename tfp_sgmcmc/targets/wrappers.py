@@ -221,7 +221,8 @@ class TemperedTarget(_OnBaseTarget):
 
   Args:
     target: the `tfp_sgmcmc` target to temper (any `MinibatchTarget`).
-    temperature: T, a finite number > 0.
+    temperature: T, a finite number > 0, or a `tf.Variable` (read at every
+      evaluation, so a value assigned later is the one sampled).
 
   Returns:
     A `MinibatchTarget` with the same data, batches and exact energy
@@ -256,7 +257,11 @@ class TemperedTarget(_OnBaseTarget):
     if not t > 0 or not np.isfinite(t):
       raise ValueError(f"`temperature` must be > 0 and finite; got "
                        f"{temperature!r}.")
-    self._temperature = t
+    # A `tf.Variable` is kept and read at every evaluation, as the
+    # Langevin kernels read theirs: a value assigned between runs is the
+    # temperature sampled, not the one seen here.
+    self._temperature = (temperature if isinstance(temperature, tf.Variable)
+                         else t)
 
   @property
   def temperature(self):
@@ -289,6 +294,16 @@ class TemperedTarget(_OnBaseTarget):
         lambda v: self._cool(self._cool(v)),
         self._base.gradient_noise_variance(state, seed))
 
+
+
+def tempered(target, temperature):
+  """`target` itself where `temperature` is the number 1, else
+  `TemperedTarget(target, temperature)`. A `tf.Variable` is always
+  wrapped: whatever its value now, it may be assigned another before a
+  run."""
+  if not isinstance(temperature, tf.Variable) and float(temperature) == 1.:
+    return target
+  return TemperedTarget(target, temperature)
 
 
 class FullBatchTarget(_OnBaseTarget):
