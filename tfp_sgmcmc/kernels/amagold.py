@@ -403,9 +403,7 @@ class AMAGOLD(amortized_mh.AmortizedShell):
                momentum_distribution=None):
     arguments.check_positive("temperature", temperature)
     base_target, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
-    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
-                                      type(self).__name__)
+        target, target_log_prob_fn, temperature, type(self).__name__)
     sampled = tempered(base_target, temperature)
     proposal = UncalibratedAMAGOLD._on_resolved(  # pylint: disable=protected-access
         sampled, step_size=step_size, num_leapfrog_steps=num_leapfrog_steps,

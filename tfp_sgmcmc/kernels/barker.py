@@ -294,9 +294,7 @@ class AmortizedBarker(amortized_mh.AmortizedShell):
                target_log_prob_fn=None, store_parameters_in_results=False):
     arguments.check_positive("temperature", temperature)
     base_target, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
-    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
-                                      type(self).__name__)
+        target, target_log_prob_fn, temperature, type(self).__name__)
     _check_seed_chosen_minibatches(base_target, reverse_minibatch)
     sampled = tempered(base_target, temperature)
     proposal = UncalibratedBarker(

@@ -34,8 +34,12 @@ __all__ = ["resolve_target", "sampled_target_property", "step_count_of",
            "refuse_tempered_transform"]
 
 
-def resolve_target(target, target_log_prob_fn):
-  """The target a kernel samples, from its `target` / `target_log_prob_fn`.
+def resolve_target(target, target_log_prob_fn, temperature=1.,
+                   kernel=None):
+  """The target a kernel samples, from its `target` / `target_log_prob_fn`
+  (a kernel of another `temperature` than 1, named `kernel`, is refused
+  where TFP's `TransformedTransitionKernel` built the function:
+  `refuse_tempered_transform`).
 
   Returns (target to sample, `target` parameter, `target_log_prob_fn`
   parameter). A kernel keeps the two parameters (so TFP's wrappers find
@@ -48,6 +52,12 @@ def resolve_target(target, target_log_prob_fn):
   * both, the function not the target's own: a function a TFP wrapper built
     on the target's (`LogProbFnTarget(fn, base_target=target)`).
   """
+  resolved = _resolve(target, target_log_prob_fn)
+  refuse_tempered_transform(target_log_prob_fn, temperature, kernel)
+  return resolved
+
+
+def _resolve(target, target_log_prob_fn):
   if target is None and target_log_prob_fn is None:
     raise TypeError(
         "got `target`=None (NoneType) and no `target_log_prob_fn`: give "

@@ -160,9 +160,7 @@ class SGBD(base.StochasticGradientKernel):
                target_log_prob_fn=None, compute_energy=True,
                store_parameters_in_results=False):
     base_target, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
-    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
-                                      type(self).__name__)
+        target, target_log_prob_fn, temperature, type(self).__name__)
     checks.check_compute_energy_for_log_density(compute_energy, base_target)
     arguments.check_positive("temperature", temperature)
     # Barker's move probability has no noise scale to temper: sample

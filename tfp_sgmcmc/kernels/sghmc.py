@@ -190,9 +190,7 @@ class SGHMC(base.StochasticGradientKernel):
                store_parameters_in_results=False,
                momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
-    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
-                                      type(self).__name__)
+        target, target_log_prob_fn, temperature, type(self).__name__)
     arguments.check_step_size(step_size)
     checks.check_compute_energy(compute_energy)
     if friction is None:

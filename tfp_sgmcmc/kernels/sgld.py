@@ -131,9 +131,7 @@ class SGLD(base.StochasticGradientKernel):
                target_log_prob_fn=None, compute_energy=True,
                store_parameters_in_results=False):
     sampled, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
-    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
-                                      type(self).__name__)
+        target, target_log_prob_fn, temperature, type(self).__name__)
     arguments.check_step_size(step_size)
     arguments.check_positive("temperature", temperature)
     checks.check_compute_energy_for_log_density(compute_energy, sampled)

@@ -107,9 +107,7 @@ class SGNHT(base.StochasticGradientKernel):
                compute_energy=True, store_parameters_in_results=False,
                momentum_distribution=None):
     self._target, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
-    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
-                                      type(self).__name__)
+        target, target_log_prob_fn, temperature, type(self).__name__)
     checks.check_compute_energy(compute_energy)
     # One thermostat for all coordinates: one step size for all parts.
     arguments.check_step_size(step_size, per_part=False)

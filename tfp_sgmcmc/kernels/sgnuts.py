@@ -159,9 +159,7 @@ class SGNUTS(base.StochasticGradientKernel):
                temperature=1., name=None, target_log_prob_fn=None,
                store_parameters_in_results=False):
     self._target, target, target_log_prob_fn = interop.resolve_target(
-        target, target_log_prob_fn)
-    interop.refuse_tempered_transform(target_log_prob_fn, temperature,
-                                      type(self).__name__)
+        target, target_log_prob_fn, temperature, type(self).__name__)
     arguments.check_step_size(step_size)
     if friction is None:
       raise TypeError("`friction` (C) is required; got None.")
