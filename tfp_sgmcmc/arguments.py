@@ -124,6 +124,17 @@ def check_fits_state(name, value, state):
   a silently larger state, otherwise)."""
   parts = tf.nest.flatten(state)
   per_part = isinstance(value, (list, tuple)) and len(value) == len(parts)
+  keys = _unsorted_keys(state) if per_part else None
+  if keys:
+    # tf.nest reads a dict in sorted-key order, whatever order it was
+    # written in: a list written in the dict's own order would silently
+    # give each part another part's value.
+    raise ValueError(
+        f"`{name}` is a list, read as one entry per state part in "
+        f"tf.nest's order, which sorts a dict's keys ({sorted(keys)}); the "
+        f"state's dict lists them as {keys}. Give the list in sorted-key "
+        f"order, e.g. `[{name}_by_key[k] for k in sorted(state)]`, or "
+        "write the state's dict in sorted-key order.")
   for i, part in enumerate(parts):
     label, v = (f"{name}[{i}]", value[i]) if per_part else (name, value)
     # The static shape of a number, array (not a tuple), tensor or variable;
@@ -146,6 +157,20 @@ def check_fits_state(name, value, state):
           f"shape {part_shape.as_list()}: give one value, one per "
           f"coordinate (shape {trailing} or the part's trailing shape), or"
           " one per chain (the chain shape followed by axes of size 1).")
+
+
+def _unsorted_keys(structure):
+  """The keys of the first dict in `structure` whose own order is not the
+  sorted order in which tf.nest reads it, else None."""
+  if isinstance(structure, dict):
+    if list(structure) != sorted(structure):
+      return list(structure)
+    structure = list(structure.values())
+  if isinstance(structure, (list, tuple)):
+    for keys in map(_unsorted_keys, structure):
+      if keys:
+        return keys
+  return None
 
 
 def describe(value):

@@ -257,6 +257,26 @@ def _per_part_steps_fit():
   steps(kernel, [tf.zeros([2, D]), tf.zeros([2, 1])])
 
 
+def _two_normals(w, b):
+  return -0.5 * tf.reduce_sum(w ** 2, -1) - 0.5 * tf.reduce_sum(b ** 2, -1)
+
+
+def _dict_state(keys, make):
+  # tf.nest reads a dict in sorted-key order: a per-part list written in
+  # the order of a dict {"w", "b"} gave w's step size to b, silently.
+  state = {k: tf.ones([2, 1]) for k in keys}
+  return steps(make(target_log_prob_fn=_two_normals), state)
+
+
+def _sorted_dict_state_steps():
+  # Keys written in sorted order: the list is read in the order written;
+  # step size 0 for b cannot be given, so b gets a tiny one and stays put.
+  moved, _ = _dict_state("bw", lambda **kw: sg.SGLD(step_size=[1e-12, 0.5],
+                                                    **kw))
+  assert np.all(np.abs(moved["b"].numpy() - 1.) < 1e-4)
+  assert np.all(np.abs(moved["w"].numpy() - 1.) > 1e-4)
+
+
 OUTCOMES = [
     clear("friction Variable below noise_estimate at construction",
           lambda: sg.SGHMC(noisy(), 0.1, tf.Variable(0.5), noise_estimate=1.),
@@ -304,6 +324,16 @@ OUTCOMES = [
                   sg.AMAGOLD(noisy(), [0.1] * D, 2, 1.), 2),
               trace_fn=None, seed=[1, 2]),
           "step_size", r"3 entries but the state has 1 parts.*np.array"),
+    clear("a per-part step-size list for a dict written out of key order",
+          lambda: _dict_state("wb", lambda **kw: sg.SGLD(step_size=[
+              0.5, 1e-6], **kw)), "step_size",
+          r"sorts a dict's keys \(\['b', 'w'\]\).*\['w', 'b'\]"),
+    clear("a per-part friction list for a dict written out of key order",
+          lambda: _dict_state("wb", lambda **kw: sg.SGHMC(
+              step_size=0.1, friction=[1., 2.], **kw)), "friction",
+          r"\['w', 'b'\].*sorted-key order"),
+    correct("a per-part step-size list for a dict in key order",
+            _sorted_dict_state_steps),
     clear("step size None", lambda: sg.SGLD(noisy(), None), "step_size",
           r"got None"),
     clear("per-coordinate step sizes with a negative one", lambda: sg.SGLD(
