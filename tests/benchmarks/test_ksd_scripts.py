@@ -65,3 +65,23 @@ def test_ksd_cost_script_times_each_score_beside_the_run(tmp_path):
     assert row["fraction_of_run"] == (
         np.median(row["all_seconds"]) / result["sampling_seconds"])
   assert not os.listdir(tmp_path)  # The quick size writes no file.
+
+
+def test_double_well_replicates_script_reports_each_length_scale(tmp_path):
+  # A small size: every replicate's error and KSD, per kernel and c; the
+  # expected error is the RMS of the replicates' errors.
+  results = paths.benchmark("ksd_double_well_replicates").main(
+      num_steps=200, num_chains=4, max_draws=100, replicates=2,
+      out=str(tmp_path), kernels=("SGLD",))
+  assert [r["kernel"] for r in results] == ["SGLD"]
+  for result in results:
+    errors = np.array(result["errors"])
+    assert errors.shape == (2, 5)
+    np.testing.assert_allclose(result["expected_error"],
+                               np.sqrt(np.mean(errors ** 2, 0)))
+    assert set(result["by_length_scale"]) == {"1.0", "2.0", "4.0"}
+    for v in result["by_length_scale"].values():
+      assert len(v["mean_ksd"]) == 5 and len(v["chosen_over_best"]) == 2
+      assert all(x >= 1. for x in v["chosen_over_best"])
+  saved = json.load(open(tmp_path / "ksd_double_well_replicates.json"))
+  assert saved["replicates"] == 2 and len(saved["results"]) == 1
