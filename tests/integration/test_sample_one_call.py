@@ -21,6 +21,7 @@ from tfp_sgmcmc.chains import sample as sample_lib
 from tfp_sgmcmc.chains import start as start_lib
 
 from support.sample_problems import FAST, logistic, normal_model
+from support.sample_problems import random_intercepts
 
 tfd = tfp.distributions
 
@@ -199,6 +200,24 @@ def test_a_warm_up_that_never_arrives_is_reported():
   assert not fit.report.arrived and fit.report.extended
   assert fit.report.problems[0] == "warm-up did not arrive"
   assert "NOT ARRIVED" in str(fit.report)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_a_density_without_a_mode_starts_as_stan_without_control_variates():
+  # The chains started at the point Newton's method stopped, in a
+  # funnel's neck (log tau about -11), with control variates around it,
+  # and never left: at N = 100,000 the report said "heats up", naming the
+  # step size. Now they start uniform, on the raw minibatches.
+  target, shapes = random_intercepts()
+  fit = sg.sample(target, seed=[0, 1], full_batch=False, kernel="sgld",
+                  **FAST)
+  assert fit.report.start.startswith(
+      "no mode (find_mode, 200 Adam steps, then Newton's method, 10 steps, "
+      "not converged: "), fit.report.start
+  assert fit.report.start.endswith(
+      "uniform(-2, 2) in the unconstrained space (as Stan)")
+  assert not fit.report.control_variates
+  assert np.min(fit.draws[1]) > -3.
 
 
 def test_a_rough_float32_energy_is_named_as_the_cause():

@@ -39,3 +39,28 @@ def normal_model():
       scale=tfd.HalfNormal(2.),
       y=lambda loc, scale: tfd.Sample(tfd.Normal(loc, scale), 200)))
   return model, y
+
+
+def random_intercepts(num_examples=2000, groups=50, batch_size=50):
+  """(target, parameter shapes): y ~ Bernoulli(logit u[group]), u ~ N(0,
+  tau^2), log tau ~ N(0, 1), the state [u, log tau]. Its density grows
+  without bound as tau goes to 0 with u (a funnel's neck), and Newton's
+  method from zeros heads there (40 examples a group); the posterior has
+  tau near the intercepts' sd, 0.8."""
+  rng = np.random.default_rng(2)
+  group = rng.integers(0, groups, size=num_examples).astype(np.int32)
+  logits = rng.normal(0., 0.8, size=groups)[group]
+  y = (rng.uniform(size=num_examples) < 1 / (1 + np.exp(-logits))).astype(
+      np.float32)
+
+  def log_likelihood(state, batch):
+    logits = tf.gather(state[0], batch[0], axis=-1)
+    return tfd.Bernoulli(logits=logits).log_prob(batch[1])
+
+  def log_prior(state):
+    u, log_tau = state
+    return (tf.reduce_sum(tfd.Normal(0., tf.exp(log_tau)[..., None]).log_prob(
+        u), -1) + tfd.Normal(0., 1.).log_prob(log_tau))
+  return sg.InMemoryTarget(log_likelihood, (group, y), batch_size=batch_size,
+                           log_prior_fn=log_prior,
+                           parameter_shapes=[[groups], []]), [[groups], []]

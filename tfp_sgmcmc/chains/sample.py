@@ -212,10 +212,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   gives the measurements); a minibatch target with an exact energy starts
   around its mode (Newton's method where the state has at most
   `chains.start.FULL_HESSIAN_MAX` coordinates, else `find_mode`'s Adam;
-  dispersed by the Laplace sds) and, when the minibatch is at most a
-  tenth of the data and drawn by the kernel's seed (in memory or from
-  TFRecord files; not a `DatasetTarget`'s pipeline, on which AMAGOLD is
-  not exact), is sampled through control variates around the mode
+  dispersed by the Laplace sds; uniform, as below, where Newton's method
+  finds none, as a hierarchical scale heads to 0) and, when the minibatch
+  is at most a tenth of the data and drawn by the kernel's seed (in memory
+  or from TFRecord files; not a `DatasetTarget`'s pipeline, on which
+  AMAGOLD is not exact), is sampled through control variates around the mode
   (`ControlVariateTarget`); other targets start uniform(-2, 2) in the
   unconstrained space, as Stan. `warm_up` tunes the step size and mass
   (dense for a vector of at most `DENSE_MASS_MAX` coordinates; beyond, the
@@ -340,7 +341,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       sampled, template, num_chains, start_seed, num_mode_steps,
       mode_learning_rate)
   t_mode = time.perf_counter()
-  use_cv = start_lib.use_control_variates(sampled, control_variates)
+  # Control variates are centred on the mode: none was found, none used.
+  use_cv = start_lib.use_control_variates(sampled, control_variates) and (
+      mode is not None or bool(control_variates))
   if use_cv:
     if mode is None:
       raise ValueError("`control_variates=True` needs a minibatch target "
@@ -356,21 +359,24 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
                                   warm_seed, scale, jit_compile, dense_mass,
                                   laplace is not None, progress)
-  if not arrived.arrived and mode is None and sampled.has_exact_energy:
+  if not arrived.arrived and mode is None and sampled.has_exact_energy and (
+      not start_lib.is_minibatch(sampled)):
     # A uniform start can strand a chain (e.g. at a tiny noise scale, where
     # the step size tuned for the others does not move it): once more, from
-    # around the mode, as a minibatch target starts.
-    states, mode, scale, again, covariance = start_lib.initial_states(
+    # around the mode, as a minibatch target starts (where there is one).
+    retry = start_lib.initial_states(
         sampled, template, num_chains, start_seed, num_mode_steps,
         mode_learning_rate, around_mode=True)
-    how = f"{how}, which did not arrive; then {again}"
-    kernel, laplace = kernel_and_mass(
-        choice, sampled, _step_size_guess(scale), noisy, states, covariance,
-        dense_mass, num_adaptation_steps)
-    warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
-                                    warm_seed, scale, jit_compile, dense_mass,
-                                    laplace is not None, progress)
-    extended = True
+    if retry[1] is not None:
+      states, mode, scale, again, covariance = retry
+      how = f"{how}, which did not arrive; then {again}"
+      kernel, laplace = kernel_and_mass(
+          choice, sampled, _step_size_guess(scale), noisy, states,
+          covariance, dense_mass, num_adaptation_steps)
+      warm, arrived, extended = _warm(
+          kernel, states, num_adaptation_steps, warm_seed, scale,
+          jit_compile, dense_mass, laplace is not None, progress)
+      extended = True
   whole = (start_lib.full_batch_for_noise(
       sampled, full_batch, float(warm.report.step_size))
            if isinstance(warm.kernel, AMAGOLD) else None)

@@ -401,7 +401,8 @@ def laplace_scale(target, mode, seed, num_probes=16, hessian=None,
 
 
 def _mode(target, start, num_mode_steps, learning_rate, seed, products):
-  """(mode, Hessian there or None, how it was found). Up to
+  """(mode, Hessian there or None, how it was found, whether Newton's
+  method converged there: None beyond `FULL_HESSIAN_MAX`). Up to
   `FULL_HESSIAN_MAX` coordinates Newton's method from `start`, whose
   Hessians the Laplace sds need anyway and which converges in a few steps
   where Adam takes thousands (docs/warmup.md). Where it does not converge
@@ -418,16 +419,17 @@ def _mode(target, start, num_mode_steps, learning_rate, seed, products):
     mode, hessian, steps, converged = newton_mode(
         target, start, max_steps=max_steps, products=products)
     if converged:
-      return mode, hessian, f"Newton's method, {_steps(steps)}"
+      return mode, hessian, f"Newton's method, {_steps(steps)}", True
     start = mode  # Lower than the start, where Newton's method stopped.
   mode = find_mode(target, start, num_steps=num_mode_steps,
                    learning_rate=learning_rate, seed=seed)
   found = f"find_mode, {num_mode_steps} Adam steps"
   if not small:
-    return mode, None, found
-  mode, hessian, steps, _ = newton_mode(target, mode, max_steps=max_steps,
-                                        products=products)
-  return mode, hessian, f"{found}, then Newton's method, {_steps(steps)}"
+    return mode, None, found, None
+  mode, hessian, steps, converged = newton_mode(
+      target, mode, max_steps=max_steps, products=products)
+  return (mode, hessian, f"{found}, then Newton's method, {_steps(steps)}",
+          converged)
 
 
 def _steps(count):
@@ -459,11 +461,20 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
   parts = tf.nest.flatten(template)
   if around_mode is None:
     around_mode = is_minibatch(target) and target.has_exact_energy
+  no_mode = ""
   if around_mode:
     # One set of traced products serves every Newton step and the sds.
     products = _products(target, template)
-    mode, hessian, found = _mode(target, template, num_mode_steps,
-                                 learning_rate, mode_seed, products)
+    mode, hessian, found, converged = _mode(
+        target, template, num_mode_steps, learning_rate, mode_seed, products)
+    if converged is False:
+      # Still descending after Adam and Newton's method: the density may
+      # grow without bound (a hierarchical scale going to 0 with its
+      # effects), and chains started there never leave it.
+      around_mode = False
+      no_mode = (f"no mode ({found}, not converged: the density may grow "
+                 "without bound, e.g. a hierarchical scale going to 0); ")
+  if around_mode:
     scale = laplace_scale(target, mode, scale_seed, hessian=hessian,
                           products=products)
     seeds = tfp.random.split_seed(draw_seed, len(parts))
@@ -477,5 +488,5 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
   states, redrawn = uniform_states(target, template, num_chains, draw_seed)
   again = (f"; {redrawn} of {num_chains} chains drawn again where the log "
            "density was not finite" if redrawn else "")
-  return (states, None, None, "uniform(-2, 2) in the unconstrained space "
-          f"(as Stan{again})", None)
+  return (states, None, None, f"{no_mode}uniform(-2, 2) in the "
+          f"unconstrained space (as Stan{again})", None)
