@@ -376,3 +376,29 @@ def test_a_chain_that_did_not_move_is_named():
     short = np.random.default_rng(seed).normal(size=(10, 4, 2))
     assert not any("did not move" in p for p in sg.summarize(
         short, print_report=False, warn=False).problems)
+
+
+def test_a_nan_rhat_neither_hides_other_coordinates_nor_passes():
+  # TFP's R-hat is 0 / 0 in a coordinate no chain moved in, and NaN where
+  # the variances pass float32's range; NaN crosses no threshold, and the
+  # largest R-hat over coordinates was NaN: chains 5 sds apart in another
+  # coordinate were not called disagreeing, and a chain off at 1e20 (with
+  # no trace) left the run "healthy".
+  rng = np.random.default_rng(0)
+  draws = rng.normal(size=(500, 4, 3)).astype(np.float32)
+  draws[:, :, 2] = 1.
+  healthy = sg.summarize(draws, print_report=False, warn=False)
+  # 4 x 500 independent draws: R-hat (a variance ratio) 1 within 1e-2.
+  assert healthy.max_rhat < 1.01
+  assert not any(p.startswith("R-hat") for p in healthy.problems)
+  draws[:, 2, 0] += 5.
+  health = sg.summarize(draws, print_report=False, warn=False)
+  # 2 of 8 half-chains 5 sds off: about 1 + 25 * 3 / 14, at least 3.
+  assert health.max_rhat > 3.
+  assert health.problems[0] == (f"R-hat {health.max_rhat:.3f} > 1.05: "
+                                "chains disagree")
+  far = rng.normal(size=(200, 4, 2)).astype(np.float32)
+  far[:, 0, 0] = 1e21 + 1e20 * rng.normal(size=200)
+  health = sg.summarize(far, print_report=False, warn=False)
+  assert health.max_rhat == np.inf
+  assert health.problems == ["R-hat inf > 1.05: chains disagree"]

@@ -30,9 +30,8 @@ from tfp_sgmcmc.chains.minibatch_sharing import (FULL_BATCH, INDEPENDENT,
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
            "find_field", "divergent_transitions",
-           "heating", "energy_windows", "HEATING_THRESHOLD",
+           "heating", "energy_windows", "HEATING_THRESHOLD", "energy_trend",
            "minibatch_sharing", "effective_sample_size", "RunVerdict",
-           "energy_trend",
            "divergence_and_heating", "SHARED", "INDEPENDENT", "FULL_BATCH"]
 
 
@@ -408,6 +407,10 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
         tf.constant(flat), split_chains=True))
             if num_chains > 1 or num_draws >= 4 else np.ones(flat.shape[-1]))
+    # NaN would cross no threshold: 0 / 0 where no chain moved (they agree;
+    # its ESS of 0 says so), else variances past float32 (chains at 1e20).
+    rhat = np.where(np.ptp(flat, axis=(0, 1)) == 0., 1.,
+                    np.where(np.isnan(rhat), np.inf, rhat))
     worst_ess, worst_rhat = float(ess.min()), float(np.max(rhat))
   else:
     worst_ess, worst_rhat = 0., float("inf")
