@@ -402,3 +402,19 @@ def test_a_nan_rhat_neither_hides_other_coordinates_nor_passes():
   health = sg.summarize(far, print_report=False, warn=False)
   assert health.max_rhat == np.inf
   assert health.problems == ["R-hat inf > 1.05: chains disagree"]
+
+
+def test_chains_of_fewer_than_4_draws_are_compared_whole():
+  # Split R-hat needs 2 draws per half; with 2 or 3 draws summarize raised
+  # TFP's "Must provide at least 4 samples when splitting chains" for
+  # several chains (documented: 1 below 4 draws). The chains are compared
+  # whole: with one chain 100 sds off, R-hat is about 1.25 x 2,500 / W,
+  # above 100 unless W (a mean of 4 chains' variances, 4 or 8 degrees of
+  # freedom, mean 1) exceeds 31: probability below 1e-20.
+  rng = np.random.default_rng(0)
+  for num_draws in (2, 3):
+    draws = rng.normal(size=(num_draws, 4, 2))
+    draws[:, 0] += 100.
+    health = sg.summarize(draws, print_report=False, warn=False)
+    assert health.max_rhat > 100.
+    assert health.problems[0].endswith("chains disagree")

@@ -59,8 +59,8 @@ Attributes:
     None.
   min_ess: the smallest effective sample size over coordinates (summed over
     chains); 0 when a draw is not finite.
-  max_rhat: the largest split R-hat over coordinates (for one chain, of
-    its two halves; 1 below 4 draws; inf when a draw is not finite).
+  max_rhat: the largest split R-hat over coordinates (one chain: of its
+    halves, 1 below 4 draws; chains unsplit below 4; inf if not finite).
   problems: the thresholds crossed, as sentences; empty for a healthy run.
   notes: caveats that are not problems of the run, as sentences: with
     `summarize(..., kernel=...)` of chains that shared their minibatches,
@@ -402,10 +402,10 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     stuck = _stuck_chains(flat)
     per_chain[stuck] = 0.
     ess = np.where(np.isfinite(per_chain), per_chain, 0.).sum(axis=0)
-    # One chain too: its halves compared (a drift, or a mode left or found
-    # half way), as Stan's split R-hat does; two halves need 2 draws each.
+    # One chain too: its halves compared (a drift, a mode left half way), as
+    # Stan's split R-hat; halves need 2 draws each, else chains compared whole.
     rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
-        tf.constant(flat), split_chains=True))
+        tf.constant(flat), split_chains=num_draws >= 4))
             if num_chains > 1 or num_draws >= 4 else np.ones(flat.shape[-1]))
     # NaN would cross no threshold: 0 / 0 where no chain moved (they agree;
     # its ESS of 0 says so), else variances past float32 (chains at 1e20).
