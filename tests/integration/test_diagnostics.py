@@ -418,3 +418,26 @@ def test_chains_of_fewer_than_4_draws_are_compared_whole():
     health = sg.summarize(draws, print_report=False, warn=False)
     assert health.max_rhat > 100.
     assert health.problems[0].endswith("chains disagree")
+
+
+def test_an_antithetic_chains_ess_is_bounded_not_negative():
+  # Autocorrelations of alternating sign (AR(1) at phi = -0.8, as an
+  # over-relaxed or near-unstable integrator gives: ESS 9 n per chain)
+  # leave Geyer's sum, tau = (1 + phi) / (1 - phi) = 0.11, noise about 0:
+  # TFP's formula gave chains ESS of -2e4 or +1e4, and the sum over chains
+  # a "min ESS" below 0. Stan's bound, tau >= 1 / log10(n), gives at most
+  # 3,000 a chain of 1,000 draws (in 1,600 simulated chains, never below
+  # 2,600).
+  rng = np.random.default_rng(0)
+  draws = np.zeros((1000, 4, 2))
+  draws[0] = rng.normal(size=(4, 2))
+  for t in range(1, 1000):
+    draws[t] = -0.8 * draws[t - 1] + 0.6 * rng.normal(size=(4, 2))
+  per_chain = sg.diagnostics.effective_sample_size(draws)
+  assert np.all(per_chain > 2000.) and np.all(per_chain <= 3000. + 1e-9)
+  health = sg.summarize(draws, print_report=False, warn=False)
+  assert 8000. < health.min_ess <= 12000. + 1e-9 and not health.problems
+  # 10 independent draws: at most 10 a chain (TFP's formula gave more for
+  # over half of the chains, and a negative ESS for 2 in 100).
+  short = sg.diagnostics.effective_sample_size(rng.normal(size=(10, 64)))
+  assert np.all(short > 0.) and np.all(short <= 10. + 1e-9)

@@ -96,12 +96,11 @@ def effective_sample_size(draws):
   """Per-chain ESS of each coordinate, as TFP's
   `tfp.mcmc.effective_sample_size(draws, filter_beyond_positive_pairs=True)`
   computes it (Geyer's initial positive sequence on the autocorrelations),
-  in NumPy float64.
+  in NumPy float64, with Stan's bound: at most n log10(n) per chain.
 
-  TFP's own computes the autocorrelations by a complex FFT and casts the
-  result back to real with `tf.cast`, which makes TensorFlow log a "casting
-  complex64 to float32" warning at each call; a real FFT gives the same
-  numbers without it.
+  TFP's own computes the autocorrelations by a complex FFT, cast back to
+  real with a "casting complex64 to float32" warning logged at each call;
+  a real FFT gives the same numbers without it.
 
   Args:
     draws: [num_draws, ...] array; every axis after the first is a batch
@@ -128,7 +127,10 @@ def effective_sample_size(draws):
     # Pairwise sums of a reversible chain's autocorrelations are positive:
     # everything from the first negative pair on is noise.
     mask = np.maximum(1. - np.cumsum(sum_pairs(auto_corr) < 0., axis=0), 0.)
-    return n / (-1. + 2. * np.sum(sum_pairs(weighted) * mask, axis=0))
+    # Stan's bound on tau (Vehtari et al. 2021): noise about 0 where the
+    # autocorrelations alternate in sign, it made the ESS +-1e5 or negative.
+    return n / np.maximum(-1. + 2. * np.sum(sum_pairs(weighted) * mask,
+                                            axis=0), 1. / np.log10(n))
 
 
 RunVerdict = collections.namedtuple(
@@ -327,12 +329,9 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   or SGNHT).
 
   Returns:
-    A `ChainHealth(num_draws, num_chains, divergences, acceptance_rate,
-    step_size, heating, min_ess, max_rhat, problems)`: per chain the number
-    of diverged steps, the acceptance rate and `heating` (None where the
-    trace has no such field), the last step size, the smallest ESS and
-    largest split R-hat over coordinates, and `problems`, the list of
-    crossed thresholds (empty for a healthy run).
+    A `ChainHealth` (see its attributes): per chain the diverged steps,
+    acceptance rate and `heating`, the smallest ESS and largest split
+    R-hat over coordinates, and `problems` (empty for a healthy run).
 
   Raises:
     ValueError: fewer than 2 draws, or a trace of another length.
