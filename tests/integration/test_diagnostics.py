@@ -441,3 +441,20 @@ def test_an_antithetic_chains_ess_is_bounded_not_negative():
   # over half of the chains, and a negative ESS for 2 in 100).
   short = sg.diagnostics.effective_sample_size(rng.normal(size=(10, 64)))
   assert np.all(short > 0.) and np.all(short <= 10. + 1e-9)
+
+
+def test_per_part_step_sizes_are_reported_per_part():
+  # SGLD with step_size=[0.1, 0.02] on a two-part state traces one step
+  # size per part; summarize took the last draw of np.asarray(list), i.e.
+  # the last part's whole trace: `step_size` was 20 values of 0.02 and the
+  # report gave every chain 0.02, the first part's 0.1 nowhere.
+  target = sg.NoisyGradientTarget(
+      lambda s: 0.5 * tf.reduce_sum(s[0] ** 2, -1) + 0.5 * s[1] ** 2,
+      gradient_noise_variance=0.)
+  draws, trace = sample(sg.SGLD(target, step_size=[0.1, 0.02]),
+                        [tf.zeros([3, 2]), tf.zeros([3])], 20, seed=[0, 1],
+                        trace_fn=lambda _, r: r)
+  health = sg.summarize(draws, trace, print_report=False, warn=False)
+  np.testing.assert_allclose(health.step_size, [0.1, 0.02])
+  rows = sg.diagnostics.format_report(health).splitlines()[2:5]
+  assert all(row.split()[2] == "0.1/0.02" for row in rows)

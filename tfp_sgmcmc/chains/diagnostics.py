@@ -54,7 +54,7 @@ Attributes:
     is not finite (a proposal rejected for a non-finite energy); zeros
     without a trace.
   acceptance_rate: per chain, the mean of the traced `is_accepted`, or None.
-  step_size: the last traced `step_size`, or None.
+  step_size: the last traced `step_size` (a list of per-part ones), or None.
   heating: per chain, the `heating` statistic of the traced `energy`, or
     None.
   min_ess: the smallest effective sample size over coordinates (summed over
@@ -390,8 +390,8 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   step = find_field(trace, "step_size")
   # TFP's HMC keeps `step_size` in its results only when told to (an
   # empty list otherwise).
-  step_size = (None if step is None or not np.size(step) else
-               np.asarray(step)[-1])
+  step_size = (None if step is None or not tf.nest.flatten(step) else
+               tf.nest.map_structure(lambda s: np.asarray(s)[-1], step))
 
   stuck = []
   if finite:
@@ -485,10 +485,9 @@ def format_report(health):
   for c in range(health.num_chains):
     acc = ("" if health.acceptance_rate is None else
            f"{health.acceptance_rate[c]:.2f}")
-    step = ""
-    if health.step_size is not None:
-      s = np.asarray(health.step_size).reshape(-1)
-      step = f"{s[min(c, s.size - 1)]:.3g}"
+    steps = [np.asarray(s).reshape(-1) for s in tf.nest.flatten(
+        health.step_size)] if health.step_size is not None else []
+    step = "/".join(f"{s[min(c, s.size - 1)]:.3g}" for s in steps)
     growth = ("" if health.heating is None else
               f"{health.heating[c]:+.1f}")
     lines.append(f"{c:5d} {int(health.divergences[c]):8d} {acc:>7s} "
