@@ -73,6 +73,24 @@ def test_chains_batched_in_two_axes_are_summarized_as_chains():
   np.testing.assert_array_equal(verdict.divergences, flat.divergences)
 
 
+def test_chains_batched_in_two_axes_under_tfps_own_kernel():
+  # TFP's HMC traces no `diverged`, from which the chain axes were read:
+  # chains [2, 3] stayed 2 chains of [3, 2] parameters, and summarize
+  # raised numpy's "operands could not be broadcast together with shapes
+  # (2,) (6,)". Its `is_accepted` gives them: 6 chains, and chain (0, 2)
+  # moved 5 sds off is a disagreement (TFP's R-hat about 1 + 25 / 6).
+  kernel = tfp.mcmc.HamiltonianMonteCarlo(
+      lambda x: -0.5 * tf.reduce_sum(x ** 2, -1), 0.5, 3)
+  draws, trace = sample(kernel, tf.zeros([2, 3, 2]), 200, seed=[0, 1],
+                        trace_fn=lambda _, r: r)
+  draws = np.array(draws)
+  draws[:, 0, 2] += 5.
+  health = sg.summarize(draws, trace, print_report=False, warn=False)
+  assert health.num_chains == 6 and health.acceptance_rate.shape == (6,)
+  assert health.max_rhat > 2.
+  assert health.problems[0].endswith("chains disagree")
+
+
 def test_divergent_transitions_are_counted_and_named():
   # An M-H kernel rejects a proposal with a non-finite energy and its chain
   # stays finite (nothing is flagged `diverged`): Stan's divergent

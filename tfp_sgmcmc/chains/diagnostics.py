@@ -235,8 +235,10 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
 
 
 def _chain_field(trace):
-  """A traced per-chain field, whose shape gives the chain axes."""
-  return find_field(trace, "diverged")
+  """A traced per-chain field, whose shape gives the chain axes (TFP's own
+  kernels trace no `diverged`)."""
+  return next((f for f in (find_field(trace, n) for n in (
+      "diverged", "is_accepted", "log_accept_ratio")) if f is not None), None)
 
 
 def divergent_transitions(log_accept_ratio):
