@@ -73,6 +73,24 @@ def test_chains_batched_in_two_axes_are_summarized_as_chains():
   np.testing.assert_array_equal(verdict.divergences, flat.divergences)
 
 
+def test_chains_batched_in_two_axes_under_tfps_own_kernel():
+  # TFP's HMC traces no `diverged`, from which the chain axes were read:
+  # chains [2, 3] stayed 2 chains of [3, 2] parameters, and summarize
+  # raised numpy's "operands could not be broadcast together with shapes
+  # (2,) (6,)". Its `is_accepted` gives them: 6 chains, and chain (0, 2)
+  # moved 5 sds off is a disagreement (TFP's R-hat about 1 + 25 / 6).
+  kernel = tfp.mcmc.HamiltonianMonteCarlo(
+      lambda x: -0.5 * tf.reduce_sum(x ** 2, -1), 0.5, 3)
+  draws, trace = sample(kernel, tf.zeros([2, 3, 2]), 200, seed=[0, 1],
+                        trace_fn=lambda _, r: r)
+  draws = np.array(draws)
+  draws[:, 0, 2] += 5.
+  health = sg.summarize(draws, trace, print_report=False, warn=False)
+  assert health.num_chains == 6 and health.acceptance_rate.shape == (6,)
+  assert health.max_rhat > 2.
+  assert health.problems[0].endswith("chains disagree")
+
+
 def test_divergent_transitions_are_counted_and_named():
   # An M-H kernel rejects a proposal with a non-finite energy and its chain
   # stays finite (nothing is flagged `diverged`): Stan's divergent
@@ -376,3 +394,85 @@ def test_a_chain_that_did_not_move_is_named():
     short = np.random.default_rng(seed).normal(size=(10, 4, 2))
     assert not any("did not move" in p for p in sg.summarize(
         short, print_report=False, warn=False).problems)
+
+
+def test_a_nan_rhat_neither_hides_other_coordinates_nor_passes():
+  # TFP's R-hat is 0 / 0 in a coordinate no chain moved in, and NaN where
+  # the variances pass float32's range; NaN crosses no threshold, and the
+  # largest R-hat over coordinates was NaN: chains 5 sds apart in another
+  # coordinate were not called disagreeing, and a chain off at 1e20 (with
+  # no trace) left the run "healthy".
+  rng = np.random.default_rng(0)
+  draws = rng.normal(size=(500, 4, 3)).astype(np.float32)
+  draws[:, :, 2] = 1.
+  healthy = sg.summarize(draws, print_report=False, warn=False)
+  # 4 x 500 independent draws: R-hat (a variance ratio) 1 within 1e-2.
+  assert healthy.max_rhat < 1.01
+  assert not any(p.startswith("R-hat") for p in healthy.problems)
+  draws[:, 2, 0] += 5.
+  health = sg.summarize(draws, print_report=False, warn=False)
+  # 2 of 8 half-chains 5 sds off: about 1 + 25 * 3 / 14, at least 3.
+  assert health.max_rhat > 3.
+  assert health.problems[0] == (f"R-hat {health.max_rhat:.3f} > 1.05: "
+                                "chains disagree")
+  far = rng.normal(size=(200, 4, 2)).astype(np.float32)
+  far[:, 0, 0] = 1e21 + 1e20 * rng.normal(size=200)
+  health = sg.summarize(far, print_report=False, warn=False)
+  assert health.max_rhat == np.inf
+  assert health.problems == ["R-hat inf > 1.05: chains disagree"]
+
+
+def test_chains_of_fewer_than_4_draws_are_compared_whole():
+  # Split R-hat needs 2 draws per half; with 2 or 3 draws summarize raised
+  # TFP's "Must provide at least 4 samples when splitting chains" for
+  # several chains (documented: 1 below 4 draws). The chains are compared
+  # whole: with one chain 100 sds off, R-hat is about 1.25 x 2,500 / W,
+  # above 100 unless W (a mean of 4 chains' variances, 4 or 8 degrees of
+  # freedom, mean 1) exceeds 31: probability below 1e-20.
+  rng = np.random.default_rng(0)
+  for num_draws in (2, 3):
+    draws = rng.normal(size=(num_draws, 4, 2))
+    draws[:, 0] += 100.
+    health = sg.summarize(draws, print_report=False, warn=False)
+    assert health.max_rhat > 100.
+    assert health.problems[0].endswith("chains disagree")
+
+
+def test_an_antithetic_chains_ess_is_bounded_not_negative():
+  # Autocorrelations of alternating sign (AR(1) at phi = -0.8, as an
+  # over-relaxed or near-unstable integrator gives: ESS 9 n per chain)
+  # leave Geyer's sum, tau = (1 + phi) / (1 - phi) = 0.11, noise about 0:
+  # TFP's formula gave chains ESS of -2e4 or +1e4, and the sum over chains
+  # a "min ESS" below 0. Stan's bound, tau >= 1 / log10(n), gives at most
+  # 3,000 a chain of 1,000 draws (in 1,600 simulated chains, never below
+  # 2,600).
+  rng = np.random.default_rng(0)
+  draws = np.zeros((1000, 4, 2))
+  draws[0] = rng.normal(size=(4, 2))
+  for t in range(1, 1000):
+    draws[t] = -0.8 * draws[t - 1] + 0.6 * rng.normal(size=(4, 2))
+  per_chain = sg.diagnostics.effective_sample_size(draws)
+  assert np.all(per_chain > 2000.) and np.all(per_chain <= 3000. + 1e-9)
+  health = sg.summarize(draws, print_report=False, warn=False)
+  assert 8000. < health.min_ess <= 12000. + 1e-9 and not health.problems
+  # 10 independent draws: at most 10 a chain (TFP's formula gave more for
+  # over half of the chains, and a negative ESS for 2 in 100).
+  short = sg.diagnostics.effective_sample_size(rng.normal(size=(10, 64)))
+  assert np.all(short > 0.) and np.all(short <= 10. + 1e-9)
+
+
+def test_per_part_step_sizes_are_reported_per_part():
+  # SGLD with step_size=[0.1, 0.02] on a two-part state traces one step
+  # size per part; summarize took the last draw of np.asarray(list), i.e.
+  # the last part's whole trace: `step_size` was 20 values of 0.02 and the
+  # report gave every chain 0.02, the first part's 0.1 nowhere.
+  target = sg.NoisyGradientTarget(
+      lambda s: 0.5 * tf.reduce_sum(s[0] ** 2, -1) + 0.5 * s[1] ** 2,
+      gradient_noise_variance=0.)
+  draws, trace = sample(sg.SGLD(target, step_size=[0.1, 0.02]),
+                        [tf.zeros([3, 2]), tf.zeros([3])], 20, seed=[0, 1],
+                        trace_fn=lambda _, r: r)
+  health = sg.summarize(draws, trace, print_report=False, warn=False)
+  np.testing.assert_allclose(health.step_size, [0.1, 0.02])
+  rows = sg.diagnostics.format_report(health).splitlines()[2:5]
+  assert all(row.split()[2] == "0.1/0.02" for row in rows)

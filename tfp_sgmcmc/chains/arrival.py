@@ -116,8 +116,10 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
   """
   grads = [np.asarray(g, np.float64) for g in tf.nest.flatten(gradients)]
   if variance is None:
-    variance = [np.ones(g.shape[g.ndim - 1:] if g.ndim > 1 else ())
-                for g in grads]
+    # Ones per coordinate: a part's event shape (a matrix, or none under
+    # two chain axes) is not its last axis.
+    grads = [g.reshape(int(num_chains), -1) for g in grads]
+    variance = [np.ones(g.shape[1:]) for g in grads]
     max_distance = 0.
     max_agreement = max(max_agreement, MAX_AGREEMENT_ALONE)
     if int(num_chains) == 1:

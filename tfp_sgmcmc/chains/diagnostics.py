@@ -30,9 +30,8 @@ from tfp_sgmcmc.chains.minibatch_sharing import (FULL_BATCH, INDEPENDENT,
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
            "find_field", "divergent_transitions",
-           "heating", "energy_windows", "HEATING_THRESHOLD",
+           "heating", "energy_windows", "HEATING_THRESHOLD", "energy_trend",
            "minibatch_sharing", "effective_sample_size", "RunVerdict",
-           "energy_trend",
            "divergence_and_heating", "SHARED", "INDEPENDENT", "FULL_BATCH"]
 
 
@@ -55,13 +54,13 @@ Attributes:
     is not finite (a proposal rejected for a non-finite energy); zeros
     without a trace.
   acceptance_rate: per chain, the mean of the traced `is_accepted`, or None.
-  step_size: the last traced `step_size`, or None.
+  step_size: the last traced `step_size` (a list of per-part ones), or None.
   heating: per chain, the `heating` statistic of the traced `energy`, or
     None.
   min_ess: the smallest effective sample size over coordinates (summed over
     chains); 0 when a draw is not finite.
-  max_rhat: the largest split R-hat over coordinates (for one chain, of
-    its two halves; 1 below 4 draws; inf when a draw is not finite).
+  max_rhat: the largest split R-hat over coordinates (one chain: of its
+    halves, 1 below 4 draws; chains unsplit below 4; inf if not finite).
   problems: the thresholds crossed, as sentences; empty for a healthy run.
   notes: caveats that are not problems of the run, as sentences: with
     `summarize(..., kernel=...)` of chains that shared their minibatches,
@@ -97,12 +96,11 @@ def effective_sample_size(draws):
   """Per-chain ESS of each coordinate, as TFP's
   `tfp.mcmc.effective_sample_size(draws, filter_beyond_positive_pairs=True)`
   computes it (Geyer's initial positive sequence on the autocorrelations),
-  in NumPy float64.
+  in NumPy float64, with Stan's bound: at most n log10(n) per chain.
 
-  TFP's own computes the autocorrelations by a complex FFT and casts the
-  result back to real with `tf.cast`, which makes TensorFlow log a "casting
-  complex64 to float32" warning at each call; a real FFT gives the same
-  numbers without it.
+  TFP's own computes the autocorrelations by a complex FFT, cast back to
+  real with a "casting complex64 to float32" warning logged at each call;
+  a real FFT gives the same numbers without it.
 
   Args:
     draws: [num_draws, ...] array; every axis after the first is a batch
@@ -129,7 +127,10 @@ def effective_sample_size(draws):
     # Pairwise sums of a reversible chain's autocorrelations are positive:
     # everything from the first negative pair on is noise.
     mask = np.maximum(1. - np.cumsum(sum_pairs(auto_corr) < 0., axis=0), 0.)
-    return n / (-1. + 2. * np.sum(sum_pairs(weighted) * mask, axis=0))
+    # Stan's bound on tau (Vehtari et al. 2021): noise about 0 where the
+    # autocorrelations alternate in sign, it made the ESS +-1e5 or negative.
+    return n / np.maximum(-1. + 2. * np.sum(sum_pairs(weighted) * mask,
+                                            axis=0), 1. / np.log10(n))
 
 
 RunVerdict = collections.namedtuple(
@@ -234,8 +235,10 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
 
 
 def _chain_field(trace):
-  """A traced per-chain field, whose shape gives the chain axes."""
-  return find_field(trace, "diverged")
+  """A traced per-chain field, whose shape gives the chain axes (TFP's own
+  kernels trace no `diverged`)."""
+  return next((f for f in (find_field(trace, n) for n in (
+      "diverged", "is_accepted", "log_accept_ratio")) if f is not None), None)
 
 
 def divergent_transitions(log_accept_ratio):
@@ -328,12 +331,9 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   or SGNHT).
 
   Returns:
-    A `ChainHealth(num_draws, num_chains, divergences, acceptance_rate,
-    step_size, heating, min_ess, max_rhat, problems)`: per chain the number
-    of diverged steps, the acceptance rate and `heating` (None where the
-    trace has no such field), the last step size, the smallest ESS and
-    largest split R-hat over coordinates, and `problems`, the list of
-    crossed thresholds (empty for a healthy run).
+    A `ChainHealth` (see its attributes): per chain the diverged steps,
+    acceptance rate and `heating`, the smallest ESS and largest split
+    R-hat over coordinates, and `problems` (empty for a healthy run).
 
   Raises:
     ValueError: fewer than 2 draws, or a trace of another length.
@@ -392,8 +392,8 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   step = find_field(trace, "step_size")
   # TFP's HMC keeps `step_size` in its results only when told to (an
   # empty list otherwise).
-  step_size = (None if step is None or not np.size(step) else
-               np.asarray(step)[-1])
+  step_size = (None if step is None or not tf.nest.flatten(step) else
+               tf.nest.map_structure(lambda s: np.asarray(s)[-1], step))
 
   stuck = []
   if finite:
@@ -403,11 +403,15 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     stuck = _stuck_chains(flat)
     per_chain[stuck] = 0.
     ess = np.where(np.isfinite(per_chain), per_chain, 0.).sum(axis=0)
-    # One chain too: its halves compared (a drift, or a mode left or found
-    # half way), as Stan's split R-hat does; two halves need 2 draws each.
+    # One chain too: its halves compared (a drift, a mode left half way), as
+    # Stan's split R-hat; halves need 2 draws each, else chains compared whole.
     rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
-        tf.constant(flat), split_chains=True))
+        tf.constant(flat), split_chains=num_draws >= 4))
             if num_chains > 1 or num_draws >= 4 else np.ones(flat.shape[-1]))
+    # NaN would cross no threshold: 0 / 0 where no chain moved (they agree;
+    # its ESS of 0 says so), else variances past float32 (chains at 1e20).
+    rhat = np.where(np.ptp(flat, axis=(0, 1)) == 0., 1.,
+                    np.where(np.isnan(rhat), np.inf, rhat))
     worst_ess, worst_rhat = float(ess.min()), float(np.max(rhat))
   else:
     worst_ess, worst_rhat = 0., float("inf")
@@ -483,10 +487,9 @@ def format_report(health):
   for c in range(health.num_chains):
     acc = ("" if health.acceptance_rate is None else
            f"{health.acceptance_rate[c]:.2f}")
-    step = ""
-    if health.step_size is not None:
-      s = np.asarray(health.step_size).reshape(-1)
-      step = f"{s[min(c, s.size - 1)]:.3g}"
+    steps = [np.asarray(s).reshape(-1) for s in tf.nest.flatten(
+        health.step_size)] if health.step_size is not None else []
+    step = "/".join(f"{s[min(c, s.size - 1)]:.3g}" for s in steps)
     growth = ("" if health.heating is None else
               f"{health.heating[c]:+.1f}")
     lines.append(f"{c:5d} {int(health.divergences[c]):8d} {acc:>7s} "

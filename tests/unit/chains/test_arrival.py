@@ -145,3 +145,20 @@ def test_without_a_variance_the_agreement_alone_decides():
   assert arrival.check_arrival(slope[:1], None, 1).arrived
 
 
+def test_without_a_variance_every_coordinate_of_any_part_counts():
+  # The ones standing in for the variance had the shape of a part's last
+  # axis: a [chains, 3, 2] part (warm_up(adapt_mass=False) on a matrix
+  # state) raised numpy's "operands could not be broadcast together with
+  # shapes (6,) (2,)", and a scalar part under chains [2, 3] counted 3
+  # coordinates for 1.
+  rng = np.random.default_rng(0)
+  assert arrival.check_arrival([rng.normal(size=(4, 3, 2))], None,
+                               4).arrived
+  slope = arrival.check_arrival([100. + rng.normal(size=(4, 3, 2))], None,
+                                4)
+  assert not slope.arrived and "in 6 of 6 coordinates" in slope.cause
+  batched = arrival.check_arrival([100. + rng.normal(size=(2, 3))], None,
+                                  6)
+  assert not batched.arrived and "in 1 of 1 coordinates" in batched.cause
+
+
