@@ -178,7 +178,8 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
         "size and mass are for the slope, not the posterior. Fix: start at "
         "the mode (tfp_sgmcmc.find_mode), use control variates "
         "(ControlVariateTarget around it), or run more warm-up steps; "
-        "tfp_sgmcmc.sample does the first two.")
+        "tfp_sgmcmc.sample does the first two where the density has a "
+        "mode.")
   return Arrival(arrived=not coordinates.size, distance=worst,
                  agreement=agreement, coordinates=coordinates, cause=cause)
 
