@@ -47,3 +47,23 @@ def test_cyclical_schedule_explores_without_noise_then_samples(make):
   assert not np.allclose(a[10:20], b[10:20])
   # A compiled and an eager cos may differ in float32 round-off near h = 0.
   np.testing.assert_allclose(ha, schedule(tf.range(40)), rtol=1e-5)
+
+
+def test_sgnuts_moves_in_the_exploration_phase():
+  # The exploration phase takes the noise out of the SGHMC steps only: the
+  # trajectory's weights exp(-H / T) are the sampled law's. Weighed at the
+  # noise's T = 0, every point had weight exp(-inf) and none could be
+  # chosen, so each chain stood still through every exploration phase.
+  target = isotropic_gaussian(0.)
+  schedule = sg.CyclicalSchedule(0.1, num_steps=40, num_cycles=2,
+                                 exploration_fraction=0.5)
+  kernel = sg.SGNUTS(target, schedule, friction=0.1, max_tree_depth=4)
+  init = tf.fill([8, 2], 3.)
+  draws, ratio = sample(kernel, init, 40, seed=[1, 1], jit=False,
+                        trace_fn=lambda _, r: r.log_accept_ratio)
+  draws, ratio = np.asarray(draws), np.asarray(ratio)
+  assert np.all(np.isfinite(ratio))
+  # Every chain leaves its start in the first exploration phase (steps 0-9)
+  # and comes down from 3 towards N(0, I)'s typical set (|x| about 0.8).
+  assert np.all(np.any(draws[:10] != 3., axis=(0, 2)))
+  assert np.mean(np.abs(draws[9])) < 2.

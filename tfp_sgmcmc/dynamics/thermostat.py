@@ -45,7 +45,9 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
     momentum: r, same structure.
     thermostat: xi, shape = the chains' batch shape.
     gradient: grad U~(theta), same structure as `position`.
-    step_size: h.
+    step_size: h, a scalar or a tensor per chain or per coordinate
+      (broadcasting against each part; then the thermostat moves by the
+      mean of h_j (r'_j v'_j - T)).
     noise: z ~ N(0, M), same structure as `position`.
     diffusion: A >= 0.
     temperature: T.
@@ -76,6 +78,10 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
   a = as_dtype(diffusion, dtype)
   batch_rank = thermostat.shape.rank
 
+  if h.shape.rank != 0:
+    return _sgnht_step_per_coordinate(
+        position, momentum, thermostat, gradient, step_size, noise, a, t,
+        refresh, refresh_temperature, momentum_distribution)
   scale = tf.sqrt(2. * a * h * t)
   if refresh is not None:
     decay = 1. - h * thermostat
@@ -102,6 +108,47 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
     sq = sq + tf.reduce_sum(r * v, axis=axes)
     dim += int(np.prod(r.shape[batch_rank:]))
   new_thermostat = thermostat + h * (sq / tf.cast(dim, dtype) - t)
+  return new_position, new_momentum, new_thermostat
+
+
+def _sgnht_step_per_coordinate(position, momentum, thermostat, gradient,
+                               step_size, noise, diffusion, temperature,
+                               refresh, refresh_temperature,
+                               momentum_distribution):
+  """`sgnht_step` with h a tensor per chain or per coordinate, h_j
+  broadcast against each part.
+
+  Coordinate j's time runs at its own h_j, and exp(-U - K(r) / T) times
+  the thermostat's law stays invariant only if the one thermostat of a
+  chain moves by the mean over its coordinates of h_j (r_j v_j - T), v =
+  M^{-1} r (for one h, h (2 K / d - T)); the refresh's scale is per
+  coordinate too."""
+  dtype = thermostat.dtype
+  batch_rank = thermostat.shape.rank
+  t0 = as_dtype(refresh_temperature, dtype)
+
+  def kick(r, g, z):
+    h = as_dtype(step_size, dtype)
+    xi = expand_to(thermostat, r)
+    scale = tf.sqrt(2. * diffusion * h * temperature)
+    if refresh is not None:
+      decay = 1. - h * xi
+      scale = tf.where(refresh, tf.sqrt(decay * decay * t0 + scale * scale),
+                       scale)
+      r = tf.where(refresh, tf.zeros_like(r), r)
+    return r - h * xi * r - h * g + scale * z
+  new_momentum = tf.nest.map_structure(kick, momentum, gradient, noise)
+  new_velocity = as_mass(momentum_distribution).velocity(new_momentum)
+  new_position = drift(position, new_velocity, step_size)
+  change = tf.zeros_like(thermostat)
+  dim = 0
+  for r, v in zip(tf.nest.flatten(new_momentum),
+                  tf.nest.flatten(new_velocity)):
+    axes = list(range(batch_rank, r.shape.rank))
+    h = as_dtype(step_size, dtype) * tf.ones_like(r)
+    change = change + tf.reduce_sum(h * (r * v - temperature), axis=axes)
+    dim += int(np.prod(r.shape[batch_rank:]))
+  new_thermostat = thermostat + change / tf.cast(dim, dtype)
   return new_position, new_momentum, new_thermostat
 
 

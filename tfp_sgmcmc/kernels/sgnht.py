@@ -78,8 +78,8 @@ class SGNHT(base.StochasticGradientKernel):
   Args:
     target: a `tfp_sgmcmc` target giving (minibatch) gradients; or None
       with `target_log_prob_fn`.
-    step_size: h > 0, one for all parts (a scalar, a per-chain tensor, or a
-      schedule).
+    step_size: h > 0, one for all parts (a scalar, a tensor per chain or
+      per coordinate, or a schedule).
     diffusion: A >= 0, the injected noise and the thermostat's start.
     temperature: T > 0.
     name: name scope of the kernel's ops.

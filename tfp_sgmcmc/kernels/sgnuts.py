@@ -107,7 +107,9 @@ class SGNUTS(base.StochasticGradientKernel):
     target: a `tfp_sgmcmc` target giving minibatch energies and gradients;
       or None with `target_log_prob_fn`.
     step_size: eps > 0: a scalar, a list with one per state part, or a
-      schedule `step_count -> eps`.
+      schedule `step_count -> eps`. In a `CyclicalSchedule`'s exploration
+      phase the SGHMC steps inject no noise; the momentum r ~ N(0, T I)
+      and the weights exp(-H / T) keep T.
     friction: C > 0 (required); keep it small, just above `noise_estimate`
       (see above).
     noise_estimate: B-hat >= 0, the estimated gradient-noise variance
@@ -201,15 +203,20 @@ class SGNUTS(base.StochasticGradientKernel):
     momentum_seed, energy_seed, loop_seed = random.split_seed(step.seed, 3)
     dtype = step.dtype
     eps = step.size
+    # The injected noise's temperature (0 in a cyclical schedule's
+    # exploration phase) and the sampled law's, exp(-H / T): the momentum
+    # and the weights are the law's, else exploring would weigh every point
+    # exp(-H / 0) and no point of a trajectory could be chosen.
     t = self._temperature_at(step)
+    law_t = as_dtype(self.temperature, dtype)
     batch_ndims = prev.energy.shape.rank
     r0 = tf.nest.map_structure(
-        lambda z: tf.sqrt(as_dtype(self.temperature, dtype)) * z,
+        lambda z: tf.sqrt(law_t) * z,
         random.standard_normal_like(current_state, momentum_seed))
     energy0 = tf.cast(self.target.minibatch_energy(current_state,
                                                    energy_seed), dtype)
-    log_w0 = self._log_weight(energy0, r0, t, batch_ndims)
-    neg_h0 = self._log_weight(energy0, r0, t, batch_ndims, "energy")
+    log_w0 = self._log_weight(energy0, r0, law_t, batch_ndims)
+    neg_h0 = self._log_weight(energy0, r0, law_t, batch_ndims, "energy")
     chain_shape = tf.shape(energy0)
     max_depth = self.max_tree_depth
     where = choose  # Per chain, `a` where `mask`, else `b` (structures).
@@ -228,10 +235,11 @@ class SGNUTS(base.StochasticGradientKernel):
         seed, s_step, s_pick = random.split_seed(seed, 3)
         theta, r, energy = self._sghmc_step(end[0], end[1], direction,
                                             eps, t, s_step)
-        lw = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims)
+        lw = self._log_weight(tf.cast(energy, dtype), r, law_t,
+                              batch_ndims)
         # NUTS's acceptance statistic min(1, exp(H0 - H_i)).
-        neg_h = self._log_weight(tf.cast(energy, dtype), r, t, batch_ndims,
-                                 "energy")
+        neg_h = self._log_weight(tf.cast(energy, dtype), r, law_t,
+                                 batch_ndims, "energy")
         sub_accept = sub_accept + tf.exp(tf.minimum(neg_h - neg_h0, 0.))
         new_sub_log_w = tf.experimental.numpy.logaddexp(sub_log_w, lw)
         u = random.philox_uniform(chain_shape, s_pick, dtype)

@@ -219,7 +219,12 @@ def sgnht_reference(theta, r, xi, g, z, h, a, t, batch_rank, refresh=False,
       xi' = xi + (p'^T p' / n - T) h,   n = all parameters of a chain.
 
   With `refresh` p is first drawn from N(0, T0 I) and folded into the
-  noise: p' = -grad U~ h + sqrt((1 - xi h)^2 T0 + 2 A h T) z."""
+  noise: p' = -grad U~ h + sqrt((1 - xi h)^2 T0 + 2 A h T) z.
+
+  h may be an array broadcasting against each part (one per chain or per
+  coordinate): coordinate j then moves with its own h_j, and the thermostat
+  by the mean over the chain's coordinates of (p'_j^2 - T) h_j (for one h,
+  the line above)."""
   def per_chain(x, part):
     return np.reshape(x, np.shape(x) + (1,) * (part.ndim - batch_rank))
   new_r = []
@@ -231,9 +236,10 @@ def sgnht_reference(theta, r, xi, g, z, h, a, t, batch_rank, refresh=False,
       new_r.append(p - per_chain(xi, p) * p * h - d * h
                    + np.sqrt(2. * a * h * t) * w)
   new_theta = [x + p * h for x, p in zip(theta, new_r)]
-  sq = sum((p ** 2).reshape(np.shape(xi) + (-1,)).sum(-1) for p in new_r)
+  drift = sum(((p ** 2 - t) * h * np.ones_like(p)).reshape(
+      np.shape(xi) + (-1,)).sum(-1) for p in new_r)
   n = sum(p[(0,) * batch_rank].size for p in new_r)
-  new_xi = xi + (sq / n - t) * h
+  new_xi = xi + drift / n
   return new_theta, new_r, new_xi
 
 
@@ -266,6 +272,35 @@ def test_sgnht_step_matches_ding_et_al_algorithm_2(
   check(got_r, exp_r, dtype)
   check(got_theta, exp_theta, dtype)
   check([got_xi], [np.asarray(exp_xi)], dtype)
+
+
+@pytest.mark.parametrize("refresh", [False, True])
+@pytest.mark.parametrize("h", [
+    np.array([[0.02], [0.05], [0.03], [0.06]]),    # One per chain.
+    np.array([0.01, 0.02, 0.04, 0.08]),            # One per coordinate.
+    np.linspace(0.01, 0.08, 16).reshape(4, 4),     # Per chain and coordinate.
+], ids=["per_chain", "per_coordinate", "per_chain_and_coordinate"])
+def test_sgnht_step_with_a_step_size_per_chain_or_per_coordinate(h, refresh):
+  # Four chains of d = 4: each coordinate moves with its own h_j and the
+  # chain's one thermostat by the mean of (r'_j^2 - T) h_j, the drift that
+  # keeps exp(-U - |r|^2 / 2T) invariant. The thermostat took h as it came:
+  # h per chain (or per chain and coordinate) made it 4 x 4, and h per
+  # coordinate gave chain c coordinate c's step, without a word, wherever d
+  # equals the number of chains, as here.
+  shapes = [(4, 4)]
+  theta, r, g, z = (draws(s, 1., shapes) for s in (31, 32, 33, 34))
+  xi = np.array([0.7, 1.6, 1.1, 0.4])
+  a, t, t0 = 0.5, 0.3, 0.8
+  got = dynamics.sgnht_step(
+      const(theta), const(r), tf.constant(xi, tf.float64), const(g),
+      tf.constant(h, tf.float64), const(z), a, t,
+      refresh=tf.constant(refresh), refresh_temperature=t0)
+  expected = sgnht_reference(theta, r, xi, g, z, h, a, t, 1,
+                             refresh=refresh, t0=t0)
+  for got_part, expected_part in zip(got, expected):
+    check(tf.nest.flatten(got_part), [np.asarray(x) for x in
+                                      tf.nest.flatten(expected_part)],
+          tf.float64)
 
 
 def test_sgnht_thermostat_counts_d_over_all_parts():

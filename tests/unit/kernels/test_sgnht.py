@@ -6,6 +6,7 @@ into the first step's noise).
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from support.helpers import NUM_SE
@@ -42,3 +43,25 @@ def test_sgnht_first_momentum_has_its_exact_distribution(step_count):
   # draw dropped or drawn at temperature 1 (variance).
   assert abs(decay * m0) > 3 * NUM_SE * np.sqrt(var / n)
   assert decay ** 2 * (temp - 1.) > 3 * NUM_SE * var_se
+
+
+def test_sgnht_with_a_step_size_per_chain_runs_each_chain_at_its_own():
+  # h of shape [chains, 1]: chain c is the chain of the scalar h_c (same
+  # seed, same draws), to rounding; the thermostat stays one per chain.
+  # Before, the thermostat took h as it came and became chains x chains,
+  # which sample_chain's loop refused in TensorFlow's words.
+  h = tf.constant([[0.05], [0.1], [0.2]], tf.float64)
+  init = tf.fill([3, 2], tf.constant(1., tf.float64))
+  def run(step_size):
+    kernel = sg.SGNHT(isotropic_gaussian(1.), step_size, diffusion=0.7)
+    return tf.function(lambda: tfp.mcmc.sample_chain(
+        30, init, kernel=kernel, seed=[4, 5],
+        trace_fn=lambda _, r: r.thermostat))()
+  draws, thermostat = run(h)
+  assert thermostat.shape == [30, 3]
+  for c in range(3):
+    alone, alone_thermostat = run(float(h[c, 0]))
+    np.testing.assert_allclose(draws[:, c], alone[:, c], rtol=1e-9,
+                               atol=1e-12)
+    np.testing.assert_allclose(thermostat[:, c], alone_thermostat[:, c],
+                               rtol=1e-9, atol=1e-12)
