@@ -71,6 +71,8 @@ SLOW = {
         'benchmarks/test_ksd_scripts.py::test_posterior_start_has_the_reference_means_and_sds',
         'benchmarks/test_one_call.py::test_one_call_runs_at_a_tiny_size',
         'benchmarks/test_one_call.py::test_unstandardised_regression_runs_at_a_tiny_size',
+        'benchmarks/test_ksd_scripts.py::test_double_well_replicates_script_reports_each_length_scale',
+        'benchmarks/test_random_intercepts.py::test_random_intercepts_script_reports_both_warm_ups',
     ),
     "the paper notebooks (the quickstart and Keras notebooks stay; each paper's example has its own test)": (
         'test_notebook_executes[paper_',

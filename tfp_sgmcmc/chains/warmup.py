@@ -26,13 +26,11 @@ matrix; the mass matrix (Hamiltonian kernels that take a
 between a fast first and last window, regularised relative to the window's
 own scale (`window_adaptation.regularized_variance`). Then both are
 frozen: the returned kernel is a plain kernel with a fixed step size (and
-mass), so AMAGOLD's sampling phase is exact. On a full-batch target (or
-with `adapt_num_leapfrog_steps=True`) AMAGOLD's trajectory length is tuned
-too (ChEES, `tfp_sgmcmc.chains.trajectory_length`) and frozen at one
-integer T. Which mass and whether to tune T, where the user leaves them to
-the warm-up, is one rule (`tfp_sgmcmc.chains.warmup_picks`).
-Each window is one compiled loop (`jit_compile=True` by default; no Python
-per step).
+mass), so AMAGOLD's sampling phase is exact. AMAGOLD's trajectory length
+can be tuned too (ChEES, `tfp_sgmcmc.chains.trajectory_length`) and frozen
+at one integer T. Which mass and whether to tune T, where the user leaves
+them to the warm-up, is one rule (`tfp_sgmcmc.chains.warmup_picks`). Each
+window is one compiled loop (`jit_compile=True` by default).
 """
 
 import collections
@@ -244,9 +242,9 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       size times 10^-2, 10^-1, 1, 10, 10^2).
     adapt_num_leapfrog_steps: None (the default): the warm-up picks: True
       for a kernel with a trajectory of its own (AMAGOLD) on a target whose
-      gradients are exact (a full-batch target), False otherwise (on
-      minibatch gradients ChEES picks too short a T; see
-      `chains.warmup_picks`). True: also tune the trajectory's length
+      gradients are exact (a full-batch target) without a diagonal mass,
+      False otherwise (ChEES picks too short a T on minibatch gradients and
+      with a diagonal mass; see `chains.warmup_picks`). True: also tune the trajectory's length
       (AMAGOLD's `num_leapfrog_steps` T) by ChEES (Hoffman, Radul &
       Sountsov 2021; `tfp_sgmcmc.chains.trajectory_length`): each test
       runs a jittered length u L (u in (0, 1]), and L climbs the ChEES
@@ -277,8 +275,8 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     raise ValueError(f"`criterion` must be 'acceptance' or 'ksd'; got "
                      f"{criterion!r}.")
   make_length = getattr(kernel, "_warmup_length_test", None)
-  length_pick = picks.pick_length(kernel, adapt_num_leapfrog_steps,
-                                  criterion)
+  asked_length = adapt_num_leapfrog_steps
+  length_pick = picks.pick_length(kernel, asked_length, criterion)
   adapt_num_leapfrog_steps = length_pick.choice
   length_lib.check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
                            kind, make_length is not None, criterion)
@@ -308,6 +306,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   mass, mass_reason, mass_rank = picks.resolve_mass(
       kernel, parts, batch_ndims, num_steps, mass, dense_mass, adapt_mass,
       mass_rank, mass_estimate)
+  if asked_length is None:  # The pick depends on the mass adapted.
+    length_pick = picks.pick_length(kernel, None, criterion,
+                                    mass if adapt_mass else None)
+    adapt_num_leapfrog_steps = length_pick.choice
   from_gradients = mass_estimate == "gradients"
   target = getattr(kernel, "target", None)
   # A full-batch target's gradient is exact: one evaluation is both.

@@ -20,7 +20,10 @@ one rule that `warm_up` and `tfp_sgmcmc.sample` share.
   else the kernel's fixed T. On minibatch gradients the noise makes the
   trajectories turn back early, and ChEES picks a T that mixes worse than
   the fixed one (German credit, minibatches of 64 with control variates:
-  T = 6 and ESS per 1,000 gradients 1.07 -> 0.34).
+  T = 6 and ESS per 1,000 gradients 1.07 -> 0.34). Nor with a diagonal
+  mass adapted: on random intercepts (benchmarks/random_intercepts.py)
+  ChEES froze T = 2 with step size 0.012, R-hat 1,021, where T = 10
+  mixed (R-hat 1.008).
 * The step size of a kernel without an exact test of its own chain
   (SGHMC, SGNHT, SGLD): the test's, capped at the largest at which that
   chain on a standard normal in the mass's units settles with an sd within
@@ -107,10 +110,11 @@ def pick_mass(kernel, parts, batch_ndims, num_steps, dense_mass=None,
 
 
 def pick_length(kernel, adapt_num_leapfrog_steps=None,
-                criterion="acceptance"):
+                criterion="acceptance", mass=None):
   """Whether `warm_up` tunes the trajectory length, as a `Pick`
   (`adapt_num_leapfrog_steps`: None for the rule above, else kept as
-  given; its checks are `trajectory_length.check_options`)."""
+  given; its checks are `trajectory_length.check_options`), `mass` the
+  form of the mass adapted (None: none)."""
   fixed = getattr(kernel, "num_leapfrog_steps", None)
   fixed = "" if fixed is None else f" (T = {fixed})"
   if adapt_num_leapfrog_steps is not None:
@@ -127,6 +131,9 @@ def pick_length(kernel, adapt_num_leapfrog_steps=None,
   elif not log_prob_lib.is_full_batch(getattr(kernel, "target", None)):
     why = ("the gradients are minibatch estimates, whose noise misleads "
            "ChEES (a full-batch target would tune it)")
+  elif mass == "diagonal":
+    why = ("the mass is diagonal, with which ChEES cut T to 2 on a "
+           "random-intercepts model (R-hat 1,021) that mixed at T = 10")
   else:
     return Pick(True, (
         "trajectory length tuned by ChEES: the gradients are exact "
