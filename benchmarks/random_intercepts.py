@@ -8,7 +8,8 @@ bound as tau goes to 0 with u (there is no mode). Runs, each 4 chains:
 
 * AMAGOLD on the full batch, warmed up 1,000 steps from uniform(-2, 2)
   with the kernel's T = 10 kept, and with T tuned by ChEES
-  (`adapt_num_leapfrog_steps=True`), then 1,000 draws;
+  (`adapt_num_leapfrog_steps=True`), then 1,000 draws, for `--seeds`
+  seeds (each its own uniform start and warm-up seed);
 * `tfp_sgmcmc.sample(target)` with its defaults (`--sample`);
 * TFP's NUTS on the full batch, 500 warm-up and 1,000 draws, as the
   reference (`--nuts`, about 12 minutes on 2 cores).
@@ -17,7 +18,7 @@ Per run: the largest R-hat, the smallest ESS, the frozen T and step size,
 and with `--nuts` the largest mean error over the 206 coordinates in NUTS's
 sds.
 
-    python benchmarks/random_intercepts.py [--sample] [--nuts]
+    python benchmarks/random_intercepts.py [--seeds 4] [--sample] [--nuts]
 """
 
 import argparse
@@ -89,13 +90,13 @@ def warmed_up(target, adapt, seed=(5, 6), num_steps=1000, jit_compile=True):
                                        maxval=2.)
            for s, k in zip([[DIM], [GROUPS], []], seeds)]
   t0 = time.perf_counter()
-  warm = sg.warm_up(kernel, start, num_steps=num_steps, seed=[7, 8],
+  warm = sg.warm_up(kernel, start, num_steps=num_steps, seed=seed,
                     adapt_num_leapfrog_steps=adapt, jit_compile=jit_compile)
   draws = tf.function(lambda s: tfp.mcmc.sample_chain(
       num_steps, warm.state, kernel=warm.kernel, trace_fn=None, seed=s),
                       jit_compile=jit_compile)(tf.constant([9, 10]))
   return _row(f"warm_up, T {'tuned by ChEES' if adapt else '= 10 kept'}",
-              draws, time.perf_counter() - t0,
+              draws, time.perf_counter() - t0, seed=list(seed),
               num_leapfrog_steps=int(warm.kernel.num_leapfrog_steps),
               step_size=float(warm.report.step_size))
 
@@ -116,10 +117,10 @@ def nuts(log_prob):
 
 def main(num_examples=100_000, run_sample=False, run_nuts=False,
          num_steps=1000, out=os.path.join(HERE, "results"),
-         jit_compile=True):
+         jit_compile=True, num_seeds=1):
   target, log_prob = problem(num_examples)
-  rows = [warmed_up(target, adapt, num_steps=num_steps,
-                    jit_compile=jit_compile) for adapt in (False, True)]
+  rows = [warmed_up(target, adapt, (5 + k, 6), num_steps, jit_compile)
+          for k in range(num_seeds) for adapt in (False, True)]
   if run_sample:
     t0 = time.perf_counter()
     fit = sg.sample(target, num_results=1000, seed=[0, 1], progress=False)
@@ -149,5 +150,7 @@ if __name__ == "__main__":
   parser.add_argument("--num-examples", type=int, default=100_000)
   parser.add_argument("--sample", action="store_true")
   parser.add_argument("--nuts", action="store_true")
+  parser.add_argument("--seeds", type=int, default=1,
+                      help="warm-up seeds (and uniform starts) per variant")
   args = parser.parse_args()
-  main(args.num_examples, args.sample, args.nuts)
+  main(args.num_examples, args.sample, args.nuts, num_seeds=args.seeds)
