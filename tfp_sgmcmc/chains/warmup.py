@@ -456,13 +456,13 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
 
 def _identity(part, mass, rank):
   """M^{-1} = I in the form of `mass` (None: ones, as `adaptation.init`)."""
-  d = part.shape[-1]
   if mass == "dense":
-    return [tf.eye(d, dtype=part.dtype)]
+    return [tf.eye(part.shape[-1], dtype=part.dtype)]
   if mass == "low_rank":
+    d = part.shape[-1]
     return [(tf.ones([d], part.dtype), tf.zeros([d, rank], part.dtype),
              tf.ones([rank], part.dtype))]
-  return None
+  return None  # A diagonal mass; the part may be one chain's scalar.
 
 
 def _diagonal(inverse_mass, mass):
