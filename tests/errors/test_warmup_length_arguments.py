@@ -52,3 +52,12 @@ def test_refuses_the_ksd_criterion():
       r"criterion='acceptance'")):
     sg.warm_up(_amagold(), tf.zeros([4, 2]), num_steps=20,
                adapt_num_leapfrog_steps=True, criterion="ksd")
+
+
+def test_refuses_one_chain():
+  with pytest.raises(ValueError, match=(
+      r"`adapt_num_leapfrog_steps=True` with 1 chain: ChEES needs at least "
+      r"2 chains.*Run 2 or more chains, or use "
+      r"adapt_num_leapfrog_steps=False")):
+    sg.warm_up(_amagold(), tf.zeros([2]), num_steps=20,
+               adapt_num_leapfrog_steps=True)

@@ -116,24 +116,25 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
   """
   grads = [np.asarray(g, np.float64) for g in tf.nest.flatten(gradients)]
   if variance is None:
-    # Ones per coordinate: a part's event shape (a matrix, or none under
-    # two chain axes) is not its last axis.
-    grads = [g.reshape(int(num_chains), -1) for g in grads]
-    variance = [np.ones(g.shape[1:]) for g in grads]
     max_distance = 0.
     max_agreement = max(max_agreement, MAX_AGREEMENT_ALONE)
     if int(num_chains) == 1:
       return Arrival(True, 0., None, np.zeros([0], int), "")
-  variances = [np.asarray(v, np.float64) for v in tf.nest.flatten(variance)]
-  if len(grads) != len(variances):
-    raise ValueError(f"`gradients` has {len(grads)} parts and `variance` "
-                     f"{len(variances)}; give one variance per state part.")
+  else:
+    variances = [np.asarray(v, np.float64)
+                 for v in tf.nest.flatten(variance)]
+    if len(grads) != len(variances):
+      raise ValueError(f"`gradients` has {len(grads)} parts and `variance` "
+                       f"{len(variances)}; give one variance per state "
+                       "part.")
   num_chains = int(num_chains)
   flat_g = np.concatenate(
       [g.reshape(num_chains, -1) for g in grads], axis=1)
-  sd = np.sqrt(np.concatenate(
-      [np.broadcast_to(v, g.shape[g.ndim - v.ndim:]).reshape(-1)
-       for g, v in zip(grads, variances)]))
+  # Without a variance every coordinate's sd is 1, taken per chain from
+  # the flattened gradients: a part's event may have any rank.
+  sd = np.ones(flat_g.shape[1]) if variance is None else np.sqrt(
+      np.concatenate([np.broadcast_to(v, g.shape[g.ndim - v.ndim:])
+                      .reshape(-1) for g, v in zip(grads, variances)]))
   mean = flat_g.mean(axis=0)
   distance = np.abs(mean) * sd
   far = distance > max_distance

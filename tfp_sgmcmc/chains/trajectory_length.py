@@ -219,12 +219,20 @@ def tuned_num_leapfrog_steps(state, step_size, max_num_leapfrog_steps):
   return int(min(max(steps, 1), max_num_leapfrog_steps))
 
 
+# Why one chain keeps its T: ChEES reads each trajectory's spread about the
+# chains' mean, which is the chain itself when there is one, so its
+# gradient is 0 and L stays the kernel's T times its first step size.
+ONE_CHAIN = ("ChEES needs at least 2 chains (it measures the trajectories "
+             "against the chains' mean)")
+
+
 def check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
-                  kind="kernel", has_length=True, criterion="acceptance"):
+                  kind="kernel", has_length=True, criterion="acceptance",
+                  num_chains=None):
   """Raises unless `warm_up`'s length options fit: a Python bool, a cap
   that is a Python integer >= 1, and (when adapting) a kernel of `kind`
   whose test is its own trajectory (`has_length`) under the acceptance
-  criterion."""
+  criterion, on at least two chains (`num_chains`, None: not known)."""
   arguments.check_bool("adapt_num_leapfrog_steps", adapt_num_leapfrog_steps,
                        " Pass True to tune AMAGOLD's T (or None to let the "
                        "warm-up pick).")
@@ -245,6 +253,12 @@ def check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
         f"`adapt_num_leapfrog_steps=True` with criterion={criterion!r}: the "
         "length is tuned on the acceptance test's chains. Use "
         "criterion='acceptance', or adapt_num_leapfrog_steps=False.")
+  if num_chains is not None and num_chains < 2:
+    raise ValueError(
+        f"`adapt_num_leapfrog_steps=True` with {num_chains} chain: "
+        f"{ONE_CHAIN}; one chain would keep the kernel's T times its first "
+        "step size, whatever the posterior. Run 2 or more chains, or use "
+        "adapt_num_leapfrog_steps=False.")
 
 
 def test_step(make_length_test, momentum_distribution, state, results, seed,

@@ -141,8 +141,6 @@ def _set_step_size(results, step_size):
       step_size=tf.cast(step_size, inner.step_size.dtype)))
 
 
-
-
 def _momentum_distribution(state, batch_ndims, variance, mass="diagonal"):
   if mass == "dense":
     return dense_momentum_distribution(variance[0])
@@ -242,9 +240,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
       size times 10^-2, 10^-1, 1, 10, 10^2).
     adapt_num_leapfrog_steps: None (the default): the warm-up picks: True
       for a kernel with a trajectory of its own (AMAGOLD) on a target whose
-      gradients are exact (a full-batch target) without a diagonal mass,
-      False otherwise (ChEES picks too short a T on minibatch gradients and
-      with a diagonal mass; see `chains.warmup_picks`). True: also tune the trajectory's length
+      gradients are exact (a full-batch target), with a mass that is not
+      diagonal and 2 or more chains; False otherwise (on minibatch
+      gradients and with a diagonal mass ChEES picks too short a T; see
+      `chains.warmup_picks`). True: also tune the trajectory's length
       (AMAGOLD's `num_leapfrog_steps` T) by ChEES (Hoffman, Radul &
       Sountsov 2021; `tfp_sgmcmc.chains.trajectory_length`): each test
       runs a jittered length u L (u in (0, 1]), and L climbs the ChEES
@@ -275,12 +274,10 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     raise ValueError(f"`criterion` must be 'acceptance' or 'ksd'; got "
                      f"{criterion!r}.")
   make_length = getattr(kernel, "_warmup_length_test", None)
-  asked_length = adapt_num_leapfrog_steps
-  length_pick = picks.pick_length(kernel, asked_length, criterion)
-  adapt_num_leapfrog_steps = length_pick.choice
-  length_lib.check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
-                           kind, make_length is not None, criterion)
   if criterion == "ksd":
+    length_lib.check_options(
+        picks.pick_length(kernel, adapt_num_leapfrog_steps, criterion).choice,
+        max_num_leapfrog_steps, kind, make_length is not None, criterion)
     return _warm_up_by_ksd(kernel, initial_state, num_steps, seed,
                            step_sizes, jit_compile)
   if not 0. < target_accept_prob < 1.:
@@ -303,13 +300,16 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   seed = tfp.random.sanitize_seed(seed)
   probe = make_test(num_test_steps, None)
   batch_ndims = probe.bootstrap_results(state).log_accept_ratio.shape.rank
+  num_chains = int(np.prod(parts[0].shape[:batch_ndims]))
   mass, mass_reason, mass_rank = picks.resolve_mass(
       kernel, parts, batch_ndims, num_steps, mass, dense_mass, adapt_mass,
       mass_rank, mass_estimate)
-  if asked_length is None:  # The pick depends on the mass adapted.
-    length_pick = picks.pick_length(kernel, None, criterion,
-                                    mass if adapt_mass else None)
-    adapt_num_leapfrog_steps = length_pick.choice
+  length_pick = picks.pick_length(kernel, adapt_num_leapfrog_steps,
+                                  criterion, num_chains,
+                                  mass if adapt_mass else None)
+  adapt_num_leapfrog_steps = length_pick.choice
+  length_lib.check_options(adapt_num_leapfrog_steps, max_num_leapfrog_steps,
+                           kind, make_length is not None, criterion, num_chains)
   from_gradients = mass_estimate == "gradients"
   target = getattr(kernel, "target", None)
   # A full-batch target's gradient is exact: one evaluation is both.
@@ -458,13 +458,13 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
 
 def _identity(part, mass, rank):
   """M^{-1} = I in the form of `mass` (None: ones, as `adaptation.init`)."""
-  d = part.shape[-1]
   if mass == "dense":
-    return [tf.eye(d, dtype=part.dtype)]
+    return [tf.eye(part.shape[-1], dtype=part.dtype)]
   if mass == "low_rank":
+    d = part.shape[-1]
     return [(tf.ones([d], part.dtype), tf.zeros([d, rank], part.dtype),
              tf.ones([rank], part.dtype))]
-  return None
+  return None  # A diagonal mass; the part may be one chain's scalar.
 
 
 def _diagonal(inverse_mass, mass):

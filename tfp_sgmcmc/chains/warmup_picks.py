@@ -16,7 +16,8 @@ one rule that `warm_up` and `tfp_sgmcmc.sample` share.
 * The trajectory length: tuned by ChEES (`chains.trajectory_length`)
   where the kernel's test is its own trajectory (AMAGOLD) and its target's
   gradients are exact (a full-batch target, `targets.log_prob.is_full_batch`,
-  which `kernels.interop.reports_exact_log_prob` reads too);
+  which `kernels.interop.reports_exact_log_prob` reads too), on 2 or more
+  chains (ChEES measures the trajectories against the chains' mean);
   else the kernel's fixed T. On minibatch gradients the noise makes the
   trajectories turn back early, and ChEES picks a T that mixes worse than
   the fixed one (German credit, minibatches of 64 with control variates:
@@ -44,6 +45,7 @@ import collections
 import numpy as np
 
 from tfp_sgmcmc import arguments
+from tfp_sgmcmc.chains import trajectory_length as length_lib
 from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 
@@ -110,11 +112,12 @@ def pick_mass(kernel, parts, batch_ndims, num_steps, dense_mass=None,
 
 
 def pick_length(kernel, adapt_num_leapfrog_steps=None,
-                criterion="acceptance", mass=None):
+                criterion="acceptance", num_chains=None, mass=None):
   """Whether `warm_up` tunes the trajectory length, as a `Pick`
   (`adapt_num_leapfrog_steps`: None for the rule above, else kept as
-  given; its checks are `trajectory_length.check_options`), `mass` the
-  form of the mass adapted (None: none)."""
+  given; its checks are `trajectory_length.check_options`). `num_chains`
+  (None: not known): ChEES needs at least two chains; `mass`: the form of
+  the mass adapted (None: none)."""
   fixed = getattr(kernel, "num_leapfrog_steps", None)
   fixed = "" if fixed is None else f" (T = {fixed})"
   if adapt_num_leapfrog_steps is not None:
@@ -128,6 +131,8 @@ def pick_length(kernel, adapt_num_leapfrog_steps=None,
     why = f"this {kind} has no trajectory length of its own to tune"
   elif criterion != "acceptance":
     why = f"criterion={criterion!r} tunes the step size alone"
+  elif num_chains is not None and num_chains < 2:
+    why = length_lib.ONE_CHAIN
   elif not log_prob_lib.is_full_batch(getattr(kernel, "target", None)):
     why = ("the gradients are minibatch estimates, whose noise misleads "
            "ChEES (a full-batch target would tune it)")

@@ -11,7 +11,7 @@ import tensorflow_probability as tfp
 from tensorflow_probability.python.experimental.mcmc import (
     preconditioning_utils)
 
-from tfp_sgmcmc import random
+from tfp_sgmcmc import arguments, random
 from tfp_sgmcmc._structure import broadcast_structure
 
 __all__ = ["batch_momentum_distribution", "diagonal_momentum_distribution",
@@ -96,6 +96,11 @@ def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
     batch_shape = parts[0].shape[:batch_ndims]
   variance = None
   if inverse_mass is not None:
+    if tf.nest.is_nested(state):
+      # A list is read per part in tf.nest's order (a dict's sorted keys):
+      # refused for a dict written in another order, whose parts it would
+      # silently give each other's masses.
+      arguments.check_fits_state("inverse_mass", inverse_mass, state)
     # A one-tensor state takes a list of numbers as one value per
     # coordinate, not one per part.
     values = (tf.nest.flatten(broadcast_structure(inverse_mass, parts))

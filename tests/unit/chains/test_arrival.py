@@ -162,3 +162,17 @@ def test_without_a_variance_every_coordinate_of_any_part_counts():
   assert not batched.arrived and "in 1 of 1 coordinates" in batched.cause
 
 
+
+
+def test_without_a_variance_parts_of_any_event_rank_are_read():
+  # A warm-up without a mass (SGLD, adapt_mass=False) has no variance:
+  # a [3, 2] matrix part and a scalar part (4 chains) were read as 2 and
+  # 1 coordinates against the gradients' 7 and refused in numpy's words.
+  # A slope in the matrix's entry [1, 0] (flat coordinate 2) is found.
+  rng = np.random.default_rng(4)
+  matrix, scalar = rng.normal(size=(4, 3, 2)), rng.normal(size=4)
+  matrix[:, 1, 0] = 100. + rng.normal(size=4)
+  result = arrival.check_arrival([matrix, scalar], None, 4)
+  assert not result.arrived and list(result.coordinates) == [2]
+  matrix[:, 1, 0] = rng.normal(size=4)
+  assert arrival.check_arrival([matrix, scalar], None, 4).arrived

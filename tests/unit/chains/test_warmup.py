@@ -189,3 +189,15 @@ def test_a_kernels_own_mass_is_the_one_its_step_size_is_tuned_with(make):
                     adapt_mass=False, jit_compile=False)
   assert warm.report.step_size > 0.2, warm.report.step_size
   assert warm.kernel.momentum_distribution is mass
+
+
+def test_one_chain_of_a_scalar_is_warmed_up():
+  # A state of shape [] (one chain, one number) failed before its first
+  # test: the identity mass read the state's last axis, which it lacks.
+  target = sg.LogProbFnTarget(lambda x: tfd.Normal(2., 0.5).log_prob(x))
+  kernel = sg.AMAGOLD(target, step_size=0.1, num_leapfrog_steps=3,
+                      friction=0.5)
+  warm = sg.warm_up(kernel, tf.constant(2.), num_steps=40, seed=[0, 1],
+                    adapt_num_leapfrog_steps=False, jit_compile=False)
+  assert warm.state.shape == [] and np.shape(warm.report.variance[0]) == ()
+  assert warm.report.mass == "diagonal" and warm.report.step_size > 0.

@@ -148,6 +148,23 @@ def test_warm_up_reports_what_it_picked_and_why():
       "(T = 10): as asked (adapt_num_leapfrog_steps=False)")
 
 
+
+@pytest.mark.parametrize("state", [tf.zeros([3]), tf.zeros([1, 3])])
+def test_one_chain_keeps_the_kernels_length(state):
+  # ChEES measures each trajectory against the chains' mean, the chain
+  # itself when there is one: its gradient was 0, L stayed the kernel's
+  # T h0 = 10 x 0.1, and the "tuned" T was ceil(1 / (2 h)) = 1 at the
+  # tuned h of about 0.6, with no trace of the user's 10.
+  length = picks.pick_length(_amagold(_full_batch()), num_chains=1)
+  assert length.choice is False
+  assert "ChEES needs at least 2 chains" in length.reason
+  assert picks.pick_length(_amagold(_full_batch()), num_chains=2).choice
+  warm = sg.warm_up(_amagold(_full_batch()), state, num_steps=40,
+                    seed=[1, 2], jit_compile=False, mass="diagonal")
+  assert warm.kernel.num_leapfrog_steps == 10
+  assert warm.report.num_leapfrog_steps is None
+  assert "(T = 10): ChEES needs at least 2 chains" in warm.report.choices
+
 def test_the_gradient_mass_is_picked_diagonal_and_its_gradients_counted():
   # Where the warm-up would pick a dense mass, the gradients' estimate (a
   # diagonal one) makes it pick the diagonal; with the length tuned too, the

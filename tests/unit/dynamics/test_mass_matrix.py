@@ -369,6 +369,24 @@ def test_diagonal_momentum_distribution_is_n_0_inverse_of_inverse_mass():
       == [(2, 3), (2,)]
 
 
+
+def test_a_per_part_inverse_mass_for_a_dict_out_of_key_order_is_refused():
+  # tf.nest reads {"w", "b"} as [b, w]: inverse_mass=[100., 0.01] written
+  # in the dict's order gave w M^{-1} = 0.01 and b 100, silently. A dict
+  # of values is read by key, and a dict in key order takes the list.
+  state = {"w": tf.zeros([2, 3]), "b": tf.zeros([2, 3])}
+  with pytest.raises(ValueError, match=r"sorts a dict's keys.*'w', 'b'"):
+    hamiltonian.diagonal_momentum_distribution(state, 1, [100., 0.01])
+  r = {"w": tf.ones([2, 3]), "b": tf.ones([2, 3])}
+  by_key = hamiltonian.diagonal_momentum_distribution(
+      state, 1, {"w": 100., "b": 0.01})
+  in_order = hamiltonian.diagonal_momentum_distribution(
+      {"b": state["b"], "w": state["w"]}, 1, [0.01, 100.])
+  for dist in (by_key, in_order):
+    v = hamiltonian.velocity(r, dist)
+    np.testing.assert_allclose(v["w"], 100., rtol=1e-6)
+    np.testing.assert_allclose(v["b"], 0.01, rtol=1e-6)
+
 def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
   # diagonal_momentum_distribution's (and DiagonalMassMatrixAdaptation's)
   # form is a DiagonalMass, M^{-1} read directly; any other distribution is
