@@ -132,9 +132,9 @@ def check_fits_state(name, value, state):
     raise ValueError(
         f"`{name}` is a list, read as one entry per state part in "
         f"tf.nest's order, which sorts a dict's keys ({sorted(keys)}); the "
-        f"state's dict lists them as {keys}. Give the list in sorted-key "
-        f"order, e.g. `[{name}_by_key[k] for k in sorted(state)]`, or "
-        "write the state's dict in sorted-key order.")
+        f"state's dict lists them as {keys}, so the list's order is "
+        "ambiguous. Write the state's dict in sorted-key order (e.g. "
+        "dict(sorted(state.items()))) and the list in that order.")
   for i, part in enumerate(parts):
     label, v = (f"{name}[{i}]", value[i]) if per_part else (name, value)
     # The static shape of a number, array (not a tuple), tensor or variable;
