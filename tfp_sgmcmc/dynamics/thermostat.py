@@ -76,8 +76,6 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
   h = as_dtype(step_size, dtype)
   t = as_dtype(temperature, dtype)
   a = as_dtype(diffusion, dtype)
-  batch_rank = thermostat.shape.rank
-
   if h.shape.rank != 0:
     return _sgnht_step_per_coordinate(
         position, momentum, thermostat, gradient, step_size, noise, a, t,
@@ -100,15 +98,22 @@ def sgnht_step(position, momentum, thermostat, gradient, step_size, noise,
   new_velocity = as_mass(momentum_distribution).velocity(new_momentum)
   # theta moves by the velocity, an identity drift of M^{-1} r'.
   new_position = drift(position, new_velocity, step_size)
-  sq = tf.zeros_like(thermostat)
-  dim = 0
-  for r, v in zip(tf.nest.flatten(new_momentum),
-                  tf.nest.flatten(new_velocity)):
-    axes = list(range(batch_rank, r.shape.rank))
-    sq = sq + tf.reduce_sum(r * v, axis=axes)
-    dim += int(np.prod(r.shape[batch_rank:]))
+  sq, dim = _summed(lambda r, v: r * v, new_momentum, new_velocity,
+                     thermostat)
   new_thermostat = thermostat + h * (sq / tf.cast(dim, dtype) - t)
   return new_position, new_momentum, new_thermostat
+
+
+def _summed(term, momentum, velocity, thermostat):
+  """(sum over every coordinate of every part of term(r, v), per chain;
+  the number of coordinates d)."""
+  batch_rank = thermostat.shape.rank
+  total, dim = tf.zeros_like(thermostat), 0
+  for r, v in zip(tf.nest.flatten(momentum), tf.nest.flatten(velocity)):
+    axes = list(range(batch_rank, r.shape.rank))
+    total = total + tf.reduce_sum(term(r, v), axis=axes)
+    dim += int(np.prod(r.shape[batch_rank:]))
+  return total, dim
 
 
 def _sgnht_step_per_coordinate(position, momentum, thermostat, gradient,
@@ -124,7 +129,6 @@ def _sgnht_step_per_coordinate(position, momentum, thermostat, gradient,
   M^{-1} r (for one h, h (2 K / d - T)); the refresh's scale is per
   coordinate too."""
   dtype = thermostat.dtype
-  batch_rank = thermostat.shape.rank
   t0 = as_dtype(refresh_temperature, dtype)
 
   def kick(r, g, z):
@@ -140,14 +144,9 @@ def _sgnht_step_per_coordinate(position, momentum, thermostat, gradient,
   new_momentum = tf.nest.map_structure(kick, momentum, gradient, noise)
   new_velocity = as_mass(momentum_distribution).velocity(new_momentum)
   new_position = drift(position, new_velocity, step_size)
-  change = tf.zeros_like(thermostat)
-  dim = 0
-  for r, v in zip(tf.nest.flatten(new_momentum),
-                  tf.nest.flatten(new_velocity)):
-    axes = list(range(batch_rank, r.shape.rank))
-    h = as_dtype(step_size, dtype) * tf.ones_like(r)
-    change = change + tf.reduce_sum(h * (r * v - temperature), axis=axes)
-    dim += int(np.prod(r.shape[batch_rank:]))
+  change, dim = _summed(
+      lambda r, v: as_dtype(step_size, dtype) * tf.ones_like(r) * (
+          r * v - temperature), new_momentum, new_velocity, thermostat)
   new_thermostat = thermostat + change / tf.cast(dim, dtype)
   return new_position, new_momentum, new_thermostat
 
