@@ -222,8 +222,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   (dense for a vector of at most `DENSE_MASS_MAX` coordinates; beyond, the
   Laplace covariance from the start's Newton Hessian, fixed, where there
   is one: the windows hold too few draws for a dense estimate; else
-  diagonal) and, on exact (full-batch) gradients, AMAGOLD's trajectory
-  length (ChEES); where on minibatches it tunes AMAGOLD's step size below
+  diagonal) and, on exact (full-batch) gradients with a mass that is not
+  diagonal, AMAGOLD's trajectory length (ChEES); where on minibatches it tunes AMAGOLD's step size below
   `chains.start.MINIBATCH_MIN_STEP_SIZE` (the gradient noise, which grows
   with the dimension, holds it down) and the target has a full batch, the
   warm-up runs again on full-batch gradients from where it ended (with
