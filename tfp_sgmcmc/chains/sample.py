@@ -223,10 +223,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   Laplace covariance from the start's Newton Hessian, fixed, where there
   is one: the windows hold too few draws for a dense estimate; else
   diagonal) and, on exact (full-batch) gradients with a mass that is not
-  diagonal, AMAGOLD's trajectory length (ChEES); where on minibatches it tunes AMAGOLD's step size below
-  `chains.start.MINIBATCH_MIN_STEP_SIZE` (the gradient noise, which grows
-  with the dimension, holds it down) and the target has a full batch, the
-  warm-up runs again on full-batch gradients from where it ended (with
+  diagonal, AMAGOLD's trajectory length (ChEES); where on minibatches it
+  tunes AMAGOLD's step size below `chains.start.MINIBATCH_MIN_STEP_SIZE`
+  (the gradient noise, which grows with the dimension, holds it down) and
+  the target has a full batch, the warm-up runs again on full-batch gradients from where it ended (with
   `full_batch=None`); a warm-up that has not arrived at the posterior
   (`tfp_sgmcmc.chains.arrival`) is run once more, from where it ended,
   and from a uniform start also once more from around the mode, then
