@@ -226,13 +226,13 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   diagonal, AMAGOLD's trajectory length (ChEES); where on minibatches it
   tunes AMAGOLD's step size below `chains.start.MINIBATCH_MIN_STEP_SIZE`
   (the gradient noise, which grows with the dimension, holds it down) and
-  the target has a full batch, the warm-up runs again on full-batch gradients from where it ended (with
-  `full_batch=None`); a warm-up that has not arrived at the posterior
-  (`tfp_sgmcmc.chains.arrival`) is run once more, from where it ended,
-  and from a uniform start also once more from around the mode, then
-  reported with a `WarmupNotConvergedWarning`. The chains run under XLA
-  (a `DatasetTarget`'s without) with a progress bar; one report is
-  printed (`print_report`), and an
+  the target has a full batch, the warm-up runs again on full-batch
+  gradients from where it ended (with `full_batch=None`); a warm-up that
+  has not arrived at the posterior (`tfp_sgmcmc.chains.arrival`) is run
+  once more, from where it ended, and from a uniform start also once more
+  from around the mode, then reported with a `WarmupNotConvergedWarning`.
+  The chains run under XLA (a `DatasetTarget`'s without) with a progress
+  bar; one report is printed (`print_report`), and an
   `UnhealthyChainWarning` names any problem (and, on a target with an
   exact energy, a float rounding of it that the M-H test cannot resolve:
   `chains.rounding`).
