@@ -212,6 +212,26 @@ def test_rhat_is_tfps_split_rhat(sghmc_run):
   assert np.all(np.abs(az.rhat(idata)["x"] - 1.) < 0.05)
 
 
+def test_summarize_reports_arvizs_rank_normalised_rhat(sghmc_run):
+  # The same number as az.rhat's default, to rounding: on the SGHMC run,
+  # and on heavy-tailed draws with ties (a chain stuck in one coordinate),
+  # an odd number of draws, and chains that differ in location and spread.
+  draws, _ = sghmc_run
+  health = sg.summarize(draws, print_report=False, warn=False)
+  np.testing.assert_allclose(
+      health.max_rank_rhat,
+      float(np.max(az.rhat(sg.to_inference_data(draws))["x"])), rtol=1e-10)
+  rng = np.random.default_rng(3)
+  for n in (7, 501):
+    x = rng.standard_t(3, size=(n, 4, 3))
+    x[:, 1] *= 2.
+    x[:, 2, 0] = 0.5
+    x[:, 3] += 0.3
+    ours = sg.summarize(x, print_report=False, warn=False).max_rank_rhat
+    theirs = max(az.rhat(x[:, :, j].T, method="rank") for j in range(3))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-10)
+
+
 def test_ess_agrees_with_tfps(sghmc_run):
   # az.ess(method="identity") and TFP's effective_sample_size with
   # cross_chain_dims=1, filter_beyond_positive_pairs=True are one estimator

@@ -365,6 +365,34 @@ def test_one_chain_whose_halves_differ_is_caught_by_its_split_rhat():
                       warn=False).max_rhat == 1.
 
 
+def test_chains_that_differ_in_spread_are_caught_by_the_rank_normalised_rhat():
+  # Chains that agree on their means but not on their spread (one confined
+  # to a narrower region, as a chain kept out of a funnel's neck is to a
+  # wider one): TFP's split R-hat compares means only and stays near 1.
+  rng = np.random.default_rng(0)
+  wide = rng.normal(size=(1000, 4, 2))
+  wide[:, 0] *= 3.
+  frozen_coordinate = rng.normal(size=(1000, 4, 2))
+  frozen_coordinate[:, 0, 0] = 0.
+  for draws in (wide, frozen_coordinate):
+    health = sg.summarize(draws, print_report=False, warn=False)
+    assert health.max_rhat < 1.01
+    assert health.max_rank_rhat**2 > 1.2
+    assert health.problems == [
+        f"rank-normalised R-hat {health.max_rank_rhat:.3f} (ArviZ's; squared"
+        f" {health.max_rank_rhat**2:.3f} > 1.05): the chains (or one chain's"
+        " halves) differ in spread or tails where their means agree, e.g. "
+        "one confined to a narrower region"]
+  # Twice the spread in one of four chains is caught too; independent
+  # chains of one law are not (20 seeds of 4 x 200 draws, 5 coordinates).
+  wide[:, 0] *= 2. / 3.
+  assert sg.summarize(wide, print_report=False, warn=False).problems
+  for seed in range(20):
+    honest = np.random.default_rng(seed).normal(size=(200, 4, 5))
+    assert not sg.summarize(honest, print_report=False,
+                            warn=False).problems
+
+
 def test_a_chain_that_did_not_move_is_named():
   # A chain stuck where every proposal is rejected (a `sample` run on a
   # noise scale used without a bijector: acceptance 0.00, sd 4e-6 against
@@ -375,10 +403,14 @@ def test_a_chain_that_did_not_move_is_named():
   draws[:, 0] = 0.3 + 4e-6 * rng.normal(size=(1000, 2))
   health = sg.summarize(draws, print_report=False, warn=False)
   assert health.max_rhat < 1.05
-  assert health.problems == [
+  assert health.problems[0] == (
       "chain 0 did not move (every draw the same, or sds under 0.01 of the "
       "other chains' in every coordinate): stuck, e.g. every proposal "
-      "rejected; its draws are not the posterior's"]
+      "rejected; its draws are not the posterior's")
+  # Its spread, unlike the others', is also what the rank-normalised R-hat
+  # sees (TFP's split R-hat does not).
+  assert health.problems[1].startswith("rank-normalised R-hat")
+  assert len(health.problems) == 2
   # Its draws add nothing to the ESS: the other three chains' (about 3,000
   # for independent draws).
   assert np.isfinite(health.min_ess) and 2000 < health.min_ess < 4000

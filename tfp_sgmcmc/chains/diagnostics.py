@@ -4,8 +4,9 @@
 (`diverged`, and where present `is_accepted`, `step_size`, `energy`),
 wherever it sits in nested results (adaptation and M-H wrappers included),
 and combines it with the effective sample size (TFP's
-`effective_sample_size` formula, `effective_sample_size` here) and TFP's
-`potential_scale_reduction`. It returns a `ChainHealth` record, prints a
+`effective_sample_size` formula, `effective_sample_size` here), TFP's
+`potential_scale_reduction` and ArviZ's rank-normalised R-hat
+(`chains.mixing`). It returns a `ChainHealth` record, prints a
 short report, and warns (`UnhealthyChainWarning`) when the run looks wrong.
 
     samples, trace = tfp.mcmc.sample_chain(..., trace_fn=lambda _, r: r)
@@ -27,6 +28,9 @@ from tfp_sgmcmc.chains.heating import (HEATING_THRESHOLD, HEATING_WINDOWS,
                                        heating)
 from tfp_sgmcmc.chains.minibatch_sharing import (FULL_BATCH, INDEPENDENT,
                                                  SHARED, minibatch_sharing)
+from tfp_sgmcmc.chains.mixing import (effective_sample_size,
+                                      rank_normalised_rhat, rank_rhat_note,
+                                      split_rhat)
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
            "find_field", "divergent_transitions",
@@ -43,7 +47,7 @@ class UnhealthyChainWarning(UserWarning):
 ChainHealth = collections.namedtuple("ChainHealth", [
     "num_draws", "num_chains", "divergences", "acceptance_rate",
     "step_size", "heating", "min_ess", "max_rhat", "problems", "notes",
-    "ksd"], defaults=((), None))
+    "ksd", "max_rank_rhat"], defaults=((), None, None))
 ChainHealth.__doc__ = """What `summarize` returns.
 
 Attributes:
@@ -59,8 +63,12 @@ Attributes:
     None.
   min_ess: the smallest effective sample size over coordinates (summed over
     chains); 0 when a draw is not finite.
-  max_rhat: the largest split R-hat over coordinates (one chain: of its
-    halves, 1 below 4 draws; chains unsplit below 4; inf if not finite).
+  max_rhat: the largest split R-hat over coordinates, TFP's (a ratio of
+    variances; one chain: of its halves, 1 below 4 draws; chains unsplit
+    below 4; inf if not finite).
+  max_rank_rhat: the largest rank-normalised R-hat over coordinates,
+    ArviZ's `az.rhat(method="rank")` (bulk and tail, on ArviZ's scale:
+    about the square root of `max_rhat`); None below 4 draws.
   problems: the thresholds crossed, as sentences; empty for a healthy run.
   notes: caveats that are not problems of the run, as sentences: with
     `summarize(..., kernel=...)` of chains that shared their minibatches,
@@ -90,47 +98,6 @@ def _stuck_chains(flat):
     still |= np.all(sds < STUCK_SD_RATIO * median, axis=-1) & np.any(
         median > 0., axis=-1)
   return np.flatnonzero(still)
-
-
-def effective_sample_size(draws):
-  """Per-chain ESS of each coordinate, as TFP's
-  `tfp.mcmc.effective_sample_size(draws, filter_beyond_positive_pairs=True)`
-  computes it (Geyer's initial positive sequence on the autocorrelations),
-  in NumPy float64, with Stan's bound: at most n log10(n) per chain.
-
-  TFP's own computes the autocorrelations by a complex FFT, cast back to
-  real with a "casting complex64 to float32" warning logged at each call;
-  a real FFT gives the same numbers without it.
-
-  Args:
-    draws: [num_draws, ...] array; every axis after the first is a batch
-      (chains, coordinates).
-
-  Returns:
-    ESS with the shape of `draws` less its first axis.
-  """
-  x = np.asarray(draws, np.float64)
-  n = x.shape[0]
-  centred = x - x.mean(axis=0)
-  size = 1 << int(np.ceil(np.log2(2 * n)))  # No wrap-around of lags.
-  spectrum = np.fft.rfft(centred, n=size, axis=0)
-  auto_cov = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=0)[:n]
-  shape = (n,) + (1,) * (x.ndim - 1)
-  auto_cov = auto_cov / (n - np.arange(n)).reshape(shape)
-  with np.errstate(invalid="ignore", divide="ignore"):
-    auto_corr = auto_cov / auto_cov[:1]
-    weighted = ((n - np.arange(n)) / n).reshape(shape) * auto_corr
-
-    def sum_pairs(a):
-      a = a[:n - n % 2]
-      return a.reshape((n // 2, 2) + a.shape[1:]).sum(axis=1)
-    # Pairwise sums of a reversible chain's autocorrelations are positive:
-    # everything from the first negative pair on is noise.
-    mask = np.maximum(1. - np.cumsum(sum_pairs(auto_corr) < 0., axis=0), 0.)
-    # Stan's bound on tau (Vehtari et al. 2021): noise about 0 where the
-    # autocorrelations alternate in sign, it made the ESS +-1e5 or negative.
-    return n / np.maximum(-1. + 2. * np.sum(sum_pairs(weighted) * mask,
-                                            axis=0), 1. / np.log10(n))
 
 
 RunVerdict = collections.namedtuple(
@@ -306,8 +273,10 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
       None.
     print_report: print a short table.
     max_rhat, min_ess, heating_threshold: thresholds for the warnings
-      (`heating_threshold`: see `heating`; its default is calibrated on
-      correct chains, docs/long_runs.md).
+      (`max_rhat`: on TFP's split R-hat, a ratio of variances, and on the
+      square of ArviZ's rank-normalised R-hat, which also sees chains that
+      differ in spread; `heating_threshold`: see `heating`; its default is
+      calibrated on correct chains, docs/long_runs.md).
     warn: issue `UnhealthyChainWarning` when a threshold is crossed.
     reference_energy: None, or the energy the run should stay near (per
       chain or one value), e.g. U at `find_mode`'s mode or the last burn-in
@@ -403,18 +372,12 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     stuck = _stuck_chains(flat)
     per_chain[stuck] = 0.
     ess = np.where(np.isfinite(per_chain), per_chain, 0.).sum(axis=0)
-    # One chain too: its halves compared (a drift, a mode left half way), as
-    # Stan's split R-hat; halves need 2 draws each, else chains compared whole.
-    rhat = (np.asarray(tfp.mcmc.potential_scale_reduction(
-        tf.constant(flat), split_chains=num_draws >= 4))
-            if num_chains > 1 or num_draws >= 4 else np.ones(flat.shape[-1]))
-    # NaN would cross no threshold: 0 / 0 where no chain moved (they agree;
-    # its ESS of 0 says so), else variances past float32 (chains at 1e20).
-    rhat = np.where(np.ptp(flat, axis=(0, 1)) == 0., 1.,
-                    np.where(np.isnan(rhat), np.inf, rhat))
+    rhat = split_rhat(flat)
+    rank_rhat = (float(np.max(rank_normalised_rhat(flat)))
+                 if num_draws >= 4 else None)
     worst_ess, worst_rhat = float(ess.min()), float(np.max(rhat))
   else:
-    worst_ess, worst_rhat = 0., float("inf")
+    worst_ess, worst_rhat, rank_rhat = 0., float("inf"), float("inf")
 
   problems = list(broken)
   if len(stuck):
@@ -428,6 +391,12 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     problems.append(f"R-hat {worst_rhat:.3f} > {max_rhat}: " + (
         "chains disagree" if num_chains > 1 else
         "the chain's halves disagree (one chain)"))
+  elif rank_rhat is not None and rank_rhat**2 > max_rhat:
+    problems.append(
+        f"rank-normalised R-hat {rank_rhat:.3f} (ArviZ's; squared "
+        f"{rank_rhat**2:.3f} > {max_rhat}): the chains (or one chain's "
+        "halves) differ in spread or tails where their means agree, e.g. "
+        "one confined to a narrower region")
   if worst_ess < min_ess:
     # What a user can act on: the run length that this run's ESS per draw
     # scales to (fewer than needed while the chains have not mixed, whose
@@ -465,6 +434,7 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
       num_draws=num_draws, num_chains=num_chains, divergences=divergences,
       acceptance_rate=acceptance, step_size=step_size,
       heating=heat, min_ess=worst_ess, max_rhat=worst_rhat,
+      max_rank_rhat=rank_rhat,
       problems=problems, notes=notes)
   if print_report:
     print(format_report(health))
@@ -481,7 +451,8 @@ def _short(indices, limit=5):
 
 def format_report(health):
   lines = [f"{health.num_chains} chains x {health.num_draws} draws: "
-           f"min ESS {health.min_ess:.0f}, max R-hat {health.max_rhat:.3f}"]
+           f"min ESS {health.min_ess:.0f}, max R-hat {health.max_rhat:.3f}"
+           + rank_rhat_note(health.max_rank_rhat)]
   lines.append(f"{'chain':>5s} {'diverged':>8s} {'accept':>7s} "
                f"{'step':>9s} {'heating':>8s}")
   for c in range(health.num_chains):

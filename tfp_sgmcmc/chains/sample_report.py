@@ -5,6 +5,8 @@ import collections
 
 import numpy as np
 
+from tfp_sgmcmc.chains.mixing import rank_rhat_note
+
 __all__ = ["SampleReport", "SampleResult"]
 
 
@@ -12,7 +14,7 @@ class SampleReport(collections.namedtuple("SampleReport", [
     "kernel", "start", "control_variates", "minibatches", "warmup",
     "arrived", "arrival", "extended", "acceptance", "divergences", "heating",
     "max_rhat", "min_ess", "problems", "seconds", "mass", "ksd",
-    "approximate"], defaults=(None, None, None))):
+    "approximate", "max_rank_rhat"], defaults=(None, None, None, None))):
   """The one report of a `sample` call (printed by `str(report)`).
 
   Attributes:
@@ -32,6 +34,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
     divergences: per chain, the diverged steps.
     heating: per chain, `summarize`'s heating statistic, or None.
     max_rhat, min_ess: split R-hat and ESS over coordinates (chains pooled).
+    max_rank_rhat: ArviZ's rank-normalised R-hat over coordinates (see
+      `summarize`), or None.
     problems: what went wrong (empty for a healthy run).
     seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
     mass: the mass matrix the draws were made with: "dense", "diagonal",
@@ -68,7 +72,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
         f"{self.arrival.distance:.1f} posterior sds).",
         f"  sampling: acceptance {acc}, divergences "
         f"{int(np.sum(self.divergences))}, heating {heat}, R-hat "
-        f"{self.max_rhat:.3f}, min ESS {self.min_ess:.0f}.",
+        f"{self.max_rhat:.3f}{rank_rhat_note(self.max_rank_rhat)}, min ESS "
+        f"{self.min_ess:.0f}.",
         *([] if self.approximate is None else [
             f"  approximate draws: {self.approximate}"]),
         *([] if self.ksd is None else [
