@@ -124,19 +124,6 @@ def target_for(x, y, batch_size, prior_sd=1., dataset=False, tfrecord=False):
                            log_prior_fn=log_prior)
 
 
-def _rank_rhat(draws):
-  """ArviZ's rank-normalised split R-hat (Vehtari et al. 2021), the largest
-  over coordinates, or None without ArviZ. The report's R-hat is TFP's
-  `potential_scale_reduction`, the ratio of variances, about the square of
-  this one (1.010 there is about 1.005 here)."""
-  try:
-    import arviz as az  # pylint: disable=import-outside-toplevel
-  except ImportError:
-    return None
-  return float(np.max(az.rhat(az.convert_to_dataset(
-      np.swapaxes(draws, 0, 1))).to_array()))
-
-
 def reference_path(dim, shared_factor):
   """Where `one_call_reference.py` saves the d-dimensional reference."""
   return os.path.join(HERE, "results", (
@@ -181,7 +168,7 @@ def run(num_examples=200_000, dim=20, batch_size=1000, num_results=1000,
       max_mean_error_sd=float(mean_error.max()),
       sd_ratio_min=float(sd_ratio.min()), sd_ratio_max=float(sd_ratio.max()),
       max_rhat=float(fit.report.max_rhat),
-      max_rhat_rank=_rank_rhat(np.asarray(fit.draws, np.float64)),
+      max_rhat_rank=fit.report.max_rank_rhat,
       min_ess=float(fit.report.min_ess), mass=fit.report.mass,
       arrived=bool(fit.report.arrived),
       minibatches=fit.report.minibatches,
