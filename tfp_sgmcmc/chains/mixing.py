@@ -86,7 +86,7 @@ def rank_normalised_rhat(flat):
   draws: the larger of the bulk R-hat (split R-hat of the normal scores of
   the pooled ranks) and the tail R-hat (the same of the draws' distances
   from their median). 1 for a coordinate that never moved."""
-  flat = np.asarray(flat, np.float64)  # float32 scores lose 6 digits.
+  flat = np.asarray(flat, np.float64)  # float32 scores keep 7 digits.
   num_draws = flat.shape[0]
   half = num_draws // 2
   # Each chain's first and last halves as chains (the middle draw of an
