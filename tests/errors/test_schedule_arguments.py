@@ -5,6 +5,7 @@ and the value.
 
 import pytest
 import tensorflow as tf
+import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
 from support.bad_inputs import classify, clear
@@ -19,7 +20,22 @@ CLEAR_MESSAGES = [
      r"`exploration_fraction` must be in \[0, 1\); got 1.0"),
     ("polynomial decay with negative offset", lambda: sg.PolynomialDecay(
         0.1, b=-1.), ValueError, r"PolynomialDecay `b` must be >= 0.*-1.0"),
+    # TFP's adaptation sets the step size through the results; a schedule
+    # silently replaced each value it set (the run followed the schedule).
+    ("schedule under TFP's step-size adaptation", lambda: tfp.mcmc.sample_chain(
+        3, tf.zeros([2, 1]), kernel=tfp.mcmc.SimpleStepSizeAdaptation(
+            sg.AMAGOLD(_full_batch(), sg.PolynomialDecay(0.5, 10., 0.55),
+                       num_leapfrog_steps=2, friction=0.5), 2),
+        seed=[1, 2], trace_fn=None), ValueError,
+     r"`step_size` of UncalibratedAMAGOLD is a schedule \(PolynomialDecay\)"
+     r".*store_parameters_in_results=True.*Adapt a constant step size"),
 ]
+
+
+def _full_batch():
+  x = tf.linspace(-1., 1., 8)[:, None]
+  return sg.InMemoryTarget(lambda w, b: -0.5 * (b[0][..., 0] - w)**2, (x,),
+                           batch_size=8, full_batch=True)
 
 
 @pytest.mark.parametrize("case,call,error,pattern", CLEAR_MESSAGES,

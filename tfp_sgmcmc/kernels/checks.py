@@ -71,7 +71,26 @@ def check_step(kernel, state, results, results_type):
   check_results_type(kernel, results, results_type)
   _check_chains(state, results)
   check_hyperparameter_shapes(kernel, state)
+  _check_schedule_not_adapted(kernel)
   return state
+
+
+def _check_schedule_not_adapted(kernel):
+  """A step-size schedule, and `store_parameters_in_results=True` (TFP's
+  step-size adaptation kernels rebuild the kernel so, to set the step size
+  through the results): the schedule would silently replace every step
+  size they set."""
+  parameters = getattr(kernel, "parameters", {}) or {}
+  if parameters.get("store_parameters_in_results") and arguments.is_schedule(
+      parameters.get("step_size")):
+    raise ValueError(
+        f"`step_size` of {_name(kernel)} is a schedule "
+        f"({type(parameters['step_size']).__name__}), and the kernel is "
+        "adapted (store_parameters_in_results=True, as TFP's "
+        "SimpleStepSizeAdaptation and DualAveragingStepSizeAdaptation "
+        "rebuild it): the schedule would replace every step size they set."
+        " Adapt a constant step size (or use tfp_sgmcmc.warm_up), or run "
+        "the schedule without an adaptation kernel.")
 
 
 def check_results_type(kernel, results, results_type):
