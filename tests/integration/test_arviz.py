@@ -239,6 +239,35 @@ def test_summarize_reports_arvizs_rank_normalised_rhat(sghmc_run):
   np.testing.assert_allclose(ours, theirs, rtol=1e-10)
 
 
+def test_summarize_reports_arvizs_bulk_and_tail_ess(sghmc_run):
+  # az.ess's "bulk" and "tail" to rounding, on the SGHMC run and on AR(1)
+  # chains of every sign of autocorrelation, with ties, one or four chains
+  # and short runs (Geyer's sequences end early), where a quantile falls on
+  # a draw (4 x 1001 and 1 x 1001 draws: R's type 7 at 0.05 and 0.95).
+  draws, _ = sghmc_run
+  health = sg.summarize(draws, print_report=False, warn=False)
+  idata = sg.to_inference_data(draws)
+  for field, method in (("min_bulk_ess", "bulk"), ("min_tail_ess", "tail")):
+    np.testing.assert_allclose(
+        getattr(health, field),
+        float(np.min(az.ess(idata, method=method)["x"])), rtol=1e-10)
+  rng = np.random.default_rng(4)
+  for n in (5, 8, 11, 60, 1001):
+    for phi in (-0.8, 0., 0.95):
+      for m in (1, 4):
+        x = np.zeros((n, m, 2))
+        for t in range(1, n):
+          x[t] = phi * x[t - 1] + rng.normal(size=(m, 2))
+        x[:, :, 1] = np.round(x[:, :, 1])
+        x[:, :1] += 0.5
+        health = sg.summarize(x, print_report=False, warn=False)
+        for field, method in (("min_bulk_ess", "bulk"),
+                              ("min_tail_ess", "tail")):
+          theirs = min(az.ess(x[:, :, j].T, method=method) for j in range(2))
+          np.testing.assert_allclose(getattr(health, field), theirs,
+                                     rtol=1e-10, err_msg=f"{n} {phi} {m}")
+
+
 def test_ess_agrees_with_tfps(sghmc_run):
   # az.ess(method="identity") and TFP's effective_sample_size with
   # cross_chain_dims=1, filter_beyond_positive_pairs=True are one estimator

@@ -393,6 +393,27 @@ def test_chains_that_differ_in_spread_are_caught_by_the_rank_normalised_rhat():
                             warn=False).problems
 
 
+def test_chains_in_two_modes_hold_few_effective_draws_together():
+  # Each chain mixes within its own mode: their ESS summed is about 3,600,
+  # while the chains together hold about 6 effective draws (ArviZ's bulk
+  # ESS), which the report now prints beside it; R-hat names the cause.
+  draws = np.random.default_rng(0).normal(size=(1000, 4, 1))
+  draws[:, :2] += 5.
+  health = sg.summarize(draws, print_report=False, warn=False)
+  assert health.min_ess > 3000
+  assert health.min_bulk_ess < 10
+  assert [p[:5] for p in health.problems] == ["R-hat"]
+  assert (f"min ESS {health.min_ess:.0f} (ArviZ's bulk / tail "
+          f"{health.min_bulk_ess:.0f} / {health.min_tail_ess:.0f})"
+          ) in sg.diagnostics.format_report(health)
+  # Independent chains of one law: the three ESS agree.
+  honest = sg.summarize(np.random.default_rng(1).normal(size=(1000, 4, 3)),
+                        print_report=False, warn=False)
+  assert not honest.problems
+  np.testing.assert_allclose([honest.min_bulk_ess, honest.min_tail_ess],
+                             honest.min_ess, rtol=0.25)
+
+
 def test_a_chain_that_did_not_move_is_named():
   # A chain stuck where every proposal is rejected (a `sample` run on a
   # noise scale used without a bijector: acceptance 0.00, sd 4e-6 against

@@ -28,9 +28,10 @@ from tfp_sgmcmc.chains.heating import (HEATING_THRESHOLD, HEATING_WINDOWS,
                                        heating)
 from tfp_sgmcmc.chains.minibatch_sharing import (FULL_BATCH, INDEPENDENT,
                                                  SHARED, minibatch_sharing)
-from tfp_sgmcmc.chains.mixing import (effective_sample_size,
-                                      rank_normalised_rhat, rank_rhat_note,
-                                      split_rhat)
+from tfp_sgmcmc.chains.mixing import (RankDiagnostics,
+                                      effective_sample_size,
+                                      rank_diagnostics, rank_ess_note,
+                                      rank_rhat_note, split_rhat)
 
 __all__ = ["summarize", "ChainHealth", "UnhealthyChainWarning",
            "find_field", "divergent_transitions",
@@ -47,7 +48,8 @@ class UnhealthyChainWarning(UserWarning):
 ChainHealth = collections.namedtuple("ChainHealth", [
     "num_draws", "num_chains", "divergences", "acceptance_rate",
     "step_size", "heating", "min_ess", "max_rhat", "problems", "notes",
-    "ksd", "max_rank_rhat"], defaults=((), None, None))
+    "ksd", "max_rank_rhat", "min_bulk_ess", "min_tail_ess"],
+                                 defaults=((), None, None, None, None))
 ChainHealth.__doc__ = """What `summarize` returns.
 
 Attributes:
@@ -69,6 +71,10 @@ Attributes:
   max_rank_rhat: the largest rank-normalised R-hat over coordinates,
     ArviZ's `az.rhat(method="rank")` (bulk and tail, on ArviZ's scale:
     about the square root of `max_rhat`); None below 4 draws.
+  min_bulk_ess, min_tail_ess: the smallest of ArviZ's bulk and tail ESS
+    over coordinates (`az.ess(method="bulk")`, `method="tail"`: chains
+    together, so chains that disagree add few effective draws); None
+    below 4 draws.
   problems: the thresholds crossed, as sentences; empty for a healthy run.
   notes: caveats that are not problems of the run, as sentences: with
     `summarize(..., kernel=...)` of chains that shared their minibatches,
@@ -373,11 +379,12 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     per_chain[stuck] = 0.
     ess = np.where(np.isfinite(per_chain), per_chain, 0.).sum(axis=0)
     rhat = split_rhat(flat)
-    rank_rhat = (float(np.max(rank_normalised_rhat(flat)))
-                 if num_draws >= 4 else None)
+    rank = rank_diagnostics(flat)
     worst_ess, worst_rhat = float(ess.min()), float(np.max(rhat))
   else:
-    worst_ess, worst_rhat, rank_rhat = 0., float("inf"), float("inf")
+    worst_ess, worst_rhat = 0., float("inf")
+    rank = RankDiagnostics(float("inf"), 0., 0.)
+  rank_rhat = rank.max_rhat
 
   problems = list(broken)
   if len(stuck):
@@ -434,7 +441,8 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
       num_draws=num_draws, num_chains=num_chains, divergences=divergences,
       acceptance_rate=acceptance, step_size=step_size,
       heating=heat, min_ess=worst_ess, max_rhat=worst_rhat,
-      max_rank_rhat=rank_rhat,
+      max_rank_rhat=rank_rhat, min_bulk_ess=rank.min_bulk_ess,
+      min_tail_ess=rank.min_tail_ess,
       problems=problems, notes=notes)
   if print_report:
     print(format_report(health))
@@ -451,8 +459,10 @@ def _short(indices, limit=5):
 
 def format_report(health):
   lines = [f"{health.num_chains} chains x {health.num_draws} draws: "
-           f"min ESS {health.min_ess:.0f}, max R-hat {health.max_rhat:.3f}"
-           + rank_rhat_note(health.max_rank_rhat)]
+           f"min ESS {health.min_ess:.0f}"
+           f"{rank_ess_note(health.min_bulk_ess, health.min_tail_ess)}, "
+           f"max R-hat {health.max_rhat:.3f}"
+           f"{rank_rhat_note(health.max_rank_rhat)}"]
   lines.append(f"{'chain':>5s} {'diverged':>8s} {'accept':>7s} "
                f"{'step':>9s} {'heating':>8s}")
   for c in range(health.num_chains):

@@ -12,14 +12,24 @@
   the second sees chains that agree on location but not on spread (one
   chain confined to a narrower region, e.g. a funnel's neck), which both
   others miss.
+* `bulk_and_tail_ess`: ArviZ's `az.ess(method="bulk")` and
+  `az.ess(method="tail")` (the same paper): Stan's multi-chain ESS, whose
+  autocorrelations are measured against the variance of all chains
+  together, so that chains that disagree add few effective draws (two
+  chains in two modes: about 2), of the split chains' normal scores and of
+  the indicators of the 5% and 95% quantiles (what a 90% interval rests
+  on).
 """
+
+import collections
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
 __all__ = ["effective_sample_size", "split_rhat", "rank_normalised_rhat",
-           "rank_rhat_note"]
+           "bulk_and_tail_ess", "RankDiagnostics", "rank_diagnostics",
+           "rank_rhat_note", "rank_ess_note"]
 
 
 def effective_sample_size(draws):
@@ -98,6 +108,75 @@ def rank_normalised_rhat(flat):
   return np.where(np.ptp(flat, axis=(0, 1)) == 0., 1., rhat)
 
 
+def bulk_and_tail_ess(flat):
+  """ArviZ's bulk and tail ESS (`az.ess(method="bulk")`, `method="tail"`)
+  of each coordinate of finite draws `flat` [num_draws, num_chains,
+  coordinates] with at least 4 draws: the multi-chain ESS (`_ess`) of the
+  split chains' normal scores, and the smaller of those of the split
+  chains' indicators of draws at or below the 5% and the 95% quantile."""
+  flat = np.asarray(flat, np.float64)
+  num_draws = flat.shape[0]
+  half = num_draws // 2
+  def split(x):
+    return np.concatenate([x[:half], x[num_draws - half:]], axis=1)
+  pooled = np.sort(flat.reshape(-1, flat.shape[-1]), axis=0)
+  size, tail = pooled.shape[0], np.inf
+  for p in (0.05, 0.95):
+    # R's type 7 quantile, in the arithmetic of scipy's `mquantiles` that
+    # ArviZ calls: where it falls on a draw, that draw's indicator is
+    # decided by the last bit.
+    position = size * p + 1. - p
+    k = int(np.floor(np.clip(position, 1, size - 1)))
+    gamma = np.clip(position - k, 0., 1.)
+    quantile = (1. - gamma) * pooled[k - 1] + gamma * pooled[k]
+    below = (flat <= quantile).astype(np.float64)
+    tail = np.minimum(tail, _ess(split(below)))
+  return _ess(_normal_scores(split(flat))), tail
+
+
+def _ess(x):
+  """Stan's multi-chain ESS of chains x [n, m, k] as ArviZ computes it
+  (`arviz.stats.diagnostics._ess`): autocorrelations rho_t = 1 - (W -
+  mean autocovariance_t) / var+, summed in pairs up to the first pair that
+  is not positive (Geyer's initial positive sequence, and the even lag
+  after it where positive), each pair at most the one before (Geyer's
+  initial monotone sequence), tau at least 1 / log10(n m); n m where a
+  coordinate never moved."""
+  n, m, _ = x.shape
+  centred = x - x.mean(axis=0)
+  size = 1 << int(np.ceil(np.log2(2 * n)))  # No wrap-around of lags.
+  spectrum = np.fft.rfft(centred, n=size, axis=0)
+  auto_cov = np.fft.irfft(spectrum * np.conj(spectrum), n=size,
+                          axis=0)[:n] / n
+  mean_var = auto_cov[0].mean(axis=0) * n / (n - 1.)
+  var_plus = mean_var * (n - 1.) / n + (
+      np.var(x.mean(axis=0), axis=0, ddof=1) if m > 1 else 0.)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    rho = 1. - (mean_var - auto_cov.mean(axis=1)) / var_plus
+  rho[0] = 1.
+  # The pairs (rho_2j, rho_2j+1), j = 1 .. last, that ArviZ's loop reaches.
+  last = max(0, -(-(n - 2) // 2) - 1)
+  tau = np.zeros(rho.shape[1:])  # Too short to pair (n <= 4): bounded.
+  if last:
+    pairs = rho[2:2 * last + 2].reshape((last, 2) + rho.shape[1:]).sum(1)
+    stops = pairs <= 0.
+    # The pair that ends the sum: the first not positive, else the last.
+    stop = np.where(stops.any(axis=0), np.argmax(stops, axis=0) + 1, last)
+    first = rho[0] + rho[1]
+    monotone = np.minimum.accumulate(
+        np.concatenate([first[None], pairs]), axis=0)[1:]
+    kept = np.arange(1, last + 1)[:, None] < stop
+    # Of the pair that ends the sum, its even lag counts unless the pair
+    # is negative and the lag is not positive.
+    even = np.take_along_axis(rho[2::2][:last], stop[None] - 1, axis=0)[0]
+    ending = np.take_along_axis(pairs, stop[None] - 1, axis=0)[0]
+    tau = -1. + 2. * (first + np.sum(np.where(kept, monotone, 0.), axis=0)
+                      ) + np.where((ending >= 0.) | (even > 0.), even, 0.)
+  ess = n * m / np.maximum(tau, 1. / np.log10(n * m))
+  moved = np.ptp(x, axis=(0, 1)) >= np.finfo(float).resolution
+  return np.where(moved, np.where(np.isnan(ess), np.nan, ess), n * m)
+
+
 def _normal_scores(x):
   """Phi^-1((r - 3/8) / (S + 1/4)) for the average ranks r of x [n, m, k]
   among its S = n m draws of each coordinate (Blom's scores)."""
@@ -131,7 +210,29 @@ def _rhat(x):
     return np.sqrt((between / within + n - 1) / n)
 
 
+RankDiagnostics = collections.namedtuple(
+    "RankDiagnostics", ["max_rhat", "min_bulk_ess", "min_tail_ess"])
+
+
+def rank_diagnostics(flat):
+  """ArviZ's diagnostics of finite draws `flat` [num_draws, num_chains,
+  coordinates], the worst over coordinates: the largest
+  `rank_normalised_rhat`, the smallest bulk and tail ESS
+  (`bulk_and_tail_ess`); all None below 4 draws."""
+  if flat.shape[0] < 4:
+    return RankDiagnostics(None, None, None)
+  bulk, tail = bulk_and_tail_ess(flat)
+  return RankDiagnostics(float(np.max(rank_normalised_rhat(flat))),
+                         float(np.min(bulk)), float(np.min(tail)))
+
+
 def rank_rhat_note(rank_rhat):
   """" (ArviZ's rank-normalised R-hat)" for a report's R-hat, "" for None."""
   return ("" if rank_rhat is None else
           f" (ArviZ's rank-normalised {rank_rhat:.3f})")
+
+
+def rank_ess_note(bulk, tail):
+  """" (ArviZ's bulk / tail b / t)" for a report's ESS, "" for None."""
+  return ("" if bulk is None else
+          f" (ArviZ's bulk / tail {bulk:.0f} / {tail:.0f})")

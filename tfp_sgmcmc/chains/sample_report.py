@@ -5,7 +5,7 @@ import collections
 
 import numpy as np
 
-from tfp_sgmcmc.chains.mixing import rank_rhat_note
+from tfp_sgmcmc.chains.mixing import rank_ess_note, rank_rhat_note
 
 __all__ = ["SampleReport", "SampleResult"]
 
@@ -14,7 +14,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
     "kernel", "start", "control_variates", "minibatches", "warmup",
     "arrived", "arrival", "extended", "acceptance", "divergences", "heating",
     "max_rhat", "min_ess", "problems", "seconds", "mass", "ksd",
-    "approximate", "max_rank_rhat"], defaults=(None, None, None, None))):
+    "approximate", "max_rank_rhat", "min_bulk_ess", "min_tail_ess"],
+    defaults=(None,) * 6)):
   """The one report of a `sample` call (printed by `str(report)`).
 
   Attributes:
@@ -34,7 +35,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
     divergences: per chain, the diverged steps.
     heating: per chain, `summarize`'s heating statistic, or None.
     max_rhat, min_ess: split R-hat and ESS over coordinates (chains pooled).
-    max_rank_rhat: ArviZ's rank-normalised R-hat over coordinates (see
+    max_rank_rhat, min_bulk_ess, min_tail_ess: ArviZ's rank-normalised
+      R-hat, bulk and tail ESS, the worst over coordinates (see
       `summarize`), or None.
     problems: what went wrong (empty for a healthy run).
     seconds: wall time per phase (`mode`, `warmup`, `sampling`, `total`).
@@ -73,7 +75,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
         f"  sampling: acceptance {acc}, divergences "
         f"{int(np.sum(self.divergences))}, heating {heat}, R-hat "
         f"{self.max_rhat:.3f}{rank_rhat_note(self.max_rank_rhat)}, min ESS "
-        f"{self.min_ess:.0f}.",
+        f"{self.min_ess:.0f}"
+        f"{rank_ess_note(self.min_bulk_ess, self.min_tail_ess)}.",
         *([] if self.approximate is None else [
             f"  approximate draws: {self.approximate}"]),
         *([] if self.ksd is None else [
