@@ -21,8 +21,11 @@ def amagold_fit(x, y, structure):
   inputs = keras.Input((3,))
   logits = keras.layers.Dense(1, kernel_initializer="zeros", name="p")(
       inputs)
-  outputs = {"dict": {"p": logits}, "list": [logits], "plain": logits}
+  outputs = {"dict": {"p": logits}, "list": [logits], "plain": logits,
+             "named labels": {"p": logits}}
   model = keras.Model(inputs, outputs[structure])
+  if structure == "named labels":  # As Keras takes them for named outputs.
+    y = {"p": y}
   model.compile(optimizer="sgd",
                 loss=keras.losses.BinaryCrossentropy(from_logits=True))
   sampling = sgk.SamplingCallback(
@@ -34,12 +37,12 @@ def amagold_fit(x, y, structure):
   return sampling
 
 
-@pytest.mark.parametrize("structure", ["dict", "list"])
+@pytest.mark.parametrize("structure", ["dict", "list", "named labels"])
 def test_one_output_in_a_structure_samples_and_predicts_as_the_tensor(
     structure):
   x, y, _ = logistic_setup(n=200)
   plain = amagold_fit(x, y, "plain")
-  named = amagold_fit(x, y, structure)
+  named = amagold_fit(x, y, structure)  # energy_data=(x, y) as fit's.
   assert named.num_tests == plain.num_tests == 10
   assert 0 < named.num_accepted == plain.num_accepted
   for a, b in zip(named.posterior.samples, plain.posterior.samples):
