@@ -442,3 +442,22 @@ def test_kept_samples_read_as_a_count_in_the_progress_bar(capsys):
   assert "kept_samples: 3" in out and "kept_samples: 3.0" not in out, out
   assert "kept_samples: 0.0000e+00" not in out
   assert history.history["kept_samples"] == [0., 3.]
+
+
+def test_predict_without_a_sample_says_why_with_the_numbers():
+  # A fit shorter than the burn-in keeps nothing by design (a burn-in-only
+  # fit), so it is not warned; predict then says that the sampler has not
+  # started, and how far burn-in got, rather than guessing at the cause.
+  x, y = data()
+  callback = sampling(burnin_epochs=3)
+  fit(classifier(), [callback], epochs=2)
+  with pytest.raises(ValueError, match=r"ran 2 epoch\(s\), all of them "
+                     r"burn-in \(burnin_epochs=3\).*more than 1 epoch\(s\)"):
+    callback.predict(x)
+  # Sampling, but fewer transitions than thinning: the count and the fix.
+  callback = sampling(thinning=50)
+  with pytest.warns(UserWarning, match="keep no sample"):
+    fit(classifier(), [callback], epochs=2)
+  with pytest.raises(ValueError, match=r"made 3 transition\(s\) since its "
+                     r"burn-in, fewer than thinning=50.*thinning <= 3"):
+    callback.predict(x)

@@ -224,6 +224,7 @@ class Likelihood:
   def values(self, y_true, y_pred):
     """The loss unreduced, as Keras' mean sees it: one value per example
     for a likelihood the samplers accept."""
+    y_true, y_pred = single_output(y_true), single_output(y_pred)
     y_pred = tf.convert_to_tensor(y_pred)
     if y_pred.dtype in (tf.float16, tf.bfloat16):
       # Mixed precision computes the outputs in 16 bits; the loss (as Keras'
@@ -233,6 +234,7 @@ class Likelihood:
     return tf.convert_to_tensor(self.loss.call(y_true, y_pred))
 
   def batch_nll(self, y_true, y_pred):
+    y_pred = single_output(y_pred)
     values = self.values(y_true, y_pred)
     n = tf.cast(tf.shape(y_pred)[0], values.dtype)
     return n * tf.reduce_mean(values)
@@ -285,9 +287,7 @@ def resolve_likelihood(loss, model=None):
     raise ValueError("the model has no loss: compile it with a "
                      f"negative log-likelihood ({_SUPPORTED}).")
   if isinstance(loss, (list, tuple, dict)):
-    raise ValueError(
-        f"`loss` is a {type(loss).__name__} of losses ({loss!r}); the "
-        "samplers support one negative log-likelihood for one output.")
+    raise ValueError(_structured_message(loss))
   original = loss
   if isinstance(loss, str):
     if loss.lower() in ("crossentropy", "ce"):
@@ -361,6 +361,30 @@ def resolve_likelihood(loss, model=None):
   if _output_units(model) == 1:
     raise ValueError(one_class_message(fn.__name__))
   return Likelihood(loss, "softmax" if from_logits else "identity")
+
+
+def single_output(outputs):
+  """The tensor of one output in a dict or list (`{"p": logits}`), which
+  Keras' compiled loss hands the loss; other `outputs` as they are."""
+  leaves = keras.tree.flatten(outputs)
+  return leaves[0] if len(leaves) == 1 else outputs
+
+
+def _structured_message(loss):
+  kind = "dict" if isinstance(loss, dict) else "list"
+  entries = keras.tree.flatten(loss)
+  if len(entries) == 1:
+    one = entries[0]
+    return (f"`loss` is a {kind} of 1 loss ({loss!r}); the samplers take "
+            "one negative log-likelihood for one output: compile with the "
+            "loss itself, loss=" + (repr(one) if isinstance(one, str) else
+                                    f"{type(one).__name__}(...)") +
+            f", not in a {kind} (the model's one output may be in one).")
+  return (f"`loss` is a {kind} of {len(entries)} losses ({loss!r}); the "
+          "samplers take one negative log-likelihood for one output: "
+          "concatenate the outputs into one (keras.layers.Concatenate) and "
+          "write their joint negative log-likelihood as one "
+          "tfp_sgmcmc.keras.NegativeLogLikelihood(fn).")
 
 
 def one_class_message(name):

@@ -21,6 +21,7 @@ it takes the stream's next batch.
 import tensorflow as tf
 
 from tfp_sgmcmc import random
+from tfp_sgmcmc.keras import losses as losses_lib
 from tfp_sgmcmc.keras.fit import health as health_lib
 from tfp_sgmcmc.targets import energy as energy_lib
 
@@ -92,6 +93,7 @@ class AcceptanceEnergies:
         raise ValueError("`energy_data` must be a pair (x, y); got "
                          f"{len(data)} items.")
       x, y = (tf.nest.map_structure(tf.convert_to_tensor, a) for a in data)
+      y = losses_lib.single_output(y)  # {"p": y} for one named output.
       size = int(tf.shape(y)[0])
       if size != self._num_examples and exact:
         raise ValueError(
@@ -186,7 +188,7 @@ class AcceptanceEnergies:
         raise ValueError("`energy_data` must yield (x, y) batches.")
       total += self._batch_nll(batch[0], batch[1])
       if not self._checked:
-        count += int(tf.shape(batch[1])[0])
+        count += int(tf.shape(losses_lib.single_output(batch[1]))[0])
         if count > self._num_examples:
           # Stop counting: a pipeline of unknown cardinality may be
           # infinite (a .repeat() behind a .filter()).

@@ -66,7 +66,34 @@ class ChainOutcome:
   def predict(self, x, batch_size=256):
     """The Bayesian model average over the kept samples (see
     `Posterior.predict`)."""
+    if self.model is not None and not self._samples:
+      raise ValueError(self._no_sample_message())
     return self.posterior.predict(x, batch_size=batch_size)
+
+  def _no_sample_message(self):
+    """Why nothing is kept, with the numbers and the fix: the fits so far
+    ended in burn-in, or made fewer transitions than `thinning`."""
+    if self.divergence is not None:
+      return (f"no sample kept: the chain diverged before its first "
+              f"({self.divergence['message']})")
+    if not self._sampling:
+      if self.burnin_epochs is not None:
+        seen, burnin, unit = (self._epochs_seen, self.burnin_epochs,
+                              "epoch(s)")
+      else:
+        seen, burnin, unit = (self._steps_seen, self.burnin_steps,
+                              "step(s)")
+      name = "burnin_epochs" if unit == "epoch(s)" else "burnin_steps"
+      return (f"no sample kept: the fits of this callback ran {seen} "
+              f"{unit}, all of them burn-in ({name}={burnin}), so the "
+              "sampler has not started. Fit this callback again for more "
+              f"than {burnin - seen} {unit} (it continues where it "
+              f"stopped), or give a smaller {name}.")
+    unit = "M-H test(s)" if self._amagold else "transition(s)"
+    return (f"no sample kept: the chain made {self._transitions} {unit} "
+            f"since its burn-in, fewer than thinning={self.thinning}. Fit "
+            "this callback again (it continues the chain and its count) or "
+            f"use thinning <= {max(1, self._transitions)}.")
 
   def _keep_sample(self):
     with self._strategy.scope():

@@ -189,6 +189,7 @@ class Posterior:
     def one(weights, non_trainable, inputs):
       outputs, _ = model.stateless_call(weights, non_trainable, inputs,
                                         **kwargs)
+      outputs = losses_lib.single_output(outputs)  # As the loss reads it.
       # Mixed precision: the softmax / sigmoid in float32, not float16.
       outputs = tf.nest.map_structure(
           lambda o: tf.cast(o, tf.float32)
