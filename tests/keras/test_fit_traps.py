@@ -461,3 +461,32 @@ def test_predict_without_a_sample_says_why_with_the_numbers():
   with pytest.raises(ValueError, match=r"made 3 transition\(s\) since its "
                      r"burn-in, fewer than thinning=50.*thinning <= 3"):
     callback.predict(x)
+
+
+def test_samples_kept_at_one_batch_position_warn():
+  # Where the batch order repeats each epoch, the chain's state depends on
+  # its position in the epoch: samples kept every `steps per epoch` steps
+  # all come after the same batch, and were biased by it without a word.
+  x, y = data()
+  def positions_warnings(thinning, shuffle, seed=0):
+    with warnings.catch_warnings(record=True) as record:
+      warnings.simplefilter("always")
+      model = classifier()
+      tf.random.set_seed(seed)  # None: no global seed.
+      model.fit(x, y, batch_size=20, epochs=4, verbose=0, shuffle=shuffle,
+                callbacks=[sampling(thinning=thinning)])
+    return [str(w.message) for w in record
+            if "position(s) in the epoch" in str(w.message)]
+  message, = positions_warnings(6, shuffle=False)
+  assert message.startswith(
+      "every kept sample comes at one of 1 position(s) in the epoch's 3 "
+      "steps (thinning=6), and the batch order repeats every epoch "
+      "(shuffle=False)"), message
+  assert "Use thinning=7" in message
+  # Arrays shuffled under a global seed (keras.utils.set_random_seed sets
+  # it): the same permutation every epoch.
+  message, = positions_warnings(3, shuffle=True)
+  assert "shuffle=True after keras.utils.set_random_seed" in message
+  # Spread over every position, or reshuffled each epoch: no warning.
+  assert not positions_warnings(4, shuffle=False)
+  assert not positions_warnings(3, shuffle=True, seed=None)

@@ -3,6 +3,7 @@ under which a chain would be wrong, with errors naming the fix."""
 
 import math
 import numbers
+import warnings
 
 import keras
 import numpy as np
@@ -15,7 +16,8 @@ from tfp_sgmcmc.keras import losses as losses_lib
 from tfp_sgmcmc.keras.samplers import options as options_lib
 
 __all__ = ["check_callback_arguments", "check_count", "check_model",
-           "check_steps_per_execution"]
+           "check_steps_per_execution", "check_batch_positions",
+           "repeated_order"]
 
 def check_count(name, value, minimum, allow_none=False):
   if not (value is None and allow_none):
@@ -83,6 +85,51 @@ def check_model(model):
     raise ValueError(f"the model {model.name!r} has no trainable "
                      "variables: nothing to sample.")
   return likelihood
+
+def repeated_order(arguments, arrays):
+  """Why `fit` gives the batches in the same order every epoch, or None
+  (not arrays, or reshuffled): `shuffle` off, or TensorFlow's global seed
+  set (`keras.utils.set_random_seed` sets it), which seeds each epoch's
+  permutation alike."""
+  if not arrays:
+    return None  # A pipeline's order is its own: not known here.
+  if arguments.get("shuffle") is not True:
+    return f"shuffle={arguments.get('shuffle')!r}"
+  if tf.compat.v1.get_seed(None)[0] is not None:
+    return ("shuffle=True after keras.utils.set_random_seed (or "
+            "tf.random.set_seed), which gives every epoch the same "
+            "permutation")
+  return None
+
+
+def check_batch_positions(steps, thinning, steps_per_execution, order):
+  """Warns when the batch order repeats every epoch (`order` says why) and
+  the kept samples, one every `thinning` train steps, fall on fewer than
+  4 of the `steps` positions in it (fewer than every reachable one, for
+  short epochs or several steps per execution): the chain's state depends
+  on its position in the order, and samples kept at one position are
+  biased by it. (AMAGOLD's kept samples are its tested states, exact where
+  its energy is, whatever the batches.)"""
+  if not steps:
+    return
+  enough = min(steps // steps_per_execution, 4)
+  def positions(t):
+    return steps // math.gcd(steps, t)
+  if positions(thinning) >= enough:
+    return
+  better = next(t for t in range(thinning, thinning + steps + 1)
+                if t % steps_per_execution == 0 and positions(t) >= enough)
+  warnings.warn(
+      f"every kept sample comes at one of {positions(thinning)} "
+      f"position(s) in the epoch's {steps} steps (thinning={thinning}), "
+      f"and the batch order repeats every epoch ({order}): the chain's "
+      "state depends on its position in that order, so those samples are "
+      f"biased by it. Use thinning={better}, or reshuffle each epoch "
+      "(shuffle=True without a global seed, or a tf.data pipeline with "
+      ".shuffle(n, seed=s, reshuffle_each_iteration=True)); the running "
+      "moments (posterior.mean, .variance) cover every step either way.",
+      UserWarning, stacklevel=5)
+
 
 def check_steps_per_execution(model, steps, burnin_steps, thinning,
                               num_leapfrog_steps=None):

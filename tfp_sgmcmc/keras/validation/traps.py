@@ -47,6 +47,7 @@ from tfp_sgmcmc.keras.validation import fit_arguments
 from tfp_sgmcmc.keras.validation import first_batch
 from tfp_sgmcmc.keras.validation import fit_checks
 from tfp_sgmcmc.keras.validation import labels
+from tfp_sgmcmc.keras.validation import model as model_lib
 from tfp_sgmcmc.keras.validation.fit_checks import check_probabilities
 
 # The checks read the callback's counters (its private state) by design.
@@ -149,7 +150,8 @@ class FitTraps:
     # The first epoch of this fit is counted (unless arrays told us N).
     self._count_pending = not self._fit_uses_arrays
     self._fit_start = dict(
-        initial_epoch=int(arguments.get("initial_epoch") or 0))
+        initial_epoch=int(arguments.get("initial_epoch") or 0),
+        order=model_lib.repeated_order(arguments, self._fit_uses_arrays))
 
   def check_thinning(self, callback):
     """Warns if this fit (not resumed) is too short to keep a sample."""
@@ -189,6 +191,9 @@ class FitTraps:
         done // callback.thinning)
     self._check_span(callback, done + transitions, transitions,
                      "M-H test(s)" if callback._amagold else "transition(s)")
+    if fit_start["order"] and not callback._amagold:
+      model_lib.check_batch_positions(steps, callback.thinning,
+                                      callback._spe, fit_start["order"])
     if kept == 0 and not callback._samples:
       warnings.warn(
           f"this fit will keep no sample: {epochs_left} epoch(s) of "
