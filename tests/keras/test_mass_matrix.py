@@ -43,13 +43,20 @@ def scaled_problem(scales, seed=1):
 
 
 class EpochLogs(keras.callbacks.Callback):
-  """The logs of every epoch end, with the sampler's M^{-1} (listed after
-  SamplingCallback)."""
+  """The logs of every epoch end, with the sampler's M^{-1}, and the
+  chain's state after every M-H test, warm-up included (listed after
+  SamplingCallback, with one test per execution)."""
 
   def __init__(self, sampling):
     super().__init__()
     self.sampling = sampling
     self.logs = []
+    self.states = []
+
+  def on_train_batch_end(self, batch, logs=None):
+    sampler = self.sampling[0].sampler
+    if sampler.initialized and sampler.leapfrog_step == 0:
+      self.states.append(sampler.chain_state()[0].numpy()[:, 0])
 
   def on_epoch_end(self, epoch, logs=None):
     self.logs.append(dict(logs, inverse_mass=np.concatenate(
@@ -76,6 +83,7 @@ def amagold_fit(problem, sampler, num_tests, batch_size, seed=17, t=5,
         energy_data=(x, y), energy_batch_size=500, after=[log], **kwargs)
   finally:
     sgk.SamplingCallback.__init__ = original
+  callback.test_states = np.array(log.states, np.float64)
   return callback, log.logs
 
 
@@ -139,6 +147,22 @@ def warmed_up():
   return problem, fits
 
 
+def test_warmup_tests_are_neither_kept_nor_in_the_moments(warmed_up):
+  # Warm-up draws are not samples (as Stan's, or TFP's num_burnin_steps):
+  # the adaptation moves the step size and the mass under them. They were
+  # kept and counted in the running moments, where the docs' "discard the
+  # samples of the adaptation phase" could not be followed.
+  _, fits = warmed_up
+  for callback, _ in fits:
+    count, _, _ = callback.sampler.moments()
+    assert callback.num_tests == WARMUP + 250
+    assert count == 250
+    assert len(callback.posterior.samples[0]) == 250
+    # The kept samples are the states after the warm-up's tests.
+    np.testing.assert_array_equal(callback.posterior.samples[0][:, :, 0],
+                                  callback.test_states[WARMUP:])
+
+
 def test_warmup_mass_from_gradients_is_their_last_window_rule():
   # mass_estimate="gradients": M^{-1} is
   # regularized_variance(1 / (m + 2 s / sqrt(n)), n), m and s the mean and
@@ -156,7 +180,7 @@ def test_warmup_mass_from_gradients_is_their_last_window_rule():
   windows = sg.warmup_windows(WARMUP)
   end = WARMUP - windows[-1][1]
   start = end - windows[-2][1]
-  draws = callback.posterior.samples[0][start:end, :, 0].astype(np.float64)
+  draws = callback.test_states[start:end]
   x, y = (a.astype(np.float64) for a in problem.data)
   n = len(y)
 
@@ -225,15 +249,15 @@ def test_warmup_mass_tracks_the_posterior_variances(warmed_up):
 def test_warmup_mass_is_the_regularised_variance_of_its_last_window(
     warmed_up):
   # The last slow window of warmup_windows(1000) is tests 451-950; its M^{-1}
-  # is the variance of the chain's positions after those tests (the kept
-  # samples, thinning 1), shrunk as `chains.warmup.regularized_variance`.
+  # is the variance of the chain's positions after those tests, shrunk as
+  # `chains.warmup.regularized_variance`.
   _, fits = warmed_up
   windows = sg.warmup_windows(WARMUP)
   assert windows[-2][0] == "slow" and windows[-1][0] == "fast"
   end = WARMUP - windows[-1][1]
   start = end - windows[-2][1]
   for callback, _ in fits:
-    draws = callback.posterior.samples[0][start:end, :, 0].astype(np.float64)
+    draws = callback.test_states[start:end]
     expected = sg.chains.warmup.regularized_variance(
         draws.var(axis=0), float(len(draws)))
     np.testing.assert_allclose(callback.sampler.inverse_mass[0].ravel(),

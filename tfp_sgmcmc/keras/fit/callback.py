@@ -93,9 +93,9 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
       the adaptation kernel's `one_step` sees the test's log acceptance
       ratio and sets the step size eps of the next trajectory; after
       `num_adaptation_steps` tests eps is frozen (TFP's semantics). The
-      logs report `step_size` and `accept_rate` (per epoch); discard the
-      samples of the adaptation phase (e.g. adapt during an epoch whose
-      samples you drop, or read `sampler.adapting`).
+      logs report `step_size` and `accept_rate` (per epoch); the tests of
+      the adaptation phase (`sampler.adapting`) are neither kept nor in
+      the running moments.
     warmup: AMAGOLD only: n M-H tests (>= 20) of Stan's window adaptation,
       as `tfp_sgmcmc.warm_up`: the step size dual-averaged to 0.75
       acceptance, the diagonal mass (`sampler.inverse_mass`) estimated in
@@ -399,7 +399,7 @@ class SamplingCallback(outcome_lib.ChainOutcome, keras.callbacks.Callback):
     self._transitions += 1
     if self._check_health(batch, None, full=True, values=health):
       return
-    if self._transitions % self.thinning == 0:
+    if self._transitions % self.thinning == 0 and not adapted:
       self._keep_sample()
 
   # --- results -------------------------------------------------------------

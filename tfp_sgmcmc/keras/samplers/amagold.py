@@ -108,8 +108,8 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
                      **kwargs)
     arguments.check_number("friction", friction, allow_zero=True)
     arguments.check_number("momentum_std", momentum_std)
-    amagold_lib.check_amagold_parameters(num_leapfrog_steps, friction, momentum_std,
-                                 resample_momentum)
+    amagold_lib.check_amagold_parameters(num_leapfrog_steps, friction,
+                                         momentum_std, resample_momentum)
     acceptance.check_acceptance_energy(acceptance_energy)
     inverse_mass = mass_lib.check_inverse_mass(inverse_mass, momentum_std)
     self._parameters.pop("temperature")
@@ -124,11 +124,8 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     self._adaptation = self._adaptation_results = None
     self._adaptation_structure = None
     # The chain's state, Keras variables created by `build`.
-    self._start_position = self._start_momentum = None
-    self._rho = None
-    self._leapfrog_step = None
-    self._loop_seed = None
-    self._energy = None
+    self._start_position = self._start_momentum = self._rho = None
+    self._leapfrog_step = self._loop_seed = self._energy = None
     self._num_tests = self._num_accepted = None
 
   @classmethod
@@ -377,7 +374,7 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
     base.write(self._num_tests, count + 1)
     base.write(self._num_accepted,
            base.read(self._num_accepted) + tf.cast(accepted, tf.int32))
-    self._update_moments(variables, outcome.state)
+    self._update_moments(variables, outcome.state, self._adapted(count))
     if self._warmup is not None:
       self._warmup.after_test(count + 1, outcome.state, log_accept_ratio,
                               self._learning_rate, grad_fn,
@@ -407,11 +404,14 @@ class AMAGOLD(mass_lib.DiagonalMass, base.SamplerOptimizer):
 
   @property
   def adapting(self):
-    """Whether the step size is still being adapted (False without an
-    adaptation, and after its `num_adaptation_steps` tests)."""
+    """Whether an adaptation (warm-up) has tests left to run."""
+    return not self._adapted(int(base.read(self._num_tests)))
+
+  def _adapted(self, tests):
+    """Whether `tests` M-H tests leave no adaptation (warm-up) to run:
+    the later tests' states are samples, kept and in the moments."""
     adaptation = self._warmup or self._adaptation
-    return adaptation is not None and int(base.read(
-        self._num_tests)) < int(adaptation.num_adaptation_steps)
+    return adaptation is None or tests >= adaptation.num_adaptation_steps
 
   @property
   def acceptance_rate(self):

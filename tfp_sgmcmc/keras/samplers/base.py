@@ -289,23 +289,26 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   # --- running moments -----------------------------------------------------
 
-  def _update_moments(self, variables, chain_state):
+  def _update_moments(self, variables, chain_state, keep=True):
     # The update of tfp.experimental.stats.RunningVariance (Welford's, in
     # the form of its `update`): n' = n + 1, delta = x - mean,
     # mean' = mean + delta / n', ssr' = ssr + n / n' * delta^2. Written out
     # because `RunningVariance.update` goes through an einsum, several times
-    # slower per step on CPU than these elementwise updates.
+    # slower per step on CPU than these elementwise updates. A state not
+    # kept (`keep` a False tensor: a test of AMAGOLD's warm-up) changes
+    # nothing; the weight 1 of a kept one is exact.
     count = read(self._moment_count)
+    weight = tf.cast(keep, count.dtype)
     if self._track_moments:
       for mean_v, ssr_v, x in zip(
           self._slots(self._moment_mean, variables),
           self._slots(self._moment_ssr, variables), chain_state):
-        n = tf.cast(count, x.dtype)
+        n, w = tf.cast(count, x.dtype), tf.cast(weight, x.dtype)
         mean = read(mean_v)
         delta = x - mean
-        write(mean_v, mean + delta / (n + 1.))
-        write(ssr_v, read(ssr_v) + n / (n + 1.) * tf.square(delta))
-    write(self._moment_count, count + 1.)
+        write(mean_v, mean + w * delta / (n + 1.))
+        write(ssr_v, read(ssr_v) + w * n / (n + 1.) * tf.square(delta))
+    write(self._moment_count, count + weight)
 
   def running_variance(self):
     """The running moments as `tfp.experimental.stats.RunningVariance`
