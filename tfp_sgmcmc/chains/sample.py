@@ -430,6 +430,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     # A rough energy explains stuck chains, and needs another fix.
     problems += filter(None, [rounding.rounding_problem(
         model_target, states_np, diverged=health.divergences > 0)])
+  if problems and laplace is None and warm.report.mass == "diagonal":
+    problems += filter(None, [picks.vector_state_hint(
+        warm.kernel, tf.nest.flatten(states), 1, num_adaptation_steps,
+        dense_mass)])
   unhealthy = list(problems)
   if not arrived.arrived:
     problems.insert(0, "warm-up did not arrive")
