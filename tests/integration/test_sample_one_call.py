@@ -449,3 +449,22 @@ def test_biased_kernels_keep_the_posteriors_sds():
       fit = sg.sample(target, kernel=kernel, **options)
     ratio = fit.draws.std(axis=(0, 1)) / reference
     assert np.all(abs(ratio - 1.) < 0.12), (kernel, ratio)
+
+
+def test_a_matrix_state_that_mixes_slowly_is_told_to_be_a_vector():
+  # Four entries of a 2 x 2 matrix share one direction of sd 1, the others
+  # sd 0.01: a diagonal mass mixes along it by a random walk, and the
+  # report names the state's shape as the cause (as one vector, the mass
+  # is dense).
+  v = np.full(4, 0.5)
+  cov = (np.eye(4) - np.outer(v, v)) * 1e-4 + np.outer(v, v)
+  normal = tfd.MultivariateNormalTriL(
+      tf.zeros(4), tf.linalg.cholesky(tf.constant(cov, tf.float32)))
+  log_prob = lambda w: normal.log_prob(
+      tf.reshape(w, tf.concat([tf.shape(w)[:-2], [4]], 0)))
+  fast = dict(FAST, num_adaptation_steps=200)
+  with pytest.warns(sg.UnhealthyChainWarning, match="not one vector"):
+    fit = sg.sample(target_log_prob_fn=log_prob, parameter_shapes=[2, 2],
+                    seed=[0, 1], **fast)
+  assert fit.report.mass == "diagonal"
+  assert any("parameter_shapes=[4]" in p for p in fit.report.problems)

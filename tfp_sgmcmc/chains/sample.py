@@ -44,6 +44,9 @@ __all__ = ["sample", "SampleResult", "SampleReport", "KERNELS"]
 # The traced fields: what `summarize` and `to_inference_data` read.
 _TRACED = ("diverged", "log_accept_ratio", "is_accepted", "step_size",
            "target_log_prob", "energy")
+# The report's fields that are `summarize`'s.
+_FROM_HEALTH = ("divergences", "heating", "max_rhat", "min_ess",
+                "max_rank_rhat", "min_bulk_ess", "min_tail_ess")
 _CALIBRATION = r"supplied `TransitionKernel` is not calibrated"
 # A dense mass matrix where the state is one vector of at most
 # DENSE_MASS_MAX coordinates per chain and the warm-up has at least
@@ -406,17 +409,15 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     health = summarize(states_np, trace, print_report=False, warn=False)
-  draws = states_np
-  var_names = None
+  draws, var_names = states_np, None
   if isinstance(model_target, JointDistributionTarget):
     draws = tf.nest.map_structure(np.asarray,
                                   model_target.constrain(run.all_states))
     var_names = model_target
   acceptance = health.acceptance_rate
   if acceptance is None and hasattr(trace, "log_accept_ratio"):
-    acceptance = np.exp(np.minimum(np.asarray(
-        trace.log_accept_ratio, np.float64), 0.)).reshape(
-            num_results, -1).mean(0)
+    ratio = np.asarray(trace.log_accept_ratio, np.float64)
+    acceptance = np.exp(np.minimum(ratio, 0.)).reshape(num_results, -1).mean(0)
   discrepancy, t_ksd = None, time.perf_counter()
   if ksd:
     # In the draws' sds: the unit kernel sees a narrow posterior only
@@ -430,6 +431,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     # A rough energy explains stuck chains, and needs another fix.
     problems += filter(None, [rounding.rounding_problem(
         model_target, states_np, diverged=health.divergences > 0)])
+  if problems and laplace is None and warm.report.mass == "diagonal":
+    problems += filter(None, [picks.vector_state_hint(
+        warm.kernel, tf.nest.flatten(states), 1, num_adaptation_steps,
+        dense_mass)])
   unhealthy = list(problems)
   if not arrived.arrived:
     problems.insert(0, "warm-up did not arrive")
@@ -438,10 +443,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       control_variates=use_cv, minibatches=minibatches + xla_note,
       warmup=warm.report, arrived=arrived.arrived, arrival=arrived,
       extended=extended, acceptance=acceptance,
-      divergences=health.divergences, heating=health.heating,
-      max_rhat=health.max_rhat, min_ess=health.min_ess, problems=problems,
-      max_rank_rhat=health.max_rank_rhat, min_bulk_ess=health.min_bulk_ess,
-      min_tail_ess=health.min_tail_ess,
+      problems=problems, **{k: getattr(health, k) for k in _FROM_HEALTH},
       seconds=dict(mode=t_mode - t_start, warmup=t_warm - t_mode,
                    sampling=t_run - t_warm,
                    **({"ksd": t_ksd} if ksd else {}),

@@ -43,6 +43,7 @@ shows a user.
 import collections
 
 import numpy as np
+import tensorflow as tf
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc.chains import trajectory_length as length_lib
@@ -50,7 +51,7 @@ from tfp_sgmcmc.chains.window_adaptation import MASS_ESTIMATES
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
 
 __all__ = ["DENSE_MASS_MAX", "DENSE_MIN_STEPS", "MASSES", "Pick",
-           "pick_mass", "pick_length", "resolve_mass",
+           "pick_mass", "pick_length", "resolve_mass", "vector_state_hint",
            "STATIONARY_SD_TOLERANCE", "pick_step_size", "draws_scale"]
 
 DENSE_MASS_MAX = 200
@@ -109,6 +110,32 @@ def pick_mass(kernel, parts, batch_ndims, num_steps, dense_mass=None,
       f"dense mass: the state is one vector of {parts[0].shape[-1]} <= "
       f"{DENSE_MASS_MAX} coordinates and the warm-up has {num_steps} >= "
       f"{DENSE_MIN_STEPS} steps"), None)
+
+
+def vector_state_hint(kernel, parts, batch_ndims, num_steps,
+                      dense_mass=None):
+  """The cause and fix to add to an unhealthy run's problems where its mass
+  was diagonal only because the state is not one vector per chain (a
+  matrix, or several parts) while as one vector it would have been dense;
+  else None. A diagonal mass leaves correlated coordinates, e.g. the
+  direction a softmax's logits share, to mix by a random walk, and R-hat
+  and ESS alone do not say that the state's shape is what to change."""
+  chains = parts[0].shape[:batch_ndims]
+  if len(parts) == 1 and parts[0].shape.rank == batch_ndims + 1:
+    return None
+  size = sum(int(np.prod(p.shape[batch_ndims:])) for p in parts)
+  flat = tf.TensorSpec(chains.concatenate([size]), parts[0].dtype)
+  if pick_mass(kernel, [flat], batch_ndims, num_steps,
+               dense_mass).choice != "dense":
+    return None
+  shapes = [p.shape[batch_ndims:].as_list() for p in parts]
+  return (
+      "the mass was diagonal because the state is not one vector per chain "
+      f"(shape{'s' * (len(parts) > 1)} "
+      f"{shapes if len(parts) > 1 else shapes[0]}), which leaves correlated "
+      "coordinates to mix slowly; as one vector "
+      f"(parameter_shapes=[{size}], reshaped or split inside the model's "
+      "functions) it gets a dense mass")
 
 
 def pick_length(kernel, adapt_num_leapfrog_steps=None,

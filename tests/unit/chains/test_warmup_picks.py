@@ -187,3 +187,22 @@ def test_the_draws_scale_leaves_out_coordinates_that_did_not_move():
   scale = picks.draws_scale([np.array([0., 4.]), np.array([[9.]])])
   assert scale == 2.
   assert picks.draws_scale([np.zeros(3)]) is None
+
+
+def test_a_state_dense_only_as_one_vector_names_that_fix():
+  kernel = _amagold(_full_batch())
+  # A matrix, or several parts, that as one vector would be dense.
+  hint = picks.vector_state_hint(kernel, [tf.zeros([4, 3, 4])], 1, 1000)
+  assert "shape [3, 4]" in hint and "parameter_shapes=[12]" in hint
+  hint = picks.vector_state_hint(
+      kernel, [tf.zeros([4, 3]), tf.zeros([4])], 1, 1000)
+  assert "shapes [[3], []]" in hint and "parameter_shapes=[4]" in hint
+  # Nothing to say where the state is one vector, or would be diagonal
+  # anyway: too many coordinates, too short a warm-up, or as asked.
+  assert picks.vector_state_hint(kernel, _vector(5), 1, 1000) is None
+  assert picks.vector_state_hint(
+      kernel, [tf.zeros([4, 20, 20])], 1, 1000) is None
+  assert picks.vector_state_hint(
+      kernel, [tf.zeros([4, 3, 4])], 1, 100) is None
+  assert picks.vector_state_hint(
+      kernel, [tf.zeros([4, 3, 4])], 1, 1000, dense_mass=False) is None
