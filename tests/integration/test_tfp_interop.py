@@ -268,18 +268,22 @@ def test_frozen_mass_adaptation_of_a_kernel_without_a_mass_sets_it(name):
 
 
 @pytest.mark.parametrize("name", ["SGHMC", "SGNHT", "AMAGOLD"])
-def test_without_a_mass_the_identity_chain_is_unchanged_bit_for_bit(name):
+def test_without_a_mass_the_identity_chain_is_unchanged(name):
   # Keeping the identity as TFP's diagonal form (M^{-1} = 1) in the results
-  # of a kernel that reads them does not change the chain. SGHMC and SGNHT
-  # in a graph without XLA, whose ops are run as written (the stricter
-  # check; the other tests here run so too: TFP's wrappers, not the
-  # compiler, are their subject). AMAGOLD compiled with XLA, as chains are
-  # run: in a graph without XLA its chain with the stored identity differs
-  # from the plain one in the last bit of a value.
+  # of a kernel that reads them does not change the chain: the same draws
+  # and the same real numbers, rounded alike up to the last bits. Bit for
+  # bit on some CPUs; on others (AVX-512 Xeons) even eager runs of the two
+  # round a few values differently, by about one float32 ulp of the
+  # coordinate's scale per step, so 6 steps are held to 8 ulps of each
+  # coordinate's (4e-8 and 5e-5 here). A mass of 1.1 instead of 1 moves
+  # both coordinates by 3e-3 to 1e-2.
   state = tf.constant(np.random.default_rng(3).normal(
       size=(4, 2)).astype(np.float32) * SCALES)
   jit = name == "AMAGOLD"
-  plain = sample(_MASS_KERNELS[name](), state, 6, seed=[1, 2], jit=jit)
-  stored = sample(_MASS_KERNELS[name](store_parameters_in_results=True),
-                  state, 6, seed=[1, 2], jit=jit)
-  np.testing.assert_array_equal(np.asarray(plain), np.asarray(stored))
+  plain = np.asarray(sample(_MASS_KERNELS[name](), state, 6, seed=[1, 2],
+                            jit=jit))
+  stored = np.asarray(sample(
+      _MASS_KERNELS[name](store_parameters_in_results=True), state, 6,
+      seed=[1, 2], jit=jit))
+  ulp = np.finfo(np.float32).eps * np.max(np.abs(plain), axis=(0, 1))
+  assert np.all(np.abs(stored - plain) <= 8. * ulp), (stored - plain, ulp)
