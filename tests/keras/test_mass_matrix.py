@@ -161,6 +161,13 @@ def test_warmup_tests_are_neither_kept_nor_in_the_moments(warmed_up):
     # The kept samples are the states after the warm-up's tests.
     np.testing.assert_array_equal(callback.posterior.samples[0][:, :, 0],
                                   callback.test_states[WARMUP:])
+  # A fit that ends inside the warm-up has no moments yet (not zeros).
+  callback, _ = amagold_fit(scaled_problem((1., 1.)), sgk.AMAGOLD(
+      step_size=1e-2, num_leapfrog_steps=5, friction=1., seed=30), 30,
+                            batch_size=250, epochs=1, warmup=100)
+  posterior = callback.posterior
+  assert posterior.num_transitions == 0 and posterior.mean is None
+  assert posterior.variance is None and len(posterior.samples[0]) == 0
 
 
 def test_warmup_mass_from_gradients_is_their_last_window_rule():

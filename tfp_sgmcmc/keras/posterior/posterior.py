@@ -64,7 +64,8 @@ class Posterior:
     variable_paths: their `variable.path`s, checked against a model.
     predictive: "softmax", "sigmoid", "identity" or a callable on outputs.
     mean, variance: per variable, the running mean and variance of the
-      position over `num_transitions` transitions (None: not tracked).
+      position over `num_transitions` transitions (None: not tracked, or
+      no transition yet).
     num_transitions: the number of transitions the moments cover.
     metadata: a JSON-serialisable dict (sampler, N, thinning, acceptance,
       and `noise_scale` for a `GaussianNegativeLogLikelihood` model).

@@ -324,11 +324,12 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
 
   def moments(self):
     """(number of transitions, means, variances) of the chain's position,
-    over every transition since sampling began (not only the kept ones);
-    lists of arrays in the order of the model's trainable variables."""
+    over every transition since sampling began (AMAGOLD: since its
+    adaptation ended; not only the kept ones); lists of arrays in the order
+    of the model's trainable variables, None without a transition."""
     count = float(read(self._moment_count))
     running = self.running_variance()
-    if running is None:
+    if running is None or not count:  # Not tracked, or nothing since warm-up.
       return count, None, None
     return (count, [r.mean.numpy() for r in running],
             [r.variance().numpy() for r in running])
