@@ -624,7 +624,7 @@ def run_keras():
   record("keras/AMAGOLD_regression_warmup", lambda: fit(
       lambda: sgk.AMAGOLD(step_size=0.01, num_leapfrog_steps=4, friction=1.,
                           seed=7),
-      out=1, epochs=3, burnin_steps=4, energy_data=(xk, yr), warmup=8,
+      out=1, epochs=6, burnin_steps=4, energy_data=(xk, yr), warmup=8,
       adapt_mass=False,
       thinning=1, max_samples=5))
 
