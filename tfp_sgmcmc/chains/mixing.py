@@ -4,7 +4,7 @@
 * `effective_sample_size`: per chain, TFP's formula.
 * `split_rhat`: TFP's `potential_scale_reduction` of the split chains, a
   ratio of variances (about the square of Stan's and ArviZ's R-hat).
-* `rank_normalised_rhat`: ArviZ's `az.rhat(method="rank")` (Vehtari,
+* `rank_diagnostics`, R-hat: ArviZ's `az.rhat(method="rank")` (Vehtari,
   Gelman, Simpson, Carpenter & Buerkner 2021): split R-hat of the draws'
   normal scores, and of the normal scores of their distance from the
   median ("folded"), the larger of the two. The first sees chains that
@@ -12,7 +12,7 @@
   the second sees chains that agree on location but not on spread (one
   chain confined to a narrower region, e.g. a funnel's neck), which both
   others miss.
-* `bulk_and_tail_ess`: ArviZ's `az.ess(method="bulk")` and
+* `rank_diagnostics`, ESS: ArviZ's `az.ess(method="bulk")` and
   `az.ess(method="tail")` (the same paper): Stan's multi-chain ESS, whose
   autocorrelations are measured against the variance of all chains
   together, so that chains that disagree add few effective draws (two
@@ -27,9 +27,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-__all__ = ["effective_sample_size", "split_rhat", "rank_normalised_rhat",
-           "bulk_and_tail_ess", "RankDiagnostics", "rank_diagnostics",
-           "rank_rhat_note", "rank_ess_note"]
+__all__ = ["effective_sample_size", "split_rhat", "RankDiagnostics",
+           "rank_diagnostics", "rank_rhat_note", "rank_ess_note"]
 
 
 def effective_sample_size(draws):
@@ -51,12 +50,8 @@ def effective_sample_size(draws):
   """
   x = np.asarray(draws, np.float64)
   n = x.shape[0]
-  centred = x - x.mean(axis=0)
-  size = 1 << int(np.ceil(np.log2(2 * n)))  # No wrap-around of lags.
-  spectrum = np.fft.rfft(centred, n=size, axis=0)
-  auto_cov = np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=0)[:n]
   shape = (n,) + (1,) * (x.ndim - 1)
-  auto_cov = auto_cov / (n - np.arange(n)).reshape(shape)
+  auto_cov = _lag_sums(x) / (n - np.arange(n)).reshape(shape)
   with np.errstate(invalid="ignore", divide="ignore"):
     auto_corr = auto_cov / auto_cov[:1]
     weighted = ((n - np.arange(n)) / n).reshape(shape) * auto_corr
@@ -89,36 +84,37 @@ def split_rhat(flat):
                   np.where(np.isnan(rhat), np.inf, rhat))
 
 
-def rank_normalised_rhat(flat):
-  """ArviZ's rank-normalised split R-hat (`az.rhat(method="rank")`, on its
-  scale: about the square root of `split_rhat`) of each coordinate of
-  finite draws `flat` [num_draws, num_chains, coordinates] with at least 4
-  draws: the larger of the bulk R-hat (split R-hat of the normal scores of
-  the pooled ranks) and the tail R-hat (the same of the draws' distances
-  from their median). 1 for a coordinate that never moved."""
+RankDiagnostics = collections.namedtuple(
+    "RankDiagnostics", ["max_rhat", "min_bulk_ess", "min_tail_ess"])
+
+
+def rank_diagnostics(flat):
+  """ArviZ's diagnostics of finite draws `flat` [num_draws, num_chains,
+  coordinates], the worst over coordinates; all None below 4 draws:
+
+  * `max_rhat`: `az.rhat(method="rank")` (on ArviZ's scale, about the
+    square root of `split_rhat`): the larger of the bulk R-hat (split
+    R-hat of the normal scores of the pooled ranks) and the tail R-hat
+    (the same of the draws' distances from their median); 1 for a
+    coordinate that never moved;
+  * `min_bulk_ess`, `min_tail_ess`: `az.ess(method="bulk")` and
+    `method="tail"`, the multi-chain ESS (`_ess`) of the split chains'
+    normal scores, and the smaller of those of the split chains'
+    indicators of draws at or below the 5% and the 95% quantile."""
+  if flat.shape[0] < 4:
+    return RankDiagnostics(None, None, None)
   flat = np.asarray(flat, np.float64)  # float32 scores keep 7 digits.
   num_draws = flat.shape[0]
   half = num_draws // 2
-  # Each chain's first and last halves as chains (the middle draw of an
-  # odd number dropped), as ArviZ splits them.
-  split = np.concatenate([flat[:half], flat[num_draws - half:]], axis=1)
-  folded = np.abs(split - np.median(split, axis=(0, 1)))
-  rhat = np.maximum(_rhat(_normal_scores(split)),
-                    _rhat(_normal_scores(folded)))
-  return np.where(np.ptp(flat, axis=(0, 1)) == 0., 1., rhat)
-
-
-def bulk_and_tail_ess(flat):
-  """ArviZ's bulk and tail ESS (`az.ess(method="bulk")`, `method="tail"`)
-  of each coordinate of finite draws `flat` [num_draws, num_chains,
-  coordinates] with at least 4 draws: the multi-chain ESS (`_ess`) of the
-  split chains' normal scores, and the smaller of those of the split
-  chains' indicators of draws at or below the 5% and the 95% quantile."""
-  flat = np.asarray(flat, np.float64)
-  num_draws = flat.shape[0]
-  half = num_draws // 2
   def split(x):
+    # Each chain's first and last halves as chains (the middle draw of an
+    # odd number dropped), as ArviZ splits them.
     return np.concatenate([x[:half], x[num_draws - half:]], axis=1)
+  halves = split(flat)
+  scores = _normal_scores(halves)
+  folded = _normal_scores(np.abs(halves - np.median(halves, axis=(0, 1))))
+  rhat = np.where(np.ptp(flat, axis=(0, 1)) == 0., 1.,
+                  np.maximum(_rhat(scores), _rhat(folded)))
   pooled = np.sort(flat.reshape(-1, flat.shape[-1]), axis=0)
   size, tail = pooled.shape[0], np.inf
   for p in (0.05, 0.95):
@@ -129,9 +125,9 @@ def bulk_and_tail_ess(flat):
     k = int(np.floor(np.clip(position, 1, size - 1)))
     gamma = np.clip(position - k, 0., 1.)
     quantile = (1. - gamma) * pooled[k - 1] + gamma * pooled[k]
-    below = (flat <= quantile).astype(np.float64)
-    tail = np.minimum(tail, _ess(split(below)))
-  return _ess(_normal_scores(split(flat))), tail
+    tail = np.minimum(tail, _ess(split((flat <= quantile).astype(float))))
+  return RankDiagnostics(float(np.max(rhat)), float(np.min(_ess(scores))),
+                         float(np.min(tail)))
 
 
 def _ess(x):
@@ -143,11 +139,7 @@ def _ess(x):
   initial monotone sequence), tau at least 1 / log10(n m); n m where a
   coordinate never moved."""
   n, m, _ = x.shape
-  centred = x - x.mean(axis=0)
-  size = 1 << int(np.ceil(np.log2(2 * n)))  # No wrap-around of lags.
-  spectrum = np.fft.rfft(centred, n=size, axis=0)
-  auto_cov = np.fft.irfft(spectrum * np.conj(spectrum), n=size,
-                          axis=0)[:n] / n
+  auto_cov = _lag_sums(x) / n
   mean_var = auto_cov[0].mean(axis=0) * n / (n - 1.)
   var_plus = mean_var * (n - 1.) / n + (
       np.var(x.mean(axis=0), axis=0, ddof=1) if m > 1 else 0.)
@@ -174,7 +166,16 @@ def _ess(x):
                       ) + np.where((ending >= 0.) | (even > 0.), even, 0.)
   ess = n * m / np.maximum(tau, 1. / np.log10(n * m))
   moved = np.ptp(x, axis=(0, 1)) >= np.finfo(float).resolution
-  return np.where(moved, np.where(np.isnan(ess), np.nan, ess), n * m)
+  return np.where(moved, ess, n * m)
+
+
+def _lag_sums(x):
+  """sum_t (x_t - mean)(x_t+k - mean) for every lag k < n, along the
+  first axis of x, by a real FFT."""
+  n = x.shape[0]
+  size = 1 << int(np.ceil(np.log2(2 * n)))  # No wrap-around of lags.
+  spectrum = np.fft.rfft(x - x.mean(axis=0), n=size, axis=0)
+  return np.fft.irfft(spectrum * np.conj(spectrum), n=size, axis=0)[:n]
 
 
 def _normal_scores(x):
@@ -208,22 +209,6 @@ def _rhat(x):
   within = np.mean(np.var(x, axis=0, ddof=1), axis=0)
   with np.errstate(invalid="ignore", divide="ignore"):
     return np.sqrt((between / within + n - 1) / n)
-
-
-RankDiagnostics = collections.namedtuple(
-    "RankDiagnostics", ["max_rhat", "min_bulk_ess", "min_tail_ess"])
-
-
-def rank_diagnostics(flat):
-  """ArviZ's diagnostics of finite draws `flat` [num_draws, num_chains,
-  coordinates], the worst over coordinates: the largest
-  `rank_normalised_rhat`, the smallest bulk and tail ESS
-  (`bulk_and_tail_ess`); all None below 4 draws."""
-  if flat.shape[0] < 4:
-    return RankDiagnostics(None, None, None)
-  bulk, tail = bulk_and_tail_ess(flat)
-  return RankDiagnostics(float(np.max(rank_normalised_rhat(flat))),
-                         float(np.min(bulk)), float(np.min(tail)))
 
 
 def rank_rhat_note(rank_rhat):

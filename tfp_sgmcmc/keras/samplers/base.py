@@ -295,20 +295,23 @@ class SamplerOptimizer(keras.optimizers.Optimizer):
     # mean' = mean + delta / n', ssr' = ssr + n / n' * delta^2. Written out
     # because `RunningVariance.update` goes through an einsum, several times
     # slower per step on CPU than these elementwise updates. A state not
-    # kept (`keep` a False tensor: a test of AMAGOLD's warm-up) changes
-    # nothing; the weight 1 of a kept one is exact.
+    # kept (`keep` a False tensor: a test of AMAGOLD's warm-up, once per
+    # test, not per step) leaves them as they were.
     count = read(self._moment_count)
-    weight = tf.cast(keep, count.dtype)
     if self._track_moments:
       for mean_v, ssr_v, x in zip(
           self._slots(self._moment_mean, variables),
           self._slots(self._moment_ssr, variables), chain_state):
-        n, w = tf.cast(count, x.dtype), tf.cast(weight, x.dtype)
-        mean = read(mean_v)
+        n = tf.cast(count, x.dtype)
+        mean, ssr = read(mean_v), read(ssr_v)
         delta = x - mean
-        write(mean_v, mean + w * delta / (n + 1.))
-        write(ssr_v, read(ssr_v) + w * n / (n + 1.) * tf.square(delta))
-    write(self._moment_count, count + weight)
+        new = mean + delta / (n + 1.), ssr + n / (n + 1.) * tf.square(delta)
+        if keep is not True:
+          new = [tf.where(keep, a, b) for a, b in zip(new, (mean, ssr))]
+        write(mean_v, new[0])
+        write(ssr_v, new[1])
+    write(self._moment_count,
+          count + (1. if keep is True else tf.cast(keep, count.dtype)))
 
   def running_variance(self):
     """The running moments as `tfp.experimental.stats.RunningVariance`
