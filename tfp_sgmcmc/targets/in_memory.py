@@ -13,9 +13,9 @@ from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.energy import (  # noqa: F401 (their home was here)
     ENERGY_CHUNK_BYTES, MIN_ENERGY_CHUNK, default_energy_chunk_size)
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
-from tfp_sgmcmc.targets.checks import (check_batch_size, check_finite_data,
-                                       check_keeps_chain_axes,
-                                       parse_parameter_shapes)
+from tfp_sgmcmc.targets.checks import (
+    call_traced_first, check_batch_size, check_finite_data,
+    check_keeps_chain_axes, parse_parameter_shapes)
 
 __all__ = ["InMemoryTarget", "default_energy_chunk_size"]
 
@@ -417,7 +417,7 @@ class InMemoryTarget(DataLikelihoodTarget):
               IndexError)
     if self._log_likelihood_broadcasts is not False:
       try:
-        values = tf.convert_to_tensor(self._log_likelihood_fn(state, batch))
+        values = call_traced_first(self._log_likelihood_fn, state, batch)
         problem = (None if values.shape.is_compatible_with(expected) else
                    f"returned shape {list(values.shape)}")
       except errors as e:

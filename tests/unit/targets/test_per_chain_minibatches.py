@@ -58,3 +58,26 @@ def test_each_chains_minibatch_gradient_is_unbiased_and_independent(
   r = np.sum(noise[:, 0] * noise[:, 1], 0) / np.sqrt(
       np.sum(noise[:, 0] ** 2, 0) * np.sum(noise[:, 1] ** 2, 0))
   assert np.all(np.abs(r) < NUM_SE / np.sqrt(num_seeds))
+
+
+def test_a_shared_batch_log_likelihood_is_not_run_eagerly_on_chain_batches(
+    problem):
+  # Run eagerly, an op that fails logs "OP_REQUIRES failed ..." from
+  # TensorFlow's C++ before the fallback takes over: a user of `sample`
+  # saw two such lines above a correct run. The probe of a log-likelihood
+  # written for a shared batch [n, d] must fail in a trace instead, and
+  # the energy be the fallback's.
+  calls = []
+
+  def log_likelihood(w, batch):
+    calls.append((tf.executing_eagerly(), batch[0].shape.rank))
+    return problem.log_likelihood(w, batch)
+  target = make_target(problem, True, log_likelihood=log_likelihood)
+  state = tf.constant(np.tile(problem.posterior_mean, (4, 1)), tf.float32)
+  energy = target.minibatch_energy(state, [1, 2])
+  assert (True, 3) not in calls, calls
+  assert (False, 3) in calls, calls  # The probe, traced.
+  fallback = make_target(problem, True, log_likelihood=problem.log_likelihood)
+  fallback._log_likelihood_broadcasts = False  # Straight to vectorized_map.
+  np.testing.assert_array_equal(energy, fallback.minibatch_energy(state,
+                                                                  [1, 2]))
