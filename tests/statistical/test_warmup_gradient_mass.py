@@ -56,6 +56,28 @@ def test_gradient_variance_is_the_variance_from_independent_draws():
   assert np.all(np.abs(np.log(squared)) > bound), squared
 
 
+def test_minibatch_noise_lowers_the_mass_by_the_bound_factor():
+  # The confidence bound reads a resolved coordinate's mean m = P_ii
+  # through m + 2 sd / sqrt(n); with minibatch noise of variance r P_ii
+  # in each estimate the products' sd is P_ii sqrt(2 + 2 r + r^2), so
+  # M^{-1} P_ii has its median at 1 / (1 + 2 sqrt(2 + 2 r + r^2) /
+  # sqrt(n)): 0.50 at r = 10 and n = 500 (Keras's one chain over the last
+  # slow window of warmup=1000 with energy_batch_size 1,000 of N =
+  # 10,000), 0.67 at n = 2,000 (warm_up's 4 chains), 0.94 with exact
+  # gradients (r = 0). No scaling error: the fraction of 4,000 windows
+  # below that factor is 1/2 within 4 binomial standard errors (0.032);
+  # seen 0.482-0.503 over seeds 0-3.
+  rng = np.random.default_rng(0)
+  k = 4000
+  for r, n in [(10., 500), (10., 2000), (0., 2000)]:
+    exact = rng.normal(size=(n, k))  # P_ii = 1 in each of k windows.
+    first = exact + np.sqrt(r) * rng.normal(size=(n, k))
+    second = exact + np.sqrt(r) * rng.normal(size=(n, k))
+    factor = 1. / (1. + 2. * np.sqrt(2. + 2. * r + r * r) / np.sqrt(n))
+    below = np.mean(_estimate(first, second) < factor)
+    assert abs(below - 0.5) < 4. * np.sqrt(0.25 / k), (r, n, below)
+
+
 def test_unresolved_products_give_their_bound_not_the_noise():
   # Draws at the mode (grad U = 0) with minibatch noise of sd sigma: the
   # products' mean m is 0 within its standard error, about
