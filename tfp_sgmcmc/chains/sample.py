@@ -229,7 +229,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   tunes AMAGOLD's step size below `chains.start.MINIBATCH_MIN_STEP_SIZE`
   (the gradient noise, which grows with the dimension, holds it down) and
   the target has a full batch, the warm-up runs again on full-batch
-  gradients from where it ended (with `full_batch=None`); a warm-up that
+  gradients from where it ended (with `full_batch=None`), unless the
+  exact energy there is rough (`chains.rounding`: full-data gradients
+  share its test; the report's `minibatches` line names it); a warm-up that
   has not arrived at the posterior (`tfp_sgmcmc.chains.arrival`) is run
   once more, from where it ended, and from a uniform start also once more
   from around the mode, then reported with a `WarmupNotConvergedWarning`.

@@ -188,7 +188,7 @@ def _ridge(num_examples=20_000, prior_sd=1.):
   return np.linalg.inv(precision), precision
 
 
-def test_a_direction_the_likelihood_does_not_identify_is_measured_in_its_own_scale():
+def test_a_direction_the_data_do_not_identify_is_measured_in_its_own_scale():
   # Chains at exact draws of the posterior. In the diagonal step |g_i| sd_i
   # the marginal sd of a1 (about the prior's, 0.71) multiplies a gradient
   # of the sum's precision (4e4): the chains "arrived (distance 15
