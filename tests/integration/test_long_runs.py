@@ -79,6 +79,36 @@ def test_compiled_chunks_are_reused_across_seeds():
   np.testing.assert_array_equal(rest, longer.all_states[10:])
 
 
+def test_compiled_chains_start_from_their_compiled_energy():
+  # Each example's term holds lgamma(c), about 2.5e5 at c near 2.5e4,
+  # which XLA's float32 lgamma rounds otherwise than the eager one: the
+  # exact energy under XLA is the eager one plus a constant (15 nats
+  # here; 9 over a Poisson regression's 50,000 counts near 1,100). The
+  # results were bootstrapped eagerly, so AMAGOLD's first test compared
+  # XLA's energies with the eager one and rejected every proposal
+  # (acceptance 0.00 in every chain, reported as "step size too large?").
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=2000).astype(np.float32)
+  c = rng.uniform(2e4, 3e4, size=2000).astype(np.float32)
+
+  def log_likelihood(w, batch):
+    # A state-free term: lgamma less Stirling's approximation of it.
+    free = (tf.math.lgamma(batch[1]) - (batch[1] - 0.5) *
+            tf.math.log(batch[1]) + batch[1])
+    return -0.5 * (batch[0] - w[..., :1]) ** 2 + free
+  target = sg.InMemoryTarget(log_likelihood, (x, c), full_batch=True)
+  init = tf.zeros([4, 1])
+  offset = tf.function(target.energy, jit_compile=True)(init) - (
+      target.energy(init))
+  assert np.all(np.abs(offset) > 5.), offset   # What the test is about.
+  kernel = sg.AMAGOLD(target, step_size=0.01, num_leapfrog_steps=3,
+                      friction=0.5)
+  run = runs.sample_chain_with_progress(
+      50, init, kernel, [0, 1], progress=False,
+      trace_fn=lambda _, r: r.is_accepted)
+  assert np.mean(run.trace) > 0.9, np.mean(run.trace, 0)
+
+
 def test_text_progress_when_given_true(capsys, monkeypatch):
   # Without tqdm the reports are lines on stderr.
   monkeypatch.setattr(progress, "_tqdm_progress", _raise_import_error)

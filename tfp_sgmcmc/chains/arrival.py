@@ -8,11 +8,18 @@ numbers per coordinate i, from the gradients g_c of U at the C chains'
 final states (exact where the target has an exact energy, else a mean of
 minibatch gradients):
 
-* **distance** = |mean_c g_ci| * sd_i, with sd_i the warm-up's estimate of
-  the posterior sd: one diagonal Newton step, in posterior sds; the distance
-  of the chains' mean from where the gradient vanishes for a Gaussian with
-  that diagonal. At stationarity it is of order sqrt(VIF_i / C) (VIF_i, the
-  variance inflation of coordinate i, is 1 for independent coordinates).
+* **distance** = |(S mean_c g_c)_i| / sd_i, with S the warm-up's estimate
+  of the posterior covariance (its dense mass, where it has one) and sd_i
+  = sqrt(S_ii): one Newton step, in posterior sds; the distance of the
+  chains' mean from where the gradient vanishes for a Gaussian of that
+  covariance. At stationarity it is about N(0, 1 / C). With a variance
+  only (a diagonal mass) S is diagonal and the distance |mean_c g_ci| *
+  sd_i: at stationarity of order sqrt(VIF_i / C), with VIF_i the variance
+  inflation of coordinate i (its marginal over its conditional variance),
+  1 for independent coordinates and unbounded on a direction the
+  likelihood does not identify (two coefficients that enter only as their
+  sum: their marginal sds are the prior's, their conditional ones the
+  sum's). There the distance is no distance, and the agreement decides.
 * **agreement** = |mean_c g_ci| / (sd_c g_ci / sqrt(C)): Student's t of the
   chains' gradients; at stationarity t with C - 1 degrees of freedom (the
   chains are independent draws), far from it the chains agree on the slope.
@@ -88,7 +95,7 @@ class Arrival(collections.namedtuple(
 
 
 def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
-                  max_agreement=MAX_AGREEMENT):
+                  max_agreement=MAX_AGREEMENT, covariance=None):
   """Whether chains whose energy gradients are `gradients` have arrived.
 
   Args:
@@ -102,6 +109,12 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
     max_distance: posterior sds beyond which a coordinate is far.
     max_agreement: |t| beyond which the chains agree on the slope (ignored
       with one chain).
+    covariance: the estimated posterior covariance [d, d] of a state of one
+      vector of d coordinates (e.g. `WarmupReport.covariance`), or None:
+      the distances are then Newton steps S g in the posterior's own
+      scale, not diagonal ones, which a correlated or non-identified
+      direction inflates (a chain at the posterior of two coefficients
+      that only enter as their sum: 15 sds, against 0.4).
 
   Returns:
     An `Arrival`.
@@ -136,11 +149,25 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
       np.concatenate([np.broadcast_to(v, g.shape[g.ndim - v.ndim:])
                       .reshape(-1) for g, v in zip(grads, variances)]))
   mean = flat_g.mean(axis=0)
-  distance = np.abs(mean) * sd
+  # Each chain's Newton step S g, in posterior sds; with a covariance the
+  # chains' agreement is that of their steps (their gradients' t, where S
+  # is diagonal): on a direction the data do not identify, the gradient
+  # is the identified direction's, whose spread hides the slope.
+  steps, distance, compared = flat_g * sd, np.abs(mean) * sd, flat_g
+  if covariance is not None and variance is not None:
+    covariance = np.asarray(covariance, np.float64)
+    if covariance.shape != (sd.size, sd.size):
+      raise ValueError(f"`covariance` has shape {list(covariance.shape)} "
+                       f"where the state has {sd.size} coordinates; give "
+                       "one [d, d] covariance of a state of one vector.")
+    sd = np.sqrt(np.diag(covariance))
+    steps = compared = flat_g @ covariance / sd
+    mean = steps.mean(axis=0)
+    distance = np.abs(mean)
   far = distance > max_distance
   agreement = None
   if num_chains > 1:
-    spread = flat_g.std(axis=0, ddof=1) / np.sqrt(num_chains)
+    spread = compared.std(axis=0, ddof=1) / np.sqrt(num_chains)
     with np.errstate(divide="ignore", invalid="ignore"):
       t = np.where(spread > 0, np.abs(mean) / spread,
                    np.where(mean != 0, np.inf, 0.))
@@ -148,11 +175,12 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
     far &= t > max_agreement
   # With a variance estimate, a chain stranded on its own (see
   # MAX_CHAIN_DISTANCE and STRANDED_MIN_RATIO).
-  own = np.abs(flat_g) * sd if max_distance > 0 else np.zeros_like(flat_g)
+  own = np.abs(steps) if max_distance > 0 else np.zeros_like(flat_g)
   stranded = own > MAX_CHAIN_DISTANCE
   if num_chains > 1 and max_distance > 0:
     stranded |= (own > max_distance) & (
-        _ratio_to_others(flat_g) > _stranded_ratio(num_chains, int(sd.size)))
+        _ratio_to_others(compared) > _stranded_ratio(num_chains,
+                                                     int(sd.size)))
   coordinates = np.flatnonzero(far if far.any() else stranded.any(axis=0))
   worst = float(np.max(distance)) if distance.size else 0.
   cause = ""
@@ -238,7 +266,8 @@ def final_gradients(target, state, seed, num_minibatches=16):
   return packed([np.asarray(g) for g in grads])
 
 
-def check_warm_up(kernel, state, variance, batch_ndims, seed):
+def check_warm_up(kernel, state, variance, batch_ndims, seed,
+                  covariance=None):
   """`check_arrival` at the end of `warm_up`: the gradients at `state` from
   the kernel's target; None for a kernel without a `target`."""
   target = getattr(kernel, "target", None)
@@ -247,7 +276,7 @@ def check_warm_up(kernel, state, variance, batch_ndims, seed):
   parts = tf.nest.flatten(state)
   num_chains = int(np.prod(parts[0].shape[:batch_ndims]))
   grads = final_gradients(target, state, seed)
-  return check_arrival(grads, variance, num_chains)
+  return check_arrival(grads, variance, num_chains, covariance=covariance)
 
 
 def warn_if_not_arrived(arrival, stacklevel=3):

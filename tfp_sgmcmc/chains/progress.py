@@ -150,7 +150,7 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
   _check_not_seeded_elsewhere(kernel, seed)
   current_state = tf.nest.map_structure(tf.convert_to_tensor, current_state)
   run_checks.check_start(current_state, None)
-  burn, sample, wrapped = _compiled_chunks(kernel, trace_fn, jit_compile)
+  burn, sample, bootstrap = _compiled_chunks(kernel, trace_fn, jit_compile)
   # As in `sample_chain`: the first draw one step after burn-in, then one
   # every thin + 1 steps.
   total = num_burnin_steps + 1 + (num_results - 1) * (thin + 1)
@@ -164,9 +164,13 @@ def sample_chain_with_progress(num_results, current_state, kernel, seed,
 
   state = current_state
   # The seed enters through the results, so the compiled chunks are reused
-  # across calls with other seeds.
-  results = wrapped.bootstrap_results(current_state)._replace(
-      base_seed=seed)
+  # across calls with other seeds. The results are bootstrapped by code
+  # compiled as the chunks are: an exact test compares the cached energy
+  # with the proposals' energies, which under XLA can differ from eager
+  # ones by a constant (XLA's float32 lgamma: 9 nats over a Poisson
+  # regression's 50,000 counts near 1,100), and then every proposal of a
+  # chain that started from an eager energy was rejected.
+  results = bootstrap(current_state)._replace(base_seed=seed)
   done = 0
   try:
     for n in burn_sizes:
@@ -259,5 +263,7 @@ def _compiled_chunks(kernel, trace_fn, jit_compile):
     return samplers[(n, thin, lead)]
 
   per_kernel[key] = (tf.function(burn, jit_compile=jit_compile,
-                                 autograph=False), sample, wrapped)
+                                 autograph=False), sample,
+                     tf.function(wrapped.bootstrap_results,
+                                 jit_compile=jit_compile, autograph=False))
   return per_kernel[key]

@@ -20,7 +20,8 @@ fitted parabola is the rounding.
 import numpy as np
 import tensorflow as tf
 
-__all__ = ["energy_rounding", "rounding_problem", "ROUNDING_LIMIT"]
+__all__ = ["energy_rounding", "rough_energy", "rough_energy_phrase",
+           "rounding_problem", "ROUNDING_LIMIT", "FLOAT64_FIX"]
 
 # Rounding (nats) beyond which the report names it. A float32 energy of
 # 1e6 nats, summed in float64 and cast once, is rounded by its ulp, 0.06.
@@ -43,10 +44,13 @@ def energy_rounding(target, draws, num_points=9, span=0.1):
   return float(np.sqrt(np.sum(residual**2) / (num_points - 3)))
 
 
-def rounding_problem(target, draws, diverged=None):
-  """The report's problem when the exact energy near `draws` is rounded by
-  more than `ROUNDING_LIMIT` nats, else None (also when the energy cannot
-  be evaluated at the points, or every chain diverged).
+def rough_energy(target, draws, diverged=None):
+  """The rounding (nats, `energy_rounding`) of `target`'s exact energy near
+  `draws` where it exceeds `ROUNDING_LIMIT`, else None (also when the
+  energy cannot be evaluated at the points, or every chain diverged): the
+  one rule by which `sample` names a rough energy, in its problems and in
+  the cause of a small minibatch step size
+  (`chains.start.full_batch_for_noise`).
 
   `diverged`: per chain, True where the chain was flagged `diverged`. Such
   chains are left out: their draws are the last finite states of a blown-up
@@ -62,11 +66,27 @@ def rounding_problem(target, draws, diverged=None):
     rounding = energy_rounding(target, draws)
   except (ValueError, TypeError, tf.errors.OpError):
     return None  # A diagnostic of a run that went wrong never fails it.
-  if not rounding > ROUNDING_LIMIT:
-    return None
+  return rounding if rounding > ROUNDING_LIMIT else None
+
+
+def rough_energy_phrase(rounding, draws):
+  """What a `rough_energy` of `rounding` nats is, for a report."""
   dtype = tf.nest.flatten(draws)[0].dtype
   return (f"the exact energy is rough: rounded by {rounding:.2g} nats "
           f"between points a tenth of a posterior sd apart ({dtype} "
           "per-example log-likelihoods), which the M-H test cannot tell "
-          "apart: build the model in float64 (its data, parameters and "
-          "constants)")
+          "apart")
+
+
+# The fix of a rough energy.
+FLOAT64_FIX = ("build the model in float64 (its data, parameters and "
+               "constants)")
+
+
+def rounding_problem(target, draws, diverged=None):
+  """The report's problem when the exact energy near `draws` is rounded by
+  more than `ROUNDING_LIMIT` nats (`rough_energy`), else None."""
+  rounding = rough_energy(target, draws, diverged)
+  if rounding is None:
+    return None
+  return f"{rough_energy_phrase(rounding, draws)}: {FLOAT64_FIX}"

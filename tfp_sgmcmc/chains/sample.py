@@ -31,8 +31,8 @@ from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
 from tfp_sgmcmc.chains.inference_data import to_inference_data
 from tfp_sgmcmc.chains.warmup import warm_up
 from tfp_sgmcmc.chains.sample_kernels import (
-    AMAGOLD_EXACT_GRADIENT_FRICTION, KERNELS, LAPLACE_CHOICE, kernel_and_mass,
-    with_mass)
+    AMAGOLD_EXACT_GRADIENT_FRICTION, KERNELS, LAPLACE_CHOICE, approximate,
+    built_quietly, kernel_and_mass, warn_if_not_exact, with_mass)
 from tfp_sgmcmc.kernels import AMAGOLD
 from tfp_sgmcmc.targets import dataset as dataset_lib
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
@@ -71,9 +71,7 @@ def _trace_fn(kernel, state):
 def _step_size_guess(scale):
   """The warm-up's first step size: the median Laplace sd, or 0.01 without
   one (a uniform start)."""
-  if scale is None:
-    return 0.01
-  return float(np.median(np.concatenate(
+  return 0.01 if scale is None else float(np.median(np.concatenate(
       [np.ravel(s) for s in tf.nest.flatten(scale)])))
 
 
@@ -169,7 +167,7 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
   extended = False
   seeds = tfp.random.split_seed(seed, 4)
   for attempt in range(2):
-    with warnings.catch_warnings():
+    with built_quietly():  # The warm-up's copies of the kernel.
       warnings.simplefilter("ignore", arrival_lib.WarmupNotConvergedWarning)
       warm = warm_up(kernel, state, num_steps=num_steps,
                      seed=seeds[2 * attempt], jit_compile=jit_compile,
@@ -187,7 +185,8 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
     num_chains = int(np.prod(tf.nest.flatten(warm.state)[0].shape[:1]))
     grads = arrival_lib.final_gradients(kernel.target, warm.state,
                                         seeds[2 * attempt + 1])
-    arrived = arrival_lib.check_arrival(grads, variance, num_chains)
+    arrived = arrival_lib.check_arrival(grads, variance, num_chains,
+                                        covariance=warm.report.covariance)
     if arrived.arrived or attempt:
       return warm, arrived, extended
     kernel, state, extended = warm.kernel, warm.state, True
@@ -230,7 +229,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   tunes AMAGOLD's step size below `chains.start.MINIBATCH_MIN_STEP_SIZE`
   (the gradient noise, which grows with the dimension, holds it down) and
   the target has a full batch, the warm-up runs again on full-batch
-  gradients from where it ended (with `full_batch=None`); a warm-up that
+  gradients from where it ended (with `full_batch=None`), unless the
+  exact energy there is rough (`chains.rounding`: full-data gradients
+  share its test; the report's `minibatches` line names it); a warm-up that
   has not arrived at the posterior (`tfp_sgmcmc.chains.arrival`) is run
   once more, from where it ended, and from a uniform start also once more
   from around the mode, then reported with a `WarmupNotConvergedWarning`.
@@ -381,9 +382,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
           jit_compile, dense_mass, laplace is not None, progress)
       extended = True
   whole = (start_lib.full_batch_for_noise(
-      sampled, full_batch, float(warm.report.step_size))
+      sampled, full_batch, float(warm.report.step_size), warm.state)
            if isinstance(warm.kernel, AMAGOLD) else None)
-  if whole is not None:
+  if whole is not None and whole[0] is sampled:
+    minibatches = f"{minibatches}; {whole[1]}"  # Kept: the note says why.
+  elif whole is not None:
     # Exact gradients from where the minibatch warm-up ended.
     (sampled, minibatches), use_cv = whole, False
     kernel = with_mass(choice, sampled, warm.report.step_size, False,
@@ -395,7 +398,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   t_warm = time.perf_counter()
   if not arrived.arrived:
     warnings.warn(arrived.cause, arrival_lib.WarmupNotConvergedWarning,
-                  stacklevel=2)
+                  stacklevel=3)
   with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=_CALIBRATION)
     run = runs.sample_chain_with_progress(
@@ -448,36 +451,23 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                    sampling=t_run - t_warm,
                    **({"ksd": t_ksd} if ksd else {}),
                    total=time.perf_counter() - t_start),
-      ksd=discrepancy, approximate=_approximate(warm.kernel, ksd),
+      ksd=discrepancy, approximate=approximate(warm.kernel, ksd),
       mass="dense Laplace" if laplace is not None else (
           warm.report.mass or "none"))
   idata = _inference_data(draws, trace, var_names, warm.kernel)
   if print_report:
     print(report)
+  # Once, of the chains run; stacklevel 3 names the user's call, past
+  # explain_xla_errors' wrapper.
+  warn_if_not_exact(warm.kernel, stacklevel=3)
   if unhealthy:
     warnings.warn("unhealthy run: " + "; ".join(unhealthy),
-                  UnhealthyChainWarning, stacklevel=2)
+                  UnhealthyChainWarning, stacklevel=3)
   final_state = tf.nest.map_structure(lambda s: s[-1], run.all_states)
   return SampleResult(
       draws=draws, inference_data=idata, kernel=warm.kernel,
       final_state=final_state, final_kernel_results=run.final_kernel_results,
       states=states_np, trace=trace, target=sampled, report=report)
-
-
-def _approximate(kernel, ksd):
-  """Why `kernel`'s draws are not exact, with how to measure or avoid it,
-  or None for a calibrated kernel."""
-  if getattr(kernel, "is_calibrated", True):
-    return None
-  note = getattr(kernel, "calibration_note", "") or (
-      f"{type(kernel).__name__} has no exact Metropolis-Hastings test, so "
-      "its draws are biased by its step size (and any gradient noise), "
-      "which R-hat and ESS do not show.")
-  advice = [] if ksd else ["`ksd=True` measures how far the draws are "
-                            "from the posterior (compare step sizes)"]
-  if not isinstance(kernel, AMAGOLD):
-    advice.append("kernel='amagold' draws exactly")
-  return f"{note} {'; '.join(advice)}." if advice else note
 
 
 def _shape_spec(template):

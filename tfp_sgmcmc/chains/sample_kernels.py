@@ -7,6 +7,9 @@ a vector too long for the warm-up's dense estimate, the kernel takes that
 covariance as a fixed mass (`laplace_mass`) and the warm-up tunes the rest.
 """
 
+import contextlib
+import warnings
+
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -14,11 +17,13 @@ from tfp_sgmcmc.chains import warmup_picks as picks
 from tfp_sgmcmc.dynamics.momentum_distributions import (
     dense_momentum_distribution)
 from tfp_sgmcmc.kernels import AMAGOLD, SGHMC, SGLD, SGNHT
+from tfp_sgmcmc.kernels.amortized_mh import NOT_EXACT_MESSAGE
 from tfp_sgmcmc.targets.base import TargetCapabilityError
 
 __all__ = ["KERNELS", "DEFAULT_KERNEL", "AMAGOLD_EXACT_GRADIENT_FRICTION",
            "build_kernel", "laplace_mass", "kernel_and_mass", "with_mass",
-           "LAPLACE_CHOICE"]
+           "LAPLACE_CHOICE", "built_quietly", "warn_if_not_exact",
+           "approximate"]
 
 # Kernels by name, with the starting guesses warm_up tunes from (the step
 # size is replaced by one from the Laplace sds where they are known).
@@ -48,6 +53,43 @@ LAPLACE_CHOICE = ("dense Laplace mass, fixed: M^-1 the Laplace covariance at "
                   "windows' dense estimate);")
 
 
+@contextlib.contextmanager
+def built_quietly():
+  """Inside, AMAGOLD's constructor does not warn that its chain is not
+  exact (a `DatasetTarget`'s pipeline chooses the batches): `sample` builds
+  a kernel and the warm-up copies it several times, on minibatches that
+  the chains may leave for full-data gradients, where the chains are
+  exact. `warn_if_not_exact` warns once, of the kernel `sample` returns."""
+  with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=NOT_EXACT_MESSAGE)
+    yield
+
+
+def warn_if_not_exact(kernel, stacklevel):
+  """The warning AMAGOLD's constructor gives, where `kernel`, the one
+  `sample` returns, is not exact for its batches."""
+  note = getattr(kernel, "calibration_note", "")
+  if note and getattr(kernel, "acceptance_energy", None) == "exact" and (
+      not kernel.is_calibrated):
+    warnings.warn(note, UserWarning, stacklevel=stacklevel + 1)
+
+
+def approximate(kernel, ksd):
+  """Why `kernel`'s draws are not exact, with how to measure or avoid it,
+  or None for a calibrated kernel."""
+  if getattr(kernel, "is_calibrated", True):
+    return None
+  note = getattr(kernel, "calibration_note", "") or (
+      f"{type(kernel).__name__} has no exact Metropolis-Hastings test, so "
+      "its draws are biased by its step size (and any gradient noise), "
+      "which R-hat and ESS do not show.")
+  advice = [] if ksd else ["`ksd=True` measures how far the draws are "
+                            "from the posterior (compare step sizes)"]
+  if not isinstance(kernel, AMAGOLD):
+    advice.append("kernel='amagold' draws exactly")
+  return f"{note} {'; '.join(advice)}." if advice else note
+
+
 def build_kernel(kernel, target, step_size, noisy):
   """`kernel` (a name, None for the default, or an instance) on `target`:
   by name, from `step_size` (its square for SGLD) and AMAGOLD's friction
@@ -67,11 +109,13 @@ def build_kernel(kernel, target, step_size, noisy):
                        f"knows by name; use one of {sorted(KERNELS)} or "
                        "pass a kernel instance.")
     h = step_size if kernel.lower() != "sgld" else step_size ** 2
-    if kernel.lower() == "amagold":
-      return KERNELS["amagold"](target, h, noisy)
-    return KERNELS[kernel.lower()](target, h)
+    with built_quietly():
+      if kernel.lower() == "amagold":
+        return KERNELS["amagold"](target, h, noisy)
+      return KERNELS[kernel.lower()](target, h)
   if isinstance(kernel, tfp.mcmc.TransitionKernel):
-    return kernel.copy(target=target, target_log_prob_fn=None)
+    with built_quietly():
+      return kernel.copy(target=target, target_log_prob_fn=None)
   raise TypeError(f"`kernel` must be a name ({sorted(KERNELS)}) or a "
                   f"tfp_sgmcmc kernel instance; got {kernel!r:.100}.")
 
@@ -113,4 +157,6 @@ def with_mass(choice, target, step_size, noisy, momentum_distribution):
   kernel = build_kernel(choice, target, size ** -0.25, noisy)
   # The mass replaces a scalar one (AMAGOLD's momentum_std), as in warm_up.
   scalar = {"momentum_std": 1.} if "momentum_std" in kernel.parameters else {}
-  return kernel.copy(momentum_distribution=momentum_distribution, **scalar)
+  with built_quietly():
+    return kernel.copy(momentum_distribution=momentum_distribution,
+                       **scalar)

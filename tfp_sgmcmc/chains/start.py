@@ -32,6 +32,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc.chains import rounding as rounding_lib
 from tfp_sgmcmc.chains.model_target import as_target
 from tfp_sgmcmc.chains.uniform_start import uniform_states
 from tfp_sgmcmc.targets import dataset
@@ -128,15 +129,25 @@ def full_batch(target, choice):
   return target, None
 
 
-def full_batch_for_noise(target, choice, step_size):
-  """(full-batch target, note) where the warm-up on `target`'s minibatches
-  (`choice`, `sample`'s `full_batch`, None: the rule) tuned `step_size`
-  below `MINIBATCH_MIN_STEP_SIZE` and `_data_base` has a full batch; else
-  None."""
+def full_batch_for_noise(target, choice, step_size, state):
+  """(target, note) where the minibatch warm-up (`choice`: `sample`'s
+  `full_batch`) tuned `step_size` below `MINIBATCH_MIN_STEP_SIZE`, else
+  None: the full batch, or `target` kept where the energy at `state` is
+  rough (`rounding`): full-data gradients share that exact test."""
   base = _data_base(target)
   if (choice is not None or base is None or base.is_full_batch or
       step_size >= MINIBATCH_MIN_STEP_SIZE):
     return None
+  draws = tf.nest.map_structure(lambda p: np.asarray(p)[None], state)
+  rough = rounding_lib.rough_energy(target, draws)
+  if rough is not None:
+    return target, (
+        f"minibatches kept: the warm-up's step size was {step_size:.3g} < "
+        f"{MINIBATCH_MIN_STEP_SIZE:g}, held down by float rounding, not "
+        "(only) by the gradient noise: "
+        f"{rounding_lib.rough_energy_phrase(rough, draws)}; full-data "
+        "gradients are tested on the same energy and would not free it: "
+        f"{rounding_lib.FLOAT64_FIX}")
   return base.with_full_batch(), (
       f"full batch: on minibatches the warm-up's step size was "
       f"{step_size:.3g} < {MINIBATCH_MIN_STEP_SIZE:g}, held down by the "
@@ -283,11 +294,6 @@ def _unflatten(vector, mode):
       tf.constant(v.reshape(p.shape), p.dtype) for v, p in zip(pieces, parts)])
 
 
-def _solve(factor, v):
-  """H^-1 v from the Cholesky factor L of H = L L'."""
-  return np.linalg.solve(factor.T, np.linalg.solve(factor, v))
-
-
 def newton_mode(target, start, max_steps=25, tolerance=1e-4,
                 products=None):
   """(mode, Hessian, Newton steps taken, converged): the mode of `target`'s
@@ -327,7 +333,7 @@ def newton_mode(target, start, max_steps=25, tolerance=1e-4,
     if factor is None:
       return _unflatten(x, start), None, steps, False
     positive = hessian if damping == 0. else None
-    delta = _solve(factor, g)
+    delta = np.linalg.solve(factor.T, np.linalg.solve(factor, g))  # H^-1 g
     if positive is not None and g @ delta < tolerance:
       return _unflatten(x, start), hessian, steps, True
     if steps == max_steps:

@@ -448,7 +448,7 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
   # A warm-up still on its way to the posterior is reported, not handed
   # back as if it had arrived (the check draws no number the chain uses).
   arrival = arrival_lib.check_warm_up(
-      kernel, state, report.variance, batch_ndims, seed)
+      kernel, state, report.variance, batch_ndims, seed, report.covariance)
   if arrival is not None:
     report = report._replace(arrived=arrival.arrived, arrival=arrival)
     arrival_lib.warn_if_not_arrived(arrival)

@@ -42,6 +42,7 @@ __all__ = [
     "AmortizedMetropolisHastingsResults",
     "ACCEPTANCE_ENERGIES",
     "CLOCK_FIELDS",
+    "NOT_EXACT_MESSAGE",
 ]
 
 ACCEPTANCE_ENERGIES = acceptance.ACCEPTANCE_ENERGIES
@@ -382,6 +383,12 @@ def check_acceptance_energy(acceptance_energy, target):
         f"but `target` ({type(target).__name__}) has none "
         "(has_exact_energy=False; for a DatasetTarget pass `full_dataset`). "
         "Use acceptance_energy='minibatch' for an approximate test.")
+
+
+# The start of `calibration_note`'s sentence where the target's batches are
+# not drawn from the seed, which the constructor warns (a regular
+# expression for `warnings`' filter).
+NOT_EXACT_MESSAGE = r"the amortized test is exact only when"
 
 
 def calibration_note(acceptance_energy, target):

@@ -176,3 +176,49 @@ def test_without_a_variance_parts_of_any_event_rank_are_read():
   assert not result.arrived and list(result.coordinates) == [2]
   matrix[:, 1, 0] = rng.normal(size=4)
   assert arrival.check_arrival([matrix, scalar], None, 4).arrived
+
+
+def _ridge(num_examples=20_000, prior_sd=1.):
+  """The posterior N(0, S) of (a1, a2, c) where the data see a1 + a2 and c
+  (N examples each of unit precision) and a N(0, prior_sd^2) prior sees
+  each: a1 - a2 is identified by the prior alone."""
+  ridge = np.array([1., 1., 0.])
+  precision = num_examples * (np.outer(ridge, ridge) + np.diag(
+      [0., 0., 1.])) + np.eye(3) / prior_sd**2
+  return np.linalg.inv(precision), precision
+
+
+def test_a_direction_the_data_do_not_identify_is_measured_in_its_own_scale():
+  # Chains at exact draws of the posterior. In the diagonal step |g_i| sd_i
+  # the marginal sd of a1 (about the prior's, 0.71) multiplies a gradient
+  # of the sum's precision (4e4): the chains "arrived (distance 15
+  # posterior sds)", at any distance from the posterior. The Newton step
+  # S g, in the same sds, is about N(0, 1 / C) per coordinate.
+  cov, precision = _ridge()
+  rng = np.random.default_rng(0)
+  chol = np.linalg.cholesky(cov)
+  diagonal, dense = [], []
+  for _ in range(500):
+    g = (rng.normal(size=(4, 3)) @ chol.T) @ precision
+    diagonal.append(arrival.check_arrival([g], [np.diag(cov)], 4).distance)
+    result = arrival.check_arrival([g], [np.diag(cov)], 4, covariance=cov)
+    assert result.arrived
+    dense.append(result.distance)
+  assert np.median(diagonal) > 8.   # What the report said.
+  # The largest of 3 |N(0, 1/4)|: median 0.6, above 2.5 with probability
+  # 1e-6.
+  assert np.median(dense) < 1. and np.max(dense) < 2.5, np.max(dense)
+  # Chains 30 sds along either direction are still far.
+  sd = np.sqrt(np.diag(cov))
+  for direction in ([1., -1., 0.], [1., 1., 0.]):
+    step = 30. * np.array(direction) * sd / np.sqrt(2.)
+    theta = step + 0.1 * rng.normal(size=(4, 3)) @ chol.T
+    far = arrival.check_arrival([theta @ precision], [np.diag(cov)], 4,
+                                covariance=cov)
+    assert not far.arrived and far.distance > 15., far
+
+
+def test_a_covariance_of_another_size_is_refused():
+  with pytest.raises(ValueError, match=r"`covariance` has shape \[2, 2\]"):
+    arrival.check_arrival([np.ones((4, 3))], [np.ones(3)], 4,
+                          covariance=np.eye(2))

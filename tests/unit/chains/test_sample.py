@@ -94,6 +94,47 @@ def test_full_batch_rule_below_the_threshold_only():
               full_batch=True, **FAST)
 
 
+def _poisson_near_mode(dtype, num_examples=2000, intercept=11.5):
+  """A Poisson regression on minibatches (counts near 1e5), and 4 chains
+  around its mode (sd from the intercept's Fisher information)."""
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(num_examples, 3)).astype(dtype)
+  weights = np.array([0.3, -0.2, 0.1])
+  y = rng.poisson(np.exp(intercept + x @ weights)).astype(dtype)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Poisson(log_rate=w[..., :1] + tf.einsum(
+          "nd,...d->...n", b[0], w[..., 1:])).log_prob(b[1]),
+      (x, y), batch_size=100, parameter_shapes=[4])
+  sd = 1. / np.sqrt(num_examples * np.exp(intercept))
+  state = np.r_[intercept, weights] + sd * rng.normal(size=(4, 4))
+  return target, tf.constant(state.astype(dtype))
+
+
+def test_a_step_size_held_down_by_a_rough_energy_keeps_the_minibatches():
+  # A minibatch warm-up's small step size moved the chains to full-data
+  # gradients "held down by the gradient noise", also where the float32
+  # energy was rough (1.1 nats at N = 50,000): there the exact test,
+  # which full-data gradients share, rejected for the rounding (step size
+  # 0.0037 on them, R-hat 8,700), and the same model in float64 tuned 0.64
+  # on the minibatches. The cause is measured where the warm-up ended:
+  # rough, the minibatches are kept and the note names float64; smooth,
+  # the full batch.
+  h = 0.5 * start_lib.MINIBATCH_MIN_STEP_SIZE
+  rough, state = _poisson_near_mode(np.float32)
+  kept, note = start_lib.full_batch_for_noise(rough, None, h, state)
+  assert kept is rough and note.startswith(
+      "minibatches kept: the warm-up's step size was 0.05 < 0.1, held down "
+      "by float rounding"), note
+  assert "rounded by" in note and note.endswith(
+      "build the model in float64 (its data, parameters and constants)")
+  # The rule applies only below the threshold and with full_batch=None.
+  assert start_lib.full_batch_for_noise(rough, None, 0.2, state) is None
+  assert start_lib.full_batch_for_noise(rough, False, h, state) is None
+  smooth, state = _poisson_near_mode(np.float64)
+  full, note = start_lib.full_batch_for_noise(smooth, None, h, state)
+  assert full.is_full_batch and "held down by the gradient noise" in note
+
+
 def test_control_variates_by_default_where_the_seed_draws_the_minibatch(
     tmp_path):
   """In memory and from TFRecord files the kernel's seed draws each batch,
@@ -433,24 +474,23 @@ def test_an_operation_xla_cannot_compile_is_named_with_the_fix():
 
 
 def test_the_approximate_draws_sentence_for_each_kernel_and_ksd_choice():
-  # pylint: disable=protected-access
   target, _, _ = logistic()
   sgld = sg.SGLD(target, step_size=1e-3)
-  text = sample_lib._approximate(sgld, ksd=False)
+  text = sample_kernels.approximate(sgld, ksd=False)
   assert text.startswith("SGLD has no exact Metropolis-Hastings test")
   assert text.endswith("(compare step sizes); kernel='amagold' draws "
                        "exactly.")
-  assert sample_lib._approximate(sgld, ksd=True).endswith(
+  assert sample_kernels.approximate(sgld, ksd=True).endswith(
       "do not show. kernel='amagold' draws exactly.")
   # AMAGOLD with a minibatch test: its own note, no advice to switch to it,
   # and one full stop where the KSD is already measured.
   inexact = sg.AMAGOLD(target, 0.01, num_leapfrog_steps=3, friction=0.5,
                        acceptance_energy="minibatch")
-  assert sample_lib._approximate(inexact, ksd=True) == (
+  assert sample_kernels.approximate(inexact, ksd=True) == (
       inexact.calibration_note)
-  assert not sample_lib._approximate(inexact, ksd=False).endswith("..")
+  assert not sample_kernels.approximate(inexact, ksd=False).endswith("..")
   exact = sg.AMAGOLD(target, 0.01, num_leapfrog_steps=3, friction=0.5)
-  assert sample_lib._approximate(exact, ksd=False) is None
+  assert sample_kernels.approximate(exact, ksd=False) is None
 
 
 def test_xla_asked_for_a_dataset_target_is_refused_before_any_work():
