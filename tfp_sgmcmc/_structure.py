@@ -95,8 +95,16 @@ def merge_chain_axes(draws, per_chain):
   axes merged into one, their number read from `per_chain`, a traced
   per-chain field (shape [num_draws, chain axes...], e.g. `diverged`) or
   None: chains batched as [2, 3] are then 6 chains for the diagnostics,
-  which take one chain axis. Unchanged with one chain axis or no field."""
-  chains = tuple(np.shape(per_chain)[1:]) if per_chain is not None else ()
+  which take one chain axis. A field of one value per draw says the run
+  is one chain without a chain axis: each part gets one of size 1, or the
+  diagnostics would take a vector state's coordinates for chains.
+  Unchanged with one chain axis or no field."""
+  if per_chain is None:
+    return draws
+  chains = tuple(np.shape(per_chain)[1:])
+  if not chains and np.ndim(per_chain) == 1:
+    return tf.nest.map_structure(lambda p: np.asarray(p)[:, np.newaxis],
+                                 draws)
   if len(chains) < 2:
     return draws
 

@@ -312,6 +312,52 @@ def test_a_float64_dict_state_loads_without_a_state_template(tmp_path):
     np.testing.assert_array_equal(value, whole[name])
 
 
+def _amagold_on(y):
+  """A StepSeeded exact AMAGOLD on a linear regression with responses `y`
+  (the same covariates): a target rebuilt on other data has the same
+  type, and so the same kernel summary."""
+  x = np.random.default_rng(0).normal(size=(200, 2)).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, batch: -0.5 * (tf.linalg.matvec(batch[0], w) -
+                               batch[1]) ** 2,
+      (x, y), batch_size=20, parameter_shapes=[2],
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1))
+  return sg.StepSeeded(sg.AMAGOLD(target, 0.01, num_leapfrog_steps=2,
+                                  friction=0.5), seed=[7, 8])
+
+
+def test_a_checkpoint_of_another_targets_data_is_refused(tmp_path):
+  # AMAGOLD's results cache the full-data U(theta) its next M-H test
+  # compares with. Resumed as docs/long_runs.md's loop does, load_chain
+  # with kernel= and no check_kernel_results, on data regenerated between
+  # sessions (same N and shapes), the checkpoint loaded without a word and
+  # the chain tested against the old data's energy: on a regression of
+  # N = 1,000, 0 of 1,000 proposals accepted in each of 4 chains, which
+  # never moved. load_chain now compares the cached energy with the
+  # kernel's target at the state; the same target rebuilt loads and
+  # continues bit for bit.
+  rng = np.random.default_rng(1)
+  y_old = rng.normal(size=200).astype(np.float32)
+  y_new = rng.normal(size=200).astype(np.float32)
+  kernel, init = _amagold_on(y_old), tf.zeros([2, 2])
+  state, results = init, kernel.bootstrap_results(init)
+  for _ in range(3):
+    state, results = kernel.one_step(state, results)
+  path = str(tmp_path / "chain.npz")
+  sg.save_chain(path, state, results, kernel=kernel)
+  other = _amagold_on(y_new)
+  with pytest.raises(ValueError, match=r"chain\.npz cannot continue with "
+                     r"`kernel`.*cached `energy` \(chain \(0,\): .* in the "
+                     r"results, .* now.*bootstrap_results"):
+    sg.load_chain(path, other.bootstrap_results(init), init, kernel=other)
+  rebuilt = _amagold_on(y_old.copy())
+  loaded, loaded_results = sg.load_chain(
+      path, rebuilt.bootstrap_results(init), init, kernel=rebuilt)
+  expected, _ = kernel.one_step(state, results)
+  got, _ = rebuilt.one_step(loaded, loaded_results)
+  np.testing.assert_array_equal(got, expected)
+
+
 def test_a_checkpoint_of_another_seed_is_refused_or_reseeded(tmp_path):
   target = _target()
   path, state, results = _saved(

@@ -404,3 +404,30 @@ def test_rejected_divergent_transitions_are_diverging():
   rejected = ~np.isfinite(trace.log_accept_ratio.numpy())
   assert rejected.sum() > 5
   np.testing.assert_array_equal(stats["diverging"], rejected.T)
+
+
+def test_one_chain_of_a_vector_state_is_exported_as_one_chain():
+  # One chain of a 3-d state, draws [500, 3] with no chain axis: its
+  # traced per-chain `diverged` ([500]) says so. Taken in TFP's layout
+  # [draws, chains], the three coordinates were exported as three chains
+  # of a scalar `x` (az.rhat far above 1 for a healthy chain), each given
+  # the one chain's sample stats.
+  mean = tf.constant([0., 5., -5.])
+  target = sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x - mean) ** 2, -1), 0.5)
+  draws, trace = tf.function(lambda: tfp.mcmc.sample_chain(
+      500, mean, kernel=sg.SGHMC(target, 0.2, friction=1.),
+      trace_fn=lambda _, r: r, seed=[3, 4]), autograph=False)()
+  idata = sg.to_inference_data(draws, trace)
+  post = idata.posterior
+  assert dict(post.sizes) == {"chain": 1, "draw": 500, "x_dim_0": 3}
+  np.testing.assert_array_equal(post["x"].values[0], draws)
+  assert idata.sample_stats["diverging"].shape == (1, 500)
+  np.testing.assert_array_equal(idata.sample_stats["lp"].values[0],
+                                trace.target_log_prob)
+  # An explicit chain_axis=None is the same export.
+  again = sg.to_inference_data(draws, trace, chain_axis=None)
+  np.testing.assert_array_equal(again.posterior["x"], post["x"])
+  # Without results nothing tells one chain from three: TFP's layout.
+  assert dict(sg.to_inference_data(draws).posterior.sizes) == {
+      "chain": 3, "draw": 500}

@@ -529,3 +529,32 @@ def test_per_part_step_sizes_are_reported_per_part():
   np.testing.assert_allclose(health.step_size, [0.1, 0.02])
   rows = sg.diagnostics.format_report(health).splitlines()[2:5]
   assert all(row.split()[2] == "0.1/0.02" for row in rows)
+
+
+def _one_chain_run():
+  """One SGHMC chain of a 3-d state (no chain axis: draws [1000, 3]) on a
+  Gaussian with means (0, 5, -5) and sd 1 (split R-hat 1.009 to 1.015
+  and ESS 211 to 233 over three seeds)."""
+  mean = tf.constant([0., 5., -5.])
+  target = sg.NoisyGradientTarget(
+      lambda x: 0.5 * tf.reduce_sum((x - mean) ** 2, -1), 0.5)
+  return tf.function(lambda: tfp.mcmc.sample_chain(
+      1000, mean, kernel=sg.SGHMC(target, 0.5, friction=1.),
+      num_burnin_steps=100, trace_fn=lambda _, r: r, seed=[3, 4]),
+                     autograph=False)()
+
+
+def test_one_chain_of_a_vector_state_is_summarized_as_one_chain(capsys):
+  # The trace's per-chain `diverged` holds one value per draw: one chain,
+  # whose draws [1000, 3] have no chain axis. Read as [draws, chains],
+  # its three coordinates were three chains: R-hat 1000 and more ("chains
+  # disagree") for a healthy chain whose coordinates have other means,
+  # and the printed report raised an IndexError.
+  draws, trace = _one_chain_run()
+  assert draws.shape == (1000, 3) and trace.diverged.shape == (1000,)
+  health = sg.summarize(draws, trace, warn=False)
+  assert "1 chains x 1000 draws" in capsys.readouterr().out
+  assert health.num_chains == 1
+  assert health.max_rhat < 1.05  # The chain's halves agree.
+  assert np.shape(health.heating) == (1,)
+  assert not health.problems, health.problems  # R-hat 1.015, ESS 233.

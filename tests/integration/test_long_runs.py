@@ -177,3 +177,26 @@ def test_sample_moments_continuation_equals_one_long_run():
                     previous_kernel_results=second.final_kernel_results,
                     jit_compile=False)
   assert len(kernel.__dict__["_tfp_sgmcmc_moments"]) == 3
+
+
+def test_sample_moments_continued_with_one_seed_draws_new_noise():
+  # A long run in pieces repeats one call. A bare kernel (no StepSeeded)
+  # continued with the same `seed` drew the previous piece's noise again,
+  # and its chain, coupled to that piece's, repeated its draws: on a
+  # regression, pieces 2, 3 and 4 of 2,000 SGLD steps had bit-identical
+  # means. The step count folded into the seed gives each piece its own
+  # noise: the pieces' means differ by their Monte Carlo error (about 0.2
+  # here: a chain mean of 300 SGLD draws at sd 1), not by nothing.
+  kernel = sg.SGLD(sg.NoisyGradientTarget(quadratic, 1.), 0.1)
+  first = sg.sample_moments(kernel, tf.zeros([4, 3]), 300, seed=[1, 2],
+                            jit_compile=False)
+  pieces = [first]
+  for _ in range(3):
+    last = pieces[-1]
+    pieces.append(sg.sample_moments(
+        kernel, last.final_state, 300, seed=[1, 2], jit_compile=False,
+        previous_kernel_results=last.final_kernel_results))
+  means = np.stack([np.asarray(p.mean) for p in pieces])
+  steps = np.abs(np.diff(means[1:], axis=0))
+  assert steps.min() > 1e-4, steps.min()   # No two pieces alike.
+  assert 0.02 < np.median(steps) < 1., np.median(steps)

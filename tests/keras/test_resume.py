@@ -152,6 +152,37 @@ def test_a_backup_from_other_sampler_settings_is_refused(tmp_path):
     worker.fit(model, [other, backup])
 
 
+def test_a_backup_of_another_prior_is_refused(tmp_path):
+  # The prior is the callback's, not the sampler's: resumed with another
+  # one, the chain would go on sampling another posterior and keep its
+  # samples beside the first one's. Refused with both values; a backup
+  # written before the prior was recorded resumes unchecked.
+  backup_dir = str(tmp_path / "backup")
+  model, sampling, backup = worker.build("sghmc", backup_dir, seed=1)
+  with pytest.raises(RuntimeError, match="interrupted"):
+    worker.fit(model, [sampling, backup, worker.Interrupt(3, 0, kill=False)])
+  model, _, backup = worker.build("sghmc", backup_dir, seed=1)
+  other = sgk.SamplingCallback(
+      worker.make_sampler("sghmc", 1), num_examples=worker.NUM_EXAMPLES,
+      prior=100., burnin_epochs=2, max_samples=25, thinning=4,
+      backup_dir=backup_dir)
+  with pytest.raises(ValueError, match=r"another posterior.*'prior'.*"
+                     r"'scale': 1\.0.*'scale': 100\.0"):
+    worker.fit(model, [other, backup])
+  assert other.samples == []  # Nothing kept from the refused backup.
+  for name in os.listdir(os.path.join(backup_dir, "sampling_callback")):
+    path = os.path.join(backup_dir, "sampling_callback", name)
+    with np.load(path) as data:
+      arrays = {k: data[k] for k in data.files}
+    header = json.loads(str(arrays["header"]))
+    del header["posterior"]
+    arrays["header"] = np.array(json.dumps(header))
+    np.savez(path, **arrays)
+  model, sampling, backup = worker.build("sghmc", backup_dir, seed=1)
+  history = worker.fit(model, [sampling, backup])
+  assert len(history.history["loss"]) == 3  # Resumed after epoch 3.
+
+
 # --- Keras' files out of step with ours ------------------------------------
 # SamplingCallback's files (CRC-checked, atomic, with a digest of the
 # weights) are the source of truth; Keras' latest.weights.h5 and

@@ -44,6 +44,7 @@ from tfp_sgmcmc.chains import checkpoint_header as header_lib
 from tfp_sgmcmc.chains.checkpoint_header import kernel_summary
 from tfp_sgmcmc.chains.step_seeded import StepSeeded
 from tfp_sgmcmc.chains.step_seeded import StepSeededResults
+from tfp_sgmcmc.kernels import results_guard
 
 __all__ = ["StepSeeded", "StepSeededResults", "save_chain", "load_chain"]
 
@@ -166,6 +167,10 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
       or a list).
     kernel: the kernel that will continue the chain. When the checkpoint
       was saved with `kernel=`, its class and parameters must be the same.
+      The loaded state and results are then checked with
+      `check_kernel_results` (one full-data energy per value the results
+      cache from the target, e.g. AMAGOLD's U(theta); none for minibatch
+      kernels): results of another target (other data) are refused.
     allow_other_kernel: continue with a `kernel` of another class or other
       parameters anyway, and with results of another type that have the
       same fields (each kernel class has its own results type, so a
@@ -186,7 +191,8 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
 
   Raises:
     ValueError: the file is truncated or corrupt, or its tensors, fields,
-      kernel or seed are not the templates' (each named in the message).
+      kernel or seed are not the templates' (each named in the message),
+      or its results cache another target's value than `kernel`'s.
     FileNotFoundError: no file at `path`.
 
   #### Example
@@ -228,8 +234,9 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
         "an earlier checkpoint.") from e
   with archive:
     try:
-      return _load(archive, path, results_template, state_template, kernel,
-                   allow_other_kernel, reseed)
+      state, results = _load(archive, path, results_template,
+                             state_template, kernel, allow_other_kernel,
+                             reseed)
     except (_Corrupt, zipfile.BadZipFile, OSError, EOFError,
             NotImplementedError, KeyError, UnicodeDecodeError,
             json.JSONDecodeError, zlib.error) as e:
@@ -237,6 +244,17 @@ def load_chain(path, results_template, state_template=None, *, kernel=None,
           f"`path` = {path!r} is not a complete checkpoint written by "
           f"save_chain (truncated or corrupt: {type(e).__name__}: {e}); "
           "load an earlier checkpoint.") from e
+  if kernel is not None:
+    # The kernel's class and parameters name its target by type only: a
+    # value the results cache from the target that wrote them (AMAGOLD's
+    # full-data U(theta)) is compared with this target's at the state,
+    # once, or the next steps would test against a stale energy.
+    try:
+      results_guard.check_kernel_results(kernel, state, results,
+                                         "kernel_results")
+    except ValueError as e:
+      raise ValueError(f"{path} cannot continue with `kernel`: {e}") from e
+  return state, results
 
 
 def _read_header(archive, infos, path):

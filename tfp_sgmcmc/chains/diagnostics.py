@@ -164,7 +164,7 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
   [heating problems]) of `divergence_and_heating`."""
   if heating_threshold is None:
     heating_threshold = HEATING_THRESHOLD
-  samples = merge_chain_axes(samples, _chain_field(trace))
+  samples = merge_chain_axes(samples, per_chain_field(trace))
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]
   num_chains = parts[0].shape[1] if parts[0].ndim > 1 else 1
@@ -207,7 +207,7 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
   return divergences, heat, broken, hot
 
 
-def _chain_field(trace):
+def per_chain_field(trace):
   """A traced per-chain field, whose shape gives the chain axes (TFP's own
   kernels trace no `diverged`)."""
   return next((f for f in (find_field(trace, n) for n in (
@@ -324,7 +324,7 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
   print(health.max_rhat, health.problems)   # about 1.0, [] (healthy)
   ```
   """
-  samples = merge_chain_axes(samples, _chain_field(trace))
+  samples = merge_chain_axes(samples, per_chain_field(trace))
   parts = [np.asarray(p) for p in tf.nest.flatten(samples)]
   num_draws = parts[0].shape[0]
   num_chains = parts[0].shape[1] if parts[0].ndim > 1 else 1

@@ -251,7 +251,10 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
       the module docstring), or a dict {ArviZ name: array in TFP's layout}
       taken as it is.
     chain_axis: the axis of the chains in `samples` (1 in TFP's layout), or
-      None for a single chain with no chain axis ([draws, ...]).
+      None for a single chain with no chain axis ([draws, ...]). Traced
+      kernel `results` whose per-chain flags (`diverged`, `is_accepted`)
+      hold one value per draw say that the run is such a chain: then
+      None.
     var_names: names of the state's parts, in `tf.nest.flatten` order (a
       dict's keys sorted), or a `JointDistributionTarget` (its
       `latent_names`) or `tfd.JointDistribution`; by default dict keys,
@@ -284,6 +287,12 @@ def to_inference_data(samples, results=None, *, chain_axis=1,
   """
   az = _import_arviz()
   chain_axis = _check_chain_axis(chain_axis)
+  if (chain_axis is not None and hasattr(results, "_fields") and
+      np.ndim(diagnostics.per_chain_field(results)) == 1):
+    # The kernel's per-chain flags hold one value per draw: one chain
+    # without a chain axis, as `summarize` reads it. A vector state's
+    # coordinates are not chains.
+    chain_axis = None
   posterior = {}
   shape = None
   for name, array in _leaves(samples, var_names):

@@ -23,6 +23,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc import random
 from tfp_sgmcmc.chains import diagnostics
 from tfp_sgmcmc.chains import quiet
 from tfp_sgmcmc.chains import run_checks
@@ -65,7 +66,9 @@ def sample_moments(kernel, current_state, num_steps, seed,
     current_state: initial state (tensor or list, leading chain dims).
     num_steps: number of draws folded into the moments (after burn-in).
     seed: stateless int32[2] seed; for a `StepSeeded` kernel its own seed
-      (or that of `previous_kernel_results`) picks the noise instead.
+      (or that of `previous_kernel_results`) picks the noise instead. A
+      run that continues a chain folds in the chain's step count, so that
+      repeating one call continues with new noise and minibatches.
     num_burnin_steps: steps run first and not counted.
     previous_kernel_results: to continue a chain (checked once before the
       run by `tfp_sgmcmc.check_kernel_results`: results of a kernel on
@@ -116,10 +119,13 @@ def sample_moments(kernel, current_state, num_steps, seed,
     results_guard.check_kernel_results(kernel, current_state,
                                        previous_kernel_results,
                                        "previous_kernel_results")
+  seed = tfp.random.sanitize_seed(seed)
+  if previous_kernel_results is not None:
+    seed = _continued_seed(seed, previous_kernel_results)
   fn = _compiled_moments(kernel, num_steps, num_burnin_steps, jit_compile,
                          previous_kernel_results is not None)
   mean, variance, final_state, final_results, energy_sums = fn(
-      current_state, tfp.random.sanitize_seed(seed),
+      current_state, seed,
       () if previous_kernel_results is None else previous_kernel_results)
   mean, variance, diverged, heat = _health(
       mean, variance, final_results, energy_sums, num_steps, kernel)
@@ -128,6 +134,20 @@ def sample_moments(kernel, current_state, num_steps, seed,
   return Moments(mean=mean, variance=variance, num_draws=num_steps,
                  final_state=final_state, final_kernel_results=final_results,
                  diverged=diverged, num_diverged=num_diverged, heating=heat)
+
+
+def _continued_seed(seed, previous_kernel_results):
+  """The seed of a run that continues a chain: `seed` folded with the
+  chain's step count. A long run in pieces repeats one call; with `seed`
+  alone each piece would draw the last one's noise and minibatches again,
+  and its chain, coupled to the last piece's, repeat its draws. (A
+  `StepSeeded` kernel ignores it: its results pick every step's seed.)"""
+  count = diagnostics.find_field(previous_kernel_results, "step_count")
+  if count is None:
+    count = diagnostics.find_field(previous_kernel_results, "step")
+  if count is None:
+    return seed
+  return random.fold_in(seed, tf.reduce_max(tf.cast(count, tf.int32)))
 
 
 def _health(mean, variance, final_results, energy_sums, num_steps, kernel):

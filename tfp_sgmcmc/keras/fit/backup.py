@@ -18,6 +18,7 @@ from tfp_sgmcmc.keras.fit.keras_files import (BACKUP_SUBDIR, finished_path,
 from tfp_sgmcmc.keras.posterior import io as posterior_io
 
 __all__ = ["backup_path", "save_backup", "restore_backup", "jsonable",
+           "posterior_settings",
            "keep_finished_state", "forget_finished_state", "finished_path",
            "weights_digest"]
 
@@ -40,6 +41,21 @@ def jsonable(config):
     else:
       out[key] = repr(value)
   return out
+
+
+def posterior_settings(callback):
+  """What the kept samples are samples of, as a backup records it: the
+  number of examples N and the prior (its settings, or a function by its
+  name). A resumed `fit` with others would keep samples of two posteriors
+  in one chain."""
+  prior = callback._log_prior
+  get_config = getattr(prior, "get_config", None)
+  if callable(get_config):
+    described = jsonable(get_config())
+  else:
+    described = (f"{getattr(prior, '__module__', '')}."
+                 f"{getattr(prior, '__qualname__', type(prior).__name__)}")
+  return dict(num_examples=int(callback.num_examples), prior=described)
 
 
 def backup_path(callback, fit_epoch):
@@ -78,6 +94,7 @@ def save_backup(callback, fit_epoch):
       format_version=_BACKUP_FORMAT_VERSION, fit_epoch=int(fit_epoch),
       num_sample_states=None if states is None else len(states),
       sampler=type(callback._spec).__name__, seed=int(callback._spec.seed),
+      posterior=posterior_settings(callback),
       sampler_config=(jsonable(callback.sampler.get_config())
                       if callback._sampling else None),
       sampling=callback._sampling, epochs_seen=callback._epochs_seen,
@@ -303,6 +320,19 @@ def _restore_epoch(callback, fit_epoch, path):
   if saved_shapes != shapes:
     raise ValueError(f"{path!r} holds model variables of shapes "
                      f"{saved_shapes}; the model has {shapes}.")
+  # Backups written before the posterior's settings were recorded have
+  # none to compare.
+  saved_posterior = header.get("posterior")
+  mine_posterior = json.loads(json.dumps(posterior_settings(callback)))
+  if saved_posterior is not None and saved_posterior != mine_posterior:
+    diffs = {k: (saved_posterior.get(k), mine_posterior.get(k))
+             for k in sorted(set(saved_posterior) | set(mine_posterior))
+             if saved_posterior.get(k) != mine_posterior.get(k)}
+    raise ValueError(
+        f"{path!r} holds a chain of another posterior (backup, this "
+        f"callback): {diffs}. Its kept samples and running moments would "
+        "mix the two posteriors' draws. Pass the backup's values to "
+        "SamplingCallback, or use a new backup_dir to start a new chain.")
   if header["sampling"]:
     saved = dict(header["sampler_config"])
     mine = jsonable(callback._spec.get_config())
