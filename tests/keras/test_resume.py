@@ -137,12 +137,19 @@ def test_other_samplers_killed_with_sigkill_resume_bit_identically(
   assert "momentum_0" in got and np.any(got["momentum_0"] != 0)
 
 
-def test_a_backup_from_other_sampler_settings_is_refused(tmp_path):
+def _interrupted_sghmc(tmp_path):
+  """An SGHMC fit interrupted after epoch 3, with its backup: the backup
+  directory, and a new model and BackupAndRestore to resume it."""
   backup_dir = str(tmp_path / "backup")
   model, sampling, backup = worker.build("sghmc", backup_dir, seed=1)
   with pytest.raises(RuntimeError, match="interrupted"):
     worker.fit(model, [sampling, backup, worker.Interrupt(3, 0, kill=False)])
   model, _, backup = worker.build("sghmc", backup_dir, seed=1)
+  return backup_dir, model, backup
+
+
+def test_a_backup_from_other_sampler_settings_is_refused(tmp_path):
+  backup_dir, model, backup = _interrupted_sghmc(tmp_path)
   other = sgk.SamplingCallback(
       sgk.SGHMC(step_size=0.03, friction=5., integrator="splitting",
                 momentum_resampling_period=7, seed=1),
@@ -157,11 +164,7 @@ def test_a_backup_of_another_prior_is_refused(tmp_path):
   # one, the chain would go on sampling another posterior and keep its
   # samples beside the first one's. Refused with both values; a backup
   # written before the prior was recorded resumes unchecked.
-  backup_dir = str(tmp_path / "backup")
-  model, sampling, backup = worker.build("sghmc", backup_dir, seed=1)
-  with pytest.raises(RuntimeError, match="interrupted"):
-    worker.fit(model, [sampling, backup, worker.Interrupt(3, 0, kill=False)])
-  model, _, backup = worker.build("sghmc", backup_dir, seed=1)
+  backup_dir, model, backup = _interrupted_sghmc(tmp_path)
   other = sgk.SamplingCallback(
       worker.make_sampler("sghmc", 1), num_examples=worker.NUM_EXAMPLES,
       prior=100., burnin_epochs=2, max_samples=25, thinning=4,

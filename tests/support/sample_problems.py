@@ -64,3 +64,20 @@ def random_intercepts(num_examples=2000, groups=50, batch_size=50):
   return sg.InMemoryTarget(log_likelihood, (group, y), batch_size=batch_size,
                            log_prior_fn=log_prior,
                            parameter_shapes=[[groups], []]), [[groups], []]
+
+
+def poisson_near_mode(dtype, num_examples, intercept, shape, seed=0):
+  """A Poisson regression on minibatches of 100 (counts near
+  exp(intercept)) and states of `shape` (..., 4) around its mode, with
+  the sd of the intercept's Fisher information, N exp(intercept)."""
+  rng = np.random.default_rng(seed)
+  x = rng.normal(size=(num_examples, 3)).astype(dtype)
+  weights = np.array([0.3, -0.2, 0.1])
+  y = rng.poisson(np.exp(intercept + x @ weights)).astype(dtype)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Poisson(log_rate=w[..., :1] + tf.einsum(
+          "nd,...d->...n", b[0], w[..., 1:])).log_prob(b[1]),
+      (x, y), batch_size=100, parameter_shapes=[4])
+  sd = 1. / np.sqrt(num_examples * np.exp(intercept))
+  states = np.r_[intercept, weights] + sd * rng.normal(size=shape)
+  return target, tf.constant(states.astype(dtype))

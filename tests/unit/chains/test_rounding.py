@@ -9,23 +9,15 @@ import tensorflow_probability as tfp
 import tfp_sgmcmc as sg
 from tfp_sgmcmc.chains import rounding
 
+from support.sample_problems import poisson_near_mode
+
 tfd = tfp.distributions
 
 
-def _poisson(dtype, num_examples, intercept, seed=0):
-  """A Poisson regression target and draws around its mode (sd from the
-  Fisher information of the intercept, N exp(b))."""
-  rng = np.random.default_rng(seed)
-  x = rng.normal(size=(num_examples, 3)).astype(dtype)
-  weights = np.array([0.3, -0.2, 0.1])
-  y = rng.poisson(np.exp(intercept + x @ weights)).astype(dtype)
-  target = sg.InMemoryTarget(
-      lambda w, b: tfd.Poisson(log_rate=w[..., :1] + tf.einsum(
-          "nd,...d->...n", b[0], w[..., 1:])).log_prob(b[1]),
-      (x, y), batch_size=100, parameter_shapes=[4])
-  sd = 1. / np.sqrt(num_examples * np.exp(intercept))
-  draws = np.r_[intercept, weights] + sd * rng.normal(size=(50, 4, 4))
-  return target, tf.constant(draws.astype(dtype))
+def _poisson(dtype, num_examples, intercept):
+  """A Poisson regression target and 50 draws of 4 chains around its
+  mode."""
+  return poisson_near_mode(dtype, num_examples, intercept, (50, 4, 4))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

@@ -14,7 +14,8 @@ from tfp_sgmcmc.chains import sample_kernels
 from tfp_sgmcmc.chains import start as start_lib
 
 from support.linear_regression import write_shards
-from support.sample_problems import FAST, logistic, normal_model
+from support.sample_problems import (FAST, logistic, normal_model,
+                                     poisson_near_mode)
 
 tfd = tfp.distributions
 tfb = tfp.bijectors
@@ -94,20 +95,9 @@ def test_full_batch_rule_below_the_threshold_only():
               full_batch=True, **FAST)
 
 
-def _poisson_near_mode(dtype, num_examples=2000, intercept=11.5):
-  """A Poisson regression on minibatches (counts near 1e5), and 4 chains
-  around its mode (sd from the intercept's Fisher information)."""
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(num_examples, 3)).astype(dtype)
-  weights = np.array([0.3, -0.2, 0.1])
-  y = rng.poisson(np.exp(intercept + x @ weights)).astype(dtype)
-  target = sg.InMemoryTarget(
-      lambda w, b: tfd.Poisson(log_rate=w[..., :1] + tf.einsum(
-          "nd,...d->...n", b[0], w[..., 1:])).log_prob(b[1]),
-      (x, y), batch_size=100, parameter_shapes=[4])
-  sd = 1. / np.sqrt(num_examples * np.exp(intercept))
-  state = np.r_[intercept, weights] + sd * rng.normal(size=(4, 4))
-  return target, tf.constant(state.astype(dtype))
+def _poisson_near_mode(dtype):
+  """A Poisson regression (counts near 1e5) and 4 chains around its mode."""
+  return poisson_near_mode(dtype, 2000, 11.5, (4, 4))
 
 
 def test_a_step_size_held_down_by_a_rough_energy_keeps_the_minibatches():
