@@ -13,7 +13,7 @@ from tfp_sgmcmc.arguments import (assert_in_graph, check_integer,
 __all__ = ["check_float_state", "call_with_clear_errors", "check_output",
            "check_batch_shape", "checked_log_prior",
            "likelihood_ignores_chains", "check_keeps_chain_axes",
-           "call_traced_first",
+           "call_traced_first", "PROBE_ERRORS",
            "parse_parameter_shapes",
            "check_functions_callable", "checked_log_likelihood",
            "check_finite_data",
@@ -101,13 +101,19 @@ def likelihood_ignores_chains(returned, state):
       "[chains, n]).")
 
 
-def call_traced_first(fn, *args):
+# What a user function called on a probe raises when it does not take it.
+PROBE_ERRORS = (ValueError, TypeError, tf.errors.InvalidArgumentError,
+                IndexError)
+
+
+def call_traced_first(fn, *args, trace=True):
   """`fn(*args)` as a tensor, for a probe whose failure the caller handles.
-  Eagerly it is traced first, not run, so that a shape error comes from
-  the trace: an op that fails when run eagerly also logs the error from
-  TensorFlow's C++ ("OP_REQUIRES failed at ..."), which reads as a fault
-  though the caller goes on. In a graph the call is symbolic already."""
-  if tf.executing_eagerly():
+  Eagerly (with `trace`) it is traced first, not run, so that a shape
+  error comes from the trace: an op that fails when run eagerly also logs
+  the error from TensorFlow's C++ ("OP_REQUIRES failed at ..."), which
+  reads as a fault though the caller goes on. In a graph the call is
+  symbolic already."""
+  if trace and tf.executing_eagerly():
     tf.function(fn, autograph=False).get_concrete_function(*args)
   return tf.convert_to_tensor(fn(*args))
 
@@ -120,7 +126,7 @@ def check_keeps_chain_axes(log_likelihood_fn, state, batch, num_chain_dims):
   shared = tf.nest.map_structure(lambda b: b[(0,) * num_chain_dims], batch)
   try:
     probe = call_traced_first(log_likelihood_fn, state, shared)
-  except (ValueError, TypeError, tf.errors.InvalidArgumentError, IndexError):
+  except PROBE_ERRORS:
     return  # Written for per-chain batches only: nothing to tell.
   if probe.shape.rank == 1:
     raise likelihood_ignores_chains(

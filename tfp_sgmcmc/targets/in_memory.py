@@ -14,7 +14,7 @@ from tfp_sgmcmc.targets.energy import (  # noqa: F401 (their home was here)
     ENERGY_CHUNK_BYTES, MIN_ENERGY_CHUNK, default_energy_chunk_size)
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import (
-    call_traced_first, check_batch_size, check_finite_data,
+    PROBE_ERRORS, call_traced_first, check_batch_size, check_finite_data,
     check_keeps_chain_axes, parse_parameter_shapes)
 
 __all__ = ["InMemoryTarget", "default_energy_chunk_size"]
@@ -413,17 +413,17 @@ class InMemoryTarget(DataLikelihoodTarget):
                       else int(chain_shape.shape[0]))
     expected = tf.TensorShape(
         (chain_shape if static_chains else [None] * num_chain_dims) + [n])
-    errors = (ValueError, TypeError, tf.errors.InvalidArgumentError,
-              IndexError)
+    first = self._log_likelihood_broadcasts is None  # The probe.
     if self._log_likelihood_broadcasts is not False:
       try:
-        values = call_traced_first(self._log_likelihood_fn, state, batch)
+        values = call_traced_first(self._log_likelihood_fn, state, batch,
+                                   trace=first)
         problem = (None if values.shape.is_compatible_with(expected) else
                    f"returned shape {list(values.shape)}")
-      except errors as e:
+      except PROBE_ERRORS as e:
         problem = f"raised {type(e).__name__}: {e}"
       if problem is None:
-        if self._log_likelihood_broadcasts is None:
+        if first:
           check_keeps_chain_axes(self._log_likelihood_fn, state, batch,
                                  num_chain_dims)
         self._log_likelihood_broadcasts = True
@@ -444,7 +444,7 @@ class InMemoryTarget(DataLikelihoodTarget):
         raise ValueError(
             f"it returned shape {list(values.shape[1:])} for one chain and "
             f"{n} examples; expected [{n}], one value per example")
-    except errors as e:
+    except PROBE_ERRORS as e:
       raise ValueError(
           "with `independent_minibatches=True`, `log_likelihood_fn` is "
           "called with params "

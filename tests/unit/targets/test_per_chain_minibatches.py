@@ -81,3 +81,21 @@ def test_a_shared_batch_log_likelihood_is_not_run_eagerly_on_chain_batches(
   fallback._log_likelihood_broadcasts = False  # Straight to vectorized_map.
   np.testing.assert_array_equal(energy, fallback.minibatch_energy(state,
                                                                   [1, 2]))
+
+
+def test_a_broadcasting_log_likelihood_is_traced_for_its_probe_only(problem):
+  # The trace that keeps an eager probe's failure quiet costs a tracing of
+  # the user's function: once, at the first call, not at every eager step.
+  calls = []
+
+  def log_likelihood(w, batch):
+    calls.append(tf.executing_eagerly())
+    return broadcasting_log_likelihood(w, batch)
+  target = make_target(problem, True, log_likelihood=log_likelihood)
+  state = tf.constant(np.tile(problem.posterior_mean, (4, 1)), tf.float32)
+  target.minibatch_energy(state, [1, 2])
+  first = len(calls)
+  for seed in ([3, 4], [5, 6]):
+    target.minibatch_energy(state, seed)
+  assert False in calls[:first] and all(calls[first:]), calls
+  assert len(calls) == first + 2, calls
