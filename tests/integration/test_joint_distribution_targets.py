@@ -238,3 +238,48 @@ def test_a_sequential_model_observed_before_a_latent_starts_from_its_prior():
   want = (pinned.unnormalized_log_prob(bij.forward(init)) +
           bij.forward_log_det_jacobian(init, event_ndims=[0, 0]))
   np.testing.assert_allclose(-target.energy(init), want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("model", [_named_model, _sequential_model,
+                                   _coroutine_model])
+def test_a_flat_state_is_the_same_posterior_as_the_nodes(model):
+  # One vector per chain ([scale, w] unconstrained, in tf.nest.flatten
+  # order): the same energy, gradient and parameters as the nodes' state.
+  x, y = _logistic_data()
+  name = "y" if model is not _sequential_model else (
+      model(x)._flat_resolve_names()[-1])  # pylint: disable=protected-access
+  nodes = sg.JointDistributionTarget(model, {name: y}, covariates=x,
+                                     batch_size=30)
+  flat = sg.JointDistributionTarget(model, {name: y}, covariates=x,
+                                    batch_size=30, flat_state=True)
+  assert flat.parameter_shapes == [4] and flat.flat_state
+  init = nodes.initial_state(4, seed=[1, 2])
+  vector = flat.initial_state(4, seed=[1, 2])
+  assert vector.shape == (4, 4)
+  np.testing.assert_array_equal(vector, tf.concat(
+      [tf.reshape(p, [4, -1]) for p in tf.nest.flatten(init)], -1))
+  tf.nest.map_structure(np.testing.assert_array_equal,
+                        flat.structured(vector), init)
+  np.testing.assert_allclose(flat.energy(vector), nodes.energy(init),
+                             rtol=1e-6)
+  e_flat, g_flat = flat.energy_and_gradient(vector, [5, 6])
+  e_nodes, g_nodes = nodes.energy_and_gradient(init, [5, 6])
+  np.testing.assert_allclose(e_flat, e_nodes, rtol=1e-6)
+  np.testing.assert_allclose(g_flat, tf.concat(
+      [tf.reshape(g, [4, -1]) for g in tf.nest.flatten(g_nodes)], -1),
+                             rtol=1e-5, atol=1e-6)
+  tf.nest.map_structure(
+      lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6),
+      flat.constrain(vector), nodes.constrain(init))
+  np.testing.assert_allclose(
+      flat.unconstrain(nodes.constrain(init)), vector, rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(flat.unconstrained_log_prob(vector),
+                             -nodes.energy(init), rtol=1e-6)
+
+
+def test_flat_state_must_be_a_bool():
+  x, y = _logistic_data()
+  with pytest.raises(TypeError, match="`flat_state` must be True or False; "
+                     "got 'yes'"):
+    sg.JointDistributionTarget(_named_model, {"y": y}, covariates=x,
+                               flat_state="yes")

@@ -532,3 +532,33 @@ def test_a_matrix_state_that_mixes_slowly_is_told_to_be_a_vector():
                     seed=[0, 1], **fast)
   assert fit.report.mass == "diagonal"
   assert any("parameter_shapes=[4]" in p for p in fit.report.problems)
+
+
+def test_a_joint_distributions_nodes_share_one_dense_mass():
+  # `sample` builds a JointDistribution's target with one vector per chain
+  # ([scale, w] unconstrained, flattened in the nodes' order), so that the
+  # warm-up's dense mass couples the coordinates of different nodes; the
+  # draws keep the model's nodes and constraints.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(500, 3)).astype(np.float32)
+  y = (rng.uniform(size=500) < 1 / (1 + np.exp(-x @ [1., -1., .5]))).astype(
+      np.int32)
+
+  def model(x):
+    return tfd.JointDistributionNamed(dict(
+        scale=tfd.HalfNormal(1.),
+        w=lambda scale: tfd.Independent(tfd.Normal(
+            tf.zeros(3), scale[..., None]), 1),
+        y=lambda w: tfd.Independent(tfd.Bernoulli(
+            logits=tf.linalg.matvec(x, w)), 1)))
+  fit = sg.sample(model, observed={"y": y}, covariates=x, num_results=60,
+                  num_adaptation_steps=200, seed=[0, 1], progress=False,
+                  print_report=False, jit_compile=False)
+  assert fit.report.warmup.mass == "dense", fit.report
+  # The kernel's state is one vector; the draws and states keep the nodes.
+  assert fit.final_state.shape == (4, 4)
+  assert fit.draws["w"].shape == fit.states["w"].shape == (60, 4, 3)
+  np.testing.assert_allclose(fit.draws["scale"],
+                             tf.math.softplus(fit.states["scale"]), rtol=1e-5)
+  np.testing.assert_array_equal(fit.draws["w"], fit.states["w"])
+  np.testing.assert_array_equal(fit.final_state[:, 1:], fit.states["w"][-1])

@@ -35,9 +35,12 @@ def as_target(model, target_log_prob_fn, observed, covariates, batch_size):
     return model
   if isinstance(model, tfd.JointDistribution) or (
       callable(model) and observed is not None):
+    # One vector per chain, so that the warm-up's dense mass (and the
+    # start's Laplace covariance) can couple the coordinates of different
+    # nodes: a hierarchical scale and the weights it governs.
     return JointDistributionTarget(model, observed=observed,
                                    covariates=covariates,
-                                   batch_size=batch_size)
+                                   batch_size=batch_size, flat_state=True)
   raise TypeError(
       "`target` must be a tfp_sgmcmc target (e.g. InMemoryTarget), a "
       "tfd.JointDistribution (with `observed`, or pinned), or a model "

@@ -79,9 +79,13 @@ def _template(target, initial_state, parameter_shapes, seed):
   """One chain's state (no chain axis), to search from and to shape by: a
   numpy float part keeps its dtype, a number or list is float32."""
   if initial_state is not None:
-    return tf.nest.map_structure(lambda p: p if tf.is_tensor(p) else (
+    state = tf.nest.map_structure(lambda p: p if tf.is_tensor(p) else (
         tf.constant(p) if np.dtype(getattr(p, "dtype", "i1")).kind == "f"
         else tf.convert_to_tensor(p, tf.float32)), initial_state)
+    if isinstance(target, JointDistributionTarget) and (
+        tf.nest.is_nested(state) or state.shape.rank != 1):
+      state = target.flattened(state)  # The nodes' structure, flattened.
+    return state
   if isinstance(target, JointDistributionTarget):
     return tf.nest.map_structure(tf.zeros_like,
                                  target.initial_state(seed=seed))
@@ -412,10 +416,10 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   with warnings.catch_warnings():
     warnings.simplefilter("ignore")
     health = summarize(states_np, trace, print_report=False, warn=False)
-  draws, var_names = states_np, None
+  draws, var_names, kept = states_np, None, states_np
   if isinstance(model_target, JointDistributionTarget):
-    draws = tf.nest.map_structure(np.asarray,
-                                  model_target.constrain(run.all_states))
+    draws, kept = (tf.nest.map_structure(np.asarray, f(run.all_states)) for
+                   f in (model_target.constrain, model_target.structured))
     var_names = model_target
   acceptance = health.acceptance_rate
   if acceptance is None and hasattr(trace, "log_accept_ratio"):
@@ -437,7 +441,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   if problems and laplace is None and warm.report.mass == "diagonal":
     problems += filter(None, [picks.vector_state_hint(
         warm.kernel, tf.nest.flatten(states), 1, num_adaptation_steps,
-        dense_mass)])
+        dense_mass, fix=_JD_FIX if isinstance(
+            model_target, JointDistributionTarget) else None)])
   unhealthy = list(problems)
   if not arrived.arrived:
     problems.insert(0, "warm-up did not arrive")
@@ -467,7 +472,11 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   return SampleResult(
       draws=draws, inference_data=idata, kernel=warm.kernel,
       final_state=final_state, final_kernel_results=run.final_kernel_results,
-      states=states_np, trace=trace, target=sampled, report=report)
+      states=kept, trace=trace, target=sampled, report=report)
+
+
+_JD_FIX = ("JointDistributionTarget(..., flat_state=True), as `sample` "
+           "builds it from a JointDistribution")
 
 
 def _shape_spec(template):

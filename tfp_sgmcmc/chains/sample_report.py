@@ -100,14 +100,16 @@ class SampleResult(collections.namedtuple("SampleResult", [
     inference_data: ArviZ `InferenceData` with `sample_stats` (None when
       ArviZ is not installed).
     kernel: the frozen kernel (tuned step size and mass) that drew them.
-    final_state: the chains' last state, as the kernel sees it (the
-      unconstrained state for a JointDistribution).
+    final_state: the chains' last state, as the kernel sees it (for a
+      JointDistribution: unconstrained, one vector per chain, which
+      `JointDistributionTarget.structured` splits into the nodes).
     final_kernel_results: the last `StepSeededResults`: with
       `StepSeeded(kernel, final_kernel_results.base_seed)` (the sampling
       phase's seed, drawn from `seed`) they continue the chain bit for
       bit, and
       `save_chain(path, final_state, final_kernel_results, kernel)` saves it.
-    states: the draws as the kernel sees them (unconstrained).
+    states: the draws unconstrained (for a JointDistribution: in the
+      structure of its nodes).
     trace: the traced fields (`diverged`, `log_accept_ratio`, ...).
     target: the target the kernel sampled.
     report: the `SampleReport`.

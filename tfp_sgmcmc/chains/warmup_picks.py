@@ -113,13 +113,16 @@ def pick_mass(kernel, parts, batch_ndims, num_steps, dense_mass=None,
 
 
 def vector_state_hint(kernel, parts, batch_ndims, num_steps,
-                      dense_mass=None):
+                      dense_mass=None, fix=None):
   """The cause and fix to add to an unhealthy run's problems where its mass
   was diagonal only because the state is not one vector per chain (a
   matrix, or several parts) while as one vector it would have been dense;
   else None. A diagonal mass leaves correlated coordinates, e.g. the
   direction a softmax's logits share, to mix by a random walk, and R-hat
-  and ESS alone do not say that the state's shape is what to change."""
+  and ESS alone do not say that the state's shape is what to change.
+  `fix`: how to make the state one vector, where the default (a
+  `parameter_shapes=[d]` vector split inside the model's functions) is
+  not the way (a `JointDistributionTarget`'s `flat_state=True`)."""
   chains = parts[0].shape[:batch_ndims]
   if len(parts) == 1 and parts[0].shape.rank == batch_ndims + 1:
     return None
@@ -129,13 +132,14 @@ def vector_state_hint(kernel, parts, batch_ndims, num_steps,
                dense_mass).choice != "dense":
     return None
   shapes = [p.shape[batch_ndims:].as_list() for p in parts]
+  fix = fix or (f"parameter_shapes=[{size}], reshaped or split inside the "
+                "model's functions")
   return (
       "the mass was diagonal because the state is not one vector per chain "
       f"(shape{'s' * (len(parts) > 1)} "
       f"{shapes if len(parts) > 1 else shapes[0]}), which leaves correlated "
-      "coordinates to mix slowly; as one vector "
-      f"(parameter_shapes=[{size}], reshaped or split inside the model's "
-      "functions) it gets a dense mass")
+      f"coordinates to mix slowly; as one vector ({fix}) it gets a dense "
+      "mass")
 
 
 def pick_length(kernel, adapt_num_leapfrog_steps=None,

@@ -17,9 +17,14 @@ a minibatch target:
   support, with its log-det in the energy, and `constrain` maps draws back;
 * the state has the model's own structure (the unpinned nodes as a dict for
   `JointDistributionNamed`, a list for `JointDistributionSequential`, a
-  namedtuple for `JointDistributionCoroutine`).
+  namedtuple for `JointDistributionCoroutine`), or, with `flat_state=True`,
+  is one vector per chain: the nodes' unconstrained coordinates in
+  `tf.nest.flatten` order, so that a dense mass, which needs one vector,
+  can couple coordinates of different nodes (`tfp_sgmcmc.sample` builds its
+  JointDistribution targets so).
 """
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
@@ -141,10 +146,13 @@ class JointDistributionTarget(InMemoryTarget):
       default) for the full batch: every example once, in order, at every
       step (exact energies and gradients).
     energy_chunk_size: as for `InMemoryTarget`.
+    flat_state: False (the default): the state in the structure of the
+      model's unpinned nodes; True: one vector per chain, [chains..., d]
+      (`structured(state)` splits it into the nodes).
 
   The state is unconstrained, in the structure of the model's unpinned
-  nodes; `constrain(state)` gives the parameters, `initial_state(...)` a
-  start drawn from the prior. Write the model to broadcast over leading
+  nodes (or one vector, `flat_state`); `constrain(state)` gives the
+  parameters, `initial_state(...)` a start drawn from the prior. Write the model to broadcast over leading
   chain dimensions of its latent values (as for batched chains with TFP's
   HMC): latent values have shape `chains + event_shape`.
 
@@ -180,7 +188,7 @@ class JointDistributionTarget(InMemoryTarget):
   """
 
   def __init__(self, model, observed=None, covariates=None, batch_size=None,
-               energy_chunk_size=None):
+               energy_chunk_size=None, flat_state=False):
     model, observed = _pins_as_observed(model, observed)
     if isinstance(model, tfd.JointDistribution):
       if covariates is not None:
@@ -262,12 +270,17 @@ class JointDistributionTarget(InMemoryTarget):
     # chain axes (a lone scalar node's state has no parameter axis).
     shapes = self._bijector.inverse_event_shape(pinned.event_shape)
     flat = [list(shape) for shape in tf.nest.flatten(shapes)]
+    if not isinstance(flat_state, bool):
+      raise TypeError(f"`flat_state` must be True or False; got "
+                      f"{flat_state!r}.")
+    self._node_shapes = (shapes, flat) if flat_state else None
     super().__init__(self._log_likelihood_of, data,
                      batch_size=None if full else batch_size,
                      log_prior_fn=self._log_prior_of,
                      energy_chunk_size=energy_chunk_size, full_batch=full,
-                     parameter_shapes=(flat if tf.nest.is_nested(shapes)
-                                       else flat[0]))
+                     parameter_shapes=(
+                         [sum(int(np.prod(f)) for f in flat)] if flat_state
+                         else flat if tf.nest.is_nested(shapes) else flat[0]))
     joint_checks.check_prior_free_of_data(self)
     if not full:
       joint_checks.check_exchangeable(self, batch_size)
@@ -289,12 +302,41 @@ class JointDistributionTarget(InMemoryTarget):
   def latent_names(self):
     return list(self._latent_names)
 
+  @property
+  def flat_state(self):
+    """Whether the state is one vector per chain (`flat_state=True`)."""
+    return self._node_shapes is not None
+
+  def structured(self, state):
+    """An unconstrained state in the structure of the model's nodes: a flat
+    state split along its last axis (in `tf.nest.flatten` order) and
+    reshaped; a structured one as it is."""
+    if self._node_shapes is None:
+      return state
+    structure, shapes = self._node_shapes
+    batch = tf.shape(state)[:-1]
+    parts = tf.split(state, [int(np.prod(s)) for s in shapes], axis=-1)
+    return tf.nest.pack_sequence_as(structure, [
+        tf.reshape(p, tf.concat([batch, s], 0)) for p, s in zip(
+            parts, shapes)])
+
+  def flattened(self, structured):
+    """The target's state of an unconstrained state in the structure of the
+    model's nodes: one vector per chain with `flat_state`, else as it is."""
+    if self._node_shapes is None:
+      return structured
+    _, shapes = self._node_shapes
+    parts = tf.nest.flatten(structured)
+    batch = tf.shape(parts[0])[:parts[0].shape.rank - len(shapes[0])]
+    return tf.concat([tf.reshape(p, tf.concat([batch, [-1]], 0))
+                      for p in parts], -1)
+
   def constrain(self, state):
     """The parameters (in the model's structure) of unconstrained draws."""
-    return self._bijector.forward(state)
+    return self._bijector.forward(self.structured(state))
 
   def unconstrain(self, parameters):
-    return self._bijector.inverse(parameters)
+    return self.flattened(self._bijector.inverse(parameters))
 
   def _latent_dict(self, parameters):
     if isinstance(parameters, dict):
@@ -346,7 +388,7 @@ class JointDistributionTarget(InMemoryTarget):
     for name in self._latent_names:
       total = total + log_probs[name]
     log_det = self._bijector.forward_log_det_jacobian(
-        _uncached(state), event_ndims=self._event_ranks)
+        _uncached(self.structured(state)), event_ndims=self._event_ranks)
     return total + log_det
 
   # --- conveniences ---------------------------------------------------------
@@ -358,7 +400,9 @@ class JointDistributionTarget(InMemoryTarget):
     takes its parts by name, as TFP's pinned model does."""
     structure = self._pinned_probe.event_shape
     if named:
-      state = named
+      state = self.flattened(named)
+    elif len(parts) == 1 and self.flat_state:
+      state = parts[0]
     elif len(parts) == 1 and not tf.nest.is_nested(structure):
       state = parts[0]
     elif isinstance(structure, dict) and len(structure) > 1:
@@ -373,7 +417,8 @@ class JointDistributionTarget(InMemoryTarget):
           "**dict(zip(names, parts)))` with `names` the order of your "
           "state's parts.")
     else:
-      state = tf.nest.pack_sequence_as(structure, list(parts))
+      state = self.flattened(tf.nest.pack_sequence_as(structure,
+                                                      list(parts)))
     return -self.energy(state)
 
   def initial_state(self, num_chains=None, seed=None):

@@ -45,7 +45,7 @@ def _probe_state(target):
       tf.TensorShape(s).num_elements(), dtype=d) + 1.3 * i), s)
            for i, (s, d) in enumerate(zip(tf.nest.flatten(shapes),
                                           tf.nest.flatten(dtypes)))]
-  return tf.nest.pack_sequence_as(shapes, parts)
+  return target.flattened(tf.nest.pack_sequence_as(shapes, parts))
 
 
 def _same(a, b):

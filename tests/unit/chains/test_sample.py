@@ -15,7 +15,7 @@ from tfp_sgmcmc.chains import start as start_lib
 
 from support.linear_regression import write_shards
 from support.sample_problems import (FAST, logistic, normal_model,
-                                     poisson_near_mode)
+                                     poisson_near_mode, random_intercepts)
 
 tfd = tfp.distributions
 tfb = tfp.bijectors
@@ -184,10 +184,9 @@ def test_needs_the_state_shape():
 
 
 def test_dense_mass_refused_where_it_cannot_apply():
-  model, y = normal_model()
+  target, _ = random_intercepts()   # A state of two parts.
   with pytest.raises(ValueError, match="`dense_mass=True` but the state"):
-    sg.sample(model, observed={"y": y}, batch_size=20, dense_mass=True,
-              **FAST)
+    sg.sample(target, dense_mass=True, **FAST)
 
 
 def test_the_laplace_mass_only_beyond_a_dense_windows_reach():

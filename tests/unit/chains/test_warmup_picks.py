@@ -197,6 +197,12 @@ def test_a_state_dense_only_as_one_vector_names_that_fix():
   hint = picks.vector_state_hint(
       kernel, [tf.zeros([4, 3]), tf.zeros([4])], 1, 1000)
   assert "shapes [[3], []]" in hint and "parameter_shapes=[4]" in hint
+  # A JointDistributionTarget's nodes become one vector by its own option.
+  hint = picks.vector_state_hint(
+      kernel, [tf.zeros([4, 3]), tf.zeros([4])], 1, 1000,
+      fix="JointDistributionTarget(..., flat_state=True)")
+  assert "as one vector (JointDistributionTarget(..., flat_state=True))" in (
+      hint) and "parameter_shapes" not in hint
   # Nothing to say where the state is one vector, or would be diagonal
   # anyway: too many coordinates, too short a warm-up, or as asked.
   assert picks.vector_state_hint(kernel, _vector(5), 1, 1000) is None
