@@ -551,13 +551,13 @@ def test_a_joint_distributions_nodes_share_one_dense_mass():
             tf.zeros(3), scale[..., None]), 1),
         y=lambda w: tfd.Independent(tfd.Bernoulli(
             logits=tf.linalg.matvec(x, w)), 1)))
-  fit = sg.sample(model, observed={"y": y}, covariates=x, num_results=60,
+  fit = sg.sample(model, observed={"y": y}, covariates=x, num_results=20,
                   num_adaptation_steps=200, seed=[0, 1], progress=False,
                   print_report=False, jit_compile=False)
   assert fit.report.warmup.mass == "dense", fit.report
   # The kernel's state is one vector; the draws and states keep the nodes.
   assert fit.final_state.shape == (4, 4)
-  assert fit.draws["w"].shape == fit.states["w"].shape == (60, 4, 3)
+  assert fit.draws["w"].shape == fit.states["w"].shape == (20, 4, 3)
   np.testing.assert_allclose(fit.draws["scale"],
                              tf.math.softplus(fit.states["scale"]), rtol=1e-5)
   np.testing.assert_array_equal(fit.draws["w"], fit.states["w"])

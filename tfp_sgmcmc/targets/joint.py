@@ -152,9 +152,10 @@ class JointDistributionTarget(InMemoryTarget):
 
   The state is unconstrained, in the structure of the model's unpinned
   nodes (or one vector, `flat_state`); `constrain(state)` gives the
-  parameters, `initial_state(...)` a start drawn from the prior. Write the model to broadcast over leading
-  chain dimensions of its latent values (as for batched chains with TFP's
-  HMC): latent values have shape `chains + event_shape`.
+  parameters, `initial_state(...)` a start drawn from the prior. Write the
+  model to broadcast over leading chain dimensions of its latent values (as
+  for batched chains with TFP's HMC): latent values have shape
+  `chains + event_shape`.
 
   #### Example
 
