@@ -295,8 +295,9 @@ class JointDistributionTarget(InMemoryTarget):
 
   @property
   def bijector(self):
-    """The model's default event-space bijector: unconstrained state ->
-    parameters."""
+    """The model's default event-space bijector: unconstrained values in
+    the nodes' structure -> parameters (a flat state: `structured` first,
+    as `constrain` does)."""
     return self._bijector
 
   @property
