@@ -11,6 +11,8 @@ report; SGLD runs where the claim is not about the kernel (it traces
 several times faster than AMAGOLD).
 """
 
+import importlib
+import os
 import warnings
 
 import numpy as np
@@ -534,23 +536,17 @@ def test_a_matrix_state_that_mixes_slowly_is_told_to_be_a_vector():
   assert any("parameter_shapes=[4]" in p for p in fit.report.problems)
 
 
-def test_a_joint_distributions_nodes_share_one_dense_mass():
+def test_a_joint_distributions_nodes_share_one_dense_mass(monkeypatch):
   # `sample` builds a JointDistribution's target with one vector per chain
   # ([scale, w] unconstrained, flattened in the nodes' order), so that the
   # warm-up's dense mass couples the coordinates of different nodes; the
-  # draws keep the model's nodes and constraints.
-  rng = np.random.default_rng(0)
-  x = rng.normal(size=(500, 3)).astype(np.float32)
-  y = (rng.uniform(size=500) < 1 / (1 + np.exp(-x @ [1., -1., .5]))).astype(
-      np.int32)
-
-  def model(x):
-    return tfd.JointDistributionNamed(dict(
-        scale=tfd.HalfNormal(1.),
-        w=lambda scale: tfd.Independent(tfd.Normal(
-            tf.zeros(3), scale[..., None]), 1),
-        y=lambda w: tfd.Independent(tfd.Bernoulli(
-            logits=tf.linalg.matvec(x, w)), 1)))
+  # draws keep the model's nodes and constraints. The README's model, as
+  # benchmarks/joint_distribution_one_call.py runs it at N = 200,000.
+  monkeypatch.syspath_prepend(os.path.join(os.path.dirname(os.path.dirname(
+      os.path.dirname(os.path.abspath(__file__)))), "benchmarks"))
+  bench = importlib.import_module("joint_distribution_one_call")
+  x, y = bench.data(500)
+  model = bench.model
   fit = sg.sample(model, observed={"y": y}, covariates=x, num_results=20,
                   num_adaptation_steps=200, seed=[0, 1], progress=False,
                   print_report=False, jit_compile=False)
