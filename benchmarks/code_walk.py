@@ -29,7 +29,10 @@ Each function entered is classified by this rule, in this order:
 Lines are counted two ways: "code" (the function's lines without its
 docstring, blank lines or comment-only lines) and "whole" (def line to
 last line). The ratio printed is checks / math in code lines; the whole
-count is shown beside it.
+count is shown beside it. Of the code lines, "text" counts those that
+only continue a string (a line that starts with a string literal, such as
+the second and later lines of an error message): the checks' ratio is
+also printed without them, their logic against the math.
 
 It also prints how many times the target is resolved
 (`interop.resolve_target` calls) and, per file, how many times the walk
@@ -82,7 +85,8 @@ class Module:
     with open(path) as f:
       source = f.read()
     self.lines = source.splitlines()
-    self.functions = []  # (start, end, qualified name, code, whole)
+    # (start, end, qualified name, code, whole, text)
+    self.functions = []
     self._collect(ast.parse(source).body, "")
 
   def _collect(self, body, prefix):
@@ -91,22 +95,29 @@ class Module:
         self._collect(node.body, prefix + node.name + ".")
       elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         start = min([node.lineno] + [d.lineno for d in node.decorator_list])
+        code, text = self._code_lines(node, start)
         self.functions.append((start, node.end_lineno, prefix + node.name,
-                               self._code_lines(node, start), node.end_lineno
-                               - start + 1))
+                               code, node.end_lineno - start + 1, text))
 
   def _code_lines(self, node, start):
+    """(code lines, of which lines that only continue a string)."""
     doc = set()
     first = node.body[0]
     if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
         and isinstance(first.value.value, str)):
       doc = set(range(first.lineno, first.end_lineno + 1))
-    count = 0
+    strings = set()
+    for child in ast.walk(node):
+      if isinstance(child, ast.JoinedStr) or (
+          isinstance(child, ast.Constant) and isinstance(child.value, str)):
+        strings.update(range(child.lineno, child.end_lineno + 1))
+    count = text_count = 0
     for number in range(start, node.end_lineno + 1):
       text = self.lines[number - 1].strip()
       if number not in doc and text and not text.startswith("#"):
         count += 1
-    return count
+        text_count += number in strings and text.lstrip("rbf")[:1] in "'\""
+    return count, text_count
 
   def enclosing(self, line):
     for function in self.functions:
@@ -142,11 +153,12 @@ class Walk:
     function = self.modules[module].enclosing(frame.f_code.co_firstlineno)
     if function is None:  # Module-level code (an import).
       return None
-    start, _, name, code, whole = function
+    start, _, name, code, whole, text = function
     key = (module, name)
     self.calls[key] += frame.f_code.co_name == name.split(".")[-1]
     self.functions.setdefault(key, (start, code, whole,
-                                    classify(module, name.split(".")[-1])))
+                                    classify(module, name.split(".")[-1]),
+                                    text))
     caller = frame.f_back
     if caller is None or self._module(caller.f_code.co_filename) != module:
       self.entries[module] += 1
@@ -177,16 +189,18 @@ def amagold_path(walk):
 
 def measure():
   """The walk of AMAGOLD's path: {"functions": {(module, name): (first
-  line, code lines, whole lines, class)}, "totals": {class: [functions,
-  code lines, whole lines]}, "resolved": resolve_target calls, "entries":
-  {module: calls into it from another file}}."""
+  line, code lines, whole lines, class, text lines)}, "totals": {class:
+  [functions, code lines, whole lines, text lines]}, "resolved":
+  resolve_target calls, "entries": {module: calls into it from another
+  file}}."""
   walk = Walk()
   amagold_path(walk)
-  totals = {kind: [0, 0, 0] for kind in ("check", "math", "plumbing")}
-  for _, code, whole, kind in walk.functions.values():
+  totals = {kind: [0, 0, 0, 0] for kind in ("check", "math", "plumbing")}
+  for _, code, whole, kind, text in walk.functions.values():
     totals[kind][0] += 1
     totals[kind][1] += code
     totals[kind][2] += whole
+    totals[kind][3] += text
   return dict(functions=dict(walk.functions), totals=totals,
               resolved=walk.calls[("kernels/interop.py", "resolve_target")],
               entries=dict(walk.entries))
@@ -199,17 +213,20 @@ def main():
   walk = measure()
   totals = walk["totals"]
   if args.list:
-    for (module, name), (start, code, whole, kind) in walk[
+    for (module, name), (start, code, whole, kind, text) in walk[
         "functions"].items():
-      print(f"{kind:9s} {code:4d} {whole:4d}  {module}:{start} {name}")
+      print(f"{kind:9s} {code:4d} {whole:4d} {text:4d}  {module}:{start} "
+            f"{name}")
   print("lines on AMAGOLD's path (construct, bootstrap, one eager step):")
-  print(f"{'':10s}{'functions':>10s}{'code':>7s}{'whole':>7s}")
+  print(f"{'':10s}{'functions':>10s}{'code':>7s}{'whole':>7s}{'text':>7s}")
   for kind in ("check", "math", "plumbing"):
-    n, code, whole = totals[kind]
-    print(f"{kind:10s}{n:10d}{code:7d}{whole:7d}")
+    n, code, whole, text = totals[kind]
+    print(f"{kind:10s}{n:10d}{code:7d}{whole:7d}{text:7d}")
   check, math = totals["check"], totals["math"]
   print(f"checks / math: {check[1] / max(math[1], 1):.2f} (code lines), "
-        f"{check[2] / max(math[2], 1):.2f} (whole functions)")
+        f"{check[2] / max(math[2], 1):.2f} (whole functions), "
+        f"{(check[1] - check[3]) / max(math[1], 1):.2f} (code lines "
+        "without the checks' text lines)")
   print(f"target resolved {walk['resolved']} time(s) in one AMAGOLD "
         "construction")
   print("files entered (calls from another file):")

@@ -18,6 +18,12 @@ def test_code_walk_classifies_the_path_and_resolves_the_target_once():
   assert kinds[("kernels/base.py", "StochasticGradientKernel._finish")] == (
       "plumbing")
   for kind in ("check", "math", "plumbing"):
-    functions, code, whole = walk["totals"][kind]
-    assert 0 < functions and 0 < code <= whole, kind
+    functions, code, whole, text = walk["totals"][kind]
+    assert 0 < functions and 0 <= text < code <= whole, kind
+  # Text lines only continue a string: an error message's second line is
+  # one, its `raise` line is not, and the update's math has none.
+  assert walk["totals"]["math"][3] == 0
+  texts = {key: info[4] for key, info in walk["functions"].items()}
+  assert texts[("arguments.py", "check_step_size_matches")] == 5
+  assert texts[("arguments.py", "check_integer")] == 0
   assert walk["entries"]["kernels/interop.py"] >= 1
