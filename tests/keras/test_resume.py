@@ -186,6 +186,30 @@ def test_a_backup_of_another_prior_is_refused(tmp_path):
   assert len(history.history["loss"]) == 3  # Resumed after epoch 3.
 
 
+def test_a_backup_of_other_energy_data_is_refused(tmp_path):
+  # Exact AMAGOLD caches U(theta), a sum over `energy_data`: resumed with
+  # other examples (the same N), its next test would weigh a proposal's
+  # energy on the new data against the old data's U(theta). Refused with
+  # both digests; the same data resumes.
+  backup_dir = str(tmp_path / "backup")
+  model, sampling, backup = worker.build("amagold", backup_dir, seed=1)
+  with pytest.raises(RuntimeError, match="interrupted"):
+    worker.fit(model, [sampling, backup, worker.Interrupt(3, 0, kill=False)])
+  x, y = worker.data()
+  model, _, backup = worker.build("amagold", backup_dir, seed=1)
+  other = sgk.SamplingCallback(
+      worker.make_sampler("amagold", 1), num_examples=worker.NUM_EXAMPLES,
+      prior=1., burnin_epochs=2, max_samples=25, thinning=1,
+      backup_dir=backup_dir, energy_data=(x, y + 1.), energy_batch_size=20)
+  with pytest.raises(ValueError, match=r"another posterior.*'energy_data': "
+                     r"\('[0-9a-f]{64}', '[0-9a-f]{64}'\)"):
+    worker.fit(model, [other, backup])
+  assert other.samples == []
+  model, sampling, backup = worker.build("amagold", backup_dir, seed=1)
+  history = worker.fit(model, [sampling, backup])
+  assert len(history.history["loss"]) == 3  # Resumed after epoch 3.
+
+
 # --- Keras' files out of step with ours ------------------------------------
 # SamplingCallback's files (CRC-checked, atomic, with a digest of the
 # weights) are the source of truth; Keras' latest.weights.h5 and

@@ -45,9 +45,11 @@ def jsonable(config):
 
 def posterior_settings(callback):
   """What the kept samples are samples of, as a backup records it: the
-  number of examples N and the prior (its settings, or a function by its
-  name). A resumed `fit` with others would keep samples of two posteriors
-  in one chain."""
+  number of examples N, the prior (its settings, or a function by its
+  name) and a digest of the exact test's `energy_data` arrays. A resumed
+  `fit` with others would keep samples of two posteriors in one chain, and
+  with other energy data test its next proposal against a U(theta) summed
+  over the old examples."""
   prior = callback._log_prior
   get_config = getattr(prior, "get_config", None)
   if callable(get_config):
@@ -55,7 +57,8 @@ def posterior_settings(callback):
   else:
     described = (f"{getattr(prior, '__module__', '')}."
                  f"{getattr(prior, '__qualname__', type(prior).__name__)}")
-  return dict(num_examples=int(callback.num_examples), prior=described)
+  return dict(num_examples=int(callback.num_examples), prior=described,
+              energy_data=callback._energies.digest())
 
 
 def backup_path(callback, fit_epoch):
@@ -320,14 +323,14 @@ def _restore_epoch(callback, fit_epoch, path):
   if saved_shapes != shapes:
     raise ValueError(f"{path!r} holds model variables of shapes "
                      f"{saved_shapes}; the model has {shapes}.")
-  # Backups written before the posterior's settings were recorded have
-  # none to compare.
-  saved_posterior = header.get("posterior")
+  # Backups written before the posterior's settings (or one of them) were
+  # recorded have none to compare.
+  saved_posterior = header.get("posterior") or {}
   mine_posterior = json.loads(json.dumps(posterior_settings(callback)))
-  if saved_posterior is not None and saved_posterior != mine_posterior:
-    diffs = {k: (saved_posterior.get(k), mine_posterior.get(k))
-             for k in sorted(set(saved_posterior) | set(mine_posterior))
-             if saved_posterior.get(k) != mine_posterior.get(k)}
+  diffs = {k: (saved_posterior[k], mine_posterior.get(k))
+           for k in sorted(saved_posterior)
+           if saved_posterior[k] != mine_posterior.get(k)}
+  if diffs:
     raise ValueError(
         f"{path!r} holds a chain of another posterior (backup, this "
         f"callback): {diffs}. Its kept samples and running moments would "

@@ -18,14 +18,18 @@ energy seed of the outer step (`random.uniform_indices`); over a dataset
 it takes the stream's next batch.
 """
 
+import numpy as np
 import tensorflow as tf
 
 from tfp_sgmcmc import random
 from tfp_sgmcmc.keras import losses as losses_lib
 from tfp_sgmcmc.keras.fit import health as health_lib
+from tfp_sgmcmc.keras.fit import keras_files
 from tfp_sgmcmc.targets import energy as energy_lib
 
 __all__ = ["AcceptanceEnergies"]
+
+_NOT_COMPUTED = object()
 
 
 
@@ -46,6 +50,7 @@ class AcceptanceEnergies:
     self._batch_size = int(batch_size)
     self._num_examples = int(num_examples)
     self._log_prior = log_prior
+    self._digest = _NOT_COMPUTED
     self._built = False
     self._checked = False
     self._batch_nll = None
@@ -72,6 +77,17 @@ class AcceptanceEnergies:
   def data(self):
     """`energy_data` as given."""
     return self._data
+
+  def digest(self):
+    """SHA-256 of `energy_data`'s arrays (dtype, shape, bytes), computed
+    once; None for a dataset or none given. A backup records it: the
+    chain's cached U(theta) is a sum over these examples."""
+    if self._digest is _NOT_COMPUTED:
+      data = self._data
+      self._digest = None if not isinstance(data, (tuple, list)) else (
+          keras_files.weights_digest([
+              np.asarray(a) for a in tf.nest.flatten(data)]))
+    return self._digest
 
   def _build(self, model, likelihood, exact):
     n = float(self._num_examples)
