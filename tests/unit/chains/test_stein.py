@@ -1,6 +1,7 @@
 """The IMQ kernel Stein discrepancy against known answers: a plain NumPy
-double loop, the exact expectation for independent Gaussian draws, the
-order of biased draws, and the target, structure and thinning routes.
+double loop, SGMCMCJax's implementation (where installed), the exact
+expectation for independent Gaussian draws, the order of biased draws, and
+the target, structure and thinning routes.
 (Under XLA, and choosing a step size or warming up from chains:
 tests/integration/test_stein_discrepancy.py.)"""
 
@@ -38,6 +39,27 @@ def test_exact_gaussian_draws_give_the_expected_discrepancy():
     assert scaled.shape == (64,)
     se = scaled.std(ddof=1) / np.sqrt(scaled.size)
     assert abs(scaled.mean() - expected) < 4 * se, (n, scaled.mean(), se)
+
+
+def test_the_discrepancy_equals_sgmcmcjaxs_where_it_is_installed():
+  # SGMCMCJax's `ksd.imq_KSD` (`pip install sgmcmcjax`; c = 1, beta = -1/2),
+  # an implementation written apart from ours, on the same draws and their
+  # exact scores: the same number, to float64 rounding.
+  ksd_module = pytest.importorskip("sgmcmcjax.ksd")
+  jax = pytest.importorskip("jax")
+  rng = np.random.default_rng(3)
+  mu, sd = np.array([1., -2., 0.5, 3.]), np.array([0.7, 1.5, 0.2, 1.])
+  x = mu + 1.3 * sd * rng.normal(size=(300, 4)) + 0.2 * sd
+
+  def log_prob(w):
+    return -0.5 * tf.reduce_sum(((w - mu) / sd) ** 2, -1)
+  with jax.enable_x64(True):
+    want = float(ksd_module.imq_KSD(jax.numpy.asarray(x), jax.numpy.asarray(
+        -(x - mu) / sd ** 2)))
+  got = float(tfp_sgmcmc.ksd(x, target_log_prob_fn=log_prob,
+                             num_chain_dims=0, max_draws=300,
+                             jit_compile=False))
+  assert got == pytest.approx(want, rel=1e-10), (got, want)
 
 
 def test_biased_draws_rank_in_the_order_of_their_error():
