@@ -257,7 +257,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       minibatch gradients, `AMAGOLD_EXACT_GRADIENT_FRICTION` on control
       variates or exact gradients), "sghmc", "sgnht", "sgld", or a kernel
       instance, whose step size and other arguments are starting guesses.
-    seed: stateless seed.
+    seed: a stateless `int32[2]` seed (the same draws at every call); an
+      int or None is TFP's stateful seed (an int repeats a run, not a call).
     num_adaptation_steps: warm-up steps (`warm_up`'s `num_steps`).
     num_burnin_steps: steps run after the warm-up and not kept.
     target_log_prob_fn: instead of `target`, TFP's log density (full
