@@ -19,6 +19,7 @@ import warnings
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
 import tfp_sgmcmc.keras as sgk
 from support.paths import WORKERS
@@ -183,6 +184,36 @@ def test_a_backup_of_another_prior_is_refused(tmp_path):
     np.savez(path, **arrays)
   model, sampling, backup = worker.build("sghmc", backup_dir, seed=1)
   history = worker.fit(model, [sampling, backup])
+  assert len(history.history["loss"]) == 3  # Resumed after epoch 3.
+
+
+def _gaussian_prior(scale):
+  return lambda weights: tf.add_n(
+      [tf.reduce_sum(-0.5 * (w / scale) ** 2) for w in weights])
+
+
+def test_a_backup_of_another_prior_function_of_the_same_name_is_refused(
+    tmp_path):
+  # Two closures of one function share a module and a qualified name, so
+  # the name alone let a resume with scale 100 go on from scale 1's chain.
+  # Their values at the backup's weights tell them apart; the same prior
+  # (a new closure, as a new process makes) resumes.
+  backup_dir = str(tmp_path / "backup")
+
+  def sampling(scale):
+    return sgk.SamplingCallback(
+        worker.make_sampler("sghmc", 1), num_examples=worker.NUM_EXAMPLES,
+        prior=_gaussian_prior(scale), burnin_epochs=2, max_samples=25,
+        thinning=4, backup_dir=backup_dir)
+  model, _, backup = worker.build("sghmc", backup_dir, seed=1)
+  with pytest.raises(RuntimeError, match="interrupted"):
+    worker.fit(model, [sampling(1.), backup,
+                       worker.Interrupt(3, 0, kill=False)])
+  model, _, backup = worker.build("sghmc", backup_dir, seed=1)
+  with pytest.raises(ValueError, match=r"another posterior.*'prior_value'"):
+    worker.fit(model, [sampling(100.), backup])
+  model, _, backup = worker.build("sghmc", backup_dir, seed=1)
+  history = worker.fit(model, [sampling(1.), backup])
   assert len(history.history["loss"]) == 3  # Resumed after epoch 3.
 
 

@@ -8,6 +8,7 @@ import os
 import warnings
 
 import numpy as np
+import tensorflow as tf
 
 from tfp_sgmcmc import _files as files
 from tfp_sgmcmc.keras.fit import keras_files
@@ -43,13 +44,14 @@ def jsonable(config):
   return out
 
 
-def posterior_settings(callback):
+def posterior_settings(callback, weights):
   """What the kept samples are samples of, as a backup records it: the
   number of examples N, the prior (its settings, or a function by its
-  name) and a digest of the exact test's `energy_data` arrays. A resumed
-  `fit` with others would keep samples of two posteriors in one chain, and
-  with other energy data test its next proposal against a U(theta) summed
-  over the old examples."""
+  name, and its value at the backup's trainable `weights`, which tells
+  two functions of one name apart), and a digest of the exact test's
+  `energy_data` arrays. A resumed `fit` with others would keep samples of
+  two posteriors in one chain, and with other energy data test its next
+  proposal against a U(theta) summed over the old examples."""
   prior = callback._log_prior
   get_config = getattr(prior, "get_config", None)
   if callable(get_config):
@@ -57,7 +59,11 @@ def posterior_settings(callback):
   else:
     described = (f"{getattr(prior, '__module__', '')}."
                  f"{getattr(prior, '__qualname__', type(prior).__name__)}")
+  # Six digits: a float32 sum over many weights may differ in its last
+  # bits between processes, a different prior by far more.
+  value = prior([tf.convert_to_tensor(w) for w in weights])
   return dict(num_examples=int(callback.num_examples), prior=described,
+              prior_value=f"{float(value):.6g}",
               energy_data=callback._energies.digest())
 
 
@@ -97,7 +103,8 @@ def save_backup(callback, fit_epoch):
       format_version=_BACKUP_FORMAT_VERSION, fit_epoch=int(fit_epoch),
       num_sample_states=None if states is None else len(states),
       sampler=type(callback._spec).__name__, seed=int(callback._spec.seed),
-      posterior=posterior_settings(callback),
+      posterior=posterior_settings(callback, [
+          arrays[f"model_{i}"] for i in range(num_vars)]),
       sampler_config=(jsonable(callback.sampler.get_config())
                       if callback._sampling else None),
       sampling=callback._sampling, epochs_seen=callback._epochs_seen,
@@ -326,7 +333,8 @@ def _restore_epoch(callback, fit_epoch, path):
   # Backups written before the posterior's settings (or one of them) were
   # recorded have none to compare.
   saved_posterior = header.get("posterior") or {}
-  mine_posterior = json.loads(json.dumps(posterior_settings(callback)))
+  mine_posterior = json.loads(json.dumps(posterior_settings(callback, [
+      arrays[f"model_{i}"] for i in range(len(model.trainable_variables))])))
   diffs = {k: (saved_posterior[k], mine_posterior.get(k))
            for k in sorted(saved_posterior)
            if saved_posterior[k] != mine_posterior.get(k)}
