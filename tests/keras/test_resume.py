@@ -217,6 +217,24 @@ def test_a_backup_of_another_prior_function_of_the_same_name_is_refused(
   assert len(history.history["loss"]) == 3  # Resumed after epoch 3.
 
 
+def test_a_prior_value_summed_in_another_order_is_the_same_prior():
+  # Another machine may sum the float32 log prior over the weights in
+  # another order: its last digits move, and the resume must not be
+  # refused for that; scale 1 against 1.1 of N(0, scale^2) moves it 17%.
+  from tfp_sgmcmc.keras.fit import backup  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  w = rng.normal(size=535_000).astype(np.float32)
+  value = -0.5 * np.sum(w ** 2)
+  # One term after another (numpy's sum is pairwise): 1.7e-4 apart.
+  other_order = -0.5 * np.cumsum(w ** 2, dtype=np.float32)[-1]
+  assert value != other_order
+  assert backup._same_setting("prior_value", float(value), float(other_order))
+  assert not backup._same_setting("prior_value", float(value),
+                                  float(value) / 1.1 ** 2)
+  assert backup._same_setting("prior", "a", "a") and not (
+      backup._same_setting("prior", "a", "b"))
+
+
 def test_a_backup_of_other_energy_data_is_refused(tmp_path):
   # Exact AMAGOLD caches U(theta), a sum over `energy_data`: resumed with
   # other examples (the same N), its next test would weigh a proposal's

@@ -45,26 +45,34 @@ def jsonable(config):
 
 
 def posterior_settings(callback, weights):
-  """What the kept samples are samples of, as a backup records it: the
-  number of examples N, the prior (its settings, or a function by its
-  name, and its value at the backup's trainable `weights`, which tells
-  two functions of one name apart), and a digest of the exact test's
-  `energy_data` arrays. A resumed `fit` with others would keep samples of
-  two posteriors in one chain, and with other energy data test its next
-  proposal against a U(theta) summed over the old examples."""
+  """What the kept samples are samples of, as a backup records it: N, the
+  prior (its settings, or a function by its name and its value at the
+  backup's trainable `weights`, which tells two of one name apart), and a
+  digest of exact AMAGOLD's `energy_data` arrays. A resumed `fit` with
+  others would keep samples of two posteriors in one chain (and test its
+  next proposal against a U(theta) summed over the old examples)."""
   prior = callback._log_prior
   get_config = getattr(prior, "get_config", None)
+  value = None
   if callable(get_config):
     described = jsonable(get_config())
   else:
     described = (f"{getattr(prior, '__module__', '')}."
                  f"{getattr(prior, '__qualname__', type(prior).__name__)}")
-  # Six digits: a float32 sum over many weights may differ in its last
-  # bits between processes, a different prior by far more.
-  value = prior([tf.convert_to_tensor(w) for w in weights])
+    value = float(prior([tf.convert_to_tensor(w) for w in weights]))
   return dict(num_examples=int(callback.num_examples), prior=described,
-              prior_value=f"{float(value):.6g}",
-              energy_data=callback._energies.digest())
+              prior_value=value, energy_data=callback._energies.digest())
+
+
+def _same_setting(key, saved, mine):
+  """Whether a backup's posterior setting is this callback's. The prior's
+  value is a float32 sum over the weights, whose last digits may differ
+  between machines (another summation order); a different prior differs
+  by far more than 1e-3."""
+  if key == "prior_value" and saved is not None and mine is not None:
+    return saved == mine or abs(saved - mine) <= 1e-3 * max(
+        abs(saved), abs(mine), 1.)
+  return saved == mine
 
 
 def backup_path(callback, fit_epoch):
@@ -337,7 +345,7 @@ def _restore_epoch(callback, fit_epoch, path):
       arrays[f"model_{i}"] for i in range(len(model.trainable_variables))])))
   diffs = {k: (saved_posterior[k], mine_posterior.get(k))
            for k in sorted(saved_posterior)
-           if saved_posterior[k] != mine_posterior.get(k)}
+           if not _same_setting(k, saved_posterior[k], mine_posterior.get(k))}
   if diffs:
     raise ValueError(
         f"{path!r} holds a chain of another posterior (backup, this "
