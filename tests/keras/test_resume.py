@@ -119,10 +119,10 @@ def _kill_and_resume(name, tmp_path):
 
 def test_amagold_killed_with_sigkill_resumes_bit_identically(tmp_path):
   # Exact AMAGOLD, killed (SIGKILL, nothing cleaned up) in epoch 4; a new
-  # model and callback resume from the epoch-4 backups. The stored trajectory start,
-  # momentum, energy accumulator, cached energy U(theta), test counters and
-  # the kept samples come back; the reference run, in this process, ends
-  # bit-identical.
+  # model and callback resume from the epoch-4 backups. The stored
+  # trajectory start, momentum, energy accumulator, cached energy U(theta),
+  # test counters and the kept samples come back; the reference run, in
+  # this process, ends bit-identical.
   got = _kill_and_resume("amagold", tmp_path)
   assert 0 < int(got["num_accepted"]) < int(got["num_tests"]) == 13
 
