@@ -438,7 +438,10 @@ def test_a_large_dataset_target_samples_from_its_newton_mode_without_xla():
   streamed = sg.DatasetTarget(
       target._log_likelihood_fn, batches, num_examples=12_000,
       log_prior_fn=target._log_prior_fn,
-      full_dataset=tf.data.Dataset.from_tensor_slices((x, y)).batch(2000))
+      # Batches already cut, as docs/warmup.md advises: `.batch` over the
+      # examples copies them one by one on every pass.
+      full_dataset=tf.data.Dataset.from_tensor_slices(
+          (x.reshape(6, 2000, 3), y.reshape(6, 2000))))
   fast = {k: v for k, v in FAST.items() if k != "jit_compile"}
   with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
