@@ -34,13 +34,21 @@ def _default_trace(_, results):
   return results
 
 
-def _text_progress(total, desc):
-  """Progress lines on stderr: `desc: step/total (pct), elapsed, eta`."""
-  start = time.perf_counter()
+def _text_progress(total, desc, clock=time.perf_counter):
+  """Progress lines on stderr: `desc: step/total (pct), elapsed, eta`.
+
+  The time left is the steps left at the rate of the steps since the
+  previous report. The first chunk to run a loop (the first; after a
+  burn-in, the first kept one too) also compiles it: a rate over all the
+  steps done would carry that compile time into every later estimate."""
+  start = clock()
+  last = [start, 0]  # Time and steps done at the previous report.
 
   def report(done):
-    elapsed = time.perf_counter() - start
-    eta = elapsed * (total - done) / max(done, 1)
+    now = clock()
+    elapsed = now - start
+    eta = (now - last[0]) * (total - done) / max(done - last[1], 1)
+    last[:] = now, done
     print(f"{desc}: {done}/{total} ({100. * done / total:3.0f}%), "
           f"{elapsed:6.1f} s elapsed, {eta:6.1f} s left",
           file=sys.stderr, flush=True)
