@@ -118,10 +118,25 @@ def target_for(x, y, batch_size, prior_sd=1., dataset=False, tfrecord=False):
     return sg.DatasetTarget(
         log_likelihood, examples.repeat().shuffle(10_000, seed=0).batch(
             batch_size), num_examples=len(x), log_prior_fn=log_prior,
-        full_dataset=examples.batch(10_000), parameter_shapes=[x.shape[1]])
+        full_dataset=cut_batches((x, y), 10_000),
+        parameter_shapes=[x.shape[1]])
   return sg.InMemoryTarget(log_likelihood, (x, y), batch_size=batch_size,
                            parameter_shapes=[x.shape[1]],
                            log_prior_fn=log_prior)
+
+
+def cut_batches(arrays, size):
+  """A dataset of batches of `size` examples (and a last, shorter one) cut
+  from `arrays` before tf.data sees them, as docs/warmup.md advises for a
+  `full_dataset`: `.batch` over a dataset of examples copies them one by
+  one on every pass."""
+  count = len(arrays[0]) // size
+  whole = tf.data.Dataset.from_tensor_slices(tuple(
+      a[:count * size].reshape((count, size) + a.shape[1:]) for a in arrays))
+  if len(arrays[0]) % size:
+    whole = whole.concatenate(tf.data.Dataset.from_tensors(tuple(
+        a[count * size:] for a in arrays)))
+  return whole
 
 
 def reference_path(dim, shared_factor):

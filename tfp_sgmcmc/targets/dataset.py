@@ -25,7 +25,10 @@ class DatasetTarget(DataLikelihoodTarget):
       its place samples the likelihood raised to N'/N.
     log_prior_fn: as for `InMemoryTarget`.
     full_dataset: a finite dataset of batches covering the training set once,
-      used for the exact energy U(theta); without it `energy` is unavailable.
+      used for the exact energy U(theta), one pass over it per energy;
+      without it `energy` is unavailable. From arrays, cut the batches
+      before tf.data sees them (as below): `.batch` over a dataset of
+      examples copies them one by one on every pass.
     parameter_shapes: as for `InMemoryTarget`.
 
   A pipeline that shuffles and batches epoch by epoch samples without
@@ -53,7 +56,8 @@ class DatasetTarget(DataLikelihoodTarget):
   ```python
   batches = tf.data.Dataset.from_tensor_slices((x, y)).repeat().shuffle(
       1024, seed=0).batch(32)
-  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(256)
+  full = tf.data.Dataset.from_tensor_slices((x.reshape(4, 256, d),
+                                             y.reshape(4, 256)))
   streamed = tfp_sgmcmc.DatasetTarget(log_likelihood, batches,
                                       num_examples=1024, log_prior_fn=prior,
                                       full_dataset=full)
