@@ -260,13 +260,15 @@ def main():
         f"{row['max_mean_error_sd']:.3f} sd | sd ratio "
         f"{row['sd_ratio_min']:.3f}-{row['sd_ratio_max']:.3f} | R-hat "
         f"{row['max_rhat']:.3f} (rank-normalised "
-        f"{row['max_rhat_rank'] or float('nan'):.3f}) | min ESS {row['min_ess']:.0f} | "
+        f"{row['max_rhat_rank'] or float('nan'):.3f}) | min ESS "
+        f"{row['min_ess']:.0f} | "
         f"{row['seconds']:.0f} s (load {row['load_average']:.1f}; process "
         f"CPU time {row['cpu_seconds']:.0f} s) |")
   print("passes:", row["passes"])
   os.makedirs(args.out, exist_ok=True)
   name = ("one_call_tiny.json" if args.tiny else
-          "one_call.json" if not args.seed else f"one_call_seed{args.seed}.json")
+          "one_call.json" if not args.seed else
+          f"one_call_seed{args.seed}.json")
   if not args.tiny and (args.dim != 20 or args.shared_factor):
     name = name.replace(".json", f"_d{args.dim}" + (
         "_shared_factor" if args.shared_factor else "") + ".json")
