@@ -88,18 +88,21 @@ MUTANTS = [
 ]
 
 
-def check_applies(mutant):
-  """Raises unless the mutant's code occurs exactly once in its file (so a
+def mutated_text(mutant):
+  """The text of the mutant's file with its change made; raises unless the
+  code to change occurs exactly once there and its test files exist (so a
   change to the package that moves it is noticed, not silently skipped)."""
-  name, path, old, _, tests = mutant
+  name, path, old, new, tests = mutant
   with open(os.path.join(ROOT, path)) as f:
-    count = f.read().count(old)
+    text = f.read()
+  count = text.count(old)
   if count != 1:
     raise ValueError(f"mutant {name!r}: {old!r} occurs {count} times in "
                      f"{path}, not once; update MUTANTS to the code.")
   for test in tests:
     if not os.path.exists(os.path.join(ROOT, test)):
       raise ValueError(f"mutant {name!r}: no test file {test}.")
+  return text.replace(old, new)
 
 
 def scratch_copy():
@@ -141,12 +144,8 @@ def run_mutant(mutant, slow=False):
   where = scratch_copy()
   try:
     if path is not None:
-      check_applies(mutant)
-      target = os.path.join(where, path)
-      with open(target) as f:
-        text = f.read()
-      with open(target, "w") as f:
-        f.write(text.replace(old, new))
+      with open(os.path.join(where, path), "w") as f:
+        f.write(mutated_text(mutant))
     failed, summary = run_tests(where, tests, slow)
   finally:
     shutil.rmtree(where, ignore_errors=True)
@@ -186,7 +185,7 @@ def main():
   if not chosen:
     raise SystemExit(f"no mutant named {args.only!r}")
   for mutant in chosen:
-    check_applies(mutant)
+    mutated_text(mutant)
   if args.check:
     print(f"{len(chosen)} mutants apply")
     return
