@@ -55,6 +55,23 @@ def test_a_smooth_energy_fits_its_parabola_whatever_its_curvature():
   assert rounding.energy_rounding(target, draws) < 1e-6
 
 
+def test_a_smooth_energy_of_many_parameters_is_not_taken_for_rounding():
+  # A float64 logistic regression of 1,000 coefficients, draws spread by
+  # 0.3: moving every coordinate by a tenth of its sd at once is a line 3
+  # whitened sds long, along which the energy is no parabola (1.0 nats off
+  # it); the line reaches a tenth of a sd, and the energy is smooth there.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(2000, 1000))
+  y = (rng.uniform(size=2000) < 0.5).astype(np.float64)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Bernoulli(logits=tf.einsum(
+          "nd,...d->...n", b[0], w)).log_prob(b[1]),
+      (x, y), full_batch=True, parameter_shapes=[1000])
+  draws = tf.constant(0.3 * rng.normal(size=(20, 4, 1000)))
+  assert rounding.energy_rounding(target, draws) < 1e-3
+  assert rounding.rounding_problem(target, draws) is None
+
+
 def test_an_energy_that_cannot_be_evaluated_gives_no_problem():
   # The measure runs after a run that went wrong; it must not fail the call.
   target, draws = _poisson(np.float32, 2000, 11.5)
