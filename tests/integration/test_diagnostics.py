@@ -325,21 +325,43 @@ def test_the_library_drivers_do_not_repeat_tfps_calibration_warning():
       k, state, num_steps=3, seed=[0, 1], jit_compile=False))
 
 
-def test_a_low_ess_says_how_many_draws_would_reach_the_threshold():
-  # AR(1) chains with rho = 0.95: ESS about n (1 - rho) / (1 + rho) per
-  # chain. The problem names the run length that the run's own ESS per
-  # draw scales to, so a user knows what "longer" means.
+def _ar1_draws(num_draws, rho=0.95):
+  """[num_draws, 4 chains, 2] AR(1) draws: ESS about n (1 - rho) / (1 + rho)
+  per chain."""
   rng = np.random.default_rng(3)
-  draws = np.zeros((400, 4, 2))
-  for t in range(1, 400):
-    draws[t] = 0.95 * draws[t - 1] + np.sqrt(1 - 0.95**2) * rng.normal(
+  draws = np.zeros((num_draws, 4, 2))
+  for t in range(1, num_draws):
+    draws[t] = rho * draws[t - 1] + np.sqrt(1 - rho**2) * rng.normal(
         size=(4, 2))
+  return draws
+
+
+def test_a_low_ess_says_how_many_draws_would_reach_the_threshold():
+  # Chains that agree (R-hat under its bar): the problem names the run
+  # length that the run's own ESS per draw scales to, so a user knows what
+  # "longer" means.
+  health = sg.summarize(_ar1_draws(4000), print_report=False, warn=False,
+                        min_ess=1000.)
+  assert health.max_rhat <= 1.05
+  problem = next(p for p in health.problems if p.startswith("min ESS"))
+  needed = int(np.ceil(4000 * 1000. / health.min_ess))
+  assert f"about {needed:,} draws per chain would reach it" in problem
+  assert health.min_ess < 1000. and needed > 4000
+
+
+def test_where_chains_disagree_the_draws_needed_are_a_floor():
+  # The same chains, two of them shifted by 3 sds: R-hat is high, and the
+  # ESS (each chain's own mixing, summed) cannot see it, so the run length
+  # it scales to is named as a floor, not as enough.
+  draws = _ar1_draws(4000)
+  draws[:, :2] += 3.
   health = sg.summarize(draws, print_report=False, warn=False,
                         min_ess=1000.)
+  assert health.max_rhat > 1.05
   problem = next(p for p in health.problems if p.startswith("min ESS"))
-  needed = int(np.ceil(400 * 1000. / health.min_ess))
-  assert f"about {needed:,} draws per chain would reach it" in problem
-  assert health.min_ess < 100. and needed > 4000
+  needed = int(np.ceil(4000 * 1000. / health.min_ess))
+  assert f"more than the {needed:,} draws per chain" in problem
+  assert "would reach it" not in problem
 
 
 def test_one_chain_whose_halves_differ_is_caught_by_its_split_rhat():

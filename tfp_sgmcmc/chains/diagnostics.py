@@ -406,11 +406,16 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
         "one confined to a narrower region")
   if worst_ess < min_ess:
     # What a user can act on: the run length that this run's ESS per draw
-    # scales to (fewer than needed while the chains have not mixed, whose
-    # ESS per draw is then too high).
-    needed = ("" if not worst_ess > 0 else
-              f" (at this run's ESS per draw, about "
-              f"{int(np.ceil(num_draws * min_ess / worst_ess)):,} draws per "
+    # scales to. Where R-hat is high that is a floor: the ESS sums each
+    # chain's own mixing, which says nothing of how far apart they are.
+    draws = (int(np.ceil(num_draws * min_ess / worst_ess))
+             if worst_ess > 0 else 0)
+    needed = ("" if not draws else
+              f" (more than the {draws:,} draws per chain that this run's "
+              "ESS per draw scales to: with R-hat that high the chains have "
+              "not mixed, and ESS counts each chain's own mixing only)"
+              if worst_rhat > max_rhat else
+              f" (at this run's ESS per draw, about {draws:,} draws per "
               "chain would reach it)")
     problems.append(f"min ESS {worst_ess:.0f} < {min_ess:.0f}{needed}")
   if acceptance is not None and np.any(acceptance < 0.1):
