@@ -186,11 +186,9 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
                   if mode_scale is not None else
                   [np.var(np.asarray(p), axis=0)
                    for p in tf.nest.flatten(warm.state)])
-    num_chains = int(np.prod(tf.nest.flatten(warm.state)[0].shape[:1]))
-    grads = arrival_lib.final_gradients(kernel.target, warm.state,
-                                        seeds[2 * attempt + 1])
-    arrived = arrival_lib.check_arrival(grads, variance, num_chains,
-                                        covariance=warm.report.covariance)
+    arrived = arrival_lib.check_warm_up(
+        kernel, warm.state, variance, 1, seeds[2 * attempt + 1],
+        covariance=warm.report.covariance)
     if arrived.arrived or attempt:
       return warm, arrived, extended
     kernel, state, extended = warm.kernel, warm.state, True

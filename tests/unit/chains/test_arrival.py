@@ -121,6 +121,40 @@ def test_the_stranded_chain_rule_keeps_its_false_alarm_rate(chains,
   assert alarms <= 35
 
 
+def test_a_chain_whose_energy_stands_far_above_the_others_is_stranded():
+  # The random-intercepts case (201 coordinates): chains at the posterior
+  # in their gradients, as far as the gradient rules can tell, but one
+  # chain's exact energy 14,000 nats above the others'.
+  rng, mean, cov, precision = _gaussian(201, 0., 3)
+  theta = mean + rng.normal(size=(4, 201))
+  grads = [_gradients(theta, mean, precision)]
+  energies = np.array([77_249., 63_079., 63_069., 63_090.])
+  assert arrival.check_arrival(grads, [np.diag(cov)], 4).arrived
+  result = arrival.check_arrival(grads, [np.diag(cov)], 4,
+                                 energies=energies)
+  assert not result.arrived
+  assert "chain 0 (of 4," in result.cause and "nats above" in result.cause
+  # A gap the posterior's own spread of U explains is not flagged.
+  energies[0] = 63_069. + 3. * np.sqrt(201 / 2.)
+  assert arrival.check_arrival(grads, [np.diag(cov)], 4,
+                               energies=energies).arrived
+
+
+@pytest.mark.parametrize("dim", [1, 20, 201])
+def test_the_energy_gap_rule_passes_chains_at_the_posterior(dim):
+  # At a Gaussian posterior U - U_min is Gamma(d / 2, 1): 2,000 warm-ups
+  # of 4 chains at exact draws, energies and gradients alike, no alarm.
+  rng, mean, cov, precision = _gaussian(dim, 0., 5)
+  alarms = 0
+  for _ in range(2000):
+    theta = mean + rng.normal(size=(4, dim))
+    energies = 0.5 * np.sum((theta - mean)**2, axis=1)
+    alarms += not arrival.check_arrival(
+        [_gradients(theta, mean, precision)], [np.diag(cov)], 4,
+        energies=energies).arrived
+  assert alarms == 0
+
+
 def test_list_state_and_part_count_check():
   g = [np.full((4, 2), 30.) + np.arange(4)[:, None], np.zeros((4, 3))]
   result = arrival.check_arrival(g, [np.ones(2), np.ones(3)], 4)
