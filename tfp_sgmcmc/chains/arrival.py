@@ -194,12 +194,13 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
     stranded |= (own > max_distance) & (
         _ratio_to_others(compared) > _stranded_ratio(num_chains,
                                                      int(sd.size)))
-  gap = 0.
+  gap = 0.  # The largest gap of a chain flagged by its energy, else 0.
   if energies is not None and num_chains > 1:
     u = np.asarray(energies, np.float64).reshape(num_chains)
-    high = u - np.median(u) > MAX_ENERGY_GAP * (np.sqrt(sd.size / 2.) + 1.)
+    above = u - np.median(u)
+    high = above > MAX_ENERGY_GAP * (np.sqrt(sd.size / 2.) + 1.)
     stranded[high] |= own[high] >= own[high].max(axis=1, keepdims=True)
-    gap = float(np.max(u - np.median(u)))
+    gap = float(np.max(above[high])) if high.any() else 0.
   coordinates = np.flatnonzero(far if far.any() else stranded.any(axis=0))
   worst = float(np.max(distance)) if distance.size else 0.
   cause = ""
@@ -214,7 +215,7 @@ def check_arrival(gradients, variance, num_chains, max_distance=MAX_DISTANCE,
         "(at the posterior about 1), stranded away from the others, whose "
         "tuned step size does not move it" + (
             f" (its energy {gap:.3g} nats above the chains' median)"
-            if gap > MAX_ENERGY_GAP * (np.sqrt(sd.size / 2.) + 1.) else "") +
+            if gap else "") +
         ". The draws are not the "
         "posterior's. Fix: start the chains nearer the posterior (e.g. "
         "around the mode, tfp_sgmcmc.find_mode), or run more warm-up "
