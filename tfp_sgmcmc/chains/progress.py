@@ -10,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.chains import quiet
+from tfp_sgmcmc.chains import loop_carry, quiet
 from tfp_sgmcmc.chains import run_checks
 from tfp_sgmcmc.chains import step_seeded
 
@@ -247,25 +247,34 @@ def _compiled_chunks(kernel, trace_fn, jit_compile):
       lambda state, results: trace_fn(state, results.inner_results))
 
   def burn(state, results, n):  # n is a tensor: one compilation.
-    def body(i, state, results):
-      state, results = wrapped.one_step(state, results)
-      return i + 1, state, results
-    _, state, results = tf.while_loop(
-        lambda i, *_: i < n, body, (tf.constant(0), state, results))
-    return state, results
+    results, held, layout = loop_carry.split(results)
+
+    def body(i, state, results, held):
+      state, results = wrapped.one_step(
+          state, loop_carry.join(results, held, layout))
+      results, held, _ = loop_carry.split(results)
+      return i + 1, state, results, held
+    _, state, results, held = tf.while_loop(
+        lambda i, *_: i < n, body, (tf.constant(0), state, results, held))
+    return state, loop_carry.join(results, held, layout)
 
   samplers = {}
 
   def sample(n, thin, lead):  # Static sizes: one compilation per size.
     if (n, thin, lead) not in samplers:
       def run(state, results):
+        results, held, layout = loop_carry.split(results)
+        carried_trace = None if trace_fn is None else (
+            lambda state, r: inner_trace(state, loop_carry.join(*r, layout)))
         with quiet.expected_warnings_silenced():  # Warned when traced.
           out = tfp.mcmc.sample_chain(
-              n, state, previous_kernel_results=results, kernel=wrapped,
-              trace_fn=inner_trace, return_final_kernel_results=True,
+              n, state, previous_kernel_results=(results, held),
+              kernel=loop_carry.Carrying(wrapped, layout),
+              trace_fn=carried_trace, return_final_kernel_results=True,
               num_burnin_steps=lead, num_steps_between_results=thin,
               seed=tf.constant([0, 0]))  # Ignored: StepSeeded picks seeds.
-        return out.all_states, out.trace, out.final_kernel_results
+        return (out.all_states, out.trace,
+                loop_carry.join(*out.final_kernel_results, layout))
       samplers[(n, thin, lead)] = tf.function(
           run, jit_compile=jit_compile, autograph=False)
     return samplers[(n, thin, lead)]

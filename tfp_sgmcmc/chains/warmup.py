@@ -43,17 +43,14 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 from tfp_sgmcmc import random
 from tfp_sgmcmc.chains import arrival as arrival_lib
+from tfp_sgmcmc.chains import loop_carry, stein, warmup_picks as picks
 from tfp_sgmcmc.chains import progress as progress_lib
-from tfp_sgmcmc.chains import stein
 from tfp_sgmcmc.chains import trajectory_length as length_lib
-from tfp_sgmcmc.chains import warmup_picks as picks
 from tfp_sgmcmc.chains import window_adaptation as adaptation
 from tfp_sgmcmc.chains.window_adaptation import (regularized_variance,
                                                  warmup_windows)
 from tfp_sgmcmc.targets import log_prob as log_prob_lib
-from tfp_sgmcmc.dynamics.mass import (dense_momentum_distribution,
-                                      diagonal_momentum_distribution,
-                                      low_rank_momentum_distribution)
+from tfp_sgmcmc.dynamics import mass as mass_lib
 
 __all__ = ["warm_up", "WarmupResult", "WarmupReport", "warmup_windows",
            "regularized_variance"]
@@ -143,11 +140,11 @@ def _set_step_size(results, step_size):
 
 def _momentum_distribution(state, batch_ndims, variance, mass="diagonal"):
   if mass == "dense":
-    return dense_momentum_distribution(variance[0])
+    return mass_lib.dense_momentum_distribution(variance[0])
   if mass == "low_rank":
-    return low_rank_momentum_distribution(*variance[0])
-  return diagonal_momentum_distribution(tf.nest.flatten(state), batch_ndims,
-                                        inverse_mass=variance)
+    return mass_lib.low_rank_momentum_distribution(*variance[0])
+  return mass_lib.diagonal_momentum_distribution(
+      tf.nest.flatten(state), batch_ndims, inverse_mass=variance)
 
 
 def warm_up(kernel, initial_state, num_steps=1000, seed=None,
@@ -329,15 +326,17 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
     dist = (_momentum_distribution(state, batch_ndims, inverse_mass,
                                    mass) if adapt_mass else None)
     test = make_test(num_test_steps, dist)
-    results = test.bootstrap_results(state)
+    results, held, layout = loop_carry.split(test.bootstrap_results(state))
     window = (adaptation.begin_window(
         [tf.zeros_like(p) if from_gradients else p
          for p in tf.nest.flatten(state)], batch_ndims,
         dense=dense_mass and adapt_mass) if track_variance else ())
 
-    def body(i, state, results, seed, da, window, accept_sum, length, grads):
+    def body(i, state, results, seed, da, window, accept_sum, length, grads,
+             held):
       seed, step_seed = random.split_seed(seed, 2)
-      results = _set_step_size(results, tf.exp(da.log_step_size))
+      results = _set_step_size(loop_carry.join(results, held, layout),
+                               tf.exp(da.log_step_size))
       if adapt_num_leapfrog_steps:  # A test of a jittered length.
         state, results, length, steps = length_lib.test_step(
             make_length, dist, state, results, step_seed,
@@ -361,14 +360,15 @@ def warm_up(kernel, initial_state, num_steps=1000, seed=None,
           adaptation.WindowAdaptationState(da, window, inverse_mass),
           tf.nest.flatten(state), results.log_accept_ratio,
           target_accept_prob, batch_ndims, gradients=gradients)
+      results, held, _ = loop_carry.split(results)
       return (i + 1, state, results, seed, adapted.dual_averaging,
               adapted.window, accept_sum + accept, length,
-              grads + tf.cast(steps, tf.float64))
+              grads + tf.cast(steps, tf.float64), held)
 
-    _, state, _, seed, da, window, accept_sum, length, grads = tf.while_loop(
-        lambda i, *_: i < num_window_steps, body,
-        (tf.constant(0), state, results, seed, da, window,
-         tf.zeros([], dtype), length, tf.zeros([], tf.float64)))
+    _, state, _, seed, da, window, accept_sum, length, grads, _ = (
+        tf.while_loop(lambda i, *_: i < num_window_steps, body, (
+            tf.constant(0), state, results, seed, da, window,
+            tf.zeros([], dtype), length, tf.zeros([], tf.float64), held)))
     variance = (() if not track_variance else
                 adaptation.gradient_variance(window) if from_gradients
                 and adapt_mass else
