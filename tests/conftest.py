@@ -74,6 +74,9 @@ SLOW = {
         'benchmarks/test_one_call.py::test_unstandardised_regression_runs_at_a_tiny_size',
         'benchmarks/test_ksd_scripts.py::test_double_well_replicates_script_reports_each_length_scale',
         'benchmarks/test_random_intercepts.py::test_random_intercepts_script_reports_both_warm_ups',
+        'benchmarks/test_golden_streams.py::test_a_record_is_the_same_run_to_run_and_a_changed_bit_is_flagged',
+        'benchmarks/test_ksd_scripts.py::test_ksd_cost_script_times_each_score_beside_the_run',
+        'benchmarks/test_length_units.py::test_the_tuned_length_depends_on_the_posteriors_units_as_documented',
     ),
     "the paper notebooks (the quickstart and Keras notebooks stay; each paper's example has its own test)": (
         'test_notebook_executes[paper_',
@@ -86,6 +89,7 @@ SLOW = {
         'keras/test_multi_worker.py',
         'keras/test_mirrored_strategy.py',
         'keras/test_resume.py::test_amagold_killed_with_sigkill_resumes_bit_identically',
+        'docs/test_package.py::test_wheel_installs_into_a_fresh_venv_and_imports_from_there',
     ),
     'the guides beyond getting started (README and getting started stay)': (
         'docs/test_guides.py::test_tfp_workflow_runs',
@@ -103,6 +107,15 @@ SLOW = {
         'test_docstring_example_runs[tfp_sgmcmc.PolynomialDecay[0]]',
         'test_docstring_example_runs[tfp_sgmcmc.to_inference_data[0]]',
         'test_docstring_example_runs[tfp_sgmcmc.chains.diagnostics.divergence_and_heating[0]]',
+    ),
+    "`sample` end to end on a rule whose unit test stays in CI (tests/unit/chains/test_sample.py)": (
+        # test_a_step_size_held_down_by_a_rough_energy_keeps_the_minibatches
+        'integration/test_sample_one_call.py::test_a_step_size_held_down_by_a_rough_energy_is_not_blamed_on_noise',
+        # test_the_laplace_mass_only_beyond_a_dense_windows_reach
+        'integration/test_sample_one_call.py::test_beyond_a_dense_windows_reach_the_mass_is_the_laplace_covariance',
+        # test_full_batch_rule_below_the_threshold_only, and the smooth
+        # model of the rough-energy test above
+        'integration/test_sample_one_call.py::test_minibatch_noise_that_holds_the_step_down_switches_to_full_batch',
     ),
     'second parametrizations of one guarantee (one stays in CI)': (
         # The stationary bound's chains stay in CI through
