@@ -29,7 +29,6 @@ import mode), so a test_*.py name outside unit/ must be unique.
 import gc
 import os
 import sys
-import types
 import warnings
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
@@ -206,27 +205,22 @@ def pytest_collection_finish(session):
   gc.freeze()
 
 
-def _drives_keras(item):
-  """Whether `item`'s module imports Keras, ours or a helper of it."""
-  return any(isinstance(value, types.ModuleType) and "keras" in
-             value.__name__ for value in vars(item.module).values())
-
-
 def pytest_runtest_teardown(item, nextitem):
-  """Frees a Keras test's garbage at once, then freezes what survives. A
-  fit that raised (a refusal tested with `pytest.raises`) leaves Keras'
-  epoch iterator in a cycle of frames and traceback (`gc.DEBUG_SAVEALL`
-  showed them), and TensorFlow blocks in the deletion of an autotuned
-  tf.data iterator until its tuning thread's current period ends, a period
-  that doubles with the iterator's age (gdb: the wait in
+  """Frees each test's garbage at once, then freezes what survives. A fit
+  that raised (a refusal tested with `pytest.raises`) leaves Keras' epoch
+  iterator in a cycle of frames and traceback (`gc.DEBUG_SAVEALL` showed
+  them), and TensorFlow blocks in the deletion of an autotuned tf.data
+  iterator until its tuning thread's current period ends, a period that
+  doubles with the iterator's age (gdb: the wait in
   `RootDataset::Iterator::~Iterator`). Freed by a full collection long
-  after the test, such iterators stalled a worker at a random later test;
+  after the test, such iterators stalled a worker at a random later test
+  (a Keras docstring example's, freed in a later test that made none);
   freed young they wait little, and frozen survivors keep each of these
-  collections to the test's own objects."""
-  del nextitem
-  if getattr(item, "module", None) is not None and _drives_keras(item):
-    gc.collect()
-    gc.freeze()
+  collections to the test's own objects, so collecting after every test
+  costs no more than after those that drive Keras."""
+  del item, nextitem
+  gc.collect()
+  gc.freeze()
 
 
 @pytest.fixture
