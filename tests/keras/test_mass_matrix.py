@@ -24,6 +24,7 @@ from tfp_sgmcmc.random import derive_seeds, uniform_indices
 from support import keras_fits
 from support.helpers import NUM_SE, ess, mean_and_se, variance_and_se
 from support.linear_regression import LinearRegression
+from support.once_per_run import once_per_run
 
 
 def scaled_problem(scales, seed=1):
@@ -131,20 +132,40 @@ def test_fixed_mass_leaves_the_posterior_moments_exact():
 WARMUP = 1000
 
 
+def fit_record(callback, logs):
+  """What the warm-up tests read of one fit, as numbers and arrays (the
+  fit's callback and model do not pickle)."""
+  sampler = callback.sampler
+  # pylint: disable-next=protected-access
+  dual_averaging = sampler._warmup.state().dual_averaging
+  return dict(
+      num_tests=callback.num_tests, moments_count=sampler.moments()[0],
+      samples=np.asarray(callback.posterior.samples[0]),
+      test_states=callback.test_states, adapting=sampler.adapting,
+      inverse_mass=sampler.inverse_mass[0].ravel(),
+      dual_averaging_count=int(dual_averaging.count),
+      log_averaging_step=dual_averaging.log_averaging_step.numpy(),
+      logs=logs)
+
+
 @pytest.fixture(scope="module")
-def warmed_up():
+def warmed_up(tmp_path_factory):
   """Warm-ups of 1,000 tests on posterior variances 0.51 and 9.8e-5 (sds
   72x apart), from the identity mass and a step size 100x below and 100x
   above the 0.1-0.15 they end at (M^{-1} from the draws' variance, the
-  default): (problem, [(callback, logs)])."""
+  default): (problem, [fit_record]), the fits run once per test run."""
   problem = scaled_problem((0.045, 4.5))
-  # 5 epochs of 250 tests: the warm-up ends with the fourth.
-  fits = [amagold_fit(problem, sgk.AMAGOLD(
-      step_size=start, num_leapfrog_steps=5, friction=1., seed=30),
-                      WARMUP + 250, batch_size=250, seed=100, epochs=5,
-                      warmup=WARMUP, mass_estimate="draws")
-          for start in (2e-3, 20.)]
-  return problem, fits
+
+  def fits():
+    # 5 epochs of 250 tests: the warm-up ends with the fourth.
+    return [fit_record(*amagold_fit(problem, sgk.AMAGOLD(
+        step_size=start, num_leapfrog_steps=5, friction=1., seed=30),
+                                    WARMUP + 250, batch_size=250, seed=100,
+                                    epochs=5, warmup=WARMUP,
+                                    mass_estimate="draws"))
+            for start in (2e-3, 20.)]
+  return problem, once_per_run(tmp_path_factory, "mass_matrix_warmed_up",
+                               fits)
 
 
 def test_warmup_tests_are_neither_kept_nor_in_the_moments(warmed_up):
@@ -153,14 +174,13 @@ def test_warmup_tests_are_neither_kept_nor_in_the_moments(warmed_up):
   # kept and counted in the running moments, where the docs' "discard the
   # samples of the adaptation phase" could not be followed.
   _, fits = warmed_up
-  for callback, _ in fits:
-    count, _, _ = callback.sampler.moments()
-    assert callback.num_tests == WARMUP + 250
-    assert count == 250
-    assert len(callback.posterior.samples[0]) == 250
+  for fit in fits:
+    assert fit["num_tests"] == WARMUP + 250
+    assert fit["moments_count"] == 250
+    assert len(fit["samples"]) == 250
     # The kept samples are the states after the warm-up's tests.
-    np.testing.assert_array_equal(callback.posterior.samples[0][:, :, 0],
-                                  callback.test_states[WARMUP:])
+    np.testing.assert_array_equal(fit["samples"][:, :, 0],
+                                  fit["test_states"][WARMUP:])
   # A fit that ends inside the warm-up has no moments yet (not zeros).
   callback, _ = amagold_fit(scaled_problem((1., 1.)), sgk.AMAGOLD(
       step_size=1e-2, num_leapfrog_steps=5, friction=1., seed=30), 30,
@@ -221,14 +241,16 @@ def test_warmup_ends_at_the_same_step_size_and_mass_from_100x_off(
   # for the wide weight. Measured: 13%, 2% and 19% apart (with Stan's
   # regularisation, before the relative one: 2%, 9% and 2%).
   _, fits = warmed_up
-  for callback, logs in fits:
+  for fit in fits:
     # Frozen after the warm-up's 1,000 tests (the end of the 4th epoch).
-    assert not callback.sampler.adapting
+    logs = fit["logs"]
+    assert not fit["adapting"]
     assert logs[-1]["step_size"] == logs[-2]["step_size"]
     np.testing.assert_array_equal(logs[-1]["inverse_mass"],
                                   logs[-2]["inverse_mass"])
-  steps = [logs[-1]["step_size"] for _, logs in fits]
-  ratio = fits[0][1][-1]["inverse_mass"] / fits[1][1][-1]["inverse_mass"]
+  steps = [fit["logs"][-1]["step_size"] for fit in fits]
+  ratio = (fits[0]["logs"][-1]["inverse_mass"] /
+           fits[1]["logs"][-1]["inverse_mass"])
   assert abs(np.log(steps[0] / steps[1])) < np.log(1.5), steps
   assert abs(np.log(ratio[1])) < np.log(1.5), ratio
   assert abs(np.log(ratio[0])) < np.log(2.), ratio
@@ -244,13 +266,14 @@ def test_warmup_mass_tracks_the_posterior_variances(warmed_up):
   # mass the warm-up started from is 2x and 1e4x off.
   problem, fits = warmed_up
   variance = np.diag(problem.posterior_cov)
-  for callback, logs in fits:
-    relative = callback.sampler.inverse_mass[0].ravel() / variance
+  for fit in fits:
+    relative = fit["inverse_mass"] / variance
     assert 1. / 1.5 < relative[1] < 1.5, relative
     assert 1. / 6. < relative[0] < 6., relative
     # Dual averaging reached its target acceptance, 0.75 (the sd of a
     # 250-test rate is 0.03, and the frozen step size varies too).
-    assert abs(logs[-1]["accept_rate"] - 0.75) < 0.1, logs[-1]
+    last = fit["logs"][-1]
+    assert abs(last["accept_rate"] - 0.75) < 0.1, last
 
 
 def test_warmup_mass_is_the_regularised_variance_of_its_last_window(
@@ -263,12 +286,11 @@ def test_warmup_mass_is_the_regularised_variance_of_its_last_window(
   assert windows[-2][0] == "slow" and windows[-1][0] == "fast"
   end = WARMUP - windows[-1][1]
   start = end - windows[-2][1]
-  for callback, _ in fits:
-    draws = callback.test_states[start:end]
+  for fit in fits:
+    draws = fit["test_states"][start:end]
     expected = sg.chains.warmup.regularized_variance(
         draws.var(axis=0), float(len(draws)))
-    np.testing.assert_allclose(callback.sampler.inverse_mass[0].ravel(),
-                               expected, rtol=1e-4)
+    np.testing.assert_allclose(fit["inverse_mass"], expected, rtol=1e-4)
 
 
 def test_warmup_restarts_dual_averaging_after_each_window(warmed_up):
@@ -279,16 +301,13 @@ def test_warmup_restarts_dual_averaging_after_each_window(warmed_up):
   # at the average.
   _, fits = warmed_up
   windows = sg.warmup_windows(WARMUP)
-  for callback, logs in fits:
-    sampler = callback.sampler
-    state = sampler._warmup.state()  # pylint: disable=protected-access
+  for fit in fits:
     # The dual averaging's test count runs from the last restart, and the
     # warm-up's last test froze the step size at its average.
-    assert callback.num_tests > WARMUP
-    assert int(state.dual_averaging.count) == windows[-1][1]
-    np.testing.assert_allclose(
-        logs[-1]["step_size"],
-        np.exp(state.dual_averaging.log_averaging_step.numpy()), rtol=1e-6)
+    assert fit["num_tests"] > WARMUP
+    assert fit["dual_averaging_count"] == windows[-1][1]
+    np.testing.assert_allclose(fit["logs"][-1]["step_size"],
+                               np.exp(fit["log_averaging_step"]), rtol=1e-6)
 
 
 @pytest.mark.parametrize("inverse_mass, error, match", [
@@ -350,12 +369,12 @@ def test_inverse_mass_survives_the_config_round_trip():
 
 
 @pytest.fixture(scope="module")
-def tiny_variances():
+def tiny_variances(tmp_path_factory):
   """Warm-ups of 1,000 tests on posterior variances 2.1e-3 and 2.0e-7
   (sds 103x apart, the scale of a neural network's weights) from the
   identity mass, seeds 30 and 31, with the default mass estimate (the
   exact test over arrays: from the gradients at the draws):
-  (variances, {seed: M^{-1}})."""
+  (variances, {seed: M^{-1}}), the fits run once per test run."""
   problem = scaled_problem((1., 100.))
   variance = np.diag(problem.posterior_cov)
   assert 2.0e-3 < variance[0] < 2.2e-3 and 1.9e-7 < variance[1] < 2.1e-7
@@ -363,14 +382,15 @@ def tiny_variances():
   # estimate, is the variance within 1%.
   conditional = 1. / np.diag(problem.precision)
   assert np.all(np.abs(conditional / variance - 1.) < 0.01)
-  masses = {}
-  for seed in (30, 31):
-    callback, _ = amagold_fit(problem, sgk.AMAGOLD(
+
+  def masses():
+    return {seed: amagold_fit(problem, sgk.AMAGOLD(
         step_size=0.01, num_leapfrog_steps=5, friction=1., seed=seed),
                               WARMUP, batch_size=250, seed=100, epochs=4,
-                              warmup=WARMUP)
-    masses[seed] = callback.sampler.inverse_mass[0].ravel()
-  return variance, masses
+                              warmup=WARMUP)[0].sampler.inverse_mass[0].ravel()
+            for seed in (30, 31)}
+  return variance, once_per_run(tmp_path_factory, "mass_matrix_tiny",
+                                masses)
 
 
 def test_warmup_mass_of_a_tiny_variance_is_its_variance(tiny_variances):
