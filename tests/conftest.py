@@ -169,6 +169,14 @@ SLOW = {
         'reproductions/amagold/test_bnn_table2.py::test_sghmc_heats_up_at_small_momentum_decay_not_at_the_control',
         'reproductions/integrators/test_lda_integrators.py',
         'reproductions/integrators/test_sbn_integrators.py::test_euler_degrades_more_than_splitting_at_a_large_step',
+        # The SGHMC paper's Fig. 1 (its densities) stays in CI; Figs. 2 and 3,
+        # the phase portrait and the figures' writer run with -m slow.
+        'reproductions/sghmc/test_sghmc_toys.py::test_gaussian_fig2_',
+        'reproductions/sghmc/test_sghmc_toys.py::test_noisy_hamiltonian_dynamics_diverge_while_friction_bounds_them',
+        'reproductions/sghmc/test_sghmc_toys.py::test_exact_hamiltonian_dynamics_stay_on_their_orbit',
+        'reproductions/sghmc/test_sghmc_toys.py::test_sghmc_has_lower_covariance_error_at_matched_autocorrelation',
+        'reproductions/sghmc/test_sghmc_toys.py::test_sgld_error_is_its_discretisation_bias',
+        'reproductions/sghmc/test_sghmc_toys.py::test_example_writes_figures_and_tables',
     ),
     "Keras moments of samplers whose Keras chain is the kernel's chain bit for bit (tests/keras/test_same_chain_as_kernels.py), so the kernels' moment tests cover them": (
         'keras/test_posterior_moments.py::test_keras_psgld_matches_its_predicted_moments',
