@@ -19,7 +19,15 @@ seed, so a chain is reproducible from its seed and compiles under XLA:
 Integer draws agree between XLA and TF's own kernels; float draws do not
 (TF computes erfinv differently under XLA), so a chain is reproducible
 from its seed within one compilation mode.
+
+In a graph being traced (a `tf.function`, XLA or not), a draw of known
+size is one call of a function traced once per size, not its dozens of
+ops: tracing them into every graph of a chain was a visible part of the
+time to build it. XLA and TF's graph runtime inline the call, so the
+values are those of the ops inline.
 """
+
+import functools
 
 import numpy as np
 import tensorflow as tf
@@ -60,6 +68,46 @@ _INNER_SALTS = (0x85EBCA6B, 0xC2B2AE35)
 
 # Salts for the seeds of a structure's second, third... dtype.
 _GROUP_SALTS = (0x27D4EB2F, 0x165667B1)
+
+
+def _one_call_op(fn):
+  """`fn(seed, **static)` as one call op in a graph being traced, the call
+  of a `tf.function` traced once per `static` (sizes, dtypes, flags: Python
+  values); run as itself eagerly.
+
+  A draw is dozens of integer ops, each a Python call while a graph is
+  traced, and every graph of a chain is traced with several draws in it:
+  called as a function traced once, a draw costs one op. XLA and
+  TensorFlow's graph runtime inline the call, so the program that runs is
+  the one the ops built inline give, and the values are the same."""
+  functions = {}
+
+  @functools.wraps(fn)
+  def call(seed, **static):
+    if tf.executing_eagerly():
+      return fn(seed, **static)
+    seed = tf.convert_to_tensor(seed)  # A list would key a new trace.
+    key = tuple(sorted(static.items(), key=lambda item: item[0]))
+    if key not in functions:
+      functions[key] = tf.function(functools.partial(fn, **static),
+                                   autograph=False)
+    return functions[key](seed)
+  return call
+
+
+def _static_shape(shape):
+  """`shape` as a tuple of Python ints when it is known while tracing (a
+  list of ints, or a vector tensor of constant value), else None."""
+  if tf.is_tensor(shape):
+    value = tf.get_static_value(shape)
+  elif isinstance(shape, (list, tuple)) and all(
+      isinstance(d, (int, np.integer)) for d in shape):
+    value = np.asarray(shape, np.int64).reshape([len(shape)])
+  else:
+    return None
+  if value is None or np.ndim(value) != 1:
+    return None
+  return tuple(int(d) for d in value)
 
 
 def derive_seeds(seed, n):
@@ -207,8 +255,12 @@ def walk_seed(seed):
   print(step_seed.numpy(), next_step_seed.numpy())
   ```
   """
-  state = tf.bitcast(tfp.random.sanitize_seed(seed), tf.uint64) + tf.constant(
-      _GAMMA, tf.uint64)
+  return _walk(tfp.random.sanitize_seed(seed))
+
+
+@_one_call_op
+def _walk(seed):
+  state = tf.bitcast(seed, tf.uint64) + tf.constant(_GAMMA, tf.uint64)
   return tf.bitcast(state, tf.int32), tf.bitcast(_mix64(state), tf.int32)
 
 
@@ -245,13 +297,25 @@ def uniform_indices(seed, shape, maxval):
   print(idx.shape, idx.numpy().max() < 1024)  # (4, 32) True
   ```
   """
-  shape = tf.cast(shape, tf.int32) if tf.is_tensor(shape) else shape
+  static = _static_shape(shape)
+  if static is not None:
+    return _indices_of_shape(tfp.random.sanitize_seed(seed), shape=static,
+                             maxval=int(maxval))
+  return _indices(seed, tf.cast(shape, tf.int32) if tf.is_tensor(shape)
+                  else shape, maxval)
+
+
+def _indices(seed, shape, maxval):
   n = tf.reduce_prod(tf.cast(shape, tf.int64))
   words = _random_words(seed, n)
   hi = tf.bitwise.right_shift(words, tf.constant(32, tf.uint64))
   index = tf.bitwise.right_shift(hi * tf.constant(int(maxval), tf.uint64),
                                  tf.constant(32, tf.uint64))
   return tf.reshape(tf.cast(index, tf.int32), shape)
+
+
+_indices_of_shape = _one_call_op(
+    lambda seed, shape, maxval: _indices(seed, list(shape), maxval))
 
 
 def philox_indices(seed, shape, maxval):
@@ -271,9 +335,8 @@ def philox_indices(seed, shape, maxval):
   print(tfp_sgmcmc.random.philox_indices([1, 2], [8], 100).shape)  # (8,)
   ```
   """
-  return tf.random.stateless_uniform(
-      shape, seed=tfp.random.sanitize_seed(seed), minval=0, maxval=maxval,
-      dtype=tf.int32, alg=RNG_ALG)
+  return _philox(tfp.random.sanitize_seed(seed), shape, tf.int32,
+                 "uniform", maxval=maxval)
 
 
 def philox_uniform(shape, seed, dtype=tf.float32):
@@ -291,7 +354,7 @@ def philox_uniform(shape, seed, dtype=tf.float32):
   print(tfp_sgmcmc.random.philox_uniform([3], [1, 2]).shape)  # (3,)
   ```
   """
-  return tf.random.stateless_uniform(shape, seed, dtype=dtype, alg=RNG_ALG)
+  return _philox(seed, shape, dtype, "uniform")
 
 
 def philox_normal(shape, seed, dtype=tf.float32):
@@ -309,8 +372,30 @@ def philox_normal(shape, seed, dtype=tf.float32):
   print(tfp_sgmcmc.random.philox_normal([3], [1, 2], tf.float64).dtype)
   ```
   """
-  return tf.random.stateless_normal(shape, seed=seed, dtype=dtype,
-                                    alg=RNG_ALG)
+  return _philox(seed, shape, dtype, "normal")
+
+
+def _philox_draw(seed, shape, dtype, law, **bounds):
+  if law == "normal":
+    return tf.random.stateless_normal(shape, seed=seed, dtype=dtype,
+                                      alg=RNG_ALG)
+  return tf.random.stateless_uniform(shape, seed=seed, dtype=dtype,
+                                     alg=RNG_ALG, **bounds)
+
+
+_philox_of_shape = _one_call_op(
+    lambda seed, shape, **static: _philox_draw(seed, list(shape), **static))
+
+
+def _philox(seed, shape, dtype, law, **bounds):
+  """TF's stateless Philox draw of `law`; one call op when `shape` is
+  known while tracing."""
+  static = _static_shape(shape)
+  if static is None or not all(isinstance(b, (int, float))
+                               for b in bounds.values()):
+    return _philox_draw(seed, shape, dtype, law, **bounds)
+  return _philox_of_shape(seed, shape=static, dtype=tf.as_dtype(dtype),
+                          law=law, **bounds)
 
 
 def _symmetric_grid(seed, n, dtype):
@@ -364,14 +449,30 @@ def _flat_draws(structure, seed, draw):
     sizes = [tf.size(parts[i], out_type=tf.int64) for i in idx]
     group_seed = seed if j == 0 else _salted(seed, j, _GROUP_SALTS)[-1]
     computed_flat = any(parts[i].shape.rank != 1 for i in idx)
-    flat = tf.cast(draw(group_seed, tf.add_n(sizes), dtype,
-                        one_reader=len(idx) == 1 or computed_flat), dtype)
-    if computed_flat:
-      flat = _computed_once(flat, group_seed, second_reader=True)
+    total = [parts[i].shape.num_elements() for i in idx]
+    flags = dict(dtype=dtype, draw=draw, one_reader=len(idx) == 1 or
+                 computed_flat, computed_flat=computed_flat)
+    flat = (_flat_draw(group_seed, tf.add_n(sizes), **flags)
+            if None in total else
+            _flat_draw_of_size(group_seed, n=sum(total), **flags))
     pieces = [flat] if len(idx) == 1 else tf.split(flat, tf.stack(sizes))
     for i, piece in zip(idx, pieces):
       out[i] = tf.reshape(piece, tf.shape(parts[i]))
   return tf.nest.pack_sequence_as(structure, out)
+
+
+def _flat_draw(seed, n, dtype, draw, one_reader, computed_flat):
+  """`n` draws of `draw` in `dtype`, computed into a buffer of their own
+  where `computed_flat` (`_flat_draws`)."""
+  flat = tf.cast(draw(seed, n, dtype, one_reader=one_reader), dtype)
+  if computed_flat:
+    flat = _computed_once(flat, seed, second_reader=True)
+  return flat
+
+
+_flat_draw_of_size = _one_call_op(
+    lambda seed, n, **flags: _flat_draw(
+        seed, tf.constant(n, tf.int64), **flags))
 
 
 def _normal(seed, n, dtype, one_reader=False):
@@ -478,6 +579,10 @@ def uniform_like(structure, seed):
   print(u.shape)  # (4, 2)
   ```
   """
-  return _flat_draws(structure, seed,
-                     lambda s, n, dtype, one_reader: 0.5 + 0.5 * (
-                         _symmetric_uniform(s, n, dtype)))
+  return _flat_draws(structure, seed, _uniform)
+
+
+def _uniform(seed, n, dtype, one_reader=False):
+  """U(0, 1) on a grid symmetric about 1/2 (`uniform_like`)."""
+  del one_reader  # Read by the sum that shifts it.
+  return 0.5 + 0.5 * _symmetric_uniform(seed, n, dtype)
