@@ -18,6 +18,8 @@ __all__ = ["batch_momentum_distribution", "diagonal_momentum_distribution",
            "dense_momentum_distribution", "low_rank_momentum_distribution",
            "check_momentum_distribution", "PRECISION_NORMAL"]
 
+tfd = tfp.distributions
+
 # TFP's precision form of a Gaussian: N(0, M) given M^{-1} (its precision)
 # and a factor F with F F^T = M^{-1}, so the velocity M^{-1} r is a product.
 PRECISION_NORMAL = (
@@ -45,10 +47,22 @@ def batch_momentum_distribution(momentum_distribution, batch_shape):
   print([r.shape for r in batched.sample(seed=[0, 1])])  # [[4, 2]]
   ```
   """
-  if momentum_distribution is None:
-    return None
+  if momentum_distribution is None or _batched(momentum_distribution):
+    return momentum_distribution
   return preconditioning_utils.maybe_make_list_and_batch_broadcast(
       momentum_distribution, batch_shape)
+
+
+def _batched(momentum_distribution):
+  """Whether `momentum_distribution` is a sequence of batch broadcasts (what
+  TFP's helper and this module's builders return), which TFP's helper
+  hands back unchanged. Asked first: the helper reads the joint
+  distribution's dtype, and a joint distribution learns its dtype by
+  tracing a draw from its model, once per distribution built."""
+  model = getattr(momentum_distribution, "model", None)
+  return (type(momentum_distribution) is tfd.JointDistributionSequential and
+          isinstance(model, (list, tuple)) and
+          all(isinstance(part, tfd.BatchBroadcast) for part in model))
 
 
 def diagonal_momentum_distribution(state, batch_ndims, inverse_mass=None):
@@ -237,8 +251,12 @@ def check_momentum_distribution(momentum_distribution, state, batch_shape,
         f"minus its kinetic energy); got {momentum_distribution!r}. Leave "
         "it None for the identity mass matrix.")
   batched = batch_momentum_distribution(momentum_distribution, batch_shape)
-  draw = tf.nest.flatten(batched.sample(
-      seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED)))
+  if _batched(batched):  # A draw's parts: each part's batch and event.
+    draw = [tf.TensorSpec(part.batch_shape.concatenate(part.event_shape),
+                          part.dtype) for part in batched.model]
+  else:
+    draw = tf.nest.flatten(batched.sample(
+        seed=tfp.random.sanitize_seed(random.BOOTSTRAP_SEED)))
   parts = tf.nest.flatten(state)
   if len(draw) != len(parts) or any(
       not d.shape.is_compatible_with(p.shape) or d.dtype != p.dtype

@@ -269,6 +269,34 @@ def test_check_momentum_distribution_refuses_a_draw_not_shaped_like_the_state():
                                             "SGHMC")
 
 
+@pytest.mark.parametrize("kind", ["diagonal", "dense", "low_rank"])
+def test_checking_a_batched_distribution_traces_no_draw(kind):
+  # The builders' and TFP's batched form (a sequence of batch broadcasts):
+  # a draw's parts are each part's batch and event shape, read without
+  # tracing a draw from the joint distribution's model, which cost as
+  # much as tracing a step; a misfit is still refused.
+  _, dist = masses(kind)
+  added = []
+
+  def check(*state):
+    graph = tf.compat.v1.get_default_graph()
+    before = len(graph.get_operations())
+    checked = hamiltonian.check_momentum_distribution(
+        dist, list(state), [CHAINS], "SGHMC")
+    added.append(len(graph.get_operations()) - before)
+    assert checked is dist
+    return state
+
+  tf.function(check, autograph=False).get_concrete_function(
+      *[tf.TensorSpec(shape, tf.float64) for shape in SHAPES])
+  assert added == [0]
+  with pytest.raises(ValueError, match=r"draws momenta of shapes "
+                     r"\[\[3, 4\], \[3, 2, 2\]\].*state has shapes "
+                     r"\[\[3, 4\], \[3, 4\]\]"):
+    hamiltonian.check_momentum_distribution(
+        dist, [tf.zeros([3, 4], tf.float64)] * 2, [CHAINS], "SGHMC")
+
+
 # --- AMAGOLD ------------------------------------------------------------------
 
 
