@@ -1,8 +1,9 @@
 """The samplers under tf.distribute.MirroredStrategy on two logical CPU devices
 (workers/keras_mirrored_worker.py, a fresh process to configure them): the
 replicas' copies of every variable stay bitwise identical, and the chain is
-the single-device chain up to float rounding of the all-reduce, through
-AMAGOLD's warm-up too.
+the single-device chain up to float rounding of the all-reduce; through
+AMAGOLD's warm-up, the adapted step size is the single device's up to that
+rounding, and the tests, acceptances and kept samples are as many.
 """
 
 import json
@@ -30,7 +31,12 @@ def test_mirrored_strategy_replicas_stay_identical_and_match_one_device():
     assert r["replicas_equal"], r
     # ... and the chain is the single-device chain up to float rounding of
     # the gradient's all-reduce (differences of ~1e-7 on weights of ~1).
-    assert r["max_difference"] < 1e-5, r
+    # Not after a warm-up: its step size carries the rounding into every
+    # later test, and a rounding-sized change on one device (each batch's
+    # examples in reverse order) moved the final weights by 0.27 there
+    # (2.5e-7 without the warm-up) while the step size moved by 1.1e-5.
+    if name != "amagold_warmup":
+      assert r["max_difference"] < 1e-5, r
     assert r["moved_from_first_sample"] > 0.05, r
     assert r["kept"][0] == r["kept"][1] > 0, r
     assert r["accepted"][0] == r["accepted"][1], r
