@@ -240,3 +240,24 @@ def test_a_float64_log_density_named_with_how_to_give_a_float64_state():
     boot(sg.SGLD(target_log_prob_fn=lambda s: mvn.log_prob(s["w"]),
                  step_size=.1), tf.zeros([4, 2], tf.float64))
   assert "another float dtype" not in str(error.value)
+
+
+def test_a_float32_prior_beside_float64_data_is_told_to_cast_the_data():
+  # numpy's default float64 data make `sample` start a float64 state, and
+  # a prior written as tfd.Normal(0., 1.) computes in float32. Giving a
+  # float32 state alone (what the error said before) fails next on the
+  # float64 data; the error names both ways out.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(200, 3))
+  y = (rng.uniform(size=200) < 0.5).astype("float64")
+  target = sg.InMemoryTarget(
+      lambda w, batch: tfp.distributions.Bernoulli(
+          logits=tf.linalg.matvec(batch[0], w)).log_prob(batch[1]),
+      data=(x, y), batch_size=50, parameter_shapes=[3],
+      log_prior_fn=lambda w: tf.reduce_sum(
+          tfp.distributions.Normal(0., 1.).log_prob(w), -1))
+  with pytest.raises(ValueError, match=r"computes in float32 while the "
+                     r"state is float64: give the target's data in float32 "
+                     r"\(e.g. x.astype\('float32'\).*build the function in "
+                     r"float64 \(e.g. tfd.Normal\(np.float64\(0.\), 1.\)\)"):
+    sg.sample(target, seed=[0, 1], progress=False, print_report=False)

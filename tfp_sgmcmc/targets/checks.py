@@ -63,11 +63,21 @@ def call_with_clear_errors(what, fn, state, *batch):
 
 def _dtype_hint(state, error):
   """Where a function without data failed on the other float dtype than
-  the state's (a float64 model, float32 state): the fix, else ""."""
+  the state's (a float64 model, float32 state, or a float32 prior beside
+  float64 data, from which `sample` makes a float64 state): the fix, else
+  ""."""
   dtype = tf.as_dtype(tf.nest.flatten(state)[0].dtype)
   other = {tf.float32: ("float64", "double"), tf.float64: ("float32",)}
   if not any(name in str(error) for name in other.get(dtype, ())):
     return ""
+  if dtype == tf.float64:
+    # A Python float parameter (tfd.Normal(0., 1.)) makes a float32
+    # function, which numpy's default float64 data meet here.
+    return ("the function computes in float32 while the state is float64: "
+            "give the target's data in float32 (e.g. x.astype('float32'); "
+            "`sample` makes a float64 state from float64 data, and an "
+            "`initial_state=` in float32 then), or build the function in "
+            "float64 (e.g. tfd.Normal(np.float64(0.), 1.)). Also, ")
   return (f"the function computes in another float dtype than the {dtype.name}"
           " state: give the state in the function's dtype (with "
           "tfp_sgmcmc.sample, `initial_state=` one chain's state in it, e.g. "
