@@ -76,6 +76,13 @@ MINIBATCH_MIN_STEP_SIZE = 0.1
 # 2,000 steps cost 2,000 passes; beyond it, probes bound the sds.
 FULL_HESSIAN_MAX = 1000
 
+# Newton's method, out of steps or with no step that lowers the energy, has
+# still converged where the energy's rounding hides the fall its step
+# predicts and the step, in posterior sds, is shorter than the square root
+# of this: a tenth of an sd, well within the Laplace sds the chains are
+# dispersed by.
+ROUNDED_DECREMENT = 1e-2
+
 
 def is_minibatch(target):
   """Whether `target`'s gradients come from minibatches."""
@@ -310,9 +317,11 @@ def newton_mode(target, start, max_steps=25, tolerance=1e-4,
   added, D = diag |H|, lambda raised tenfold until the sum is positive
   definite. It has converged when H itself is positive definite and the
   Newton decrement g' H^-1 g, the step's squared length in posterior sds,
-  is below `tolerance`; it stops unconverged when no step lowers the
-  energy or the values are not finite (the Hessian returned is then None
-  unless positive definite). The Hessian returned is the one at the
+  is below `tolerance`, or, where no step lowers the energy or the steps
+  run out, below `ROUNDED_DECREMENT` with the fall the step predicts
+  (half the decrement) under the energy's float rounding; it stops
+  unconverged otherwise, or when the values are not finite (the Hessian
+  returned is then None unless positive definite). The Hessian returned is the one at the
   mode."""
   hvps, energy_and_gradient = products or _products(target, start)
   x = _flat(start)
@@ -347,7 +356,14 @@ def newton_mode(target, start, max_steps=25, tolerance=1e-4,
         break
     else:
       break  # No step along this direction lowers the energy.
-  return _unflatten(x, start), positive, steps, False
+  # Out of steps, or no step lowers the energy: where H is positive
+  # definite, the step is within a tenth of a posterior sd and the fall it
+  # predicts, g' H^-1 g / 2, is below the energy's rounding, that is float
+  # rounding in the gradient (float32 terms of large values), which moves
+  # the steps at random: the mode as far as the dtype resolves it.
+  return _unflatten(x, start), positive, steps, bool(
+      positive is not None and g @ delta < ROUNDED_DECREMENT and
+      g @ delta / 2 <= rounding * abs(u))
 
 
 def _damped_cholesky(hessian):

@@ -349,6 +349,34 @@ def test_newtons_method_crosses_negative_curvature_to_the_mode():
   np.testing.assert_allclose(hessian, np.diag([8. * n, n]), rtol=1e-3)
 
 
+def test_newtons_method_at_a_float32_mode_of_large_values_converges():
+  # A float32 regression whose intercept is 5,000 (posterior sd 0.007):
+  # the gradient's rounding alone keeps the Newton decrement above 1e-4 at
+  # the mode, where the steps then wander at random until they run out.
+  # Reported unconverged, `sample` started the chains at uniform(-2, 2),
+  # 700,000 sds away, and blamed an improper density.
+  n = 20_000
+  rng = np.random.default_rng(1)
+  x = rng.normal(size=(n, 2)).astype(np.float32)
+  y = (x @ [0.5, -1.] + 5000. + rng.normal(size=n)).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Normal(tf.linalg.matvec(b[0], w[..., :2]) +
+                              w[..., 2], 1.).log_prob(b[1]),
+      (x, y), batch_size=100, parameter_shapes=[3])
+  design = np.concatenate([x.astype(np.float64), np.ones((n, 1))], 1)
+  precision = design.T @ design
+  mode = np.linalg.solve(precision, design.T @ y.astype(np.float64))
+  sd = np.sqrt(np.diag(np.linalg.inv(precision)))
+  found, hessian, _, converged = start_lib.newton_mode(
+      target, tf.constant([0., 0., 0.]))
+  assert converged and hessian is not None
+  np.testing.assert_array_less(np.abs(found.numpy() - mode) / sd, 0.1)
+  # Out of steps far from the mode, it has not converged.
+  _, _, _, converged = start_lib.newton_mode(
+      target, tf.constant([0., 0., 0.]), max_steps=0)
+  assert not converged
+
+
 def test_a_numpy_initial_state_keeps_its_float_dtype():
   # A float64 model started from a numpy float64 state was cast to float32
   # and refused ("give the target data and state of one float dtype"),
