@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 import tfp_sgmcmc as sg
-from tfp_sgmcmc.chains import start as start_lib
+from tfp_sgmcmc.chains import laplace
 from support.linear_regression import LinearRegression, write_shards
 from support.per_chain_minibatches import BATCH, make_target
 
@@ -206,8 +206,7 @@ def test_newton_hessian_over_chunks_is_the_same_at_every_evaluation():
           logits=tf.linalg.matvec(b[0], w)).log_prob(b[1]),
       (x, y), 100, parameter_shapes=[20], energy_chunk_size=200_000)
   w = tf.fill([20], 0.1)
-  hvps, _ = start_lib._products(target, w)  # pylint: disable=protected-access
-  first = start_lib._full_hessian(hvps, w)  # pylint: disable=protected-access
+  hvps, _ = laplace.hessian_products(target, w)
+  first = laplace.full_hessian(hvps, w)
   for _ in range(4):
-    np.testing.assert_array_equal(
-        start_lib._full_hessian(hvps, w), first)  # pylint: disable=protected-access
+    np.testing.assert_array_equal(laplace.full_hessian(hvps, w), first)
