@@ -261,3 +261,27 @@ def test_a_float32_prior_beside_float64_data_is_told_to_cast_the_data():
                      r"\(e.g. x.astype\('float32'\).*build the function in "
                      r"float64 \(e.g. tfd.Normal\(np.float64\(0.\), 1.\)\)"):
     sg.sample(target, seed=[0, 1], progress=False, print_report=False)
+
+
+def test_labels_of_shape_n_by_1_are_named_as_broadcast_examples():
+  # Labels [N, 1] against logits [N] give an [N, N] log-likelihood; the
+  # error read the first axis as the chains' and named the state's shape.
+  rng = np.random.default_rng(0)
+  x = rng.normal(size=(300, 3)).astype(np.float32)
+  y = (rng.uniform(size=(300, 1)) < 0.5).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, batch: tfp.distributions.Bernoulli(
+          logits=tf.linalg.matvec(batch[0], w)).log_prob(batch[1]),
+      data=(x, y), batch_size=50, parameter_shapes=[3])
+  # One chain's state, as `sample`'s Newton start evaluates the energy.
+  with pytest.raises(ValueError, match=r"returned shape \[300, 300\] for a "
+                     r"batch of 300.*labels of shape \[300, 1\] against "
+                     r"predictions of shape \[300\]"):
+    target.energy(tf.zeros([3]))
+  # A leading axis that is not the batch's keeps the chains' message.
+  other = sg.InMemoryTarget(lambda w, batch: tf.zeros([7, 1]) + batch[1],
+                            data=(x, y[:, 0]), batch_size=50,
+                            parameter_shapes=[3])
+  with pytest.raises(ValueError, match=r"leading \(chain\) axes are of "
+                     r"shape \[7\]"):
+    other.energy(tf.zeros([4, 3]))

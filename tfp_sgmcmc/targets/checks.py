@@ -250,6 +250,14 @@ def checked_log_likelihood(log_likelihood_fn, state, batch, n,
         f"with the examples in the last axis (shape batch_shape + [{n}] for a"
         f" batch of {n}); it returned shape {shape}. Do not sum or average "
         "over the batch inside it.")
+  if n and n > 1 and shape.rank and shape.rank > 1 and shape[-2] == n and (
+      not check_batch_shape(None, shape[:-1], state, parameter_shapes, None)):
+    raise ValueError(
+        f"`log_likelihood_fn` returned shape {list(shape)} for a batch of {n}"
+        f": an axis of {n} before the examples' axis, the examples broadcast "
+        f"against each other, e.g. labels of shape [{n}, 1] against "
+        f"predictions of shape [{n}]. Give the labels shape [N] "
+        "(y.reshape(-1)), or make the shapes agree inside the function.")
   check_batch_shape("log_likelihood_fn", shape[:-1], state, parameter_shapes,
                     "per-example values whose leading (chain) axes are")
   return values
