@@ -273,6 +273,41 @@ def test_an_energy_still_rising_when_sampling_ends_warns_at_the_fit_end():
   assert end is None and abs(monitor.trend) < 1., monitor.trend
 
 
+def test_sampling_begun_above_the_posterior_warns_at_the_fit_end():
+  # A new-user trial's epoch energies (a linear regression, d = 5, N =
+  # 2,000, 4 batches an epoch): a burn-in of 20 SGD steps ended at 4,526,
+  # and the sampling epochs fell from 4,461 to settle near 4,187. The kept
+  # samples held the descent (one sd 1.65x the posterior's), and no check
+  # spoke: the level and trend tests look for a rise.
+  from tfp_sgmcmc.keras.fit.health import HeatingMonitor  # pylint: disable=g-import-not-at-top
+
+  def run(reference, energies, d=5, n=2000):
+    monitor = HeatingMonitor()
+    rng = np.random.default_rng(0)
+    for epoch, energy in enumerate([reference] + list(energies)):
+      # Batch losses scattered by 0.056: an epoch energy noise of
+      # N x 0.056 / sqrt(20) = 25, the trial's.
+      losses = energy / n + 0.056 * rng.normal(size=20)
+      for b in range(20):
+        monitor.batch_end(b + 1, losses[:b + 1].mean())
+      assert monitor.epoch_end(energy, epoch > 0, epoch == 0, d, n) is None
+    return monitor, monitor.fit_end(d)
+  settled = list(4187. + 25. * np.random.default_rng(1).normal(size=25))
+  descent = [4461., 4382., 4412., 4340., 4302.]
+  monitor, end = run(4526., descent + settled)
+  assert monitor.descent > 8. and end is not None, monitor.descent
+  assert end.startswith("sampling began above the posterior"), end
+  assert "first sampling epoch's energy was 4461" in end
+  assert "burnin_epochs" in end
+  # Begun at the mode: the energy rises by about d/2 and settles there.
+  monitor, end = run(4187. - 2.5, settled)
+  assert end is None and abs(monitor.descent) < 2., monitor.descent
+  # Settled within the first sampling epoch, from the same burn-in: the
+  # epoch means show no descent.
+  monitor, end = run(4526., settled)
+  assert end is None and abs(monitor.descent) < 2., monitor.descent
+
+
 def test_a_converged_fit_shows_no_rising_trend():
   # The sound SGLD fit of the heating test: its energy settles in the first
   # sampling epoch, the trend over its 5 sampling epochs stays small.

@@ -263,6 +263,7 @@ class HeatingMonitor:
     self.energies = []
     self.heating = None  # The latest statistic (None before 3 epochs).
     self.trend = None  # The trend statistic at the end of the last fit.
+    self.descent = None  # The descent statistic at the end of the last fit.
     self.warned = False
     self._running = []  # (batches seen, running mean loss) this epoch.
 
@@ -351,7 +352,7 @@ class HeatingMonitor:
     self.trend = float(diagnostics.energy_trend(
         means, num_parameters, window_noise=self.reference_se)[0])
     if self.trend <= diagnostics.HEATING_THRESHOLD:
-      return None
+      return self._descent_message(means[:, 0], num_parameters)
     self.warned = True
     thirds = np.array_split(means[:, 0], 3)
     rise = (
@@ -379,3 +380,34 @@ class HeatingMonitor:
         "where sampling began (sample for more epochs, or a larger step "
         "size if it moves too slowly) or it heats up slowly (a smaller step "
         f"size or more friction). {statistic}")
+
+
+  def _descent_message(self, energies, num_parameters):
+    """A warning message if the first sampling epoch's energy sits above
+    the level the chain settled at (the last half of the sampling epochs'
+    mean) by more than `diagnostics.HEATING_THRESHOLD` x (sqrt(d/2) +
+    noise), else None.
+
+    Begun at the mode (a burn-in that reached it), a chain's energy rises
+    by d/2 and settles there; one begun away from the posterior (a burn-in
+    too short, or none) descends while its first samples are kept, and
+    those widen the moments. An epoch's mean energy holds the descent in
+    proportion to the steps it took, so a chain that settles within a few
+    steps of a long epoch is not flagged."""
+    settled = energies[len(energies) // 2:]
+    noise = self.reference_se * math.sqrt(1. + 1. / settled.size)
+    self.descent = float((energies[0] - settled.mean()) / (
+        math.sqrt(0.5 * num_parameters) + noise))
+    if not self.descent > diagnostics.HEATING_THRESHOLD:
+      return None
+    self.warned = True
+    return (
+        f"sampling began above the posterior: the first sampling epoch's "
+        f"energy was {energies[0]:.6g} and the chain settled at "
+        f"{settled.mean():.6g} (the last half of the {energies.size} "
+        f"sampling epochs), {self.descent:.3g} x (sqrt(d/2) + noise) lower "
+        f"for d = {num_parameters} (> {diagnostics.HEATING_THRESHOLD:g}; "
+        "docs/keras.md). The first samples and the running moments hold the"
+        " descent, which widens them: burn in for longer (`burnin_epochs`),"
+        " until the burn-in's loss stops falling. Nothing is stopped; "
+        "`SamplingCallback.energy_descent` holds the statistic.")

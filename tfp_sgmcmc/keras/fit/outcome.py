@@ -42,6 +42,14 @@ class ChainOutcome:
     return self._heating.trend
 
   @property
+  def energy_descent(self):
+    """How far below its start the sampling epochs' energy settled at the
+    end of the last fit, in units of sqrt(d/2) plus the noise: large when
+    sampling began away from the posterior (None before a fit with three
+    sampling epochs, or when the rising trend was warned of)."""
+    return self._heating.descent
+
+  @property
   def heating(self):
     """The heating statistic of the epoch energies (see
     `tfp_sgmcmc.diagnostics.heating`; None before three sampling epochs)."""
