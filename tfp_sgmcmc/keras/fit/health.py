@@ -381,7 +381,6 @@ class HeatingMonitor:
         "size if it moves too slowly) or it heats up slowly (a smaller step "
         f"size or more friction). {statistic}")
 
-
   def _descent_message(self, energies, num_parameters):
     """A warning message if the first sampling epoch's energy sits above
     the level the chain settled at (the last half of the sampling epochs'

@@ -46,7 +46,7 @@ class ChainOutcome:
     """How far below its start the sampling epochs' energy settled at the
     end of the last fit, in units of sqrt(d/2) plus the noise: large when
     sampling began away from the posterior (None before a fit with three
-    sampling epochs, or when the rising trend was warned of)."""
+    sampling epochs, or when heating or a rising trend was warned of)."""
     return self._heating.descent
 
   @property
