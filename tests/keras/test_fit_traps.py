@@ -99,8 +99,15 @@ def test_num_examples_is_checked_against_what_the_first_epoch_saw():
                      r"Pass num_examples=30"):
     fit(classifier(), [sampling()], x, y, validation_split=0.5,
         batch_size=10)
-  with pytest.raises(ValueError, match=r"num_examples=600, but fit got 60"):
+  with pytest.raises(ValueError, match=r"num_examples=600, but fit got 60"
+                     ) as refused:
     fit(classifier(), [sampling(num_examples=600)])
+  # Arrays are the whole training set: passing steps_per_epoch does not
+  # lift the refusal, so the message does not offer it.
+  assert str(refused.value).endswith("Pass num_examples=60.")
+  with pytest.raises(ValueError, match=r"num_examples=600, but fit got 60.*"
+                     r"with steps_per_epoch N is still the size"):
+    fit(classifier(), [sampling(num_examples=600)], steps_per_epoch=2)
   # Legitimate: each epoch a part of the data (steps_per_epoch), with
   # validation data (counted before validation resets Keras' tracker).
   repeated = tf.data.Dataset.from_tensor_slices((x, y)).batch(20).repeat()

@@ -363,9 +363,10 @@ class FitTraps:
             + fix + (". If each epoch deliberately covers part of the data, "
                      "several passes over it or batches drawn with "
                      "replacement, pass steps_per_epoch to fit (then only "
-                     "the slips above are warned)." if self._one_pass else
-                     " (with steps_per_epoch N is still the size of the "
-                     "whole training set)."))
+                     "the slips above are warned)." if self._one_pass and
+                     not self._fit_uses_arrays else "." if self._one_pass
+                     else " (with steps_per_epoch N is still the size of "
+                     "the whole training set)."))
 
   def _check_energy(self, callback, epoch, logs):
     energy = None if logs is None else logs.get("energy")
