@@ -575,7 +575,7 @@ def test_one_chain_of_a_vector_state_is_summarized_as_one_chain(capsys):
   draws, trace = _one_chain_run()
   assert draws.shape == (1000, 3) and trace.diverged.shape == (1000,)
   health = sg.summarize(draws, trace, warn=False)
-  assert "1 chains x 1000 draws" in capsys.readouterr().out
+  assert "1 chain x 1000 draws" in capsys.readouterr().out
   assert health.num_chains == 1
   assert health.max_rhat < 1.05  # The chain's halves agree.
   assert np.shape(health.heating) == (1,)

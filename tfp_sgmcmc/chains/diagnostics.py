@@ -463,7 +463,8 @@ def _short(indices, limit=5):
 
 
 def format_report(health):
-  lines = [f"{health.num_chains} chains x {health.num_draws} draws: "
+  chains = "chain" if health.num_chains == 1 else "chains"
+  lines = [f"{health.num_chains} {chains} x {health.num_draws} draws: "
            f"min ESS {health.min_ess:.0f}"
            f"{rank_ess_note(health.min_bulk_ess, health.min_tail_ess)}, "
            f"max R-hat {health.max_rhat:.3f}"

@@ -62,8 +62,10 @@ class SampleReport(collections.namedtuple("SampleReport", [
     heat = ("-" if self.heating is None else f"{np.max(self.heating):.1f}")
     tuned_length = f"T = {w.num_leapfrog_steps} (tuned), "
     mass = "no" if self.mass == "none" else self.mass or "diagonal"
+    chains = len(self.divergences)
     lines = [
-        f"tfp_sgmcmc.sample: {self.kernel}, {len(self.divergences)} chains; "
+        f"tfp_sgmcmc.sample: {self.kernel}, {chains} "
+        f"chain{'' if chains == 1 else 's'}; "
         f"start {self.start}; control variates "
         f"{'on' if self.control_variates else 'off'}; {self.minibatches}.",
         f"  warm-up: {w.num_steps} steps"

@@ -535,3 +535,19 @@ def test_a_batch_size_beside_a_target_is_refused_not_ignored():
     sg.sample(target_log_prob_fn=lambda w: -tf.reduce_sum(w**2, -1),
               observed=np.zeros(3), batch_size=8, parameter_shapes=[3],
               **FAST)
+
+
+def test_the_report_of_one_chain_says_one_chain_and_of_four_chains():
+  from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
+  warmup = SimpleNamespace(num_steps=200, num_leapfrog_steps=None,
+                           step_size=0.5, acceptance=0.8)
+  report = sg.chains.sample_report.SampleReport(
+      kernel="AMAGOLD", start="around the mode", control_variates=False,
+      minibatches="independent minibatches", warmup=warmup, arrived=True,
+      arrival=SimpleNamespace(distance=0.3), extended=False,
+      acceptance=np.array([0.8]), divergences=np.array([0]),
+      heating=np.array([0.]), max_rhat=1.0, min_ess=400., problems=[],
+      seconds={"total": 1.})
+  assert str(report).startswith("tfp_sgmcmc.sample: AMAGOLD, 1 chain; ")
+  four = report._replace(divergences=np.zeros(4), acceptance=np.ones(4))
+  assert str(four).startswith("tfp_sgmcmc.sample: AMAGOLD, 4 chains; ")
