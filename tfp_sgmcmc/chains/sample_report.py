@@ -71,7 +71,9 @@ class SampleReport(collections.namedtuple("SampleReport", [
         f"  warm-up: {w.num_steps} steps"
         f"{' (extended)' if self.extended else ''}, {mass} mass, "
         f"{'' if w.num_leapfrog_steps is None else tuned_length}"
-        f"step size {w.step_size:.3g}, acceptance {w.acceptance:.2f}, "
+        f"step size {w.step_size:.3g}, acceptance "
+        f"{'' if self.approximate is None else 'of its exact test '}"
+        f"{w.acceptance:.2f}, "
         f"{'arrived' if self.arrived else 'NOT ARRIVED'} (distance "
         f"{self.arrival.distance:.1f} posterior sds).",
         f"  sampling: acceptance {acc}, divergences "

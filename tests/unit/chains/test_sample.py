@@ -537,7 +537,7 @@ def test_a_batch_size_beside_a_target_is_refused_not_ignored():
               **FAST)
 
 
-def test_the_report_of_one_chain_says_one_chain_and_of_four_chains():
+def test_the_report_counts_chains_and_names_a_test_kernels_acceptance():
   from types import SimpleNamespace  # pylint: disable=import-outside-toplevel
   warmup = SimpleNamespace(num_steps=200, num_leapfrog_steps=None,
                            step_size=0.5, acceptance=0.8)
@@ -551,3 +551,10 @@ def test_the_report_of_one_chain_says_one_chain_and_of_four_chains():
   assert str(report).startswith("tfp_sgmcmc.sample: AMAGOLD, 1 chain; ")
   four = report._replace(divergences=np.zeros(4), acceptance=np.ones(4))
   assert str(four).startswith("tfp_sgmcmc.sample: AMAGOLD, 4 chains; ")
+  assert "step size 0.5, acceptance 0.80, arrived" in str(four)
+  # SGHMC's warm-up tunes its step size by the acceptance of an exact test
+  # of its dynamics; its own draws are accepted without a test.
+  sghmc = four._replace(kernel="SGHMC", approximate="SGHMC has no exact "
+                        "Metropolis-Hastings test", acceptance=None)
+  assert "step size 0.5, acceptance of its exact test 0.80, arrived" in (
+      str(sghmc))
