@@ -5,6 +5,7 @@ import collections
 
 import numpy as np
 
+from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains.mixing import rank_ess_note, rank_rhat_note
 
 __all__ = ["SampleReport", "SampleResult"]
@@ -63,6 +64,11 @@ class SampleReport(collections.namedtuple("SampleReport", [
     tuned_length = f"T = {w.num_leapfrog_steps} (tuned), "
     mass = "no" if self.mass == "none" else self.mass or "diagonal"
     chains = len(self.divergences)
+    # Arrived beyond MAX_DISTANCE only where the chains' slopes disagree in
+    # sign: a direction whose marginal sd dwarfs its conditional one.
+    far = (", along a direction the data barely identify: the chains' "
+           "slopes there disagree" if self.arrived and
+           self.arrival.distance > arrival_lib.MAX_DISTANCE else "")
     lines = [
         f"tfp_sgmcmc.sample: {self.kernel}, {chains} "
         f"chain{'' if chains == 1 else 's'}; "
@@ -75,7 +81,7 @@ class SampleReport(collections.namedtuple("SampleReport", [
         f"{'' if self.approximate is None else 'of its exact test '}"
         f"{w.acceptance:.2f}, "
         f"{'arrived' if self.arrived else 'NOT ARRIVED'} (distance "
-        f"{self.arrival.distance:.1f} posterior sds).",
+        f"{self.arrival.distance:.1f} posterior sds{far}).",
         f"  sampling: acceptance {acc}, divergences "
         f"{int(np.sum(self.divergences))}, heating {heat}, R-hat "
         f"{self.max_rhat:.3f}{rank_rhat_note(self.max_rank_rhat)}, min ESS "

@@ -551,7 +551,12 @@ def test_the_report_counts_chains_and_names_a_test_kernels_acceptance():
   assert str(report).startswith("tfp_sgmcmc.sample: AMAGOLD, 1 chain; ")
   four = report._replace(divergences=np.zeros(4), acceptance=np.ones(4))
   assert str(four).startswith("tfp_sgmcmc.sample: AMAGOLD, 4 chains; ")
-  assert "step size 0.5, acceptance 0.80, arrived" in str(four)
+  assert ("step size 0.5, acceptance 0.80, arrived (distance 0.3 posterior "
+          "sds)." in str(four))
+  # Arrived 21 sds away: only where the chains' gradients disagree in sign.
+  weak = four._replace(arrival=SimpleNamespace(distance=21.4))
+  assert ("arrived (distance 21.4 posterior sds, along a direction the data "
+          "barely identify: the chains' slopes there disagree)." in str(weak))
   # SGHMC's warm-up tunes its step size by the acceptance of an exact test
   # of its dynamics; its own draws are accepted without a test.
   sghmc = four._replace(kernel="SGHMC", approximate="SGHMC has no exact "
