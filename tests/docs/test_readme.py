@@ -50,13 +50,31 @@ def check_sample_block(fit):
   assert fit.report.minibatches == "independent minibatches"
 
 
+def numbers_masked(text):
+  return re.sub(r"-?\d[\d,]*(\.\d+)?", "#", text)
+
+
+def check_report_shown(printed):
+  # getting_started.md's "Reading the report" shows the report this call
+  # prints: line for line the same words, whatever the numbers (timings
+  # and the last digits of a float vary with the machine).
+  with open(GETTING_STARTED) as f:
+    shown = re.search(r"### Reading the report\n.*?```text\n(.*?)```",
+                      f.read(), flags=re.S).group(1)
+  report = printed[printed.index("tfp_sgmcmc.sample:"):]
+  report = report[:report.index("problems found.") + len("problems found.")]
+  assert numbers_masked(report) == numbers_masked(shown.strip()), (
+      report, shown)
+
+
 def test_every_readme_and_getting_started_python_block_runs_in_order():
   readme, guide = python_blocks(), python_blocks(GETTING_STARTED)
   # The shared opening: README's first block is the start of getting
   # started's first block, character for character.
   assert guide[0].startswith(readme[0]), (readme[0], guide[0])
   opening = {"__name__": "__main__"}
-  run_blocks(readme[:1], "README.md", opening)
+  printed = run_blocks(readme[:1], "README.md", opening)
+  check_report_shown(printed)
 
   namespace = dict(opening)
   run_blocks(readme[1:], "README.md", namespace)
