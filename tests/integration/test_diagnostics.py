@@ -2,6 +2,7 @@
 step size, and an energy that grows while every value is still finite.
 """
 
+import collections
 import warnings
 
 import numpy as np
@@ -469,6 +470,28 @@ def test_a_chain_that_did_not_move_is_named():
     short = np.random.default_rng(seed).normal(size=(10, 4, 2))
     assert not any("did not move" in p for p in sg.summarize(
         short, print_report=False, warn=False).problems)
+
+
+def test_beside_diverged_chains_the_one_healthy_chain_is_not_called_stuck():
+  # SGHMC on a banana: three of four chains blew up to 1e13-1e27 and the
+  # healthy one, whose sd was under 1% of theirs (the median chain's), was
+  # called stuck beside them. The stuck test now compares the chains that
+  # did not diverge; a chain that diverged is reported as diverged.
+  rng = np.random.default_rng(0)
+  draws = rng.normal(size=(1000, 4, 2))
+  draws[:, 1:] *= 10.**np.array([13., 20., 27.])[:, None]
+  diverged = np.zeros((1000, 4), bool)
+  diverged[500:, 1:] = True
+  trace = collections.namedtuple("Trace", ["diverged"])(diverged)
+  health = sg.summarize(draws, trace, print_report=False, warn=False)
+  assert health.problems[0] == (
+      "3 of 4 chains diverged (non-finite energy or state)")
+  assert not any("did not move" in p for p in health.problems)
+  # Among chains that did not diverge the rule is as before.
+  draws[:, 2] = 0.3 + 1e-6 * rng.normal(size=(1000, 2))
+  diverged[:, 2] = False
+  health = sg.summarize(draws, trace, print_report=False, warn=False)
+  assert any(p.startswith("chain 2 did not move") for p in health.problems)
 
 
 def test_a_nan_rhat_neither_hides_other_coordinates_nor_passes():

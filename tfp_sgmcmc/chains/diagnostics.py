@@ -93,17 +93,21 @@ STUCK_SD_RATIO = 0.01
 STUCK_MIN_DRAWS = 10
 
 
-def _stuck_chains(flat):
+def _stuck_chains(flat, diverged):
   """Chains ([draws, chains, coordinates]) that did not move: every draw
   the same, or (with other chains and `STUCK_MIN_DRAWS` draws) sds under
-  `STUCK_SD_RATIO` of the median chain's in every coordinate."""
+  `STUCK_SD_RATIO` of the median chain's in every coordinate. The median
+  is over the chains that did not diverge (`diverged`, per chain), whose
+  sds can be 1e13 and make a healthy chain look still; a diverged chain
+  is reported as such, not as stuck."""
   sds = flat.std(axis=0)
   still = np.all(np.ptp(flat, axis=0) == 0., axis=-1)
-  if flat.shape[1] > 1 and flat.shape[0] >= STUCK_MIN_DRAWS:
-    median = np.median(sds, axis=0)
+  kept = ~diverged if np.any(~diverged) else np.ones_like(diverged)
+  if kept.sum() > 1 and flat.shape[0] >= STUCK_MIN_DRAWS:
+    median = np.median(sds[kept], axis=0)
     still |= np.all(sds < STUCK_SD_RATIO * median, axis=-1) & np.any(
         median > 0., axis=-1)
-  return np.flatnonzero(still)
+  return np.flatnonzero(still & kept)
 
 
 RunVerdict = collections.namedtuple(
@@ -152,9 +156,9 @@ def divergence_and_heating(samples, trace, heating_threshold=None,
   print(verdict.heating)    # about [2, 2, 2, 2], below HEATING_THRESHOLD
   ```
   """
-  divergences, heat, broken, hot = _verdict(samples, trace,
-                                            heating_threshold,
-                                            reference_energy)
+  divergences, heat, broken, hot, _ = _verdict(samples, trace,
+                                               heating_threshold,
+                                               reference_energy)
   return RunVerdict(divergences=divergences, heating=heat,
                     problems=broken + hot)
 
@@ -196,6 +200,7 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
         "region of the posterior (e.g. a funnel's neck), whose draws are "
         "then missing; reparameterise it (e.g. non-centred) or lower the "
         "step size")
+  diverged_chains = divergences > 0
   divergences = divergences + rejected
   if heat is not None and np.any(heat > heating_threshold):
     chains = np.flatnonzero(heat > heating_threshold)
@@ -204,7 +209,7 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
         f"{num_chains} chains (heating {float(np.max(heat)):.0f} > "
         f"{heating_threshold:g}, chains {_short(chains)}): the chain heats "
         "up (step size too large or friction too small)")
-  return divergences, heat, broken, hot
+  return divergences, heat, broken, hot, diverged_chains
 
 
 def per_chain_field(trace):
@@ -358,9 +363,8 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
           f"`reference_energy` has shape {list(ref_shape)} but `samples` "
           f"hold {num_chains} chains: give one energy, or one per chain "
           f"(shape [{num_chains}]).")
-  divergences, heat, broken, hot = _verdict(samples, trace,
-                                            heating_threshold,
-                                            reference_energy)
+  divergences, heat, broken, hot, diverged = _verdict(
+      samples, trace, heating_threshold, reference_energy)
   accepted = find_field(trace, "is_accepted")
   acceptance = (None if accepted is None else np.asarray(
       accepted, np.float64).reshape(num_draws, -1).mean(axis=0))
@@ -375,7 +379,7 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     # A chain that did not move has no autocorrelation to speak of (NaN in
     # float32, noise in float64): it adds no effective draws.
     per_chain = effective_sample_size(flat)
-    stuck = _stuck_chains(flat)
+    stuck = _stuck_chains(flat, diverged)
     per_chain[stuck] = 0.
     ess = np.where(np.isfinite(per_chain), per_chain, 0.).sum(axis=0)
     rhat = split_rhat(flat)

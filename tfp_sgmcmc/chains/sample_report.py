@@ -66,8 +66,8 @@ class SampleReport(collections.namedtuple("SampleReport", [
     chains = len(self.divergences)
     # Arrived beyond MAX_DISTANCE only where the chains' slopes disagree in
     # sign: a direction whose marginal sd dwarfs its conditional one.
-    far = (", along a direction the data barely identify: the chains' "
-           "slopes there disagree" if self.arrived and
+    far = (", along a poorly identified direction, where the chains' "
+           "slopes disagree" if self.arrived and
            self.arrival.distance > arrival_lib.MAX_DISTANCE else "")
     lines = [
         f"tfp_sgmcmc.sample: {self.kernel}, {chains} "

@@ -555,8 +555,8 @@ def test_the_report_counts_chains_and_names_a_test_kernels_acceptance():
           "sds)." in str(four))
   # Arrived 21 sds away: only where the chains' gradients disagree in sign.
   weak = four._replace(arrival=SimpleNamespace(distance=21.4))
-  assert ("arrived (distance 21.4 posterior sds, along a direction the data "
-          "barely identify: the chains' slopes there disagree)." in str(weak))
+  assert ("arrived (distance 21.4 posterior sds, along a poorly identified "
+          "direction, where the chains' slopes disagree)." in str(weak))
   # SGHMC's warm-up tunes its step size by the acceptance of an exact test
   # of its dynamics; its own draws are accepted without a test.
   sghmc = four._replace(kernel="SGHMC", approximate="SGHMC has no exact "
