@@ -199,7 +199,7 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
         "with a non-finite energy, rejected): the chains may not enter a "
         "region of the posterior (e.g. a funnel's neck), whose draws are "
         "then missing; reparameterise it (e.g. non-centred) or lower the "
-        "step size")
+        "step size (`sample(..., target_accept_prob=0.95)` does)")
   diverged_chains = divergences > 0
   divergences = divergences + rejected
   if heat is not None and np.any(heat > heating_threshold):

@@ -104,34 +104,6 @@ def _template(target, initial_state, parameter_shapes, seed):
   return tf.zeros(shapes, dtype)
 
 
-def _check_one_chain(target, template):
-  """A refusal where `initial_state` (the `template`) is not one chain's
-  state of a target that says its shapes: e.g. a fit's `final_state`, whose
-  chain axis the target's checks reported as an unexplained shape error."""
-  shapes = target.parameter_shapes
-  if shapes is None or isinstance(target, JointDistributionTarget):
-    return
-  want = shapes if isinstance(shapes, list) else [shapes]
-  got = [p.shape for p in tf.nest.flatten(template)]
-  if len(got) == len(want) and all(
-      g.is_compatible_with(w) for g, w in zip(got, want)):
-    return
-  chains = len(got) == len(want) and all(
-      g[1:].is_compatible_with(w) and g[:1] == got[0][:1]
-      for g, w in zip(got, want))
-  listed = lambda ss: ([s.as_list() for s in ss] if isinstance(shapes, list)
-                       else ss[0].as_list())
-  raise ValueError(
-      f"`initial_state` has shape {listed(got)} where the "
-      f"{type(target).__name__}'s `parameter_shapes` are {listed(want)}:"
-      " it is one chain's state, without a chain axis." + (
-          f" This one leads with {got[0][0]} chains (as a fit's "
-          "`final_state` does): to go on from a fit, run its tuned kernel, "
-          "tfp.mcmc.sample_chain(n, fit.final_state, kernel=fit.kernel, "
-          "seed=...); to start a new call there, give one chain's state "
-          "(e.g. fit.final_state[0])." if chains else ""))
-
-
 def _data_dtype(target):
   """The dtype of a state made from shapes: float64 where the target's data
   (in memory or streamed, under any wrappers) hold float64 and no float32
@@ -163,7 +135,7 @@ def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
 
 
 def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
-          dense_mass, fixed_mass=False, progress=False):
+          dense_mass, fixed_mass=False, progress=False, accept=0.75):
   """warm_up, with its arrival checked (and the warm-up run once more from
   where it ended when it has not arrived). The warm-up picks the mass (with
   `dense_mass` None; none where `fixed_mass`, the kernel's own) and the
@@ -176,7 +148,8 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
       warm = warm_up(kernel, state, num_steps=num_steps,
                      seed=seeds[2 * attempt], jit_compile=jit_compile,
                      dense_mass=dense_mass, progress=progress,
-                     adapt_mass=False if fixed_mass else None)
+                     adapt_mass=False if fixed_mass else None,
+                     target_accept_prob=accept)
     if fixed_mass:  # Not the user's adapt_mass=False: say whose mass.
       warm = warm._replace(report=warm.report._replace(
           choices=LAPLACE_CHOICE + warm.report.choices.partition(";")[2]))
@@ -202,7 +175,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
            batch_size=None, parameter_shapes=None, initial_state=None,
            control_variates=None, full_batch=None, independent_chains=True,
            dense_mass=None, num_mode_steps=2000, mode_learning_rate=1e-2,
-           progress=True, jit_compile=None, print_report=True, ksd=False):
+           progress=True, jit_compile=None, print_report=True, ksd=False,
+           target_accept_prob=0.75):
   """Draws from a posterior in one call: start, warm-up, sampling, checks.
 
   Like PyMC's `pm.sample` or NumPyro's `MCMC.run`, with TFP's vocabulary.
@@ -258,6 +232,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     seed: a stateless `int32[2]` seed (the same draws at every call); an
       int or None is TFP's stateful seed (an int repeats a run, not a call).
     num_adaptation_steps: warm-up steps (`warm_up`'s `num_steps`).
+    target_accept_prob: the acceptance the warm-up tunes the step size to
+      (`warm_up`'s); higher (e.g. 0.95) gives a smaller step size, the fix
+      for divergent transitions in a curved region (Stan's `adapt_delta`).
     num_burnin_steps: steps run after the warm-up and not kept.
     target_log_prob_fn: instead of `target`, TFP's log density (full
       batch); needs `parameter_shapes` or `initial_state`.
@@ -324,7 +301,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
                                      covariates, batch_size)
   template = _template(model_target, initial_state, parameter_shapes,
                        start_seed)
-  _check_one_chain(model_target, template)
+  start_lib.check_one_chain(model_target, template)
   if control_variates and full_batch is None:
     full_batch = False   # Control variates need the minibatches.
   model_target, batch_note = start_lib.full_batch(model_target, full_batch)
@@ -363,9 +340,13 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       kernel, sampled, step_size, noisy, states, covariance, dense_mass,
       num_adaptation_steps)
   _dense_applies(kernel, states, dense_mass, num_adaptation_steps)  # Refusal.
-  warm, arrived, extended = _warm(kernel, states, num_adaptation_steps,
-                                  warm_seed, scale, jit_compile, dense_mass,
-                                  laplace is not None, progress)
+
+  def warm_from(kernel, states):  # With the scale and mass of the moment.
+    return _warm(kernel, states, num_adaptation_steps, warm_seed, scale,
+                 jit_compile, dense_mass, laplace is not None, progress,
+                 target_accept_prob)
+
+  warm, arrived, extended = warm_from(kernel, states)
   if not arrived.arrived and mode is None and sampled.has_exact_energy and (
       not start_lib.is_minibatch(sampled)):
     # A uniform start can strand a chain (e.g. at a tiny noise scale, where
@@ -380,9 +361,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       kernel, laplace = kernel_and_mass(
           choice, sampled, _step_size_guess(scale), noisy, states,
           covariance, dense_mass, num_adaptation_steps)
-      warm, arrived, extended = _warm(
-          kernel, states, num_adaptation_steps, warm_seed, scale,
-          jit_compile, dense_mass, laplace is not None, progress)
+      warm, arrived, extended = warm_from(kernel, states)
       extended = True
   whole = (start_lib.full_batch_for_noise(
       sampled, full_batch, float(warm.report.step_size), warm.state)
@@ -394,9 +373,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     (sampled, minibatches), use_cv = whole, False
     kernel = with_mass(choice, sampled, warm.report.step_size, False,
                         laplace)
-    warm, arrived, again = _warm(kernel, warm.state, num_adaptation_steps,
-                                 warm_seed, scale, jit_compile, dense_mass,
-                                 laplace is not None, progress)
+    warm, arrived, again = warm_from(kernel, warm.state)
     extended = extended or again
   t_warm = time.perf_counter()
   if not arrived.arrived:

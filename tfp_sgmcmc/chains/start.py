@@ -39,6 +39,7 @@ from tfp_sgmcmc.chains.laplace import (FULL_HESSIAN_MAX, laplace_covariance,
 from tfp_sgmcmc.chains.model_target import as_target
 from tfp_sgmcmc.chains.uniform_start import uniform_states
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
+from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.log_prob import LogProbFnTarget, is_full_batch
 from tfp_sgmcmc.targets.wrappers import ControlVariateTarget, find_mode
 
@@ -46,7 +47,7 @@ __all__ = ["as_target", "independent", "use_control_variates", "full_batch",
            "laplace_scale", "newton_mode", "initial_states", "is_minibatch",
            "CONTROL_VARIATE_MIN_RATIO", "FULL_HESSIAN_MAX",
            "FULL_BATCH_MAX_EXAMPLES", "MINIBATCH_MIN_STEP_SIZE",
-           "full_batch_for_noise"]
+           "full_batch_for_noise", "check_one_chain"]
 
 
 CONTROL_VARIATE_MIN_RATIO = 10.
@@ -271,3 +272,31 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
            "density was not finite" if redrawn else "")
   return (states, None, None, f"{no_mode}uniform(-2, 2) in the "
           f"unconstrained space (as Stan{again})", None)
+
+
+def check_one_chain(target, template):
+  """A refusal where `initial_state` (the `template`) is not one chain's
+  state of a target that says its shapes: e.g. a fit's `final_state`, whose
+  chain axis the target's checks reported as an unexplained shape error."""
+  shapes = target.parameter_shapes
+  if shapes is None or isinstance(target, JointDistributionTarget):
+    return
+  want = shapes if isinstance(shapes, list) else [shapes]
+  got = [p.shape for p in tf.nest.flatten(template)]
+  if len(got) == len(want) and all(
+      g.is_compatible_with(w) for g, w in zip(got, want)):
+    return
+  chains = len(got) == len(want) and all(
+      g[1:].is_compatible_with(w) and g[:1] == got[0][:1]
+      for g, w in zip(got, want))
+  listed = lambda ss: ([s.as_list() for s in ss] if isinstance(shapes, list)
+                       else ss[0].as_list())
+  raise ValueError(
+      f"`initial_state` has shape {listed(got)} where the "
+      f"{type(target).__name__}'s `parameter_shapes` are {listed(want)}:"
+      " it is one chain's state, without a chain axis." + (
+          f" This one leads with {got[0][0]} chains (as a fit's "
+          "`final_state` does): to go on from a fit, run its tuned kernel, "
+          "tfp.mcmc.sample_chain(n, fit.final_state, kernel=fit.kernel, "
+          "seed=...); to start a new call there, give one chain's state "
+          "(e.g. fit.final_state[0])." if chains else ""))
