@@ -208,7 +208,9 @@ def _verdict(samples, trace, heating_threshold, reference_energy):
         f"energy grows far beyond sampling's d/2 in {chains.size} of "
         f"{num_chains} chains (heating {float(np.max(heat)):.0f} > "
         f"{heating_threshold:g}, chains {_short(chains)}): the chain heats "
-        "up (step size too large or friction too small)")
+        "up (step size too large or friction too small; under an exact "
+        "kernel, its energy drifts: not yet stationary, or a posterior of "
+        "heavy-tailed energy, such as a funnel)")
   return divergences, heat, broken, hot, diverged_chains
 
 
