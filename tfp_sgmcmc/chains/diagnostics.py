@@ -417,9 +417,9 @@ def summarize(samples, trace=None, print_report=True, max_rhat=1.05,
     draws = (int(np.ceil(num_draws * min_ess / worst_ess))
              if worst_ess > 0 else 0)
     needed = ("" if not draws else
-              f" (more than the {draws:,} draws per chain that this run's "
-              "ESS per draw scales to: with R-hat that high the chains have "
-              "not mixed, and ESS counts each chain's own mixing only)"
+              f" (this run's ESS per draw scales to {draws:,} draws per "
+              "chain, but with R-hat that high more are needed: the chains "
+              "have not mixed, and ESS counts each chain's own mixing only)"
               if worst_rhat > max_rhat else
               f" (at this run's ESS per draw, about {draws:,} draws per "
               "chain would reach it)")

@@ -96,8 +96,9 @@ def build_kernel(kernel, target, step_size, noisy):
   for `noisy` or exact gradients."""
   if not target.has_exact_energy:
     raise TargetCapabilityError(
-        f"`sample` warms up on an exact Metropolis-Hastings test, which "
-        f"needs the full-data energy; this {type(target).__name__} has none "
+        f"`sample` warms up every kernel (SGHMC and SGLD too) on an exact "
+        "Metropolis-Hastings test, and finds the mode, on the full-data "
+        f"energy; this {type(target).__name__} has none "
         "(has_exact_energy=False). Give the target its data for the energy "
         "(DatasetTarget(..., full_dataset=...)), or tune with your own "
         "step size and run sample_chain_with_progress.")

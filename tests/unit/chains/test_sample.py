@@ -42,6 +42,23 @@ def test_a_target_that_cannot_be_rebuilt_says_so():
   assert rebuilt.base_target.independent_minibatches
 
 
+@pytest.mark.parametrize("kernel", [None, "sghmc"])
+def test_a_stream_without_its_full_dataset_is_refused_for_every_kernel(
+    kernel):
+  # SGHMC draws with no test of its own, yet `sample` tunes its step size
+  # on an exact test and finds the mode on the full-data energy: the
+  # refusal says so, where it spoke of a test SGHMC does not use.
+  target, x, y = logistic()
+  streamed = sg.DatasetTarget(
+      target._log_likelihood_fn,
+      tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(50),
+      num_examples=2000, log_prior_fn=target._log_prior_fn)
+  with pytest.raises(sg.TargetCapabilityError, match=(
+      r"warms up every kernel \(SGHMC and SGLD too\) on an exact "
+      r"Metropolis-Hastings test.*DatasetTarget\(\.\.\., full_dataset")):
+    sg.sample(streamed, kernel=kernel, parameter_shapes=[3], **FAST)
+
+
 def test_a_kernel_name_sample_does_not_know_is_refused():
   target, _, _ = logistic()
   with pytest.raises(ValueError, match="`kernel` = 'nuts'"):
