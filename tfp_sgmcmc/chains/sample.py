@@ -135,7 +135,8 @@ def _dense_applies(kernel, states, dense_mass, num_adaptation_steps):
 
 
 def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
-          dense_mass, fixed_mass=False, progress=False, accept=0.75):
+          dense_mass, fixed_mass=False, progress=False,
+          target_accept_prob=0.75):
   """warm_up, with its arrival checked (and the warm-up run once more from
   where it ended when it has not arrived). The warm-up picks the mass (with
   `dense_mass` None; none where `fixed_mass`, the kernel's own) and the
@@ -149,7 +150,7 @@ def _warm(kernel, state, num_steps, seed, mode_scale, jit_compile,
                      seed=seeds[2 * attempt], jit_compile=jit_compile,
                      dense_mass=dense_mass, progress=progress,
                      adapt_mass=False if fixed_mass else None,
-                     target_accept_prob=accept)
+                     target_accept_prob=target_accept_prob)
     if fixed_mass:  # Not the user's adapt_mass=False: say whose mass.
       warm = warm._replace(report=warm.report._replace(
           choices=LAPLACE_CHOICE + warm.report.choices.partition(";")[2]))
