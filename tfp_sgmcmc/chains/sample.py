@@ -303,6 +303,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   template = _template(model_target, initial_state, parameter_shapes,
                        start_seed)
   start_lib.check_one_chain(model_target, template)
+  start_lib.check_repeated(model_target)
   if control_variates and full_batch is None:
     full_batch = False   # Control variates need the minibatches.
   model_target, batch_note = start_lib.full_batch(model_target, full_batch)

@@ -38,6 +38,7 @@ from tfp_sgmcmc.chains.laplace import (FULL_HESSIAN_MAX, laplace_covariance,
                                        laplace_scale, newton_mode)
 from tfp_sgmcmc.chains.model_target import as_target
 from tfp_sgmcmc.chains.uniform_start import uniform_states
+from tfp_sgmcmc.targets.dataset import DatasetTarget
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.log_prob import LogProbFnTarget, is_full_batch
@@ -47,7 +48,7 @@ __all__ = ["as_target", "independent", "use_control_variates", "full_batch",
            "laplace_scale", "newton_mode", "initial_states", "is_minibatch",
            "CONTROL_VARIATE_MIN_RATIO", "FULL_HESSIAN_MAX",
            "FULL_BATCH_MAX_EXAMPLES", "MINIBATCH_MIN_STEP_SIZE",
-           "full_batch_for_noise", "check_one_chain"]
+           "full_batch_for_noise", "check_one_chain", "check_repeated"]
 
 
 CONTROL_VARIATE_MIN_RATIO = 10.
@@ -300,3 +301,21 @@ def check_one_chain(target, template):
           "tfp.mcmc.sample_chain(n, fit.final_state, kernel=fit.kernel, "
           "seed=...); to start a new call there, give one chain's state "
           "(e.g. fit.final_state[0])." if chains else ""))
+
+
+def check_repeated(target):
+  """A refusal of a `DatasetTarget` (under any wrappers) whose `dataset`
+  ends: `sample` takes a batch per gradient for thousands of steps, and
+  such a run stopped when the batches ran out, minutes in where the
+  dataset is long."""
+  while getattr(target, "base_target", None) is not None:
+    target = target.base_target
+  if not isinstance(target, DatasetTarget):
+    return
+  batches = int(target.dataset.cardinality())
+  if batches >= 0:
+    raise ValueError(
+        f"The {type(target).__name__}'s `dataset` ends after {batches:,} "
+        "batches (it is not repeated), and `sample` takes one batch per "
+        "gradient for thousands of steps, so the run would stop when the "
+        "batches run out: repeat it (dataset.repeat()).")

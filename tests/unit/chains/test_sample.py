@@ -59,6 +59,31 @@ def test_a_stream_without_its_full_dataset_is_refused_for_every_kernel(
     sg.sample(streamed, kernel=kernel, parameter_shapes=[3], **FAST)
 
 
+def test_a_stream_that_ends_is_refused_before_any_step():
+  # Not repeated, the stream ran out 2.5 s into the warm-up of a new-user
+  # trial (a long graph error), or minutes in where it is long; `sample`
+  # takes a batch per gradient for thousands of steps.
+  target, x, y = logistic()
+  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(500)
+  ends = sg.DatasetTarget(
+      target._log_likelihood_fn,
+      tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2000).batch(50),
+      num_examples=2000, log_prior_fn=target._log_prior_fn,
+      full_dataset=full)
+  with pytest.raises(ValueError, match=(
+      r"The DatasetTarget's `dataset` ends after 40 batches \(it is not "
+      r"repeated\).*repeat it \(dataset.repeat\(\)\)")):
+    sg.sample(ends, parameter_shapes=[3], **FAST)
+  # Through control variates too; a repeated stream passes the check.
+  with pytest.raises(ValueError, match="ends after 40 batches"):
+    sg.sample(sg.ControlVariateTarget(ends, tf.zeros([3])),
+              parameter_shapes=[3], **FAST)
+  start_lib.check_repeated(sg.DatasetTarget(
+      target._log_likelihood_fn,
+      tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(50),
+      num_examples=2000, full_dataset=full))
+
+
 def test_a_kernel_name_sample_does_not_know_is_refused():
   target, _, _ = logistic()
   with pytest.raises(ValueError, match="`kernel` = 'nuts'"):
