@@ -38,7 +38,7 @@ from tfp_sgmcmc.chains.laplace import (FULL_HESSIAN_MAX, laplace_covariance,
                                        laplace_scale, newton_mode)
 from tfp_sgmcmc.chains.model_target import as_target
 from tfp_sgmcmc.chains.uniform_start import uniform_states
-from tfp_sgmcmc.targets.dataset import DatasetTarget
+from tfp_sgmcmc.targets.dataset import streamed_target
 from tfp_sgmcmc.targets.in_memory import InMemoryTarget
 from tfp_sgmcmc.targets.joint import JointDistributionTarget
 from tfp_sgmcmc.targets.log_prob import LogProbFnTarget, is_full_batch
@@ -308,9 +308,8 @@ def check_repeated(target):
   ends: `sample` takes a batch per gradient for thousands of steps, and
   such a run stopped when the batches ran out, minutes in where the
   dataset is long."""
-  while getattr(target, "base_target", None) is not None:
-    target = target.base_target
-  if not isinstance(target, DatasetTarget):
+  target = streamed_target(target)
+  if target is None:
     return
   batches = int(target.dataset.cardinality())
   if batches >= 0:

@@ -9,7 +9,8 @@ from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import non_finite_examples, refuse_under_xla
 from tfp_sgmcmc.targets.wrappers import FullBatchTarget
 
-__all__ = ["DatasetTarget", "reads_pipelines", "hessian_vector_products"]
+__all__ = ["DatasetTarget", "streamed_target", "reads_pipelines",
+           "hessian_vector_products"]
 
 
 class DatasetTarget(DataLikelihoodTarget):
@@ -236,13 +237,18 @@ def _get_next(iterator):
   return iterator.get_next_as_optional().get_value()
 
 
+def streamed_target(target):
+  """The `DatasetTarget` under any wrappers of `target`, or None."""
+  while hasattr(target, "base_target"):
+    target = target.base_target
+  return target if isinstance(target, DatasetTarget) else None
+
+
 def reads_pipelines(target):
   """Whether `target` (through any wrappers) is a `DatasetTarget`, whose
   minibatches and exact energy come from tf.data iterators: XLA cannot
   compile them, and `tf.vectorized_map` cannot replicate them."""
-  while hasattr(target, "base_target"):
-    target = target.base_target
-  return isinstance(target, DatasetTarget)
+  return streamed_target(target) is not None
 
 
 def hessian_vector_products(energy, point, vectors):
