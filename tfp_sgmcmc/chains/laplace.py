@@ -36,9 +36,10 @@ def _flat_energy(target, structure):
   shapes = [p.shape for p in tf.nest.flatten(structure)]
   sizes = [int(np.prod(s)) for s in shapes]
 
-  def energy(x):
-    parts = tf.split(x, sizes)
-    parts = [tf.reshape(p, s) for p, s in zip(parts, shapes)]
+  def energy(x):  # x: [dim], or [chains..., dim] for several points.
+    parts = tf.split(x, sizes, axis=-1)
+    parts = [tf.reshape(p, x.shape[:-1].concatenate(s))
+             for p, s in zip(parts, shapes)]
     return target.energy(tf.nest.pack_sequence_as(structure, parts))
   return energy
 

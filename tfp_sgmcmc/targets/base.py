@@ -168,15 +168,7 @@ class MinibatchTarget:
   def energy_and_gradient(self, state, seed):
     """Returns (U~(state), grad U~(state)) on a fresh minibatch."""
     check_float_state(state)
-    parts = tf.nest.flatten(state)
-    with tf.GradientTape() as tape:
-      tape.watch(parts)
-      energy = self.minibatch_energy(pack_like(state, parts), seed)
-    # Chains are independent, so the gradient of the summed energy is each
-    # chain's own gradient.
-    grads = tape.gradient(energy, parts,
-                          unconnected_gradients=tf.UnconnectedGradients.ZERO)
-    return energy, pack_like(state, grads)
+    return _with_gradient(lambda s: self.minibatch_energy(s, seed), state)
 
   def gradient(self, state, seed):
     """grad U~(state) on the minibatch chosen by `seed`, without the energy:
@@ -193,6 +185,10 @@ class MinibatchTarget:
         f"{type(self).__name__} has no exact full-data energy; pass a target "
         "that has one (has_exact_energy=True).")
 
+  def exact_energy_and_gradient(self, state):
+    """(U(state), grad U(state)), the exact energy and its gradient."""
+    return _with_gradient(self.energy, state)
+
   def gradient_noise_variance(self, state, seed):
     """Per-coordinate variance of the minibatch gradient estimator.
 
@@ -204,6 +200,19 @@ class MinibatchTarget:
     raise TargetCapabilityError(
         f"{type(self).__name__} cannot estimate gradient noise "
         "(it has no per-example gradients).")
+
+
+def _with_gradient(energy_fn, state):
+  """(`energy_fn`(state), its gradient in the structure of `state`)."""
+  parts = tf.nest.flatten(state)
+  with tf.GradientTape() as tape:
+    tape.watch(parts)
+    energy = energy_fn(pack_like(state, parts))
+  # Chains are independent, so the gradient of the summed energy is each
+  # chain's own gradient.
+  grads = tape.gradient(energy, parts,
+                        unconnected_gradients=tf.UnconnectedGradients.ZERO)
+  return energy, pack_like(state, grads)
 
 
 class DataLikelihoodTarget(MinibatchTarget):

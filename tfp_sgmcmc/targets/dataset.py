@@ -4,10 +4,13 @@
 import numpy as np
 import tensorflow as tf
 
+from tfp_sgmcmc._structure import pack_like
 from tfp_sgmcmc.targets import energy as energy_lib
 from tfp_sgmcmc.targets.base import DataLikelihoodTarget
 from tfp_sgmcmc.targets.checks import non_finite_examples, refuse_under_xla
 from tfp_sgmcmc.targets.wrappers import FullBatchTarget
+
+_ZERO = tf.UnconnectedGradients.ZERO
 
 __all__ = ["DatasetTarget", "streamed_target", "reads_pipelines",
            "hessian_vector_products"]
@@ -29,7 +32,13 @@ class DatasetTarget(DataLikelihoodTarget):
       used for the exact energy U(theta), one pass over it per energy;
       without it `energy` is unavailable. From arrays, cut the batches
       before tf.data sees them (as below): `.batch` over a dataset of
-      examples copies them one by one on every pass.
+      examples copies them one by one on every pass. The energy's gradient
+      is one more pass (`exact_energy_and_gradient` gives both from one),
+      a Hessian-vector product another; each holds a few batches in memory
+      and one copy of the model in its graph, whatever N. A jacobian of
+      the gradient (`GradientTape.jacobian`) needs
+      `experimental_use_pfor=False`: TensorFlow cannot vectorise the loop
+      over the batches.
     parameter_shapes: as for `InMemoryTarget`.
 
   A pipeline that shuffles and batches epoch by epoch samples without
@@ -195,18 +204,69 @@ class DatasetTarget(DataLikelihoodTarget):
       return super().energy(state)
     refuse_under_xla("DatasetTarget computes the exact energy from its "
                       "`full_dataset`")
-    # One `get_next` per batch, written out: `Dataset.reduce` has no
-    # gradient, so tf.GradientTape gave the prior's alone, silently (Newton's
-    # start in `sample` stopped at zeros, 180 sds from the posterior), and a
-    # tf.while_loop over an iterator has no second derivative. The terms
-    # are added in the data's order, as `reduce` added them.
+    return self._energy_from_total(state, self._full_log_likelihood(state))
+
+  def exact_energy_and_gradient(self, state):
+    """(U, grad U) from one pass over `full_dataset` (`energy` under a
+    tape reads it twice: once for U, once for its gradient)."""
+    if self._full_dataset is None:
+      return super().exact_energy_and_gradient(state)
+    refuse_under_xla("DatasetTarget computes the exact energy from its "
+                      "`full_dataset`")
+    parts = tf.nest.flatten(state)
+    fixed = [tf.stop_gradient(p) for p in parts]
+
+    def batch(data):
+      with tf.GradientTape() as tape:
+        tape.watch(fixed)
+        total = self._batch_log_likelihood(fixed, state, data)
+      return total, tape.gradient(total, fixed, unconnected_gradients=_ZERO)
+    total, grads = self._full_pass(batch)
+    with tf.GradientTape() as tape:
+      tape.watch(parts)
+      energy = self._energy_from_total(pack_like(state, parts),
+                                       tf.stop_gradient(total))
+    # The prior's part of grad U; the likelihood's is -grads (chains are
+    # independent, so each chain's gradient of the summed total is its own).
+    prior = tape.gradient(energy, parts, unconnected_gradients=_ZERO)
+    return energy, pack_like(state, [p - g for p, g in zip(prior, grads)])
+
+  def _batch_log_likelihood(self, parts, state, data):
+    return energy_lib.sum_of_examples(
+        self._log_likelihood(pack_like(state, parts), data, None))
+
+  def _full_log_likelihood(self, state):
+    """sum_i log p(x_i | theta) over `full_dataset`, per chain, in float64:
+    a pass over the data, as are its gradient and second derivatives, each
+    a `_full_pass` over the batches' own derivatives (TensorFlow cannot
+    differentiate `Dataset.reduce`, nor twice a loop over an iterator)."""
+    def value(parts, data):
+      return self._batch_log_likelihood(parts, state, data)
+
+    @tf.custom_gradient
+    def total(*parts):
+      fixed = [tf.stop_gradient(p) for p in parts]
+      def gradient(weights, variables=None):
+        return _vjp_pass(self._full_pass, value, parts, weights, variables)
+      return self._full_pass(lambda data: value(fixed, data)), gradient
+    return total(*map(tf.convert_to_tensor, tf.nest.flatten(state)))
+
+  def _full_pass(self, per_batch):
+    """The sum of `per_batch(batch)` (tensors) over `full_dataset`, added
+    in the data's order: the first batch's, then each next one's in a
+    `tf.while_loop`, whose one traced body serves any N (written out, the
+    graph held a copy of the likelihood per batch)."""
     batches = iter(self._full_dataset)
-    total = energy_lib.sum_of_examples(
-        self._log_likelihood(state, _get_next(batches), None))
-    for _ in range(self._full_batches() - 1):
-      total = total + energy_lib.sum_of_examples(
-          self._log_likelihood(state, _get_next(batches), None))
-    return self._energy_from_total(state, total)
+    total = per_batch(_get_next(batches))
+    count = self._full_batches()
+    if count == 1:
+      return total
+
+    def body(i, accumulated):
+      return i + 1, tf.nest.map_structure(tf.add, accumulated,
+                                          per_batch(_get_next(batches)))
+    return tf.while_loop(lambda i, _: i < count, body, (tf.constant(1), total),
+                         maximum_iterations=count - 1)[1]
 
   def _full_batches(self):
     """The number of batches in `full_dataset`, counted once (outside any
@@ -224,6 +284,47 @@ class DatasetTarget(DataLikelihoodTarget):
           _check_full_count(self.num_examples, examples)
       self._full_count = count
     return self._full_count
+
+
+def _vjp_pass(full_pass, value, parts, weights, variables):
+  """The gradient of sum_chains `weights` x `value`(parts, batch), summed
+  over the batches (one `full_pass`), with respect to `parts` and to the
+  `variables` the likelihood reads (None: reads none), returned as a custom
+  gradient wants it. Itself a custom gradient, so that a Hessian-vector
+  product (Newton's start) is one more pass, each batch's second
+  derivatives taken inside the loop's body."""
+  fixed = [tf.stop_gradient(p) for p in parts]
+  read = list(variables or [])
+
+  def batch(data, weights, directions=None):
+    with tf.GradientTape() as outer:
+      outer.watch([weights] + fixed + read)
+      with tf.GradientTape() as tape:
+        tape.watch(fixed + read)
+        total = value(fixed, data)
+      grads = tape.gradient(total, fixed + read, output_gradients=weights,
+                            unconnected_gradients=_ZERO)
+      if directions is None:
+        return grads
+      along = tf.add_n([tf.reduce_sum(tf.cast(g * d, tf.float64))
+                        for g, d in zip(grads, directions)])
+    return outer.gradient(along, [weights] + fixed + read,
+                          unconnected_gradients=_ZERO)
+
+  def split(grads, inputs, variables):
+    return grads[:inputs] if variables is None else (grads[:inputs],
+                                                      grads[inputs:])
+
+  @tf.custom_gradient
+  def gradient(weights, *parts):
+    del parts  # Read as `fixed`; `second` gives their derivatives.
+    fixed_weights = tf.stop_gradient(weights)
+
+    def second(*directions, variables=None):
+      return split(full_pass(lambda data: batch(data, fixed_weights, list(
+          directions))), 1 + len(fixed), variables)
+    return full_pass(lambda data: batch(data, fixed_weights)), second
+  return split(gradient(weights, *parts), len(parts), variables)
 
 
 def _get_next(iterator):
@@ -253,17 +354,20 @@ def reads_pipelines(target):
 
 def hessian_vector_products(energy, point, vectors):
   """The rows H v of the energy's Hessian at `point` for the rows v of
-  `vectors` [k, dim], from one pass over the data: the jacobian of the
-  k products g . v, vectorised over the backward pass only, whose data
-  were read by the forward pass (vectorising the whole pass, as for an
-  `InMemoryTarget`, would replicate the iterator, which fails)."""
+  `vectors` [k, dim]: the gradient, with respect to k copies of `point`
+  taken as k chains, of sum_k v_k . grad U(copy k). Three passes over the
+  data (U, its gradient, and the products), whatever k: TensorFlow cannot
+  vectorise a jacobian over the loop that reads the data (as it does for
+  an `InMemoryTarget`)."""
+  copies = tf.tile(point[tf.newaxis], [vectors.shape[0], 1])
   with tf.GradientTape() as outer:
-    outer.watch(point)
+    outer.watch(copies)
     with tf.GradientTape() as inner:
-      inner.watch(point)
-      u = energy(point)
-    products = tf.linalg.matvec(vectors, inner.gradient(u, point))
-  return outer.jacobian(products, point)
+      inner.watch(copies)
+      u = energy(copies)
+    along = tf.reduce_sum(vectors * inner.gradient(u, copies))
+  return outer.gradient(along, copies)
+
 
 def _check_batched_spec(name, dataset):
   for spec in tf.nest.flatten(dataset.element_spec):

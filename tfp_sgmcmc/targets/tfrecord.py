@@ -11,7 +11,8 @@ record is one `pread` away, without reading what precedes it.
 
 * the exact energy U(theta) is a streaming pass, `tf.data.TFRecordDataset`
   over the shards in order, decoded and summed chunk by chunk (memory: a few
-  chunks, whatever N);
+  chunks, whatever N), and so are its gradient and Hessian-vector products
+  (`sample`'s start);
 * each minibatch is `records_per_batch` records drawn uniformly, with
   replacement, from the kernel's stateless seed (like `InMemoryTarget`'s
   indices), read by offset. n = records_per_batch x record_size, and

@@ -342,6 +342,10 @@ class FullBatchTarget(_OnBaseTarget):
     del seed  # Every evaluation is the exact energy.
     return self._base.energy(state)
 
+  def energy_and_gradient(self, state, seed):
+    del seed
+    return self._base.exact_energy_and_gradient(state)
+
   def gradient_noise_variance(self, state, seed):
     del seed
     return tf.nest.map_structure(tf.zeros_like, state)

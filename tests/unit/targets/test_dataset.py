@@ -146,3 +146,108 @@ def test_control_variates_on_a_dataset_target_read_the_centre_on_its_batch(
       [at_centre, tf.stack([at_centre, at_centre])], None)
   np.testing.assert_allclose(both[0], exact, rtol=1e-6)
   np.testing.assert_allclose(both[1], [exact, exact], rtol=1e-6)
+
+
+def _traced_ops(fn, *args):
+  graph = tf.function(fn, autograph=False).get_concrete_function(*args).graph
+  return len(graph.get_operations())
+
+
+def test_the_exact_energy_and_its_derivatives_trace_one_body_whatever_n(
+    problem):
+  # The exact energy was written out batch by batch: its graph, and its
+  # gradient's and Hessian's, held a copy of the likelihood per batch of
+  # `full_dataset` (245 at 10^6 rows of a TFRecordTarget), so tracing
+  # Newton's start took over a minute there and grew with N.
+  def target_of(batch_size):
+    full = tf.data.Dataset.from_tensor_slices(problem.data).batch(batch_size)
+    return sg.DatasetTarget(problem.log_likelihood, full.repeat(),
+                            problem.num_examples,
+                            log_prior_fn=problem.log_prior, full_dataset=full)
+
+  def derivatives(target):
+    def fn(w):
+      with tf.GradientTape() as outer:
+        outer.watch(w)
+        with tf.GradientTape() as inner:
+          inner.watch(w)
+          energy = target.energy(w)
+        gradient = inner.gradient(energy, w)
+      return energy, gradient, outer.gradient(gradient, w)
+    return fn
+
+  w = tf.constant([[0.3, -0.2, 0.5]])
+  few, many = target_of(101), target_of(5)   # 3 and 41 batches
+  assert _traced_ops(few.energy, w) == _traced_ops(many.energy, w)
+  assert (_traced_ops(derivatives(few), w) ==
+          _traced_ops(derivatives(many), w))
+  for target in (few, many):   # The same values, eagerly and traced.
+    for run in (derivatives(target),
+                tf.function(derivatives(target), autograph=False)):
+      energy, gradient, curvature = run(w)
+      np.testing.assert_allclose(energy, [problem.energy(w[0].numpy())],
+                                 rtol=1e-5)
+      np.testing.assert_allclose(gradient, [problem.gradient(w[0].numpy())],
+                                 rtol=1e-4)
+      # The gradient of the gradient's sum: the Hessian's row sums.
+      np.testing.assert_allclose(curvature, [problem.precision.sum(1)],
+                                 rtol=1e-4)
+
+
+def test_a_likelihood_that_reads_a_variable_has_its_derivatives(problem):
+  # The exact energy's derivatives are written by hand, per batch; a
+  # variable the likelihood reads (here its noise scale) gets its own.
+  scale = tf.Variable(1.5)
+  x, y = problem.data
+
+  def log_likelihood(w, batch):
+    return problem.log_likelihood(w / scale, batch)
+
+  full = tf.data.Dataset.from_tensor_slices((x, y)).batch(50)
+  streamed = sg.DatasetTarget(log_likelihood, full.repeat(),
+                              problem.num_examples,
+                              log_prior_fn=problem.log_prior, full_dataset=full)
+  in_memory = sg.InMemoryTarget(log_likelihood, (x, y), batch_size=10,
+                                log_prior_fn=problem.log_prior)
+  w = tf.constant([0.3, -0.2, 0.5])
+  results = []
+  for target in (streamed, in_memory):
+    with tf.GradientTape(persistent=True) as outer:
+      outer.watch(w)
+      with tf.GradientTape() as inner:
+        inner.watch(w)
+        energy = target.energy(w)
+      by_w, by_scale = inner.gradient(energy, [w, scale])
+    results.append([energy, by_w, by_scale,
+                    outer.jacobian(by_w, w, experimental_use_pfor=False),
+                    outer.gradient(by_scale, w)])
+  for got, want in zip(*results):
+    np.testing.assert_allclose(got, want, rtol=1e-4)
+
+
+def test_exact_gradients_read_the_full_dataset_once(problem):
+  # `sample` moves a streamed target whose minibatches hold the step size
+  # down to exact gradients, one evaluation per leapfrog step: each one
+  # pass over the data, not one for U and one more for its gradient.
+  passes = tf.Variable(0)
+
+  def count(x, y):
+    with tf.control_dependencies([passes.assign_add(1)]):
+      return tf.identity(x), y
+
+  full = tf.data.Dataset.from_tensor_slices(problem.data).batch(50).map(
+      count)   # 5 batches
+  target = sg.DatasetTarget(problem.log_likelihood, full.repeat(),
+                            problem.num_examples,
+                            log_prior_fn=problem.log_prior, full_dataset=full)
+  w = tf.constant([[0.3, -0.2, 0.5], [0.1, 0.4, -0.3]])
+  exact = target.with_full_batch()
+  for run in (exact.energy_and_gradient,
+              tf.function(exact.energy_and_gradient, autograph=False)):
+    before = int(passes.numpy())
+    energy, gradient = run(w, [0, 1])
+    assert int(passes.numpy()) - before == 5
+    np.testing.assert_allclose(energy, [problem.energy(v) for v in w.numpy()],
+                               rtol=1e-5)
+    np.testing.assert_allclose(
+        gradient, [problem.gradient(v) for v in w.numpy()], rtol=1e-4)
