@@ -9,8 +9,10 @@ examples) under --dir (default /tmp; the files are deleted at the end unless
 
 * `stream`: `TFRecordTarget` on the big files: time per minibatch gradient
   (`energy_and_gradient`, n = 128 = 4 records, in a `tf.function`), time per
-  exact-energy pass (streaming every shard), a few exact AMAGOLD steps, and
-  the process's peak RSS, which must stay under 1.5 GB;
+  exact-energy pass (streaming every shard), a few exact AMAGOLD steps,
+  what `sample`'s start computes (an exact gradient and a block of 32
+  Hessian-vector products, Newton's), and the process's peak RSS, which
+  must stay under 1.5 GB;
 * `compare`: at a size that fits (N = 2^19, 212 MB), `InMemoryTarget` and
   `TFRecordTarget` over the same examples, timed interleaved (A, B, A, B)
   in one process: time per gradient and per exact-energy pass.
@@ -131,6 +133,23 @@ def stream(layout):
   _, accepted = run(tf.constant([0, 1]))
   out["amagold_3_steps_s_incl_trace"] = time.perf_counter() - start
   out["amagold_accepted"] = np.asarray(accepted).tolist()
+  out["peak_rss_gb_before_start"] = peak_rss_gb()
+  # What `sample`'s start (Newton's method) computes: the exact gradient
+  # and 32 Hessian-vector products, each a streaming pass or three.
+  from tfp_sgmcmc.chains import laplace  # pylint: disable=import-outside-toplevel
+  hvps, energy_and_gradient = laplace.hessian_products(target, tf.zeros([DIM]))
+  point = tf.fill([DIM], 0.01)
+  for name, fn in (("exact_gradient", lambda: energy_and_gradient(point)[1]),
+                   ("hessian_block", lambda: hvps(point, tf.eye(
+                       laplace.PRODUCTS_PER_PASS, DIM)))):
+    start = time.perf_counter()
+    fn().numpy()
+    out[f"{name}_s_incl_trace"] = time.perf_counter() - start
+    out[f"{name}_s"] = []
+    for _ in range(3):
+      start = time.perf_counter()
+      fn().numpy()
+      out[f"{name}_s"].append(time.perf_counter() - start)
   out["peak_rss_gb"] = peak_rss_gb()
   return out
 
@@ -224,8 +243,14 @@ def main():
         f"(runs: {', '.join(f'{1e3 * t:.2f}' for t in big['gradient_s'])})")
   print(f"  exact-energy pass: {median(big['energy_pass_s']):.1f} s "
         f"(runs: {', '.join(f'{t:.1f}' for t in big['energy_pass_s'])})")
-  print(f"  peak RSS: {big['peak_rss_gb']:.2f} GiB "
-        f"(after importing TensorFlow: {big['rss_after_import_gb']:.2f})")
+  for name in ("exact_gradient", "hessian_block"):
+    print(f"  {name.replace('_', ' ')} (Newton's start): "
+          f"{median(big[name + '_s']):.1f} s (runs: "
+          f"{', '.join(f'{t:.1f}' for t in big[name + '_s'])}; the first "
+          f"call, with its trace, {big[name + '_s_incl_trace']:.1f} s)")
+  print(f"  peak RSS: {big['peak_rss_gb']:.2f} GiB (before the start's "
+        f"pieces {big['peak_rss_gb_before_start']:.2f}, "
+        f"after importing TensorFlow {big['rss_after_import_gb']:.2f})")
   print(f"\nAt N = {SMALL_N:,} ({small_size / 2**20:.0f} MiB), "
         "medians of 3 interleaved repeats:")
   for name in ("in_memory", "in_memory_xla", "tfrecord"):
@@ -233,7 +258,7 @@ def main():
     print(f"  {name:14s} gradient {1e3 * median(r['gradient_s']):7.2f} ms   "
           f"energy pass {1e3 * median(r['energy_pass_s']):8.1f} ms")
   payload = dict(
-      note="taken on a busy shared 2-core machine (other jobs running)",
+      load_average_at_end=os.getloadavg(),
       command="python benchmarks/larger_than_memory.py",
       data=dict(num_examples=num_examples, dim=DIM, bytes_on_disk=size,
                 shards=SHARDS, record_size=RECORD,
