@@ -32,6 +32,13 @@ def test_a_dataset_target_under_xla_gets_a_clear_error():
     sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=True)
   with pytest.raises(ValueError, match=r"full_dataset(.|\n)*jit_compile=True"):
     tf.function(target.energy, jit_compile=True)(tf.zeros([2, 1]))
+  # Through tfp_sgmcmc's own compiled runs, whose argument is the fix.
+  with pytest.raises(ValueError, match=r"`warm_up`(.|\n)*compile with XLA "
+                     r"unless given jit_compile=False"):
+    sg.warm_up(kernel, tf.zeros([2, 1]), num_steps=20, seed=[1, 2])
+  warmed = sg.warm_up(kernel, tf.zeros([2, 1]), num_steps=20, seed=[1, 2],
+                      jit_compile=False)
+  assert np.all(np.isfinite(warmed.state))
   # The fix the message names works: tf.function without XLA.
   draws = sample(kernel, tf.zeros([2, 1]), 3, seed=[1, 2], jit=False)
   assert draws.shape == (3, 2, 1)

@@ -43,7 +43,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from tfp_sgmcmc.targets import wrappers
+from tfp_sgmcmc.targets import dataset, wrappers
 
 __all__ = ["kernel_stein_discrepancy", "ksd", "stein_kernel_sum",
            "stein_scale", "common_scale", "step_size_by_ksd", "StepSizeByKSD"]
@@ -290,13 +290,13 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
     block_size: rows of the pairwise sum at once (memory block_size x n).
     score_batch_size: draws whose score is evaluated at once.
     score_examples: None (default): the score as above. An integer m: an
-      `InMemoryTarget`'s (or a `ControlVariateTarget` on one) score estimated for each draw from its own m
-      examples, with control variates at the kept draws' mean
-      (`ControlVariateTarget`): one full-data gradient per batch of draws
-      plus m examples per draw, instead of N per draw. The estimate is
-      unbiased and its noise, independent between draws, adds E|noise|^2 /
-      n to KSD^2; near the centre the control variates make that noise
-      small (it grows with the draws' distance from their mean).
+      `InMemoryTarget`'s (or a `ControlVariateTarget` on one) score estimated
+      for each draw from its own m examples, with control variates at the kept
+      draws' mean (`ControlVariateTarget`): one full-data gradient per batch
+      of draws plus m examples per draw, instead of N per draw. The estimate
+      is unbiased and its noise, independent between draws, adds E|noise|^2 /
+      n to KSD^2; near the centre the control variates make that noise small
+      (it grows with the draws' distance from their mean).
     scale: None (default): the unit IMQ kernel. "diagonal" or "dense": the
       KSD of the draws standardised by their own sds or covariance (all
       chains pooled; `stein_scale`). An array: sds `[d]` or a lower
@@ -304,7 +304,8 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
       array to every run being compared (KSDs under different scales are
       on different scales).
     seed: the minibatch seed of an estimated score.
-    jit_compile: compile the pairwise sum with XLA.
+    jit_compile: compile the pairwise sum with XLA, and the score unless
+      the target reads a tf.data pipeline (XLA cannot compile one).
 
   Returns:
     A float64 tensor: the KSD per chain (the chain shape), or a scalar
@@ -342,7 +343,8 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
       lambda p: tf.reshape(p, [-1] + p.shape.as_list()[
           1 + num_chain_dims:]), selected)
   if score_examples is None:
-    score_fn = _score_fn(target, target_log_prob_fn, bool(jit_compile))
+    score_fn = _score_fn(target, target_log_prob_fn, bool(jit_compile) and
+                         not dataset.reads_pipelines(target))
   else:
     if isinstance(target, wrappers.ControlVariateTarget):
       target = target.base_target  # The same energy; re-centred below.
@@ -374,8 +376,7 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
     pieces.append(tf.concat(
         [tf.reshape(g, [batch, -1]) for g in score_fn(part, seeds[i])], -1))
   score = tf.reshape(tf.concat(pieces, 0)[:total], flat.shape)
-  x = tf.cast(flat, tf.float64)
-  score = tf.cast(score, tf.float64)
+  x, score = tf.cast(flat, tf.float64), tf.cast(score, tf.float64)
   if scale is not None:
     if isinstance(scale, str):
       scale = stein_scale(selected, scale, num_chain_dims)
@@ -383,8 +384,7 @@ def kernel_stein_discrepancy(draws, target=None, *, target_log_prob_fn=None,
   if pool_chains:
     x, score = (tf.reshape(t, [1, n * num_chains, -1]) for t in (x, score))
   else:
-    x = tf.transpose(x, [1, 0, 2])
-    score = tf.transpose(score, [1, 0, 2])
+    x, score = (tf.transpose(t, [1, 0, 2]) for t in (x, score))
   summed = _COMPILED_SUM[bool(jit_compile)](
       x, score, c=float(c), beta=float(beta), block_size=int(block_size))
   m = tf.cast(tf.shape(x)[1], tf.float64)

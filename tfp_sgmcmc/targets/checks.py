@@ -319,9 +319,11 @@ def refuse_under_xla(what):
         f"{what}, which XLA cannot compile: a tf.data iterator runs on the "
         "host, outside the compiled function, so a DatasetTarget cannot be "
         "used inside `tf.function(..., jit_compile=True)`. Use "
-        "`tf.function` without jit_compile, or put the data in an "
-        "`InMemoryTarget` (its batches are drawn by the seed inside the "
-        "compiled function).")
+        "`tf.function` without jit_compile (tfp_sgmcmc's `warm_up`, "
+        "`sample_chain_with_progress` and `step_size_by_ksd` compile with "
+        "XLA unless given jit_compile=False; `sample` and `ksd` do not, "
+        "on a stream), or put the data in an `InMemoryTarget` (its batches "
+        "are drawn by the seed inside the compiled function).")
 
 
 def check_initial_state(state, target):

@@ -334,3 +334,26 @@ def test_in_the_draws_sds_draws_too_narrow_score_worse_than_exact_ones():
   unit, in_sds = 0, 1
   assert np.all(ksds[0.8][unit] < ksds[1.][unit])
   assert np.all(ksds[0.8][in_sds] > ksds[1.][in_sds])
+
+
+def test_a_streamed_targets_discrepancy_needs_no_jit_compile_argument():
+  # The score reads a tf.data pipeline, which XLA cannot compile: with the
+  # default jit_compile=True the call was refused, with a fix (tf.function
+  # without jit_compile) that a caller of `ksd` could not apply.
+  x = np.linspace(-1., 1., 40, dtype=np.float32)[:, None]
+  full = tf.data.Dataset.from_tensor_slices(x).batch(8)
+  streamed = tfp_sgmcmc.DatasetTarget(
+      lambda w, b: -0.5 * (b[..., 0] - w) ** 2, full.repeat(), 40,
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1),
+      full_dataset=full)
+  draws = (np.random.default_rng(0).normal(size=(50, 2, 1)) /
+           np.sqrt(41.)).astype(np.float32)
+  by_default = tfp_sgmcmc.ksd(draws, streamed)
+  np.testing.assert_allclose(by_default, tfp_sgmcmc.ksd(
+      draws, streamed, jit_compile=False), rtol=1e-6)
+  # The same data in memory, under XLA, give the same discrepancy.
+  in_memory = tfp_sgmcmc.InMemoryTarget(
+      lambda w, b: -0.5 * (b[..., 0] - w) ** 2, x, batch_size=8,
+      log_prior_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2, -1))
+  np.testing.assert_allclose(by_default, tfp_sgmcmc.ksd(draws, in_memory),
+                             rtol=1e-4)
