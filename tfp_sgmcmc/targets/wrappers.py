@@ -12,7 +12,7 @@ from tfp_sgmcmc import random
 from tfp_sgmcmc._structure import as_dtype, pack_like
 from tfp_sgmcmc.targets.base import (MinibatchTarget, TargetCapabilityError,
                                      check_target)
-from tfp_sgmcmc.targets.checks import check_initial_state
+from tfp_sgmcmc.targets.checks import check_float_state, check_initial_state
 
 __all__ = ["ControlVariateTarget", "TemperedTarget", "FullBatchTarget",
            "find_mode"]
@@ -343,7 +343,8 @@ class FullBatchTarget(_OnBaseTarget):
     return self._base.energy(state)
 
   def energy_and_gradient(self, state, seed):
-    del seed
+    del seed  # For a stream, one pass over `full_dataset` gives both.
+    check_float_state(state)
     return self._base.exact_energy_and_gradient(state)
 
   def gradient_noise_variance(self, state, seed):
