@@ -202,8 +202,6 @@ class DatasetTarget(DataLikelihoodTarget):
   def energy(self, state):
     if self._full_dataset is None:
       return super().energy(state)
-    refuse_under_xla("DatasetTarget computes the exact energy from its "
-                      "`full_dataset`")
     return self._energy_from_total(state, self._full_log_likelihood(state))
 
   def exact_energy_and_gradient(self, state):
@@ -211,8 +209,6 @@ class DatasetTarget(DataLikelihoodTarget):
     tape reads it twice: once for U, once for its gradient)."""
     if self._full_dataset is None:
       return super().exact_energy_and_gradient(state)
-    refuse_under_xla("DatasetTarget computes the exact energy from its "
-                      "`full_dataset`")
     parts = tf.nest.flatten(state)
     fixed = [tf.stop_gradient(p) for p in parts]
 
@@ -256,6 +252,8 @@ class DatasetTarget(DataLikelihoodTarget):
     in the data's order: the first batch's, then each next one's in a
     `tf.while_loop`, whose one traced body serves any N (written out, the
     graph held a copy of the likelihood per batch)."""
+    refuse_under_xla("DatasetTarget computes the exact energy from its "
+                      "`full_dataset`")
     batches = iter(self._full_dataset)
     total = per_batch(_get_next(batches))
     count = self._full_batches()
