@@ -32,16 +32,17 @@ FULL_HESSIAN_MAX = 1000
 ROUNDED_DECREMENT = 1e-2
 
 
-def _flat_energy(target, structure):
+def _unflattener(structure):
+  """x [dim], or [chains..., dim] for several points -> `structure`."""
   shapes = [p.shape for p in tf.nest.flatten(structure)]
   sizes = [int(np.prod(s)) for s in shapes]
 
-  def energy(x):  # x: [dim], or [chains..., dim] for several points.
+  def unflatten(x):
     parts = tf.split(x, sizes, axis=-1)
-    parts = [tf.reshape(p, x.shape[:-1].concatenate(s))
-             for p, s in zip(parts, shapes)]
-    return target.energy(tf.nest.pack_sequence_as(structure, parts))
-  return energy
+    return tf.nest.pack_sequence_as(structure, [
+        tf.reshape(p, x.shape[:-1].concatenate(s))
+        for p, s in zip(parts, shapes)])
+  return unflatten
 
 
 # Hessian-vector products computed together in one pass over the data
@@ -59,10 +60,13 @@ def _flat(state):
 def hessian_products(target, structure):
   """(hvps, energy_and_gradient) of `target`'s exact energy at a vector
   like `_flat(structure)`: the Hessian-vector products with each row of a
-  matrix [k, dim] (one pass over the data, vectorised over the rows), and
+  matrix [k, dim] (one pass over the data, vectorised over the rows; three
+  for a stream, `dataset.hessian_vector_products`), and
   the energy's value and gradient (one pass). Built once per start and
   shared, so that each is traced once."""
-  energy = _flat_energy(target, structure)
+  unflatten = _unflattener(structure)
+  energy = lambda x: target.energy(unflatten(x))
+  streamed = dataset.reads_pipelines(target)
 
   def hvp(point, v):
     with tf.GradientTape() as outer:
@@ -76,12 +80,15 @@ def hessian_products(target, structure):
 
   @tf.function(autograph=False)
   def hvps(point, vectors):
-    if dataset.reads_pipelines(target):
+    if streamed:
       return dataset.hessian_vector_products(energy, point, vectors)
     return tf.vectorized_map(lambda v: hvp(point, v), vectors)
 
   @tf.function(autograph=False)
   def energy_and_gradient(point):
+    if streamed:  # One pass over the data, where a tape takes two.
+      u, g = target.exact_energy_and_gradient(unflatten(point))
+      return u, _flat(g)
     with tf.GradientTape() as tape:
       tape.watch(point)
       u = energy(point)

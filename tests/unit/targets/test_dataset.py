@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 import tfp_sgmcmc as sg
+from tfp_sgmcmc.chains import laplace
 from tfp_sgmcmc.chains import start as start_lib
 from support.linear_regression import LinearRegression
 
@@ -251,3 +252,10 @@ def test_exact_gradients_read_the_full_dataset_once(problem):
                                rtol=1e-5)
     np.testing.assert_allclose(
         gradient, [problem.gradient(v) for v in w.numpy()], rtol=1e-4)
+  # Newton's start too: each of its energy-and-gradient evaluations.
+  _, energy_and_gradient = laplace.hessian_products(target, w[0])
+  before = int(passes.numpy())
+  energy, gradient = energy_and_gradient(w[0])
+  assert int(passes.numpy()) - before == 5
+  np.testing.assert_allclose(gradient, problem.gradient(w[0].numpy()),
+                             rtol=1e-4)
