@@ -193,8 +193,7 @@ class InMemoryTarget(DataLikelihoodTarget):
           "state of shape [chains, d], or [[d_in, d_out], [d_out]] for a "
           "list state), to tell the chain dimensions from the parameter's "
           "own; got parameter_shapes=None.")
-    self._data = data
-    self._batch_size = batch_size
+    self._data, self._batch_size = data, batch_size
     self._independent = bool(independent_minibatches)
     # Whether log_likelihood_fn broadcasts over per-chain batches: None
     # until first tried; False after a failure, which is then not retried.
@@ -387,9 +386,10 @@ class InMemoryTarget(DataLikelihoodTarget):
     """(batch, n) for the step with this seed: a shared batch with its size,
     or per-chain batches with a `_PerChainBatch` in place of the size."""
     if not self._independent:
-      # Through the public method, so subclasses that override it keep
-      # choosing the batch.
-      return (self._gather(self.minibatch_indices(seed)), self._batch_size)
+      # Through the public method, so that subclasses choose the batch; a
+      # full batch is all N as stored (a gather would copy it every step).
+      return (self._data if self._full_batch else self._gather(
+          self.minibatch_indices(seed)), self._batch_size)
     chain_shape = self._chain_batch_shape(state)
     batch = self._gather(self._per_chain_indices(seed, chain_shape))
     return batch, _PerChainBatch((self._batch_size, chain_shape))

@@ -121,6 +121,22 @@ def test_in_memory_full_batch_uses_every_example_once_in_order():
     sg.InMemoryTarget(lambda w, b: -(b[..., 0] - w) ** 2, x)
 
 
+def test_a_full_batch_step_reads_the_data_as_stored_not_a_copy(problem):
+  # A gather of range(N) copied the whole data set at every full-batch
+  # gradient: at N = 200,000 and d = 200 a third of the gradient's time.
+  target = problem.in_memory_target(batch_size=10).with_full_batch()
+  w = tf.constant([[0.3, -0.2, 0.5], [0.1, 0.2, 0.3]])
+  graph = tf.function(lambda w: target.energy_and_gradient(w, [1, 2]),
+                      autograph=False).get_concrete_function(w).graph
+  gathers = [op.name for op in graph.get_operations()
+             if op.type in ("GatherV2", "ResourceGather", "GatherNd")]
+  assert not gathers, gathers
+  energy, gradient = target.energy_and_gradient(w, [1, 2])
+  exact_energy, exact_gradient = target.exact_energy_and_gradient(w)
+  np.testing.assert_allclose(energy, exact_energy, rtol=1e-6)
+  np.testing.assert_allclose(gradient, exact_gradient, rtol=1e-5)
+
+
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_the_exact_energy_is_accumulated_in_float64(jit_compile):
   # Summed in float32 under XLA, U over N = 200,000 examples of about 9
