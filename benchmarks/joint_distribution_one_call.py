@@ -18,6 +18,7 @@ before it flattened a JointDistribution's state): a diagonal mass.
 """
 
 import argparse
+import datetime
 import json
 import os
 import time
@@ -72,7 +73,9 @@ def main():
   parser.add_argument("--num-examples", type=int, default=200_000)
   parser.add_argument("--structured", action="store_true",
                       help="the nodes' structure (a diagonal mass)")
-  parser.add_argument("--out", default=None, help="a JSON file for the row")
+  parser.add_argument(
+      "--out", default=None, help="a JSON file for the row (default: "
+      "benchmarks/results/joint_distribution_one_call[_structured].json)")
   args = parser.parse_args()
   x, y = data(args.num_examples)
   given = (sg.JointDistributionTarget(model, {"y": y}, covariates=x)
@@ -91,14 +94,18 @@ def main():
       max_mean_error_sd=float(np.max(np.abs(draws.mean(0) - mean) / sd)),
       sd_ratios=(draws.std(0) / sd).round(3).tolist(),
       problems=list(fit.report.problems), seconds=round(seconds, 1),
-      reference_means=mean.tolist(), reference_sds=sd.tolist())
+      reference_means=mean.tolist(), reference_sds=sd.tolist(),
+      date=datetime.date.today().isoformat(), load_average=os.getloadavg()[0])
   row["passes"] = (row["max_mean_error_sd"] <= MEAN_TOLERANCE and
                    max(abs(r - 1) for r in row["sd_ratios"]) <= SD_TOLERANCE
                    and row["max_rhat"] <= MAX_RHAT)
   print(json.dumps(row, indent=1))
-  if args.out:
-    with open(args.out, "w") as f:
-      json.dump(row, f, indent=1)
+  out = args.out or os.path.join(
+      os.path.dirname(os.path.abspath(__file__)), "results",
+      "joint_distribution_one_call"
+      f"{'_structured' if args.structured else ''}.json")
+  with open(out, "w") as f:
+    json.dump(row, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -272,6 +272,8 @@ def main():
   if not args.tiny and (args.dim != 20 or args.shared_factor):
     name = name.replace(".json", f"_d{args.dim}" + (
         "_shared_factor" if args.shared_factor else "") + ".json")
+  if not args.tiny and args.kernel is not None:  # Not the default's file.
+    name = name.replace(".json", f"_{args.kernel}.json")
   if not args.tiny and args.small_units:
     name = name.replace(".json", "_small_units.json")
   if not args.tiny and args.num_examples != 200_000:
