@@ -57,13 +57,17 @@ def _flat(state):
   return tf.concat([tf.reshape(p, [-1]) for p in tf.nest.flatten(state)], 0)
 
 
-def hessian_products(target, structure):
+def hessian_products(target, structure, jit_compile=False):
   """(hvps, energy_and_gradient) of `target`'s exact energy at a vector
   like `_flat(structure)`: the Hessian-vector products with each row of a
   matrix [k, dim] (one pass over the data, vectorised over the rows; three
   for a stream, `dataset.hessian_vector_products`), and
   the energy's value and gradient (one pass). Built once per start and
-  shared, so that each is traced once."""
+  shared, so that each is traced once. With `jit_compile` (never for a
+  stream, whose pipeline runs on the host) both are compiled by XLA, which
+  gives the same bits in every process; TensorFlow's graph optimiser
+  (grappler's constant folding) summed an energy written out in several
+  chunks in an order that changed from process to process."""
   unflatten = _unflattener(structure)
   energy = lambda x: target.energy(unflatten(x))
   streamed = dataset.reads_pipelines(target)
@@ -78,13 +82,13 @@ def hessian_products(target, structure):
       gv = tf.reduce_sum(g * v)
     return outer.gradient(gv, point)
 
-  @tf.function(autograph=False)
+  @tf.function(autograph=False, jit_compile=jit_compile and not streamed)
   def hvps(point, vectors):
     if streamed:
       return dataset.hessian_vector_products(energy, point, vectors)
     return tf.vectorized_map(lambda v: hvp(point, v), vectors)
 
-  @tf.function(autograph=False)
+  @tf.function(autograph=False, jit_compile=jit_compile and not streamed)
   def energy_and_gradient(point):
     if streamed:  # One pass over the data, where a tape takes two.
       u, g = target.exact_energy_and_gradient(unflatten(point))

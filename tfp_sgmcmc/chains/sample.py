@@ -269,9 +269,12 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
       `chains.start.FULL_HESSIAN_MAX` coordinates.
     progress: as `sample_chain_with_progress` takes it, for the sampling
       and for each warm-up (`warm_up`'s: a report after each window).
-    jit_compile: compile with XLA. None (the default): with XLA, except on
-      a `DatasetTarget` (or `TFRecordTarget`), whose tf.data iterators XLA
-      cannot compile (the report's `minibatches` line says so).
+    jit_compile: compile with XLA (the start's mode search too). None (the
+      default): with XLA, except on a `DatasetTarget` (or `TFRecordTarget`),
+      whose tf.data iterators XLA cannot compile (the report's `minibatches`
+      line says so). Without XLA, TensorFlow's graph optimiser may add an
+      exact energy's chunks in another order from call to call at large
+      sizes (200,000 x 200 here), and one seed's draws then differ.
     print_report: print the report.
     ksd: also measure the draws' kernel Stein discrepancy (`tfp_sgmcmc.ksd`,
       chains pooled, at most 1,000 draws, the target's exact score, in the
@@ -325,7 +328,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   jit_compile = not streamed if jit_compile is None else jit_compile
   states, mode, scale, how, covariance = start_lib.initial_states(
       sampled, template, num_chains, start_seed, num_mode_steps,
-      mode_learning_rate)
+      mode_learning_rate, jit_compile=jit_compile)
   t_mode = time.perf_counter()
   # Control variates are centred on the mode: none was found, none used.
   use_cv = start_lib.use_control_variates(sampled, control_variates) and (
@@ -356,7 +359,7 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     # around the mode, as a minibatch target starts (where there is one).
     retry = start_lib.initial_states(
         sampled, template, num_chains, start_seed, num_mode_steps,
-        mode_learning_rate, around_mode=True)
+        mode_learning_rate, around_mode=True, jit_compile=jit_compile)
     if retry[1] is not None:
       states, mode, scale, again, covariance = retry
       how = f"{how}, which did not arrive; then {again}"

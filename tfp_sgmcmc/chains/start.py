@@ -198,7 +198,8 @@ def use_control_variates(target, control_variates):
   return target.num_examples >= CONTROL_VARIATE_MIN_RATIO * batch_size
 
 
-def _mode(target, start, num_mode_steps, learning_rate, seed, products):
+def _mode(target, start, num_mode_steps, learning_rate, seed, products,
+          jit_compile):
   """(mode, Hessian there or None, how it was found, whether Newton's
   method converged there: None beyond `FULL_HESSIAN_MAX`). Up to
   `FULL_HESSIAN_MAX` coordinates Newton's method from `start`, whose
@@ -220,7 +221,8 @@ def _mode(target, start, num_mode_steps, learning_rate, seed, products):
       return mode, hessian, f"Newton's method, {_steps(steps)}", True
     start = mode  # Lower than the start, where Newton's method stopped.
   mode = find_mode(target, start, num_steps=num_mode_steps,
-                   learning_rate=learning_rate, seed=seed)
+                   learning_rate=learning_rate, seed=seed,
+                   jit_compile=jit_compile)
   found = f"find_mode, {num_mode_steps} Adam steps"
   if not small:
     return mode, None, found, None
@@ -235,11 +237,12 @@ def _steps(count):
 
 
 def initial_states(target, template, num_chains, seed, num_mode_steps,
-                   learning_rate, around_mode=None):
+                   learning_rate, around_mode=None, jit_compile=False):
   """(states with a leading chain axis, mode or None, Laplace sd or None,
   how the start was chosen, Laplace covariance or None:
   `laplace_covariance`). `around_mode` None: around the mode for a
-  minibatch target with an exact energy, else uniform."""
+  minibatch target with an exact energy, else uniform. `jit_compile`:
+  the mode's search compiled by XLA (`hessian_products`)."""
   mode_seed, scale_seed, draw_seed = tfp.random.split_seed(seed, 3)
   parts = tf.nest.flatten(template)
   if around_mode is None:
@@ -247,9 +250,10 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
   no_mode = ""
   if around_mode:
     # One set of traced products serves every Newton step and the sds.
-    products = laplace.hessian_products(target, template)
+    products = laplace.hessian_products(target, template, jit_compile)
     mode, hessian, found, converged = _mode(
-        target, template, num_mode_steps, learning_rate, mode_seed, products)
+        target, template, num_mode_steps, learning_rate, mode_seed, products,
+        jit_compile)
     if converged is False:
       # Still descending after Adam and Newton's method: the density may
       # grow without bound (a hierarchical scale going to 0 with its

@@ -352,7 +352,7 @@ class FullBatchTarget(_OnBaseTarget):
     return tf.nest.map_structure(tf.zeros_like, state)
 
 def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
-              full_batch=None, seed=(0, 0)):
+              full_batch=None, seed=(0, 0), jit_compile=False):
   """Minimises U with Adam and returns theta_hat (structure of the state).
 
   Uses the exact full-data gradient when the target has an exact energy
@@ -368,6 +368,9 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
       None (default) uses full-batch gradients where the target has an
       exact energy (`has_exact_energy`).
     seed: stateless int32[2] seed for the minibatches.
+    jit_compile: compile the loop with XLA, which gives the same bits in
+      every process (in a graph, TensorFlow's optimiser may add an exact
+      energy's chunks in another order from one process to the next).
 
   Each step is Adam's (beta1 = 0.9, beta2 = 0.999, eps = 1e-8):
 
@@ -416,7 +419,7 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
     _, grads = target.energy_and_gradient(structured, step_seed)
     return tf.nest.flatten(grads)
 
-  @tf.function(autograph=False)
+  @tf.function(autograph=False, jit_compile=jit_compile)
   def run(parts, seed):
     def body(i, parts, m, v, seed):
       seed, step_seed = random.split_seed(seed, 2)
