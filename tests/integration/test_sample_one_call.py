@@ -589,8 +589,8 @@ def test_a_higher_target_acceptance_tunes_a_smaller_step_size():
 def test_the_same_seed_gives_the_same_draws_at_a_large_size(monkeypatch):
   # At N = 200,000 and d = 200 the exact energy is summed in ten chunks,
   # and in a TensorFlow graph (not XLA) its gradient and Hessian changed
-  # in their last bits from one tracing to the next (grappler's constant
-  # folding; not at the sizes of the other tests): Newton's start, then
+  # in their last bits from one tracing to the next (with grappler's
+  # constant folding on; not at the sizes of the other tests): Newton's start, then
   # every draw, differed between two calls with one seed (step sizes 0.25
   # and 0.33 after 100 warm-up steps). `sample` compiles its start with
   # XLA, as it does the chains.

@@ -65,9 +65,9 @@ def hessian_products(target, structure, jit_compile=False):
   the energy's value and gradient (one pass). Built once per start and
   shared, so that each is traced once. With `jit_compile` (never for a
   stream, whose pipeline runs on the host) both are compiled by XLA, which
-  gives the same bits in every process; TensorFlow's graph optimiser
-  (grappler's constant folding) summed an energy written out in several
-  chunks in an order that changed from process to process."""
+  gives the same bits at every call; in a TensorFlow graph (with
+  grappler's constant folding) the gradient of an energy written out in
+  several chunks changed in its last bits from one tracing to the next."""
   unflatten = _unflattener(structure)
   energy = lambda x: target.energy(unflatten(x))
   streamed = dataset.reads_pipelines(target)

@@ -272,9 +272,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
     jit_compile: compile with XLA (the start's mode search too). None (the
       default): with XLA, except on a `DatasetTarget` (or `TFRecordTarget`),
       whose tf.data iterators XLA cannot compile (the report's `minibatches`
-      line says so). Without XLA, TensorFlow's graph optimiser may add an
-      exact energy's chunks in another order from call to call at large
-      sizes (200,000 x 200 here), and one seed's draws then differ.
+      line says so). Without XLA, TensorFlow's graph optimiser may change
+      an exact energy's gradient in its last bits from call to call at
+      large sizes (200,000 x 200 here), and one seed's draws then differ.
     print_report: print the report.
     ksd: also measure the draws' kernel Stein discrepancy (`tfp_sgmcmc.ksd`,
       chains pooled, at most 1,000 draws, the target's exact score, in the

@@ -368,9 +368,9 @@ def find_mode(target, initial_state, num_steps=2000, learning_rate=1e-2,
       None (default) uses full-batch gradients where the target has an
       exact energy (`has_exact_energy`).
     seed: stateless int32[2] seed for the minibatches.
-    jit_compile: compile the loop with XLA, which gives the same bits in
-      every process (in a graph, TensorFlow's optimiser may add an exact
-      energy's chunks in another order from one process to the next).
+    jit_compile: compile the loop with XLA, which gives the same bits at
+      every call (in a graph, TensorFlow's optimiser may change an exact
+      energy's gradient in its last bits from one tracing to the next).
 
   Each step is Adam's (beta1 = 0.9, beta2 = 0.999, eps = 1e-8):
 
