@@ -89,14 +89,9 @@ def hessian_products(target, structure, jit_compile=False):
     return tf.vectorized_map(lambda v: hvp(point, v), vectors)
 
   @tf.function(autograph=False, jit_compile=jit_compile and not streamed)
-  def energy_and_gradient(point):
-    if streamed:  # One pass over the data, where a tape takes two.
-      u, g = target.exact_energy_and_gradient(unflatten(point))
-      return u, _flat(g)
-    with tf.GradientTape() as tape:
-      tape.watch(point)
-      u = energy(point)
-    return u, tape.gradient(u, point)
+  def energy_and_gradient(point):  # A stream's from one pass.
+    u, g = target.exact_energy_and_gradient(unflatten(point))
+    return u, _flat(g)
   return hvps, energy_and_gradient
 
 
