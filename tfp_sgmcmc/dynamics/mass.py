@@ -22,7 +22,10 @@ build, read through the public classes of `tfp.experimental.distributions`;
 draws z / sqrt(M^{-1}) from the engine's z), `LowRankMass`
 (M^{-1} = S (I + V (Lambda - I) V^T) S, a diagonal times a low-rank update
 of the identity, the form `low_rank_momentum_distribution` builds: O(d k)
-velocity and draws from the engine's z) and `DistributionMass` (any
+velocity and draws from the engine's z), `DenseMass` (M^{-1} a [d, d]
+matrix, the form `dense_momentum_distribution` builds: velocity and draws
+are products with it and with its Cholesky factor's inverse) and
+`DistributionMass` (any
 other Gaussian, e.g. a dense `tfd.MultivariateNormalTriL`: its own
 `sample`, and M^{-1} r by autodiff of its `log_prob`, as TFP's leapfrog
 differentiates its kinetic energy).
@@ -185,22 +188,23 @@ class LowRankMass(Mass):
 
 class DenseMass(Mass):
   """M^{-1} = C per state part, a [d, d] matrix over the part's last axis,
-  with its Cholesky factor L (L L^T = C), as `dense_momentum_distribution`
-  builds it: a draw is L^{-T} z (covariance (L L^T)^{-1} = M), z the
-  engine's N(0, I), as `DiagonalMass`; the velocity is C r, one product
-  (where the distribution's own draw and the autodiff of its log density
-  trace TFP's joint, broadcast and precision-form machinery at every
-  step)."""
+  with the inverse A = L^{-1} of its Cholesky factor (L L^T = C), as
+  `dense_momentum_distribution` builds it: a draw is A^T z = L^{-T} z
+  (covariance (L L^T)^{-1} = M), z the engine's N(0, I), as
+  `DiagonalMass`; the velocity is C r. Each is one product (where the
+  distribution's own draw and the autodiff of its log density trace TFP's
+  joint, broadcast and precision-form machinery at every step)."""
 
   def __init__(self, parts):
     self.parts = [tuple(p) for p in parts]
 
   def sample(self, like, seed):
     z = tf.nest.flatten(random.standard_normal_like(like, seed))
+    # The chains as the rows of one product: z^T A = (A^T z)^T.
     return tf.nest.pack_sequence_as(like, [
-        tf.linalg.LinearOperatorLowerTriangular(
-            tf.cast(factor, x.dtype)).solvevec(x, adjoint=True)
-        for x, (factor, _) in zip(z, self.parts)])
+        tf.reshape(tf.matmul(tf.reshape(x, [-1, x.shape[-1]]),
+                             tf.cast(a, x.dtype)), tf.shape(x))
+        for x, (a, _) in zip(z, self.parts)])
 
   def velocity(self, momentum):
     return tf.nest.pack_sequence_as(momentum, [
@@ -264,16 +268,16 @@ def _read_mass(momentum_distribution):
     normal = _precision_normal(part)
     if normal is None:
       return None
-    if isinstance(normal.precision_factor,
-                  tf.linalg.LinearOperatorLowerTriangular):
+    factor = normal.precision_factor
+    if isinstance(factor, tf.linalg.LinearOperatorInversion) and isinstance(
+        factor.operator, tf.linalg.LinearOperatorLowerTriangular):
       # dense_momentum_distribution's form, over the part's last axis (a
       # reshaped part is left to the distribution's own draws).
       unreshaped = (part.distribution if isinstance(
           part, tfd.BatchBroadcast) else part) is normal
       if not unreshaped:
         return None
-      dense.append((normal.precision_factor.to_dense(),
-                    normal.precision.to_dense()))
+      dense.append((factor.operator.to_dense(), normal.precision.to_dense()))
       continue
     if isinstance(normal.precision, tf.linalg.LinearOperatorDiag):
       reshaped = part.distribution if isinstance(
@@ -282,7 +286,6 @@ def _read_mass(momentum_distribution):
         return None
       diagonal.append(reshaped.bijector.forward(normal.precision.diag_part()))
       continue
-    factor = normal.precision_factor
     ops = getattr(factor, "operators", ())
     if not (isinstance(factor, tf.linalg.LinearOperatorComposition) and
             len(ops) == 2 and

@@ -132,8 +132,9 @@ def dense_momentum_distribution(covariance):
   same time scale, including those along which correlated coordinates move
   together, which a diagonal mass leaves slow. The distribution is TFP's
   precision form (`MultivariateNormalPrecisionFactorLinearOperator` with
-  precision M^{-1} and its Cholesky factor), so the velocity M^{-1} r (the
-  gradient of its log density) is one matrix product, with no inverse.
+  precision M^{-1} and its Cholesky factor L, held as the inverse of
+  L^{-1}), so the velocity M^{-1} r (the gradient of its log density) and
+  a draw L^{-T} z are each one matrix product, with no solve in a step.
 
   Args:
     covariance: M^{-1}, a [d, d] symmetric positive definite tensor (e.g.
@@ -150,10 +151,15 @@ def dense_momentum_distribution(covariance):
   ```
   """
   covariance = tf.convert_to_tensor(covariance)
+  factor = tf.linalg.cholesky(covariance)
+  # L^{-1} once, here: a triangular solve for each draw, in every leapfrog
+  # step, runs as a loop in XLA on a CPU, far slower than a product.
+  inverse_factor = tf.linalg.triangular_solve(
+      factor, tf.eye(tf.shape(covariance)[-1], dtype=covariance.dtype))
   return PRECISION_NORMAL(
       loc=tf.zeros(tf.shape(covariance)[-1:], covariance.dtype),
-      precision_factor=tf.linalg.LinearOperatorLowerTriangular(
-          tf.linalg.cholesky(covariance)),
+      precision_factor=tf.linalg.LinearOperatorInversion(
+          tf.linalg.LinearOperatorLowerTriangular(inverse_factor)),
       precision=tf.linalg.LinearOperatorFullMatrix(
           covariance, is_self_adjoint=True, is_positive_definite=True))
 

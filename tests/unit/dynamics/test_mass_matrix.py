@@ -437,6 +437,28 @@ def test_the_diagonal_form_is_read_without_a_gradient_and_agrees_with_it():
         tf.float64)
 
 
+def test_a_step_with_a_dense_mass_solves_no_triangular_system():
+  # A draw L^{-T} z as a triangular solve runs as a loop in XLA on a CPU,
+  # in every leapfrog step (benchmarks/dense_mass_step.py). The form holds
+  # L^{-1}, so a step's draws are products.
+  import tfp_sgmcmc  # pylint: disable=import-outside-toplevel
+  target = tfp_sgmcmc.LogProbFnTarget(lambda w: -0.5 * tf.reduce_sum(
+      w * w, -1))
+  kernel = tfp_sgmcmc.AMAGOLD(
+      target, step_size=0.1, num_leapfrog_steps=3, friction=0.1,
+      momentum_distribution=dynamics.mass.dense_momentum_distribution(
+          tf.constant(DENSE[0], tf.float32)))
+  state = tf.zeros([CHAINS, 4])
+  results = kernel.bootstrap_results(state)
+  graph_def = tf.function(
+      lambda s, r: kernel.one_step(s, r, seed=SEED)).get_concrete_function(
+          state, results).graph.as_graph_def()
+  ops = [n.op for n in graph_def.node] + [
+      n.op for f in graph_def.library.function for n in f.node_def]
+  assert "MatMul" in ops or "BatchMatMulV2" in ops, sorted(set(ops))
+  assert "MatrixTriangularSolve" not in ops
+
+
 def test_the_low_rank_form_is_read_without_a_gradient_and_agrees_with_it():
   # low_rank_momentum_distribution's form is a LowRankMass (O(d k)
   # formulas); the same distribution differentiated as any Gaussian gives
