@@ -163,6 +163,37 @@ def test_a_tiny_posterior_sd_from_a_uniform_start_arrives():
   assert np.all(np.abs(chain_means - exact) < 2. * sd), chain_means
 
 
+def test_a_data_target_sampled_on_its_full_batch_starts_around_its_mode():
+  # A logistic regression of 50 correlated coefficients on 2,000 examples:
+  # `sample` samples its full batch (N <= 10,000) and, taking it for a
+  # target without minibatches, started it at uniform(-2, 2). The warm-up
+  # "arrived", tuned T = 1 and the chains never met (R-hat 19 with 1,000
+  # warm-up steps at N = 5,000). A minibatch target starts around its
+  # mode, here too.
+  rng = np.random.default_rng(0)
+  n, d = 2000, 50
+  x = (0.6 * rng.normal(size=(n, d)) + 0.4 * rng.normal(size=(n, 1))
+       ).astype(np.float32)
+  y = (rng.uniform(size=n) < 1 / (1 + np.exp(
+      -x @ (rng.normal(size=d) / np.sqrt(d))))).astype(np.float32)
+  target = sg.InMemoryTarget(
+      lambda w, b: tfd.Bernoulli(logits=tf.linalg.matvec(b[0], w)).log_prob(
+          b[1]), (x, y), batch_size=100, parameter_shapes=[d],
+      log_prior_fn=lambda w: tf.reduce_sum(tfd.Normal(0., 1.).log_prob(w),
+                                           -1))
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    fit = sg.sample(target, num_results=200, num_adaptation_steps=1000,
+                    seed=[0, 1], progress=False, print_report=False)
+  assert fit.report.minibatches.startswith("full batch: N = 2,000")
+  assert fit.report.start.startswith("around the mode (Newton's method")
+  # 800 draws of chains that mix: R-hat near 1 (the rank-normalised one,
+  # the worst of 50 coordinates on 200 draws a chain, came out 1.035);
+  # the uniform start's chains gave 2.6 (rank-normalised 1.73).
+  assert fit.report.max_rhat < 1.05, str(fit.report)
+  assert fit.report.max_rank_rhat < 1.1, str(fit.report)
+
+
 def test_minibatch_noise_that_holds_the_step_down_switches_to_full_batch():
   # N = 12,000 examples (above FULL_BATCH_MAX_EXAMPLES), d = 30, minibatches
   # of 50: control variates, yet the gradient noise holds the warm-up's

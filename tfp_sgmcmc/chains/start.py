@@ -2,7 +2,8 @@
 target, each chain's own minibatches, control variates where they pay, and
 the chains' starting states.
 
-* **Start.** A minibatch target with an exact energy: around the mode
+* **Start.** A minibatch target with an exact energy (`sample` asks this
+  of the target it is given, before any full batch): around the mode
   (Newton's method, `newton_mode`, up to `FULL_HESSIAN_MAX` coordinates;
   `find_mode`'s Adam beyond, or where Newton's method stops short), each
   chain at mode + s * z, z ~ N(0, I), s the Laplace sds
