@@ -311,9 +311,9 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   if control_variates and full_batch is None:
     full_batch = False   # Control variates need the minibatches.
   # The start as for the target given: around the mode of a minibatch
-  # target also where its full batch is sampled (from uniform(-2, 2), 50
-  # to 200 coordinates of a logistic regression on 5,000 examples did not
-  # mix, R-hat 4 to 21).
+  # target also where its full batch is sampled (from uniform(-2, 2) the
+  # chains of logistic regressions of 50 to 200 coordinates on 2,000 to
+  # 5,000 examples did not meet, R-hat up to 45).
   around_mode = start_lib.is_minibatch(model_target) and (
       model_target.has_exact_energy) or None
   model_target, batch_note = start_lib.full_batch(model_target, full_batch)
