@@ -451,7 +451,8 @@ def test_a_step_with_a_dense_mass_solves_no_triangular_system():
   state = tf.zeros([CHAINS, 4])
   results = kernel.bootstrap_results(state)
   graph_def = tf.function(
-      lambda s, r: kernel.one_step(s, r, seed=SEED)).get_concrete_function(
+      lambda s, r: kernel.one_step(s, r, seed=SEED),
+      autograph=False).get_concrete_function(
           state, results).graph.as_graph_def()
   ops = [n.op for n in graph_def.node] + [
       n.op for f in graph_def.library.function for n in f.node_def]
