@@ -285,7 +285,10 @@ def check_one_chain(target, template):
   state of a target that says its shapes: e.g. a fit's `final_state`, whose
   chain axis the target's checks reported as an unexplained shape error."""
   shapes = target.parameter_shapes
-  if shapes is None or isinstance(target, JointDistributionTarget):
+  if isinstance(target, JointDistributionTarget):
+    return
+  if shapes is None:
+    _check_one_value_per_chain(target, template)
     return
   want = shapes if isinstance(shapes, list) else [shapes]
   got = [p.shape for p in tf.nest.flatten(template)]
@@ -306,6 +309,29 @@ def check_one_chain(target, template):
           "tfp.mcmc.sample_chain(n, fit.final_state, kernel=fit.kernel, "
           "seed=...); to start a new call there, give one chain's state "
           "(e.g. fit.final_state[0])." if chains else ""))
+
+
+def _check_one_value_per_chain(target, template):
+  """A refusal where a target that does not say its shapes gives a chain
+  of `template`'s shape more than one log density: TFP's kernels read the
+  extra axes as chains, so the run would go on with chains `sample` never
+  made (and fail, if at all, far from the cause). A pipeline's target is
+  left alone: its evaluation would take a batch from the stream."""
+  if streamed_target(target) is not None:
+    return
+  one_chain = tf.nest.map_structure(lambda p: p[tf.newaxis], template)
+  value = target.minibatch_energy(one_chain, tf.zeros([2], tf.int32))
+  if value.shape.rank is None or value.shape == [1]:
+    return
+  shapes = tf.nest.map_structure(lambda p: p.shape.as_list(), template)
+  raise ValueError(
+      f"The target's log density of one chain (a state of shape {shapes} "
+      f"given with a chain axis of length 1) has shape "
+      f"{value.shape.as_list()}; it must be one value per chain, summed "
+      "over every axis of the state after the chain axes (e.g. "
+      "tf.reduce_sum(..., axis=[-2, -1]) for a matrix), " + (
+          "not over the chain axis too." if value.shape.rank == 0 else
+          "or its other axes would be run as extra chains."))
 
 
 def check_repeated(target):

@@ -478,6 +478,27 @@ def test_initial_state_with_a_chain_axis_is_refused_with_how_to_continue():
   assert "chains" not in str(error.value)
 
 
+def test_a_log_density_that_is_not_one_value_per_chain_is_refused():
+  # Summed over the last axis only, a matrix state's density has a value
+  # per row: TFP's kernels ran each row as a chain (16 where `sample` made
+  # 4), and the call failed after the warm-up in the arrival check with
+  # "operands could not be broadcast together with shapes (4,80) (20,)".
+  per_row = lambda w: -0.5 * tf.reduce_sum(w ** 2, -1)
+  with pytest.raises(ValueError, match=(
+      r"log density of one chain \(a state of shape \[4, 20\].*has shape "
+      r"\[1, 4\].*axis=\[-2, -1\].*run as extra chains")):
+    sg.sample(target_log_prob_fn=per_row, initial_state=tf.zeros([4, 20]),
+              seed=[0, 1], **FAST)
+  # Summed over the chains too: one value for them all.
+  with pytest.raises(ValueError, match=r"has shape \[\].*chain axis too"):
+    sg.sample(target_log_prob_fn=lambda w: -0.5 * tf.reduce_sum(w ** 2),
+              parameter_shapes=[3], seed=[0, 1], **FAST)
+  # Summed over the state's axes: taken.
+  start_lib.check_one_chain(start_lib.as_target(
+      None, lambda w: -0.5 * tf.reduce_sum(w ** 2, [-2, -1]), None, None,
+      None), tf.zeros([4, 20]))
+
+
 def test_a_uniform_start_where_the_density_is_not_finite_is_drawn_again():
   # A noise scale used without a bijector: its log density is -inf (or
   # NaN) below 0, half of Stan's box. The chains started there never
