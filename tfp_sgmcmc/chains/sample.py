@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from tfp_sgmcmc import arguments
 from tfp_sgmcmc.chains import arrival as arrival_lib
 from tfp_sgmcmc.chains import rounding
 from tfp_sgmcmc.chains import runs
@@ -30,6 +31,7 @@ from tfp_sgmcmc.chains.diagnostics import (UnhealthyChainWarning,
                                            find_field, summarize)
 from tfp_sgmcmc.chains.inference_data import to_inference_data
 from tfp_sgmcmc.chains.warmup import warm_up
+from tfp_sgmcmc.chains.window_adaptation import MIN_WARMUP_STEPS
 from tfp_sgmcmc.chains.sample_kernels import (
     AMAGOLD_EXACT_GRADIENT_FRICTION, KERNELS, LAPLACE_CHOICE, approximate,
     built_quietly, kernel_and_mass, warn_if_not_exact, with_mass)
@@ -73,6 +75,15 @@ def _step_size_guess(scale):
   one (a uniform start)."""
   return 0.01 if scale is None else float(np.median(np.concatenate(
       [np.ravel(s) for s in tf.nest.flatten(scale)])))
+
+
+def _check_counts(*counts):
+  """The counts, refused by their own names before the start and the
+  warm-up (minutes at large N), not where a later stage reads them."""
+  names = ("num_results", "num_chains", "num_adaptation_steps",
+           "num_burnin_steps", "num_mode_steps")
+  for name, value, least in zip(names, counts, (1, 1, MIN_WARMUP_STEPS, 0, 0)):
+    arguments.check_integer(name, value, least)
 
 
 def _template(target, initial_state, parameter_shapes, seed):
@@ -299,6 +310,8 @@ def sample(target=None, num_results=1000, num_chains=4, kernel=None,
   print(tf.reduce_mean(fit.draws, [0, 1]))   # posterior means
   ```
   """
+  _check_counts(num_results, num_chains, num_adaptation_steps,
+                num_burnin_steps, num_mode_steps)
   t_start = time.perf_counter()
   seed = tfp.random.sanitize_seed(seed)
   start_seed, warm_seed, run_seed = tfp.random.split_seed(seed, 3)

@@ -32,13 +32,13 @@ from tensorflow_probability.python.mcmc.internal import util as mcmc_util
 
 __all__ = ["WindowAdaptationState", "DualAveragingState", "WindowState",
            "warmup_windows", "regularized_variance", "acceptance_probability",
-           "regularized_covariance", "regularized_low_rank",
-           "low_rank_diagonal", "dual_averaging_init",
-           "dual_averaging_update", "begin_window",
-           "window_update", "window_variance", "gradient_window_update",
-           "gradient_variance", "GRADIENT_BOUND_SDS", "MASS_ESTIMATES",
-           "init", "update", "end_window", "final"]
+           "regularized_covariance", "regularized_low_rank", "final",
+           "low_rank_diagonal", "dual_averaging_init", "dual_averaging_update",
+           "begin_window", "window_update", "window_variance", "init",
+           "gradient_window_update", "gradient_variance", "GRADIENT_BOUND_SDS",
+           "MASS_ESTIMATES", "MIN_WARMUP_STEPS", "update", "end_window"]
 
+MIN_WARMUP_STEPS = 20  # A fast, a slow and a final window.
 # What a diagonal M^{-1} is estimated from: the window's draws
 # (`window_variance`) or the gradients at them (`gradient_variance`).
 MASS_ESTIMATES = ("draws", "gradients")
@@ -110,7 +110,7 @@ def warmup_windows(num_steps, initial_buffer=75, final_buffer=50,
   assert sum(n for _, n in tfp_sgmcmc.warmup_windows(1000)) == 1000
   ```
   """
-  if num_steps < 20:
+  if num_steps < MIN_WARMUP_STEPS:
     raise ValueError(f"`num_steps` of the warm-up must be >= 20 (a fast, a "
                      f"slow and a final window); got {num_steps}.")
   if initial_buffer + base_window + final_buffer > num_steps:

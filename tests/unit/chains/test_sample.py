@@ -478,6 +478,25 @@ def test_initial_state_with_a_chain_axis_is_refused_with_how_to_continue():
   assert "chains" not in str(error.value)
 
 
+@pytest.mark.parametrize("name,value", [
+    ("num_results", 0), ("num_chains", 0), ("num_adaptation_steps", 10),
+    ("num_burnin_steps", -1), ("num_mode_steps", -3)])
+def test_the_counts_are_refused_by_their_names_before_the_start(name, value):
+  # Each was read where a later stage used it: num_chains=0 ended in
+  # "`step_size` must be > 0 and finite; got nan.", num_adaptation_steps=10
+  # was "`num_steps` of the warm-up", num_results=0 came after the
+  # warm-up, and num_mode_steps=-3 was taken.
+  def log_prob(w):
+    raise AssertionError("the model was evaluated")
+  least = {"num_adaptation_steps": 20, "num_burnin_steps": 0,
+           "num_mode_steps": 0}.get(name, 1)
+  with pytest.raises(ValueError, match=(
+      rf"^`{name}` must be an integer >= {least}; got {value}\.$")):
+    sg.sample(target_log_prob_fn=log_prob, parameter_shapes=[2],
+              seed=[0, 1], progress=False, print_report=False,
+              **{name: value})
+
+
 def test_a_log_density_that_is_not_one_value_per_chain_is_refused():
   # Summed over the last axis only, a matrix state's density has a value
   # per row: TFP's kernels ran each row as a chain (16 where `sample` made
