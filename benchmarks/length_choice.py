@@ -1,8 +1,9 @@
 """How the trajectory length that `sample` freezes decides its efficiency.
 
 A logistic regression of 50 coefficients on 2,000 examples whose features
-share a factor (0.6 own + 0.4 shared: correlated coefficients), sampled by `sample` with its defaults
-(AMAGOLD on the full batch, a dense mass, T tuned by ChEES and frozen).
+share a factor (0.6 own + 0.4 shared: correlated coefficients), sampled by
+`sample` with its defaults (AMAGOLD on the full batch, a dense mass, T
+tuned by ChEES and frozen).
 
 1. `--seeds K`: K calls of `sample` (500 draws, `--warmup` steps) that
    differ only in the seed: the frozen T, R-hat, the smallest ESS and the
@@ -11,7 +12,9 @@ share a factor (0.6 own + 0.4 shared: correlated coefficients), sampled by `samp
    again from its final state for 1,000 transitions at each fixed T in
    `--sweep`, and with T drawn per transition as ceil(u 2T), u uniform
    (ChEES's jitter kept in sampling): the smallest cross-chain ESS (TFP's,
-   capped at the number of draws, 4,000) and per 1,000 gradients.
+   capped at the number of draws, 4,000) of the coordinates and of their
+   centred squares (the second moments ChEES aims at), and per 1,000
+   gradients.
 
     python benchmarks/length_choice.py [--seeds 9] [--warmup 1000]
         [--sweep 2 13] [--out benchmarks/results]
@@ -86,13 +89,16 @@ def sweep(fit, steps, jittered):
                                                     SWEEP_STEPS)))
     return out[-1].stack(), out[-2] / SWEEP_STEPS
   draws, mean_steps = run(state, tf.constant([7, 8]))
-  ess = float(tf.reduce_min(tfp.mcmc.effective_sample_size(
-      draws, cross_chain_dims=1)))
-  ess = min(ess, SWEEP_STEPS * 4.)
+  squares = tf.square(draws - tf.reduce_mean(draws, [0, 1]))
+  ess, ess_squares = [min(float(tf.reduce_min(
+      tfp.mcmc.effective_sample_size(x, cross_chain_dims=1))),
+                          SWEEP_STEPS * 4.) for x in (draws, squares)]
+  per_1k = 1000 / (SWEEP_STEPS * 4 * float(mean_steps))
   return dict(num_leapfrog_steps=steps, jittered=jittered,
               mean_num_leapfrog_steps=float(mean_steps), min_ess=ess,
-              ess_per_1k_gradients=1000 * ess / (SWEEP_STEPS * 4 *
-                                                  float(mean_steps)))
+              ess_per_1k_gradients=ess * per_1k,
+              min_ess_of_squares=ess_squares,
+              ess_of_squares_per_1k_gradients=ess_squares * per_1k)
 
 
 def main():
@@ -115,8 +121,10 @@ def main():
     for jittered in (False, True):
       sweeps.append(sweep(first, steps, jittered))
       print("sweep T = {num_leapfrog_steps} jittered={jittered}: min ESS "
-            "{min_ess:.0f}, {ess_per_1k_gradients:.1f} per 1k "
-            "gradients".format(**sweeps[-1]), flush=True)
+            "{min_ess:.0f}, {ess_per_1k_gradients:.1f} per 1k gradients; "
+            "of the squares {min_ess_of_squares:.0f}, "
+            "{ess_of_squares_per_1k_gradients:.1f}".format(**sweeps[-1]),
+            flush=True)
   path = os.path.join(args.out, "length_choice.json")
   with open(path, "w") as f:
     json.dump({"date": datetime.date.today().isoformat(),
