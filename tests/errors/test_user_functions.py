@@ -74,17 +74,6 @@ CLEAR_MESSAGES = [
     ("log-prior not callable", lambda: sg.InMemoryTarget(
         location_ll, data(), 2, log_prior_fn=3.), TypeError,
      r"`log_prior_fn` must be callable or None; got 3.0"),
-    # Written with numpy: TF's NotImplementedError ("Cannot convert a
-    # symbolic tf.Tensor ...") came from deep in the warm-up's trace.
-    ("log density in numpy", lambda: sg.sample(
-        target_log_prob_fn=lambda w: -0.5 * np.sum(np.asarray(w) ** 2, -1),
-        parameter_shapes=[3], seed=[0, 1], progress=False,
-        print_report=False), ValueError,
-     r"`target_log_prob_fn` called numpy on a traced tensor.*TensorFlow ops"),
-    ("log-likelihood in numpy", lambda: tf.function(mem(
-        fn=lambda w, b: -np.square(np.asarray(b[1]))).minibatch_energy)(
-            tf.zeros([D]), tf.constant([1, 2])), ValueError,
-     r"`log_likelihood_fn` called numpy on a traced tensor"),
 ]
 
 

@@ -38,15 +38,6 @@ def call_with_clear_errors(what, fn, state, *batch):
   dtypes differ, how to make them agree."""
   try:
     return fn(state, *batch)
-  except NotImplementedError as e:  # TF's error for numpy on a graph tensor
-    if "symbolic" not in str(e):
-      raise
-    raise ValueError(
-        f"{what} called numpy on a traced tensor (`state` = "
-        f"{describe_structure(state)}): the sampler runs the function inside "
-        "tf.function (and XLA), where a tensor has no value. Write it with "
-        "TensorFlow ops (tf.reduce_sum, tf.math, tfp.distributions) in place "
-        f"of numpy's. Original error: {e}") from e
   except (ValueError, TypeError, tf.errors.InvalidArgumentError,
           IndexError, KeyError, AttributeError) as e:
     called = f"`state` = {describe_structure(state)}"
