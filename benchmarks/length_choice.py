@@ -6,8 +6,9 @@ share a factor (0.6 own + 0.4 shared: correlated coefficients), sampled by
 tuned by ChEES and frozen).
 
 1. `--seeds K`: K calls of `sample` (500 draws, `--warmup` steps) that
-   differ only in the seed: the frozen T, R-hat, the smallest ESS and the
-   smallest ESS per 1,000 gradients of the sampling phase.
+   differ only in the seed: the frozen T, R-hat, the report's smallest
+   ESS (and ArviZ's bulk and tail ESS) and the smallest ESS per 1,000
+   gradients of the sampling phase.
 2. The sweep: the first call's tuned kernel (its step size and mass) run
    again from its final state for 1,000 transitions at each fixed T in
    `--sweep`, and with T drawn per transition as ceil(u 2T), u uniform
@@ -62,7 +63,8 @@ def one_call(model, seed, warmup):
   steps = r.warmup.num_leapfrog_steps
   row = dict(seed=seed, num_leapfrog_steps=steps,
              step_size=r.warmup.step_size, max_rhat=r.max_rhat,
-             min_ess=r.min_ess,
+             min_ess=r.min_ess, min_bulk_ess=r.min_bulk_ess,
+             min_tail_ess=r.min_tail_ess,
              ess_per_1k_gradients=1000 * r.min_ess / (NUM_DRAWS * 4 * steps))
   return fit, row
 
@@ -114,8 +116,9 @@ def main():
     first = first or fit
     calls.append(row)
     print("seed {seed}: T = {num_leapfrog_steps}, R-hat {max_rhat:.3f}, "
-          "min ESS {min_ess:.0f}, {ess_per_1k_gradients:.1f} per 1k "
-          "gradients".format(**row), flush=True)
+          "min ESS {min_ess:.0f} (tail {min_tail_ess:.0f}), "
+          "{ess_per_1k_gradients:.1f} per 1k gradients".format(**row),
+          flush=True)
   sweeps = []
   for steps in range(args.sweep[0], args.sweep[1] + 1):
     for jittered in (False, True):
