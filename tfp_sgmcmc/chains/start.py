@@ -283,7 +283,9 @@ def initial_states(target, template, num_chains, seed, num_mode_steps,
 def check_one_chain(target, template):
   """A refusal where `initial_state` (the `template`) is not one chain's
   state of a target that says its shapes: e.g. a fit's `final_state`, whose
-  chain axis the target's checks reported as an unexplained shape error."""
+  chain axis the target's checks reported as an unexplained shape error;
+  for a target that does not, where one chain's log density is not one
+  value."""
   shapes = target.parameter_shapes
   if isinstance(target, JointDistributionTarget):
     return
@@ -312,11 +314,12 @@ def check_one_chain(target, template):
 
 
 def _check_one_value_per_chain(target, template):
-  """A refusal where a target that does not say its shapes gives a chain
-  of `template`'s shape more than one log density: TFP's kernels read the
-  extra axes as chains, so the run would go on with chains `sample` never
-  made (and fail, if at all, far from the cause). A pipeline's target is
-  left alone: its evaluation would take a batch from the stream."""
+  """A refusal where a target that does not say its shapes gives one chain
+  of `template`'s shape other than one log density: TFP's kernels read
+  extra axes as chains (and a value for all chains as the chains' sum), so
+  the run would go on with chains `sample` never made and fail, if at all,
+  far from the cause. A pipeline's target is left alone: its evaluation
+  would take a batch from the stream."""
   if streamed_target(target) is not None:
     return
   one_chain = tf.nest.map_structure(lambda p: p[tf.newaxis], template)
