@@ -311,16 +311,19 @@ def check_batch_size(batch_size, num_examples):
                        hint=f" N = {num_examples} is the number of examples.")
 
 
-def refuse_under_xla(what):
+def refuse_under_xla(what, reader="a tf.data iterator",
+                     target="a DatasetTarget"):
   """A clear trace-time error in place of XLA's 'unsupported operations:
-  IteratorGetNextAsOptional' at run time."""
+  IteratorGetNextAsOptional' (or 'PyFuncStateless', for a `reader` in a
+  `tf.numpy_function`) at run time."""
   if in_xla_context():
     raise ValueError(
-        f"{what}, which XLA cannot compile: a tf.data iterator runs on the "
-        "host, outside the compiled function, so a DatasetTarget cannot be "
+        f"{what}, which XLA cannot compile: {reader} runs on the "
+        f"host, outside the compiled function, so {target} cannot be "
         "used inside `tf.function(..., jit_compile=True)`. Use "
         "`tf.function` without jit_compile (tfp_sgmcmc's `warm_up`, "
-        "`sample_chain_with_progress` and `step_size_by_ksd` compile with "
+        "`sample_chain_with_progress`, `sample_moments` and "
+        "`step_size_by_ksd` compile with "
         "XLA unless given jit_compile=False; `sample` and `ksd` do not, "
         "on a stream), or put the data in an `InMemoryTarget` (its batches "
         "are drawn by the seed inside the compiled function).")

@@ -42,7 +42,7 @@ import tensorflow as tf
 
 from tfp_sgmcmc import arguments
 from tfp_sgmcmc import random
-from tfp_sgmcmc.targets.checks import check_finite_data
+from tfp_sgmcmc.targets.checks import check_finite_data, refuse_under_xla
 from tfp_sgmcmc.targets.dataset import DatasetTarget
 
 __all__ = ["TFRecordTarget", "write_tfrecord_shards", "LAYOUT_FILE"]
@@ -361,6 +361,9 @@ class TFRecordTarget(DatasetTarget):
     return np.array(out, dtype=object)
 
   def _minibatch(self, seed):
+    refuse_under_xla("TFRecordTarget reads a minibatch from its files",
+                     "its `tf.numpy_function` reading the records",
+                     "a TFRecordTarget")
     records = tf.numpy_function(self._read_records,
                                 [self.record_indices(seed)], tf.string,
                                 stateful=False)

@@ -139,3 +139,23 @@ def test_exact_amagold_on_tfrecords_is_calibrated(written):
   with pytest.warns(UserWarning, match="not guaranteed exact"):
     assert not sg.AMAGOLD(pipeline, step_size=0.1, num_leapfrog_steps=2,
                           friction=0.5).is_calibrated
+
+
+def test_a_minibatch_under_xla_is_refused_naming_the_target_and_fix(written):
+  # The records are read in a tf.numpy_function, which XLA cannot compile:
+  # without the refusal, XLA's "PyFuncStateless" error comes at run time,
+  # after a trace, and names neither the target nor the fix.
+  problem, layout = written
+  target = sg.TFRecordTarget(problem.log_likelihood, layout,
+                             records_per_batch=2,
+                             log_prior_fn=problem.log_prior)
+  kernel = sg.SGLD(target, step_size=1e-3)
+  with pytest.raises(ValueError, match=(
+      r"TFRecordTarget reads a minibatch from its files, which XLA cannot "
+      r"compile: its `tf.numpy_function` .* a TFRecordTarget cannot be used"
+      r"(.|\n)*`sample_moments`(.|\n)*InMemoryTarget")):
+    sg.sample_moments(kernel, tf.zeros([2, 2]), 3, seed=[0, 1])
+  # Without XLA it runs.
+  moments = sg.sample_moments(kernel, tf.zeros([2, 2]), 3, seed=[0, 1],
+                              jit_compile=False)
+  assert np.all(np.isfinite(np.asarray(tf.nest.flatten(moments)[0])))
