@@ -47,6 +47,7 @@ from tfp_sgmcmc.kernels import interop
 from tfp_sgmcmc.kernels.amagold import UncalibratedAMAGOLD
 from tfp_sgmcmc.kernels.amortized_mh import AmortizedMetropolisHastings
 from tfp_sgmcmc.kernels.langevin_path import UncalibratedLangevinPath
+from tfp_sgmcmc.targets.base import TargetCapabilityError
 
 __all__ = ["friction_test_kernel", "langevin_path_test_kernel",
            "check_temperature_one", "mass_arguments", "stationary_bound"]
@@ -77,7 +78,7 @@ def friction_test_kernel(kernel, friction, num_test_steps,
       compute_energy=interop.reports_exact_log_prob(target),
       store_parameters_in_results=True,
       **mass_arguments(momentum_distribution))
-  return AmortizedMetropolisHastings(proposal, target=target)
+  return _exact_test(kernel, proposal)
 
 
 def langevin_path_test_kernel(kernel, num_test_steps):
@@ -87,6 +88,22 @@ def langevin_path_test_kernel(kernel, num_test_steps):
   proposal = UncalibratedLangevinPath(
       target, step_size=kernel.step_size, num_steps=num_test_steps,
       store_parameters_in_results=True)
+  return _exact_test(kernel, proposal)
+
+
+def _exact_test(kernel, proposal):
+  """The amortized test of `proposal` on the full-data energy: refused by
+  warm_up's name where `kernel`'s target has none (the test's own refusal
+  names an `acceptance_energy` that SGLD, SGHMC and SGNHT do not take)."""
+  target = kernel.target
+  if not target.has_exact_energy:
+    raise TargetCapabilityError(
+        f"warm_up tunes {type(kernel).__name__}'s step size on an exact "
+        "Metropolis-Hastings test of its chain, on the full-data energy; "
+        f"this {type(target).__name__} has none (has_exact_energy=False). "
+        "Give the target its data for the energy (DatasetTarget(..., "
+        "full_dataset=...)), or choose the step size yourself (e.g. "
+        "tfp_sgmcmc.step_size_by_ksd) and run sample_chain_with_progress.")
   return AmortizedMetropolisHastings(proposal, target=target)
 
 

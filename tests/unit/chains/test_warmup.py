@@ -58,6 +58,23 @@ def test_refuses_what_it_cannot_tune():
                target_accept_prob=1.5)
 
 
+def test_a_stream_without_its_full_data_is_refused_by_warm_ups_name():
+  # The test's own refusal named `acceptance_energy`, which SGLD, SGHMC and
+  # SGNHT do not take: warm_up's names the fix that applies to them.
+  x, y, _ = logistic_setup()
+  stream = sg.DatasetTarget(
+      _logistic_target()._log_likelihood_fn,  # pylint: disable=protected-access
+      tf.data.Dataset.from_tensor_slices((x, y)).repeat().batch(50),
+      num_examples=len(x))
+  for kernel in (sg.SGLD(stream, step_size=1e-4),
+                 sg.SGHMC(stream, step_size=1e-2, friction=1.),
+                 sg.SGNHT(stream, step_size=1e-2)):
+    with pytest.raises(sg.TargetCapabilityError, match=(
+        rf"warm_up tunes {type(kernel).__name__}'s step size on an exact "
+        r"(.|\n)*DatasetTarget has none(.|\n)*full_dataset=")):
+      sg.warm_up(kernel, tf.zeros([3]), num_steps=20, seed=[0, 1])
+
+
 def _correlated_gaussian():
   covariance = np.array([[1., 2.85], [2.85, 9.]], np.float32)  # rho 0.95
   posterior = tfd.MultivariateNormalTriL(
