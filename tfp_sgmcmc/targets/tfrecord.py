@@ -214,6 +214,24 @@ def _structure_from_json(obj):
   return tuple(_structure_from_json(v) for v in obj["tuple"])
 
 
+def _check_shard_sizes(paths, records_per_shard, stride):
+  """Each shard holds the records `layout.json` counts for it, by its size:
+  a missing or truncated shard (a copy cut short) is refused here, not
+  where a minibatch or the energy's pass first reads past its end."""
+  for path, count in zip(paths, records_per_shard):
+    if not tf.io.gfile.exists(path):
+      raise ValueError(f"The shard {path!r} that layout.json lists does not "
+                       "exist: copy every shard beside layout.json, or "
+                       "write the shards again (write_tfrecord_shards).")
+    size = tf.io.gfile.stat(path).length
+    if size != count * stride:
+      raise ValueError(
+          f"The shard {path!r} has {size} bytes, but layout.json gives it "
+          f"{count} records of {stride} bytes ({count * stride}): it is "
+          "truncated or not the file written with this layout. Copy it "
+          "again, or write the shards again (write_tfrecord_shards).")
+
+
 def _shard_paths(layout, directory, names, allow_outside_files):
   """The shard files `layout.json` lists, each inside its directory unless
   the caller allows otherwise."""
@@ -289,6 +307,8 @@ class TFRecordTarget(DatasetTarget):
     self._record_bytes = int(spec["record_bytes"])
     self._records_per_shard = [int(c) for c in spec["records_per_shard"]]
     self._num_records = sum(self._records_per_shard)
+    _check_shard_sizes(self._paths, self._records_per_shard,
+                       self._record_bytes + _HEADER + _FOOTER)
     self._records_per_batch = arguments.check_integer(
         "records_per_batch", records_per_batch, 1, self._num_records,
         hint=" (The most is the number of records.)")

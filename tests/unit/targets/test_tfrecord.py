@@ -159,3 +159,31 @@ def test_a_minibatch_under_xla_is_refused_naming_the_target_and_fix(written):
   moments = sg.sample_moments(kernel, tf.zeros([2, 2]), 3, seed=[0, 1],
                               jit_compile=False)
   assert np.all(np.isfinite(np.asarray(tf.nest.flatten(moments)[0])))
+
+
+def test_a_missing_or_truncated_shard_is_refused_when_the_target_is_built(
+    written, tmp_path):
+  # Before, a truncated shard failed only when a minibatch read past its end
+  # ("unpack requires a buffer of 8 bytes", naming no file), and a missing
+  # one when first read.
+  import json  # pylint: disable=g-import-not-at-top
+  import os  # pylint: disable=g-import-not-at-top
+  import shutil  # pylint: disable=g-import-not-at-top
+  problem, layout = written
+  copy = shutil.copytree(os.path.dirname(layout), tmp_path / "copy")
+  with open(copy / "layout.json") as f:
+    shards = [str(copy / name) for name in json.load(f)["files"]]
+  build = lambda: sg.TFRecordTarget(problem.log_likelihood, str(copy),
+                                    records_per_batch=2)
+  build()  # Intact: taken.
+  size = os.path.getsize(shards[1])
+  with open(shards[1], "r+b") as f:
+    f.truncate(size - 10)
+  with pytest.raises(ValueError, match=(
+      rf"shard '{shards[1]}' has {size - 10} bytes, but layout.json gives it "
+      r"50 records")):
+    build()
+  os.remove(shards[1])
+  with pytest.raises(ValueError, match=r"shard .* layout.json lists does not"
+                     r" exist"):
+    build()
